@@ -1,0 +1,330 @@
+// Package config decodes and validates vig's YAML configuration: where vig listens,
+// which backend it governs, and the freshness contracts of the streams it schedules.
+//
+// Decoding is strict: an unknown key, a value of the wrong type or a contract that
+// cannot be right is an error that names the key and its line, and says what would be
+// accepted. Parse is pure (bytes in, Config out); reading the file is the caller's job.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"sort"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Config is a whole vig configuration. The zero value is not useful; use Parse,
+// which fills defaults.
+type Config struct {
+	Listen    Listen           `yaml:"listen"`
+	Backend   Backend          `yaml:"backend"`
+	GRPC      GRPC             `yaml:"grpc"`
+	Log       Log              `yaml:"log"`
+	Scheduler Scheduler        `yaml:"scheduler"`
+	Models    map[string]Model `yaml:"models"`
+	Streams   []Stream         `yaml:"streams"`
+}
+
+// Listen holds the addresses vig serves on. "off" turns a listener off; an absent key
+// takes the default (the Unix socket is off by default).
+type Listen struct {
+	GRPC    string `yaml:"grpc"`    // host:port of the Triton-protocol gRPC frontend
+	Unix    string `yaml:"unix"`    // path of the Unix-socket gRPC frontend ("@name": abstract)
+	Metrics string `yaml:"metrics"` // host:port of the Prometheus endpoint
+}
+
+// Backend describes the inference server vig forwards to.
+type Backend struct {
+	// Address is host:port or unix:PATH of the Triton-protocol backend. With Embedded,
+	// it is the address the embedded mock backend listens on.
+	Address string `yaml:"address"`
+	// Slots is how many jobs the accelerator runs at once.
+	Slots int `yaml:"slots"`
+	// Embedded starts vig's mock backend inside the vig process, so that vig runs on a
+	// machine with no inference server installed. Its models are Config.Models.
+	Embedded bool `yaml:"embedded"`
+	// Seed makes the embedded backend's execution times reproducible.
+	Seed uint64 `yaml:"seed"`
+	// StatsIntervalMs is how often vig reads the backend's ModelStatistics to correct
+	// its execution-time estimates; a negative value turns the polling off.
+	StatsIntervalMs int `yaml:"stats_interval_ms"`
+}
+
+// GRPC sizes vig's gRPC transport. Camera frames reach 6+ MB: grpc-go's defaults
+// (4 MiB receive limit, 64 KiB windows grown by BDP probes) cut such a message off or
+// make it cross loopback at a fraction of memory speed.
+type GRPC struct {
+	MaxMessageMiB  int `yaml:"max_message_mib"`  // largest message accepted or sent
+	WindowMiB      int `yaml:"window_mib"`       // HTTP/2 stream and connection flow-control window
+	ReadBufferKiB  int `yaml:"read_buffer_kib"`  // per-connection read buffer
+	WriteBufferKiB int `yaml:"write_buffer_kib"` // per-connection write buffer (shared, released when idle)
+}
+
+// Log selects the log format and level.
+type Log struct {
+	Format string `yaml:"format"` // text | json
+	Level  string `yaml:"level"`  // debug | info | warn | error
+}
+
+// Scheduler holds the knobs of the freshness scheduler that are not per stream.
+type Scheduler struct {
+	// SafetyMarginPct scales execution estimates before a deadline check:
+	// 100 = none, 120 = assume jobs take 20 % longer than estimated. Never below 100.
+	SafetyMarginPct int `yaml:"safety_margin_pct"`
+	// UnknownStreams says what happens to a request whose stream has no contract:
+	// "default" runs it best-effort (honouring Triton's priority and timeout
+	// parameters), "reject" answers NOT_FOUND.
+	UnknownStreams string `yaml:"unknown_streams"`
+	// CaptureClock is the clock of vig_capture_ns: "monotonic" (CLOCK_MONOTONIC, the
+	// same on every process of the device) or "realtime" (wall clock).
+	CaptureClock string `yaml:"capture_clock"`
+}
+
+// Model is the execution-time prior of one backend model.
+type Model struct {
+	ExecMs float64 `yaml:"exec_ms"` // prior for the execution time; refined online
+	// CoRun false means the model runs alone on the accelerator (nothing beside it).
+	CoRun *bool `yaml:"corun"`
+	Line  int   `yaml:"-"`
+}
+
+// RunsBeside reports whether the model may share the accelerator with other jobs.
+func (m Model) RunsBeside() bool { return m.CoRun == nil || *m.CoRun }
+
+// Stream is one sensor stream's freshness contract.
+type Stream struct {
+	Name            string  `yaml:"name"`
+	Model           string  `yaml:"model"`
+	Class           string  `yaml:"class"`             // protected | high | best_effort
+	PeriodMs        float64 `yaml:"period_ms"`         // result period (coverage window)
+	MaxAgeMs        float64 `yaml:"max_age_ms"`        // freshness bound of a result
+	FrameIntervalMs float64 `yaml:"frame_interval_ms"` // how often the sensor sends; default period
+	Queue           string  `yaml:"queue"`             // latest | fifo
+	Capacity        int     `yaml:"capacity"`          // fifo bound (latest: always 1)
+	MinRateHz       float64 `yaml:"min_rate_hz"`       // best_effort only: budgeted minimum rate
+	Line            int     `yaml:"-"`
+}
+
+// Classes, queue kinds and the other enumerations accepted in a config.
+const (
+	ClassProtected  = "protected"
+	ClassHigh       = "high"
+	ClassBestEffort = "best_effort"
+
+	Off = "off" // disables a listener
+
+	QueueLatest = "latest"
+	QueueFIFO   = "fifo"
+)
+
+// Defaults applied by Parse where a key is absent.
+const (
+	DefaultGRPCAddr        = "127.0.0.1:9001"
+	DefaultMetricsAddr     = "127.0.0.1:9090"
+	DefaultBackendAddr     = "127.0.0.1:8001"
+	DefaultMaxMessageMiB   = 64
+	DefaultWindowMiB       = 16
+	DefaultReadBufferKiB   = 256
+	DefaultWriteBufferKiB  = 1024
+	DefaultSafetyMarginPct = 110
+	DefaultStatsIntervalMs = 5000
+)
+
+// Period, MaxAge and FrameInterval return the contract's durations.
+func (s Stream) Period() time.Duration        { return ms(s.PeriodMs) }
+func (s Stream) MaxAge() time.Duration        { return ms(s.MaxAgeMs) }
+func (s Stream) FrameInterval() time.Duration { return ms(s.FrameIntervalMs) }
+
+// Exec returns the model's execution-time prior.
+func (m Model) Exec() time.Duration { return ms(m.ExecMs) }
+
+func ms(v float64) time.Duration { return time.Duration(math.Round(v * float64(time.Millisecond))) }
+
+// Error is one problem in a config file, located by line and key.
+type Error struct {
+	File string
+	Line int    // 1-based; 0 when the problem has no single place
+	Key  string // dotted path of the key, e.g. streams[1].max_age_ms
+	Msg  string
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		fmt.Fprintf(&b, ":%d", e.Line)
+	}
+	b.WriteString(": ")
+	if e.Key != "" {
+		b.WriteString(e.Key)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// Parse decodes and validates a configuration. file names the source in errors. The
+// error, if any, joins one *Error per problem found (errors.As finds the first).
+func Parse(file string, data []byte) (*Config, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, &Error{File: file, Msg: strings.TrimPrefix(err.Error(), "yaml: ")}
+	}
+	var c Config
+	if len(root.Content) == 0 { // empty document: all defaults
+		c.applyDefaults()
+		return &c, c.validate(file)
+	}
+	doc := root.Content[0]
+	if errs := checkKeys(file, doc, reflect.TypeOf(c), ""); len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	if err := doc.Decode(&c); err != nil {
+		return nil, typeErrors(file, err)
+	}
+	c.locate(doc)
+	c.applyDefaults()
+	return &c, c.validate(file)
+}
+
+// checkKeys walks the YAML tree beside the Go type it decodes into and reports every
+// mapping key that has no field, with its line and the keys that would be accepted.
+func checkKeys(file string, n *yaml.Node, t reflect.Type, path string) []error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	var errs []error
+	switch {
+	case n.Kind == yaml.AliasNode:
+		return checkKeys(file, n.Alias, t, path)
+	case t.Kind() == reflect.Struct && n.Kind == yaml.MappingNode:
+		fields := map[string]reflect.Type{}
+		var known []string
+		for i := 0; i < t.NumField(); i++ {
+			tag, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+			if tag == "" || tag == "-" {
+				continue
+			}
+			fields[tag] = t.Field(i).Type
+			known = append(known, tag)
+		}
+		sort.Strings(known)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			ft, ok := fields[k.Value]
+			if !ok {
+				errs = append(errs, &Error{File: file, Line: k.Line, Key: join(path, k.Value),
+					Msg: fmt.Sprintf("unknown key %q (known keys here: %s)", k.Value, strings.Join(known, ", "))})
+				continue
+			}
+			errs = append(errs, checkKeys(file, v, ft, join(path, k.Value))...)
+		}
+	case t.Kind() == reflect.Map && n.Kind == yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			errs = append(errs, checkKeys(file, n.Content[i+1], t.Elem(), join(path, n.Content[i].Value))...)
+		}
+	case t.Kind() == reflect.Slice && n.Kind == yaml.SequenceNode:
+		for i, item := range n.Content {
+			errs = append(errs, checkKeys(file, item, t.Elem(), fmt.Sprintf("%s[%d]", path, i))...)
+		}
+	}
+	return errs
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// typeErrors turns the decoder's "line N: cannot unmarshal ..." list into Errors.
+func typeErrors(file string, err error) error {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return &Error{File: file, Msg: err.Error()}
+	}
+	errs := make([]error, 0, len(te.Errors))
+	for _, m := range te.Errors {
+		e := &Error{File: file, Msg: m}
+		var line int
+		if _, scanErr := fmt.Sscanf(m, "line %d:", &line); scanErr == nil {
+			e.Line = line
+			_, e.Msg, _ = strings.Cut(m, ": ")
+		}
+		e.Msg = strings.Replace(e.Msg, "cannot unmarshal", "wrong type:", 1)
+		errs = append(errs, e)
+	}
+	return errors.Join(errs...)
+}
+
+// locate records the line of each stream and model so that validation can point at it.
+func (c *Config) locate(doc *yaml.Node) {
+	for i := 0; i+1 < len(doc.Content); i += 2 {
+		k, v := doc.Content[i], doc.Content[i+1]
+		switch k.Value {
+		case "streams":
+			for j, item := range v.Content {
+				if j < len(c.Streams) {
+					c.Streams[j].Line = item.Line
+				}
+			}
+		case "models":
+			for j := 0; j+1 < len(v.Content); j += 2 {
+				if m, ok := c.Models[v.Content[j].Value]; ok {
+					m.Line = v.Content[j].Line
+					c.Models[v.Content[j].Value] = m
+				}
+			}
+		}
+	}
+}
+
+func (c *Config) applyDefaults() {
+	setDefault(&c.Listen.GRPC, DefaultGRPCAddr)
+	setDefault(&c.Listen.Metrics, DefaultMetricsAddr)
+	for _, p := range []*string{&c.Listen.GRPC, &c.Listen.Unix, &c.Listen.Metrics} {
+		if *p == Off {
+			*p = ""
+		}
+	}
+	setDefaultInt(&c.Backend.StatsIntervalMs, DefaultStatsIntervalMs)
+	setDefault(&c.Backend.Address, DefaultBackendAddr)
+	setDefaultInt(&c.Backend.Slots, 1)
+	setDefaultInt(&c.GRPC.MaxMessageMiB, DefaultMaxMessageMiB)
+	setDefaultInt(&c.GRPC.WindowMiB, DefaultWindowMiB)
+	setDefaultInt(&c.GRPC.ReadBufferKiB, DefaultReadBufferKiB)
+	setDefaultInt(&c.GRPC.WriteBufferKiB, DefaultWriteBufferKiB)
+	setDefault(&c.Log.Format, "text")
+	setDefault(&c.Log.Level, "info")
+	setDefaultInt(&c.Scheduler.SafetyMarginPct, DefaultSafetyMarginPct)
+	setDefault(&c.Scheduler.UnknownStreams, "default")
+	setDefault(&c.Scheduler.CaptureClock, "monotonic")
+	for i := range c.Streams {
+		s := &c.Streams[i]
+		setDefault(&s.Queue, QueueLatest)
+		if s.Queue == QueueLatest && s.Capacity == 0 {
+			s.Capacity = 1
+		}
+		if s.FrameIntervalMs == 0 {
+			s.FrameIntervalMs = s.PeriodMs
+		}
+	}
+}
+
+func setDefault(p *string, v string) {
+	if *p == "" {
+		*p = v
+	}
+}
+
+func setDefaultInt(p *int, v int) {
+	if *p == 0 {
+		*p = v
+	}
+}

@@ -1,0 +1,130 @@
+package config
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+const scenarioB = `
+listen: {grpc: "127.0.0.1:9001", unix: "/tmp/vig.sock", metrics: "127.0.0.1:9090"}
+backend: {address: "127.0.0.1:8001", slots: 1}
+scheduler: {safety_margin_pct: 100}
+models:
+  detector_small: {exec_ms: 8}
+  vlm: {exec_ms: 200, corun: false}
+streams:
+  - {name: detector, model: detector_small, class: protected, period_ms: 50, max_age_ms: 50, queue: latest}
+  - {name: vlm, model: vlm, class: best_effort, period_ms: 1000, max_age_ms: 2000, min_rate_hz: 0.5}
+`
+
+func TestParseScenario(t *testing.T) {
+	c, err := Parse("b.yaml", []byte(scenarioB))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Streams[0].Line; got != 9 {
+		t.Errorf("detector line = %d, want 9", got)
+	}
+	if c.Models["vlm"].RunsBeside() || !c.Models["detector_small"].RunsBeside() {
+		t.Errorf("corun: vlm %v detector %v", c.Models["vlm"].RunsBeside(), c.Models["detector_small"].RunsBeside())
+	}
+	if c.Scheduler.SafetyMarginPct != 100 {
+		t.Errorf("margin = %d, want 100 (an explicit 'none' must not fall back to the default)", c.Scheduler.SafetyMarginPct)
+	}
+	if c.Streams[1].Queue != QueueLatest || c.Streams[1].Capacity != 1 || c.Streams[1].FrameIntervalMs != 1000 {
+		t.Errorf("stream defaults: %+v", c.Streams[1])
+	}
+	if c.GRPC.MaxMessageMiB != 64 || c.Backend.Slots != 1 || c.Listen.Unix != "/tmp/vig.sock" {
+		t.Errorf("defaults: %+v %+v", c.GRPC, c.Listen)
+	}
+	if d := c.Streams[0].MaxAge().Milliseconds(); d != 50 {
+		t.Errorf("max age %d ms", d)
+	}
+}
+
+func TestParseEmptyUsesDefaults(t *testing.T) {
+	c, err := Parse("empty.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen.GRPC != DefaultGRPCAddr || c.Scheduler.SafetyMarginPct != DefaultSafetyMarginPct || c.Listen.Unix != "" {
+		t.Errorf("defaults not applied: %+v %+v", c.Listen, c.Scheduler)
+	}
+	c, err = Parse("off.yaml", []byte("listen: {metrics: \"off\", unix: /tmp/x.sock}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen.Metrics != "" || c.Listen.GRPC != DefaultGRPCAddr {
+		t.Errorf("off: %+v", c.Listen)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml string
+		line       int
+		want       []string // substrings of the error
+	}{
+		{"unknown top key", "listen: {grpc: \":1\"}\nbakend: {slots: 2}\n", 2, []string{`unknown key "bakend"`, "backend"}},
+		{"unknown nested key", "backend:\n  slots: 1\n  slot: 2\n", 3, []string{"backend.slot", `unknown key "slot"`, "known keys here: address, embedded, seed, slots, stats_interval_ms"}},
+		{"unknown stream key", "models: {m: {exec_ms: 1}}\nstreams:\n  - name: a\n    model: m\n    class: high\n    period_ms: 10\n    max_age_ms: 10\n    maxage: 3\n", 8, []string{"streams[0].maxage"}},
+		{"unknown model key", "models:\n  m: {exec_ms: 1, exec: 2}\n", 2, []string{"models.m.exec"}},
+		{"wrong type", "backend:\n  slots: many\n", 2, []string{"wrong type", "many"}},
+		{"bad class", "models: {m: {exec_ms: 1}}\nstreams:\n  - {name: a, model: m, class: besteffort, period_ms: 10, max_age_ms: 10}\n", 3, []string{"streams[0] (a).class", "best_effort"}},
+		{"unknown model", "models: {m: {exec_ms: 1}}\nstreams:\n  - {name: a, model: n, class: high, period_ms: 10, max_age_ms: 10}\n", 3, []string{`unknown model "n"`, "known: m"}},
+		{"duplicate stream", "models: {m: {exec_ms: 1}}\nstreams:\n  - {name: a, model: m, class: high, period_ms: 10, max_age_ms: 10}\n  - {name: a, model: m, class: high, period_ms: 10, max_age_ms: 10}\n", 4, []string{"duplicate stream", "line 3"}},
+		{"period zero", "models: {m: {exec_ms: 1}}\nstreams:\n  - {name: a, model: m, class: high, max_age_ms: 10}\n", 3, []string{"period_ms"}},
+		{"max age below exec", "models: {m: {exec_ms: 30}}\nstreams:\n  - {name: a, model: m, class: high, period_ms: 50, max_age_ms: 20}\n", 3, []string{"below the execution time"}},
+		{"fifo without bound", "models: {m: {exec_ms: 1}}\nstreams:\n  - {name: a, model: m, class: high, period_ms: 5, max_age_ms: 5, queue: fifo}\n", 3, []string{"capacity >= 1"}},
+		{"min rate on protected", "models: {m: {exec_ms: 1}}\nstreams:\n  - {name: a, model: m, class: protected, period_ms: 5, max_age_ms: 5, min_rate_hz: 1}\n", 3, []string{"only best_effort"}},
+		{"margin below 100", "scheduler: {safety_margin_pct: 90}\n", 0, []string{"outside 100..1000"}},
+		{"no listener", "listen: {grpc: \"off\"}\n", 0, []string{"accept no requests"}},
+		{"bad yaml", "listen: [\n", 0, []string{"bad yaml"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse(tc.name, []byte(tc.yaml))
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			var e *Error
+			if !errors.As(err, &e) {
+				t.Fatalf("%v is not a *config.Error", err)
+			}
+			if e.Line != tc.line {
+				t.Errorf("line = %d, want %d (%v)", e.Line, tc.line, err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestMarginRoundTrip(t *testing.T) {
+	for _, pct := range []int{100, 101, 110, 150, 1000} {
+		got, err := ParseMargin(FormatMargin(pct))
+		if err != nil || got != pct {
+			t.Errorf("round trip %d: got %d, %v", pct, got, err)
+		}
+	}
+	for _, bad := range []string{"99", "1.1", "", "x%", "1001", "-5"} {
+		if _, err := ParseMargin(bad); err == nil {
+			t.Errorf("ParseMargin(%q) accepted", bad)
+		}
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(scenarioB))
+	f.Add([]byte("listen: {grpc: \"off\"}\n"))
+	f.Add([]byte("streams: [{name: a}]\nmodels: {a: &x {exec_ms: 1}, b: *x}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Parse("fuzz.yaml", data)
+		if err == nil && (c.Backend.Slots < 1 || c.Scheduler.SafetyMarginPct < 100) {
+			t.Fatalf("accepted an invalid config: %+v", c)
+		}
+	})
+}

@@ -1,0 +1,153 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"sort"
+	"strings"
+)
+
+// validate reports every problem at once, each with its line and a fix.
+func (c *Config) validate(file string) error {
+	var errs []error
+	bad := func(line int, key, format string, args ...any) {
+		errs = append(errs, &Error{File: file, Line: line, Key: key, Msg: fmt.Sprintf(format, args...)})
+	}
+	for key, addr := range map[string]string{"listen.grpc": c.Listen.GRPC, "listen.metrics": c.Listen.Metrics} {
+		if addr == "" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			bad(0, key, "%q is not host:port (e.g. 127.0.0.1:9001), or \"off\"", addr)
+		}
+	}
+	if c.Listen.GRPC == "" && c.Listen.Unix == "" {
+		bad(0, "listen", "both listen.grpc and listen.unix are off: vig would accept no requests")
+	}
+	if a := c.Backend.Address; !strings.HasPrefix(a, "unix:") {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			bad(0, "backend.address", "%q is neither host:port nor unix:/path", a)
+		}
+	}
+	if c.Backend.Slots < 1 {
+		bad(0, "backend.slots", "%d: the accelerator runs at least 1 job at once", c.Backend.Slots)
+	}
+	for key, v := range map[string]int{"grpc.max_message_mib": c.GRPC.MaxMessageMiB, "grpc.window_mib": c.GRPC.WindowMiB,
+		"grpc.read_buffer_kib": c.GRPC.ReadBufferKiB, "grpc.write_buffer_kib": c.GRPC.WriteBufferKiB} {
+		if v < 1 {
+			bad(0, key, "%d must be positive", v)
+		}
+	}
+	if c.GRPC.MaxMessageMiB > 2047 {
+		bad(0, "grpc.max_message_mib", "%d exceeds gRPC's 2 GiB message limit", c.GRPC.MaxMessageMiB)
+	}
+	if c.GRPC.WindowMiB > 1024 {
+		bad(0, "grpc.window_mib", "%d: HTTP/2 windows are below 2 GiB; 16 is plenty for 6 MB frames", c.GRPC.WindowMiB)
+	}
+	if !oneOf(c.Log.Format, "text", "json") {
+		bad(0, "log.format", "%q is not one of text, json", c.Log.Format)
+	}
+	if !oneOf(c.Log.Level, "debug", "info", "warn", "error") {
+		bad(0, "log.level", "%q is not one of debug, info, warn, error", c.Log.Level)
+	}
+	if _, err := ParseMargin(fmt.Sprint(c.Scheduler.SafetyMarginPct)); err != nil {
+		bad(0, "scheduler.safety_margin_pct", "%v", err)
+	}
+	if !oneOf(c.Scheduler.UnknownStreams, "default", "reject") {
+		bad(0, "scheduler.unknown_streams", "%q is not one of default, reject", c.Scheduler.UnknownStreams)
+	}
+	if !oneOf(c.Scheduler.CaptureClock, "monotonic", "realtime") {
+		bad(0, "scheduler.capture_clock", "%q is not one of monotonic, realtime", c.Scheduler.CaptureClock)
+	}
+	for name, m := range c.Models {
+		key := "models." + name
+		if name == "" {
+			bad(m.Line, key, "a model needs a name")
+		}
+		if m.ExecMs <= 0 {
+			bad(m.Line, key+".exec_ms", "%g: give the model's typical execution time in ms (a prior; vig refines it online)", m.ExecMs)
+		}
+	}
+	seen := map[string]int{}
+	for i, s := range c.Streams {
+		key := fmt.Sprintf("streams[%d]", i)
+		if s.Name != "" {
+			key = fmt.Sprintf("streams[%d] (%s)", i, s.Name)
+		}
+		switch {
+		case s.Name == "":
+			bad(s.Line, key+".name", "a stream needs a name (requests select it with the vig_stream parameter)")
+		case seen[s.Name] > 0:
+			bad(s.Line, key+".name", "duplicate stream %q (first defined on line %d)", s.Name, seen[s.Name])
+		default:
+			seen[s.Name] = s.Line
+		}
+		m, ok := c.Models[s.Model]
+		switch {
+		case s.Model == "":
+			bad(s.Line, key+".model", "a stream needs the model it runs")
+		case !ok:
+			bad(s.Line, key+".model", "unknown model %q: add it under models: with its exec_ms (known: %s)", s.Model, strings.Join(c.ModelNames(), ", "))
+		}
+		if !oneOf(s.Class, ClassProtected, ClassHigh, ClassBestEffort) {
+			bad(s.Line, key+".class", "%q is not one of protected, high, best_effort", s.Class)
+		}
+		if s.PeriodMs <= 0 {
+			bad(s.Line, key+".period_ms", "%g: the result period must be positive", s.PeriodMs)
+		}
+		if s.MaxAgeMs <= 0 {
+			bad(s.Line, key+".max_age_ms", "%g: the freshness bound must be positive", s.MaxAgeMs)
+		} else if ok && m.ExecMs > 0 && s.MaxAgeMs < m.ExecMs {
+			bad(s.Line, key+".max_age_ms", "%g ms is below the execution time of %s (%g ms): no result can ever be fresh; raise max_age_ms", s.MaxAgeMs, s.Model, m.ExecMs)
+		}
+		if s.FrameIntervalMs < 0 {
+			bad(s.Line, key+".frame_interval_ms", "%g must not be negative", s.FrameIntervalMs)
+		}
+		switch s.Queue {
+		case QueueLatest:
+			if s.Capacity != 1 {
+				bad(s.Line, key+".capacity", "a latest queue holds exactly 1 request; drop capacity or use queue: fifo")
+			}
+		case QueueFIFO:
+			if s.Capacity < 1 {
+				bad(s.Line, key+".capacity", "a fifo queue needs a bound: capacity >= 1")
+			}
+		default:
+			bad(s.Line, key+".queue", "%q is not one of latest, fifo", s.Queue)
+		}
+		if s.MinRateHz < 0 {
+			bad(s.Line, key+".min_rate_hz", "%g must not be negative", s.MinRateHz)
+		} else if s.MinRateHz > 0 && s.Class != ClassBestEffort {
+			bad(s.Line, key+".min_rate_hz", "only best_effort streams take a budgeted minimum rate; %s streams are scheduled by contract", s.Class)
+		}
+	}
+	// Map iteration above is unordered; report in file order.
+	sort.SliceStable(errs, func(i, j int) bool {
+		a, b := errs[i].(*Error), errs[j].(*Error)
+		if a.Line != b.Line {
+			return a.Line < b.Line
+		}
+		return a.Key < b.Key
+	})
+	return errors.Join(errs...)
+}
+
+// ModelNames returns the configured model names, sorted.
+func (c *Config) ModelNames() []string {
+	names := make([]string, 0, len(c.Models))
+	for n := range c.Models {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func oneOf(v string, allowed ...string) bool {
+	for _, a := range allowed {
+		if v == a {
+			return true
+		}
+	}
+	return false
+}
