@@ -1,0 +1,221 @@
+package shmring
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// shmDir is where BackendShmFile creates its files; a variable for tests.
+var shmDir = "/dev/shm"
+
+const requiredSeals = unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_SEAL
+
+// kernelRelease is uname -r, read once.
+var kernelRelease = sync.OnceValue(func() string {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return "unknown"
+	}
+	return unix.ByteSliceToString(u.Release[:])
+})
+
+// parseKernelVersion extracts major.minor from a release string such as
+// "4.4.302-perf+" or "6.1.0-18-arm64".
+func parseKernelVersion(rel string) (major, minor int, ok bool) {
+	maj, rest, found := strings.Cut(rel, ".")
+	if !found {
+		return 0, 0, false
+	}
+	end := 0
+	for end < len(rest) && rest[end] >= '0' && rest[end] <= '9' {
+		end++
+	}
+	a, err1 := strconv.Atoi(maj)
+	b, err2 := strconv.Atoi(rest[:end])
+	if err1 != nil || err2 != nil {
+		return 0, 0, false
+	}
+	return a, b, true
+}
+
+// probeMemfd checks once that sealed memfds work. Some old Android kernels
+// crash on unknown syscalls instead of returning ENOSYS, so the kernel version
+// is checked before the syscall is tried.
+var probeMemfd = sync.OnceValues(func() (string, error) {
+	rel := kernelRelease()
+	if maj, min, ok := parseKernelVersion(rel); ok && (maj < 3 || maj == 3 && min < 17) {
+		return rel, fmt.Errorf("memfd sealing: %w (kernel %s; needs 3.17)", errors.ErrUnsupported, rel)
+	}
+	fd, err := unix.MemfdCreate("vig-probe", unix.MFD_ALLOW_SEALING|unix.MFD_CLOEXEC)
+	if err != nil {
+		return rel, fmt.Errorf("memfd_create: %w (kernel %s: %v)", errors.ErrUnsupported, rel, err)
+	}
+	defer unix.Close(fd)
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, requiredSeals); err != nil {
+		return rel, fmt.Errorf("memfd sealing: %w (kernel %s: F_ADD_SEALS: %v)", errors.ErrUnsupported, rel, err)
+	}
+	return rel, nil
+})
+
+// probeShmDir checks that shmDir exists (Android has none).
+func probeShmDir() error {
+	st, err := os.Stat(shmDir)
+	if err != nil || !st.IsDir() {
+		return fmt.Errorf("shared-memory directory %s: %w (kernel %s: %v)", shmDir, errors.ErrUnsupported, kernelRelease(), err)
+	}
+	return nil
+}
+
+// Probe reports the backend BackendAuto selects on this machine, or an error
+// wrapping errors.ErrUnsupported when neither works.
+func Probe() (Backend, error) {
+	_, merr := probeMemfd()
+	if merr == nil {
+		return BackendMemfd, nil
+	}
+	if serr := probeShmDir(); serr != nil {
+		return 0, errors.Join(merr, serr)
+	}
+	return BackendShmFile, nil
+}
+
+// CreateRegion creates, sizes, seals (memfd) and maps a region for cfg, with
+// its header written and its rings empty.
+func CreateRegion(cfg Config, b Backend) (*Region, error) {
+	l, err := ComputeLayout(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if b == BackendAuto {
+		if b, err = Probe(); err != nil {
+			return nil, err
+		}
+	}
+	var fd int
+	switch b {
+	case BackendMemfd:
+		if _, err := probeMemfd(); err != nil {
+			return nil, err
+		}
+		if fd, err = unix.MemfdCreate("vig-shmring", unix.MFD_ALLOW_SEALING|unix.MFD_CLOEXEC); err != nil {
+			return nil, fmt.Errorf("shmring: memfd_create: %w", err)
+		}
+		l.Flags |= FlagMemfd
+	case BackendShmFile:
+		if err := probeShmDir(); err != nil {
+			return nil, err
+		}
+		if fd, err = createShmFile(); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("shmring: unknown backend %v", b)
+	}
+	if err := unix.Ftruncate(fd, int64(l.RegionSize)); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("shmring: sizing region to %d bytes: %w", l.RegionSize, err)
+	}
+	if b == BackendMemfd {
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, requiredSeals); err != nil {
+			unix.Close(fd)
+			return nil, fmt.Errorf("shmring: sealing memfd: %w", err)
+		}
+	}
+	mem, err := unix.Mmap(fd, 0, int(l.RegionSize), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("shmring: mapping %d bytes: %w", l.RegionSize, err)
+	}
+	EncodeHeader(mem, l)
+	return &Region{mem: mem, fd: fd, backend: b, sealed: b == BackendMemfd, layout: l}, nil
+}
+
+// createShmFile creates an unlinked file in shmDir: it lives only as long as
+// its descriptors and mappings.
+func createShmFile() (int, error) {
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	name := filepath.Join(shmDir, "vig-shmring-"+hex.EncodeToString(rnd[:]))
+	fd, err := unix.Open(name, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return -1, fmt.Errorf("shmring: creating %s: %w", name, err)
+	}
+	// Unlinked at once: nothing to clean up if either side dies.
+	unix.Unlink(name)
+	return fd, nil
+}
+
+// OpenRegion validates and maps a region received from an untrusted peer. It
+// takes ownership of fd (closing it on error).
+func OpenRegion(fd int, opts OpenOptions) (r *Region, err error) {
+	defer func() {
+		if err != nil {
+			unix.Close(fd)
+		}
+	}()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, fmt.Errorf("shmring: fstat: %w", err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, fmt.Errorf("shmring: region fd is not a regular file (mode %#o)", st.Mode)
+	}
+	var sfs unix.Statfs_t
+	if err := unix.Fstatfs(fd, &sfs); err != nil {
+		return nil, fmt.Errorf("shmring: fstatfs: %w", err)
+	}
+	if sfs.Type != unix.TMPFS_MAGIC && sfs.Type != unix.HUGETLBFS_MAGIC {
+		return nil, fmt.Errorf("shmring: region fd is not shared memory (filesystem %#x)", sfs.Type)
+	}
+	seals, serr := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
+	sealed := serr == nil && seals&requiredSeals == requiredSeals
+	if !sealed && !opts.AllowUnsealed {
+		return nil, fmt.Errorf("%w: seals %#x, want F_SEAL_SHRINK|F_SEAL_GROW|F_SEAL_SEAL (%#x); create it with memfd_create(MFD_ALLOW_SEALING) and F_ADD_SEALS", ErrUnsealed, seals, requiredSeals)
+	}
+	max := opts.MaxSize
+	if max == 0 {
+		max = 2 << 30
+	}
+	size := uint64(st.Size)
+	if size < HeaderSize || size > max {
+		return nil, fmt.Errorf("%w: file size %d outside [%d, %d]", ErrBadHeader, size, HeaderSize, max)
+	}
+	mem, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("shmring: mapping %d bytes: %w", size, err)
+	}
+	r = &Region{mem: mem, fd: fd, backend: BackendShmFile, sealed: sealed}
+	if sealed { // only memfds can carry these seals
+		r.backend = BackendMemfd
+	}
+	var hdr [HeaderSize]byte
+	if err := r.Guard(func() error { copy(hdr[:], mem); return nil }); err != nil {
+		unix.Munmap(mem)
+		return nil, err
+	}
+	if r.layout, err = DecodeHeader(hdr[:], size); err != nil {
+		unix.Munmap(mem)
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *Region) unmap() error {
+	err := unix.Munmap(r.mem)
+	if cerr := unix.Close(r.fd); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// seals returns the region's current seals, for tests and doctor.
+func fdSeals(fd int) (int, error) { return unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0) }
