@@ -1,0 +1,436 @@
+package gateway
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"unicode/utf8"
+
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// Parameter names vig reads. vig's own (prefix vig_) are removed before a request is
+// forwarded; Triton's are forwarded untouched.
+const (
+	ParamStream        = "vig_stream"     // stream id; default: the model name
+	ParamCapture       = "vig_capture_ns" // capture time of the frame (int64 or uint64 ns)
+	vigPrefix          = "vig_"
+	paramPriority      = "priority"
+	paramTimeout       = "timeout"
+	paramShmRegion     = "shared_memory_region"
+	paramShmOffset     = "shared_memory_offset"
+	paramShmByteSize   = "shared_memory_byte_size"
+	maxTensorsPerInfer = 4096
+)
+
+// ParamKind is the oneof case of a Triton InferParameter.
+type ParamKind uint8
+
+const (
+	ParamNone ParamKind = iota
+	ParamBool
+	ParamInt64
+	ParamString
+	ParamDouble
+	ParamUint64
+)
+
+// Param is one entry of a Triton parameters map. Key and Str view the request's
+// buffers: valid only while the request frame is held.
+type Param struct {
+	Key    []byte
+	Kind   ParamKind
+	Bool   bool
+	Int    int64
+	Uint   uint64
+	Double float64
+	Str    []byte
+
+	start, end int // byte range of the whole map entry field in the message
+}
+
+// Tensor is what vig reads of an input or requested output tensor.
+type Tensor struct {
+	Name, Datatype []byte
+	Params         []Param
+	HasContents    bool // InferTensorContents present (not raw)
+}
+
+// InferHeader is what vig reads of a ModelInferRequest: everything but the tensor
+// data. Byte slices view the request's buffers and are valid while it is held.
+type InferHeader struct {
+	Model, Version, ID []byte
+	Params             []Param
+	Inputs, Outputs    []Tensor
+	RawInputs          int // number of raw_input_contents entries
+	RawBytes           int // their total size
+	Size               int // size of the whole message
+
+	Stream     []byte // vig_stream, else Model
+	Capture    int64  // vig_capture_ns; valid when HasCapture
+	HasCapture bool
+
+	cur cursor
+}
+
+// ParseInfer reads the header of a ModelInferRequest without touching its tensor
+// data, and checks the rules every Triton server enforces. The error is meant for the
+// client (it becomes INVALID_ARGUMENT).
+func (h *InferHeader) ParseInfer(msg mem.BufferSlice) error {
+	h.reset()
+	c := &h.cur
+	c.reset(msg, c.arena)
+	h.Size = msg.Len()
+	for !c.done() {
+		start := c.pos
+		num, typ, n, err := c.field(h.Size)
+		if err != nil {
+			return err
+		}
+		if typ != protowire.BytesType {
+			if err := c.skipValue(typ); err != nil {
+				return err
+			}
+			continue
+		}
+		switch num {
+		case 1, 2, 3:
+			b, err := c.take(n)
+			if err != nil {
+				return err
+			}
+			switch num {
+			case 1:
+				h.Model = b
+			case 2:
+				h.Version = b
+			default:
+				h.ID = b
+			}
+		case 4:
+			b, err := c.take(n)
+			if err != nil {
+				return err
+			}
+			p, err := parseParamEntry(b)
+			if err != nil {
+				return fmt.Errorf("request parameter: %w", err)
+			}
+			p.start, p.end = start, c.pos
+			h.Params = append(h.Params, p)
+		case 5, 6:
+			if len(h.Inputs)+len(h.Outputs) >= maxTensorsPerInfer {
+				return fmt.Errorf("more than %d tensors", maxTensorsPerInfer)
+			}
+			t := nextTensor(&h.Inputs)
+			if num == 6 {
+				h.Inputs = h.Inputs[:len(h.Inputs)-1]
+				t = nextTensor(&h.Outputs)
+			}
+			if err := h.parseTensor(t, c.pos+n, num == 5); err != nil {
+				return err
+			}
+		case 7:
+			h.RawInputs++
+			h.RawBytes += n
+			if err := c.skip(n); err != nil {
+				return err
+			}
+		default:
+			if err := c.skip(n); err != nil {
+				return err
+			}
+		}
+	}
+	return h.check()
+}
+
+func (h *InferHeader) reset() {
+	h.Model, h.Version, h.ID, h.Stream = nil, nil, nil, nil
+	h.Params = h.Params[:0]
+	h.Inputs = h.Inputs[:0]
+	h.Outputs = h.Outputs[:0]
+	h.RawInputs, h.RawBytes, h.Size = 0, 0, 0
+	h.Capture, h.HasCapture = 0, false
+}
+
+// nextTensor extends ts by one element, reusing its parameter storage.
+func nextTensor(ts *[]Tensor) *Tensor {
+	if len(*ts) < cap(*ts) {
+		*ts = (*ts)[:len(*ts)+1]
+	} else {
+		*ts = append(*ts, Tensor{})
+	}
+	t := &(*ts)[len(*ts)-1]
+	*t = Tensor{Params: t.Params[:0]}
+	return t
+}
+
+// parseTensor reads an InferInputTensor (input) or InferRequestedOutputTensor up to
+// the absolute offset end. Input contents are skipped in place: they may be large.
+func (h *InferHeader) parseTensor(t *Tensor, end int, input bool) error {
+	c := &h.cur
+	for c.pos < end {
+		num, typ, n, err := c.field(end)
+		if err != nil {
+			return err
+		}
+		if typ != protowire.BytesType {
+			if err := c.skipValue(typ); err != nil {
+				return err
+			}
+			continue
+		}
+		switch {
+		case num == 1:
+			t.Name, err = c.take(n)
+		case num == 2 && input:
+			t.Datatype, err = c.take(n)
+		case (num == 4 && input) || (num == 2 && !input):
+			var b []byte
+			if b, err = c.take(n); err == nil {
+				var p Param
+				if p, err = parseParamEntry(b); err == nil {
+					t.Params = append(t.Params, p)
+				}
+			}
+		case num == 5 && input:
+			t.HasContents = true
+			err = c.skip(n)
+		default:
+			err = c.skip(n)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if c.pos != end {
+		return errMalformed
+	}
+	return nil
+}
+
+// parseParamEntry decodes a map<string, InferParameter> entry.
+func parseParamEntry(b []byte) (Param, error) {
+	var p Param
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return p, errMalformed
+		}
+		b = b[n:]
+		if typ != protowire.BytesType {
+			if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+				return p, errMalformed
+			}
+			b = b[n:]
+			continue
+		}
+		v, n := protowire.ConsumeBytes(b)
+		if n < 0 {
+			return p, errMalformed
+		}
+		b = b[n:]
+		switch num {
+		case 1:
+			p.Key = v
+		case 2:
+			if err := parseParamValue(&p, v); err != nil {
+				return p, err
+			}
+		}
+	}
+	return p, nil
+}
+
+func parseParamValue(p *Param, b []byte) error {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return errMalformed
+		}
+		b = b[n:]
+		var v uint64
+		switch typ {
+		case protowire.VarintType:
+			v, n = protowire.ConsumeVarint(b)
+		case protowire.Fixed64Type:
+			v, n = protowire.ConsumeFixed64(b)
+		case protowire.BytesType:
+			p.Str, n = protowire.ConsumeBytes(b)
+		default:
+			n = protowire.ConsumeFieldValue(num, typ, b)
+		}
+		if n < 0 {
+			return errMalformed
+		}
+		b = b[n:]
+		switch {
+		case num == 1 && typ == protowire.VarintType:
+			p.Kind, p.Bool = ParamBool, v != 0
+		case num == 2 && typ == protowire.VarintType:
+			p.Kind, p.Int = ParamInt64, int64(v)
+		case num == 3 && typ == protowire.BytesType:
+			p.Kind = ParamString
+		case num == 4 && typ == protowire.Fixed64Type:
+			p.Kind, p.Double = ParamDouble, math.Float64frombits(v)
+		case num == 5 && typ == protowire.VarintType:
+			p.Kind, p.Uint = ParamUint64, v
+		}
+	}
+	return nil
+}
+
+// check applies the rules of Triton's protocol that vig can check without the data,
+// and reads vig's own parameters.
+func (h *InferHeader) check() error {
+	if len(h.Model) == 0 {
+		return fmt.Errorf("model_name is empty")
+	}
+	if !utf8.Valid(h.Model) || !utf8.Valid(h.Version) || !utf8.Valid(h.ID) || !paramsUTF8(h.Params) {
+		return errUTF8
+	}
+	for _, ts := range [][]Tensor{h.Inputs, h.Outputs} {
+		for i := range ts {
+			if !utf8.Valid(ts[i].Name) || !utf8.Valid(ts[i].Datatype) || !paramsUTF8(ts[i].Params) {
+				return errUTF8
+			}
+		}
+	}
+	h.Stream = h.Model
+	for i := range h.Params {
+		p := &h.Params[i]
+		switch string(p.Key) {
+		case ParamStream:
+			if p.Kind != ParamString || len(p.Str) == 0 {
+				return fmt.Errorf("parameter %s must be a non-empty string_param", ParamStream)
+			}
+			h.Stream = p.Str
+		case ParamCapture:
+			switch {
+			case p.Kind == ParamInt64 && p.Int >= 0:
+				h.Capture = p.Int
+			case p.Kind == ParamUint64 && p.Uint <= math.MaxInt64:
+				h.Capture = int64(p.Uint)
+			default:
+				return fmt.Errorf("parameter %s must be a non-negative int64_param or uint64_param (nanoseconds)", ParamCapture)
+			}
+			h.HasCapture = true
+		}
+	}
+	if h.RawInputs > 0 && h.RawInputs != len(h.Inputs) {
+		return fmt.Errorf("expected %d raw_input_contents (one per input), got %d", len(h.Inputs), h.RawInputs)
+	}
+	for i := range h.Inputs {
+		t := &h.Inputs[i]
+		if h.RawInputs > 0 && t.HasContents {
+			return fmt.Errorf("input %q: contents must not be set when raw_input_contents are used", t.Name)
+		}
+		if err := t.checkShm(); err != nil {
+			return fmt.Errorf("input %q: %w", t.Name, err)
+		}
+	}
+	for i := range h.Outputs {
+		if err := h.Outputs[i].checkShm(); err != nil {
+			return fmt.Errorf("output %q: %w", h.Outputs[i].Name, err)
+		}
+	}
+	return nil
+}
+
+var errUTF8 = fmt.Errorf("%w: string field is not valid UTF-8", errMalformed)
+
+func paramsUTF8(ps []Param) bool {
+	for i := range ps {
+		if !utf8.Valid(ps[i].Key) || (ps[i].Kind == ParamString && !utf8.Valid(ps[i].Str)) {
+			return false
+		}
+	}
+	return true
+}
+
+// checkShm applies Triton's rules for a tensor's shared-memory parameters.
+func (t *Tensor) checkShm() error {
+	var region, size, offset bool
+	for _, p := range t.Params {
+		switch string(p.Key) {
+		case paramShmRegion:
+			if p.Kind != ParamString {
+				return fmt.Errorf("%s must be a string_param", paramShmRegion)
+			}
+			region = true
+		case paramShmByteSize:
+			if p.Kind != ParamInt64 || p.Int < 0 {
+				return fmt.Errorf("%s must be a non-negative int64_param", paramShmByteSize)
+			}
+			size = true
+		case paramShmOffset:
+			if p.Kind != ParamInt64 || p.Int < 0 {
+				return fmt.Errorf("%s must be a non-negative int64_param", paramShmOffset)
+			}
+			offset = true
+		}
+	}
+	switch {
+	case !region && (size || offset):
+		return fmt.Errorf("%s or %s given without %s", paramShmByteSize, paramShmOffset, paramShmRegion)
+	case region && !size:
+		return fmt.Errorf("%s requires %s", paramShmRegion, paramShmByteSize)
+	case region && t.HasContents:
+		return fmt.Errorf("tensor names a shared-memory region and also sets contents")
+	}
+	return nil
+}
+
+// Param returns the request-level parameter named key.
+func (h *InferHeader) Param(key string) (*Param, bool) {
+	for i := range h.Params {
+		if string(h.Params[i].Key) == key {
+			return &h.Params[i], true
+		}
+	}
+	return nil, false
+}
+
+// hasVigParams reports whether any vig_ parameter must be stripped.
+func (h *InferHeader) hasVigParams() bool {
+	for i := range h.Params {
+		if bytes.HasPrefix(h.Params[i].Key, []byte(vigPrefix)) {
+			return true
+		}
+	}
+	return false
+}
+
+// StripVig returns msg without vig's own parameters. The tensor data is not copied:
+// the result is a list of views of msg's buffers, each with its own reference; msg
+// keeps its references and must still be freed by its owner.
+func (h *InferHeader) StripVig(msg mem.BufferSlice) mem.BufferSlice {
+	out := make(mem.BufferSlice, 0, len(msg)+2)
+	pos := 0 // absolute offset of b[0]
+	next := 0
+	for _, b := range msg {
+		blen := b.Len()
+		from := 0
+		for from < blen {
+			// Advance to the next cut that ends after the current point.
+			for next < len(h.Params) && (!bytes.HasPrefix(h.Params[next].Key, []byte(vigPrefix)) || h.Params[next].end <= pos+from) {
+				next++
+			}
+			keepEnd := blen
+			if next < len(h.Params) && h.Params[next].start-pos < blen {
+				keepEnd = max(h.Params[next].start-pos, from)
+			}
+			if keepEnd > from {
+				out = append(out, b.Slice(from, keepEnd))
+			}
+			if keepEnd == blen {
+				break
+			}
+			from = min(h.Params[next].end-pos, blen)
+		}
+		pos += blen
+	}
+	return out
+}

@@ -1,0 +1,154 @@
+package gateway
+
+import (
+	"io"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/vig-edge/vig/agent/metrics"
+)
+
+var errEOF = io.EOF
+
+// infer handles ModelInfer: read the header, ask the scheduler, forward.
+func (g *Gateway) infer(ss grpc.ServerStream, m *metrics.Method) error {
+	var req, resp Frame
+	if err := ss.RecvMsg(&req); err != nil {
+		return err
+	}
+	m.Received(req.Len())
+	h := g.headers.Get().(*InferHeader)
+	defer g.headers.Put(h)
+	if err := g.prepare(h, &req); err != nil {
+		req.Free()
+		return err
+	}
+	done, err := g.admit(ss, h)
+	if err != nil {
+		req.Free()
+		return err
+	}
+	err = g.invoke(ss, methodInfer, &req, &resp, m)
+	done(err)
+	return err
+}
+
+// prepare parses a ModelInfer request and removes vig's parameters from it.
+func (g *Gateway) prepare(h *InferHeader, req *Frame) error {
+	if err := h.ParseInfer(req.buf); err != nil {
+		return status.Errorf(codes.InvalidArgument, "ModelInfer: %v", err)
+	}
+	if h.hasVigParams() {
+		// The header's views stay valid: they point into buffers the stripped
+		// message still references.
+		stripped := h.StripVig(req.buf)
+		req.Set(stripped)
+	}
+	return nil
+}
+
+func (g *Gateway) admit(ss grpc.ServerStream, h *InferHeader) (func(error), error) {
+	if g.opts.Admit == nil {
+		return func(error) {}, nil
+	}
+	return g.opts.Admit.Admit(ss.Context(), h)
+}
+
+// streamInfer handles ModelStreamInfer. Each request is forwarded as its own
+// ModelInfer call (so that each can be scheduled) on its own goroutine; answers are
+// written back in completion order, as Triton does.
+func (g *Gateway) streamInfer(ss grpc.ServerStream, m *metrics.Method) error {
+	var (
+		sendMu  sync.Mutex
+		sendErr error
+		wg      sync.WaitGroup
+	)
+	send := func(f *Frame) {
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		n := f.Len()
+		if sendErr != nil {
+			f.Free()
+			return
+		}
+		if sendErr = ss.SendMsg(f); sendErr != nil {
+			f.Free()
+			return
+		}
+		m.Sent(n)
+	}
+	defer wg.Wait()
+	for {
+		var req Frame
+		if err := ss.RecvMsg(&req); err != nil {
+			wg.Wait()
+			if err == errEOF {
+				return nil
+			}
+			return err
+		}
+		m.Received(req.Len())
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var out Frame
+			g.streamOne(ss, &req, &out)
+			send(&out)
+		}()
+	}
+}
+
+// streamOne runs one request of a stream and leaves the ModelStreamInferResponse
+// to send in out.
+func (g *Gateway) streamOne(ss grpc.ServerStream, req, out *Frame) {
+	h := g.headers.Get().(*InferHeader)
+	defer g.headers.Put(h)
+	if err := g.prepare(h, req); err != nil {
+		req.Free()
+		out.Set(streamError(nil, err))
+		return
+	}
+	id := append([]byte(nil), h.ID...) // the header is reused once req is consumed
+	done, err := g.admit(ss, h)
+	if err != nil {
+		req.Free()
+		out.Set(streamError(id, err))
+		return
+	}
+	var resp Frame
+	err = g.backend.Invoke(outgoing(ss.Context()), methodInfer, req, &resp)
+	req.Free()
+	done(err)
+	if err != nil {
+		resp.Free()
+		out.Set(streamError(id, backendError(err)))
+		return
+	}
+	// ModelStreamInferResponse{infer_response = 2: <the backend's bytes>}, spliced.
+	prefix := protowire.AppendVarint(protowire.AppendTag(make([]byte, 0, 12), 2, protowire.BytesType), uint64(resp.Len()))
+	buf := append(mem.BufferSlice{mem.SliceBuffer(prefix)}, resp.buf...)
+	resp.buf = nil
+	out.Set(buf)
+}
+
+// streamError encodes ModelStreamInferResponse{error_message, infer_response{id}}:
+// a stream cannot carry a status per request, so Triton reports errors in-band.
+func streamError(id []byte, err error) mem.BufferSlice {
+	msg := status.Convert(err).Message()
+	if c := status.Code(err); c != codes.Unknown {
+		msg = c.String() + ": " + msg
+	}
+	b := protowire.AppendTag(nil, 1, protowire.BytesType)
+	b = protowire.AppendString(b, msg)
+	if len(id) > 0 {
+		inner := protowire.AppendString(protowire.AppendTag(nil, 3, protowire.BytesType), string(id))
+		b = protowire.AppendTag(b, 2, protowire.BytesType)
+		b = protowire.AppendBytes(b, inner)
+	}
+	return mem.BufferSlice{mem.SliceBuffer(b)}
+}
