@@ -1,0 +1,228 @@
+package sched
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// ModelSpec describes a backend model.
+type ModelSpec struct {
+	Name string
+	// Exec is the prior execution time (config exec_ms) that seeds the
+	// estimator until measurements replace it.
+	Exec time.Duration
+	// Exclusive is config `corun: false`: the model runs alone on the
+	// accelerator. It starts only when every slot is free and nothing
+	// else starts while it runs. The zero value (may co-run) is the
+	// config default.
+	Exclusive bool
+}
+
+// StreamSpec is one stream's contract.
+type StreamSpec struct {
+	Name  string
+	Model string
+	Class Class
+	// Period is the result period: the coverage window.
+	Period time.Duration
+	// MaxAge is the freshness bound: a result older than this (delivery
+	// minus capture) is worthless. The deadline of a request is
+	// capture + MaxAge.
+	MaxAge time.Duration
+	// FrameInterval is how often the sensor sends; zero means Period.
+	// Admission predicts a protected stream's next frame with it.
+	FrameInterval time.Duration
+	Queue         QueueKind
+	// Capacity bounds a FIFO queue (≥ 1); a Latest queue has capacity 1
+	// and Capacity must be 0 or 1.
+	Capacity int
+	// MinRateHz, for a non-protected stream, is a budget: the stream is
+	// started at least this often even when admission would defer it for
+	// blocking protected frames. Zero means no budget.
+	MinRateHz float64
+}
+
+// UnknownPolicy says what happens to a request whose stream is not
+// configured.
+type UnknownPolicy uint8
+
+const (
+	// RejectUnknown answers NotFound.
+	RejectUnknown UnknownPolicy = iota
+	// DefaultContract serves it under its model's default contract:
+	// best_effort, FIFO, no freshness deadline, ordered by Triton
+	// `priority` and bounded by Triton `timeout` (see doc.go).
+	DefaultContract
+)
+
+func (p UnknownPolicy) String() string {
+	switch p {
+	case RejectUnknown:
+		return "reject"
+	case DefaultContract:
+		return "default"
+	}
+	return fmt.Sprintf("UnknownPolicy(%d)", uint8(p))
+}
+
+// ParseUnknownPolicy parses "reject" or "default".
+func ParseUnknownPolicy(s string) (UnknownPolicy, error) {
+	switch s {
+	case "reject":
+		return RejectUnknown, nil
+	case "default":
+		return DefaultContract, nil
+	}
+	return 0, fmt.Errorf("unknown stream policy %q (want reject or default)", s)
+}
+
+// Config is the scheduler's configuration. Zero values of the optional
+// fields select the documented defaults.
+type Config struct {
+	// Slots is the number of jobs the accelerator runs at once (≥ 1).
+	Slots   int
+	Models  []ModelSpec
+	Streams []StreamSpec
+	// SafetyMargin scales every estimate; required (zero is an error).
+	SafetyMargin Margin
+	// UnknownStreams selects the policy for unconfigured streams.
+	UnknownStreams UnknownPolicy
+	// DefaultCapacity bounds each model's default-contract FIFO queue;
+	// 0 means 16.
+	DefaultCapacity int
+	// EstimatorWindow is the number of recent samples per (model,
+	// occupancy) the estimate is the p90 of; 0 means 32.
+	EstimatorWindow int
+	// ProbeAfter is the number of consecutive requests of a stream that
+	// may be late-dropped on prediction alone, while they could have
+	// started, before one is dispatched anyway to re-measure the model;
+	// 0 means 20, negative disables probing.
+	ProbeAfter int
+	// CoverageSpan is the length of the sliding window of the coverage
+	// gauge in Snapshot; 0 means 10 s.
+	CoverageSpan time.Duration
+	// CaptureSkew is how far in the future a capture time may lie (clock
+	// skew between processes) before the request is refused; 0 means 5 ms.
+	CaptureSkew time.Duration
+	// CaptureHorizon is how old a capture time may be before it is refused
+	// as coming from another clock domain rather than merely late;
+	// 0 means one hour.
+	CaptureHorizon time.Duration
+}
+
+// Defaults.
+const (
+	defaultCapacity       = 16
+	defaultWindow         = 32
+	maxWindow             = 1024
+	defaultProbeAfter     = 20
+	defaultCoverageSpan   = 10 * time.Second
+	defaultCaptureSkew    = 5 * time.Millisecond
+	defaultCaptureHorizon = time.Hour
+	maxCoverageWindows    = 1 << 14
+	maxSlots              = 256
+	maxCapacity           = 1 << 16
+)
+
+// ErrConfig is wrapped by every validation error from New.
+var ErrConfig = errors.New("invalid scheduler config")
+
+func cfgErr(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrConfig}, args...)...)
+}
+
+// withDefaults validates c and returns a copy with defaults filled in.
+func (c Config) withDefaults() (Config, error) {
+	if c.Slots < 1 || c.Slots > maxSlots {
+		return c, cfgErr("backend.slots = %d: must be between 1 and %d", c.Slots, maxSlots)
+	}
+	if err := c.SafetyMargin.Validate(); err != nil {
+		return c, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if c.UnknownStreams > DefaultContract {
+		return c, cfgErr("unknown stream policy %d", c.UnknownStreams)
+	}
+	if len(c.Models) == 0 {
+		return c, cfgErr("no models configured")
+	}
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&c.DefaultCapacity, defaultCapacity)
+	def(&c.EstimatorWindow, defaultWindow)
+	def(&c.ProbeAfter, defaultProbeAfter)
+	if c.DefaultCapacity < 1 || c.DefaultCapacity > maxCapacity {
+		return c, cfgErr("default queue capacity %d: must be between 1 and %d", c.DefaultCapacity, maxCapacity)
+	}
+	if c.EstimatorWindow < 1 || c.EstimatorWindow > maxWindow {
+		return c, cfgErr("estimator window %d: must be between 1 and %d", c.EstimatorWindow, maxWindow)
+	}
+	if c.CoverageSpan == 0 {
+		c.CoverageSpan = defaultCoverageSpan
+	}
+	if c.CaptureSkew == 0 {
+		c.CaptureSkew = defaultCaptureSkew
+	}
+	if c.CaptureHorizon == 0 {
+		c.CaptureHorizon = defaultCaptureHorizon
+	}
+	if c.CoverageSpan < 0 || c.CaptureSkew < 0 || c.CaptureHorizon < 0 {
+		return c, cfgErr("coverage span, capture skew and capture horizon must not be negative")
+	}
+	models := make(map[string]bool, len(c.Models))
+	for i, m := range c.Models {
+		switch {
+		case m.Name == "":
+			return c, cfgErr("models[%d]: empty name", i)
+		case models[m.Name]:
+			return c, cfgErr("model %q configured twice", m.Name)
+		case m.Exec <= 0:
+			return c, cfgErr("model %q: exec_ms must be > 0 (it seeds the estimator)", m.Name)
+		}
+		models[m.Name] = true
+	}
+	streams := make(map[string]bool, len(c.Streams))
+	for i, s := range c.Streams {
+		where := fmt.Sprintf("streams[%d] %q", i, s.Name)
+		switch {
+		case s.Name == "":
+			return c, cfgErr("streams[%d]: empty name", i)
+		case streams[s.Name]:
+			return c, cfgErr("stream %q configured twice", s.Name)
+		case !models[s.Model]:
+			return c, cfgErr("%s: model %q is not configured under models", where, s.Model)
+		case s.Class >= numClasses:
+			return c, cfgErr("%s: invalid class %d", where, s.Class)
+		case s.Period <= 0:
+			return c, cfgErr("%s: period_ms must be > 0", where)
+		case s.MaxAge <= 0:
+			return c, cfgErr("%s: max_age_ms must be > 0", where)
+		case s.FrameInterval < 0:
+			return c, cfgErr("%s: frame_interval_ms must not be negative", where)
+		case s.MinRateHz < 0 || math.IsNaN(s.MinRateHz) || math.IsInf(s.MinRateHz, 0):
+			return c, cfgErr("%s: min_rate_hz must be a finite number ≥ 0", where)
+		case s.MinRateHz > 0 && s.Class == Protected:
+			return c, cfgErr("%s: min_rate_hz applies to high and best_effort streams; protected streams are never deferred", where)
+		case s.MinRateHz > 1e6:
+			return c, cfgErr("%s: min_rate_hz %g is absurd (max 1e6)", where, s.MinRateHz)
+		}
+		switch s.Queue {
+		case Latest:
+			if s.Capacity > 1 {
+				return c, cfgErr("%s: a latest queue holds exactly one request; capacity %d needs queue: fifo", where, s.Capacity)
+			}
+		case FIFO:
+			if s.Capacity < 1 || s.Capacity > maxCapacity {
+				return c, cfgErr("%s: a fifo queue needs a capacity between 1 and %d", where, maxCapacity)
+			}
+		default:
+			return c, cfgErr("%s: invalid queue kind %d", where, s.Queue)
+		}
+		streams[s.Name] = true
+	}
+	return c, nil
+}

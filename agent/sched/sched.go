@@ -1,0 +1,826 @@
+package sched
+
+import (
+	"math"
+	"time"
+)
+
+type reqState uint8
+
+const (
+	stFree reqState = iota
+	stWaiting
+	stRunning
+)
+
+// request is one entry of the pre-allocated request table.
+type request struct {
+	token     uint64
+	stream    int32
+	state     reqState
+	deferred  bool // counted as deferred (once per request)
+	budget    bool // running on a min_rate_hz budget
+	cancelled bool // the client went away while it ran
+	capture   Time
+	deadline  Time   // capture + MaxAge; Never under the default contract
+	startBy   Time   // Triton timeout under the default contract; Never otherwise
+	rank      uint64 // 0 under a contract; Triton priority order otherwise
+	seq       uint64 // arrival order, the last tie-break
+	dispatch  Time
+	predEnd   Time
+	occ       int32
+	slot      int32
+	next      int32  // free-list link
+	deferPass uint64 // pass in which it was last deferred
+	recheck   Time   // when a deferral must be re-evaluated
+}
+
+type model struct {
+	spec        ModelSpec
+	est         []window // indexed by occupancy at dispatch
+	backendMean time.Duration
+}
+
+// estimate is the current execution-time estimate at occupancy occ,
+// without margin.
+func (m *model) estimate(occ int) time.Duration {
+	return max(m.est[occ].p90, m.backendMean)
+}
+
+type stream struct {
+	spec     StreamSpec
+	name     string
+	idx      int32
+	model    int32
+	class    Class
+	adhoc    bool
+	maxAge   time.Duration // 0 under the default contract (no freshness deadline)
+	interval time.Duration // frame interval used to predict the next frame
+	capacity int
+	q        []int32 // waiting requests in queue order (fixed capacity)
+
+	lastCapture Time // newest capture received (protected prediction)
+	seen        bool
+
+	minRate  time.Duration // budget interval, 1/min_rate_hz; 0 = no budget
+	anchor   Time          // last dispatch, or first deferral before any
+	anchored bool
+
+	pass       uint64 // pass in which the head was deferred
+	running    int
+	lateStreak int
+
+	c             Counters
+	budgetRuns    uint64
+	budgetCost    uint64
+	budgetBlocked uint64
+	probes        uint64
+
+	cov       coverageGauge
+	newest    Time // newest delivered capture (AoI)
+	delivered bool
+	lastAge   time.Duration
+}
+
+// Scheduler is the freshness scheduler. It is not safe for concurrent use:
+// the caller serialises every call (see doc.go).
+type Scheduler struct {
+	cfg    Config
+	slots  int
+	margin Margin
+
+	models       []model
+	modelByName  map[string]int32
+	streams      []stream
+	streamByName map[string]int32
+	byModel      []int32 // the only configured stream of a model, or -1
+	adhoc        []int32 // default-contract stream per model, or -1
+	protected    []int32
+
+	reqs    []request
+	free    int32
+	tokens  tokenIndex
+	running []int32 // requests on the backend
+	slotUse []bool
+
+	busy          int
+	exclRunning   bool
+	budgetRunning int
+	seq           uint64
+	passID        uint64
+	draining      bool
+	backendDown   bool
+	wake          Time
+	unrouted      Counters
+}
+
+// New validates cfg and builds a scheduler with every table allocated up
+// front.
+func New(cfg Config) (*Scheduler, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	s := &Scheduler{
+		cfg:          cfg,
+		slots:        cfg.Slots,
+		margin:       cfg.SafetyMargin,
+		modelByName:  make(map[string]int32, len(cfg.Models)),
+		streamByName: make(map[string]int32, len(cfg.Streams)),
+		running:      make([]int32, 0, cfg.Slots),
+		slotUse:      make([]bool, cfg.Slots),
+		wake:         Never,
+	}
+	w := cfg.EstimatorWindow
+	estBuf := make([]int64, len(cfg.Models)*cfg.Slots*2*w)
+	s.models = make([]model, len(cfg.Models))
+	for i, spec := range cfg.Models {
+		m := &s.models[i]
+		m.spec = spec
+		m.est = make([]window, cfg.Slots)
+		for o := range m.est {
+			m.est[o].init(estBuf[:2*w:2*w], spec.Exec)
+			estBuf = estBuf[2*w:]
+		}
+		s.modelByName[spec.Name] = int32(i)
+	}
+
+	nStreams := len(cfg.Streams)
+	if cfg.UnknownStreams == DefaultContract {
+		nStreams += len(cfg.Models)
+	}
+	s.streams = make([]stream, 0, nStreams)
+	s.byModel = make([]int32, len(cfg.Models))
+	s.adhoc = make([]int32, len(cfg.Models))
+	for i := range s.byModel {
+		s.byModel[i], s.adhoc[i] = -1, -1
+	}
+	perModel := make([]int, len(cfg.Models))
+	tableSize := cfg.Slots + 1 // running jobs, plus an arrival before it supersedes
+	for _, spec := range cfg.Streams {
+		mi := s.modelByName[spec.Model]
+		st := stream{
+			spec:     spec,
+			name:     spec.Name,
+			idx:      int32(len(s.streams)),
+			model:    mi,
+			class:    spec.Class,
+			maxAge:   spec.MaxAge,
+			interval: spec.FrameInterval,
+			capacity: max(spec.Capacity, 1),
+		}
+		if st.interval == 0 {
+			st.interval = spec.Period
+		}
+		if spec.MinRateHz > 0 {
+			st.minRate = time.Duration(math.Ceil(float64(time.Second) / spec.MinRateHz))
+		}
+		idx := int32(len(s.streams))
+		s.streams = append(s.streams, st)
+		s.streamByName[spec.Name] = idx
+		if spec.Class == Protected {
+			s.protected = append(s.protected, idx)
+		}
+		perModel[mi]++
+		s.byModel[mi] = idx
+		tableSize += st.capacity
+	}
+	for mi, n := range perModel {
+		if n != 1 {
+			s.byModel[mi] = -1
+		}
+	}
+	if cfg.UnknownStreams == DefaultContract {
+		for mi, m := range cfg.Models {
+			s.adhoc[mi] = int32(len(s.streams))
+			s.streams = append(s.streams, stream{
+				spec: StreamSpec{
+					Name: "default/" + m.Name, Model: m.Name, Class: BestEffort,
+					Queue: FIFO, Capacity: cfg.DefaultCapacity,
+				},
+				name:     "default/" + m.Name,
+				idx:      int32(len(s.streams)),
+				model:    int32(mi),
+				class:    BestEffort,
+				adhoc:    true,
+				capacity: cfg.DefaultCapacity,
+			})
+			tableSize += cfg.DefaultCapacity
+		}
+	}
+	qBuf := make([]int32, tableSize)
+	for i := range s.streams {
+		st := &s.streams[i]
+		st.q = qBuf[:0:st.capacity]
+		qBuf = qBuf[st.capacity:]
+		if !st.adhoc {
+			n := int64(cfg.CoverageSpan / st.spec.Period)
+			n = min(max(n, 1), maxCoverageWindows)
+			st.cov.init(make([]uint64, (n+63)/64), n, st.spec.Period)
+		}
+	}
+	s.reqs = make([]request, tableSize)
+	for i := range s.reqs {
+		s.reqs[i].next = int32(i + 1)
+	}
+	s.reqs[len(s.reqs)-1].next = -1
+	s.tokens = newTokenIndex(tableSize)
+	return s, nil
+}
+
+// Margin returns the configured safety margin.
+func (s *Scheduler) Margin() Margin { return s.margin }
+
+// Estimate returns the current execution-time estimate of model at
+// occupancy busy (jobs already running at dispatch), without margin.
+func (s *Scheduler) Estimate(model string, busy int) (time.Duration, bool) {
+	mi, ok := s.modelByName[model]
+	if !ok || busy < 0 || busy >= s.slots {
+		return 0, false
+	}
+	return s.models[mi].estimate(busy), true
+}
+
+// cost is the margin-scaled estimate of model mi started at occupancy occ.
+func (s *Scheduler) cost(mi int32, occ int) time.Duration {
+	m := &s.models[mi]
+	if m.spec.Exclusive || occ < 0 {
+		occ = 0
+	}
+	if occ >= s.slots {
+		occ = s.slots - 1
+	}
+	return s.margin.Apply(m.estimate(occ))
+}
+
+// route maps a request to a stream index, or returns a reason to refuse it.
+func (s *Scheduler) route(r *Request) (int32, Code, Reason) {
+	name := r.Stream
+	if name == "" {
+		name = r.Model
+	}
+	if si, ok := s.streamByName[name]; ok {
+		if s.streams[si].spec.Model != r.Model {
+			return si, InvalidArgument, ReasonModelMismatch
+		}
+		return si, OK, NoReason
+	}
+	mi, ok := s.modelByName[r.Model]
+	if !ok {
+		return -1, NotFound, ReasonUnknownModel
+	}
+	if r.Stream == "" && s.byModel[mi] >= 0 {
+		// No vig_stream, and exactly one stream is configured for the
+		// model: that is the stream the client means.
+		return s.byModel[mi], OK, NoReason
+	}
+	if s.adhoc[mi] >= 0 {
+		return s.adhoc[mi], OK, NoReason
+	}
+	return -1, NotFound, ReasonUnknownStream
+}
+
+// Arrive admits a request and returns the actions it causes: possibly an
+// Answer for it (refused, superseded on arrival), an Answer superseding the
+// older waiting frame, and any Dispatch the arrival makes possible.
+func (s *Scheduler) Arrive(now Time, r Request, acts []Action) []Action {
+	si, code, reason := s.route(&r)
+	if si < 0 {
+		s.unrouted.Received++
+		s.unrouted.Rejected++
+		return append(acts, Action{Kind: Answer, Token: r.Token, Stream: -1, Code: code, Outcome: Rejected, Reason: reason})
+	}
+	st := &s.streams[si]
+	st.c.Received++
+	capture := r.Capture
+	if capture == 0 {
+		capture = now
+	}
+	switch {
+	case code != OK:
+	case s.draining:
+		code, reason = Unavailable, ReasonDraining
+	case s.backendDown:
+		code, reason = Unavailable, ReasonBackendDown
+	case r.Timeout < 0:
+		code, reason = InvalidArgument, ReasonBadTimeout
+	case capture > now.Add(s.cfg.CaptureSkew):
+		code, reason = InvalidArgument, ReasonCaptureFuture
+	case now.Sub(capture) > s.cfg.CaptureHorizon:
+		code, reason = InvalidArgument, ReasonCaptureTooOld
+	case s.tokens.get(r.Token) >= 0:
+		code, reason = InvalidArgument, ReasonDuplicateToken
+	case st.spec.Queue == FIFO && len(st.q) == st.capacity:
+		code, reason = ResourceExhausted, ReasonQueueFull
+	case s.free < 0:
+		code, reason = ResourceExhausted, ReasonTableFull
+	}
+	if code != OK {
+		st.c.Rejected++
+		return append(acts, Action{Kind: Answer, Token: r.Token, Stream: int(si), Code: code, Outcome: Rejected, Reason: reason})
+	}
+	capture = min(capture, now) // within the tolerated skew
+
+	ri := s.free
+	q := &s.reqs[ri]
+	s.free = q.next
+	s.seq++
+	*q = request{
+		token: r.Token, stream: si, state: stWaiting, capture: capture,
+		deadline: Never, startBy: Never, seq: s.seq, next: -1, slot: -1,
+	}
+	s.tokens.put(r.Token, ri)
+	if st.adhoc {
+		q.rank = math.MaxUint64 // Triton's default priority level comes last
+		if r.HasPriority && r.Priority > 0 {
+			q.rank = r.Priority // 1 is Triton's highest priority
+		}
+		if r.Timeout > 0 {
+			q.startBy = now.Add(r.Timeout)
+		}
+	} else {
+		q.deadline = capture.Add(st.maxAge)
+		if !st.seen || capture > st.lastCapture {
+			st.lastCapture, st.seen = capture, true
+		}
+		st.cov.start(capture)
+	}
+
+	if st.spec.Queue == Latest && len(st.q) == 1 {
+		old := st.q[0]
+		if s.reqs[old].capture > capture {
+			// The arrival is older than the waiting frame: it is the
+			// one superseded.
+			return s.pass(now, s.answer(ri, Aborted, Superseded, ReasonSuperseded, acts))
+		}
+		st.q = st.q[:0]
+		acts = s.answer(old, Aborted, Superseded, ReasonSuperseded, acts)
+	}
+	if st.adhoc {
+		// Triton's priority levels: FIFO within a level, lower levels
+		// first.
+		j := len(st.q)
+		for j > 0 && s.reqs[st.q[j-1]].rank > q.rank {
+			j--
+		}
+		st.q = append(st.q, 0)
+		copy(st.q[j+1:], st.q[j:])
+		st.q[j] = ri
+		return s.pass(now, acts)
+	}
+	st.q = append(st.q, ri)
+	return s.pass(now, acts)
+}
+
+// answer finishes a waiting request (already removed from its queue) with
+// an Answer.
+func (s *Scheduler) answer(ri int32, code Code, out Outcome, reason Reason, acts []Action) []Action {
+	r := &s.reqs[ri]
+	st := &s.streams[r.stream]
+	st.c.add(out)
+	if out == LateDropped && st.class == Protected && s.budgetRunning > 0 {
+		st.budgetBlocked++
+	}
+	acts = append(acts, Action{Kind: Answer, Token: r.token, Stream: int(r.stream), Code: code, Outcome: out, Reason: reason})
+	s.release(ri)
+	return acts
+}
+
+func (s *Scheduler) release(ri int32) {
+	r := &s.reqs[ri]
+	s.tokens.del(r.token)
+	r.state = stFree
+	r.next = s.free
+	s.free = ri
+}
+
+// before reports whether the head of stream a goes before the head of b:
+// class, then Triton priority (default contract only), then earliest
+// deadline, then arrival.
+func (s *Scheduler) before(a, b *stream) bool {
+	if a.class != b.class {
+		return a.class < b.class
+	}
+	ra, rb := &s.reqs[a.q[0]], &s.reqs[b.q[0]]
+	if ra.rank != rb.rank {
+		return ra.rank < rb.rank
+	}
+	da, db := min(ra.deadline, ra.startBy), min(rb.deadline, rb.startBy)
+	if da != db {
+		return da < db
+	}
+	return ra.seq < rb.seq
+}
+
+// pass takes every decision possible at now: it dispatches, drops and defers
+// waiting requests, then recomputes the next wake-up.
+func (s *Scheduler) pass(now Time, acts []Action) []Action {
+	s.passID++
+	for !s.draining && !s.backendDown && !s.exclRunning && s.busy < s.slots {
+		var st *stream
+		for i := range s.streams {
+			c := &s.streams[i]
+			if len(c.q) == 0 || c.pass == s.passID {
+				continue
+			}
+			if st == nil || s.before(c, st) {
+				st = c
+			}
+		}
+		if st == nil {
+			break
+		}
+		ri := st.q[0]
+		r := &s.reqs[ri]
+		m := &s.models[st.model]
+
+		if now > r.startBy {
+			st.q = st.q[:copy(st.q, st.q[1:])]
+			acts = s.answer(ri, Unavailable, LateDropped, ReasonQueueTimeout, acts)
+			continue
+		}
+		occ := s.busy
+		start := now
+		if m.spec.Exclusive {
+			occ = 0
+			if s.busy > 0 {
+				// It waits for the accelerator to empty; meanwhile
+				// nothing of lower rank may start unless this job would
+				// be deferred there anyway.
+				for _, x := range s.running {
+					start = max(start, s.reqs[x].predEnd)
+				}
+			}
+		}
+		c := s.cost(st.model, occ)
+		probe := false
+		if now.Add(c) > r.deadline {
+			if r.deadline > now && s.cfg.ProbeAfter > 0 && st.lateStreak >= s.cfg.ProbeAfter && start == now {
+				probe = true
+			} else {
+				if r.deadline > now && start == now {
+					st.lateStreak++
+				}
+				st.q = st.q[:copy(st.q, st.q[1:])]
+				acts = s.answer(ri, DeadlineExceeded, LateDropped, ReasonLate, acts)
+				continue
+			}
+		}
+		budget, cost := false, uint64(0)
+		if st.class != Protected && len(s.protected) > 0 {
+			blocked, misses, recheck := s.admission(now, start, st.idx, m.spec.Exclusive, c)
+			if blocked {
+				if !st.anchored {
+					st.anchor, st.anchored = now, true
+				}
+				owed := st.minRate > 0 && now >= st.anchor.Add(st.minRate)
+				if !owed {
+					if !r.deferred {
+						r.deferred = true
+						st.c.Deferred++
+					}
+					r.deferPass = s.passID
+					r.recheck = recheck
+					if st.minRate > 0 {
+						r.recheck = min(recheck, st.anchor.Add(st.minRate))
+					}
+					st.pass = s.passID
+					continue
+				}
+				budget = true
+				cost = misses
+			}
+		}
+		if start != now {
+			break // reserve the accelerator for the exclusive job
+		}
+		if budget {
+			st.budgetRuns++
+			st.budgetCost += cost
+		}
+		acts = s.dispatchHead(now, st, occ, c, probe, budget, acts)
+	}
+	return s.expire(now, acts)
+}
+
+// dispatchHead starts the head of st's queue.
+func (s *Scheduler) dispatchHead(now Time, st *stream, occ int, c time.Duration, probe, budget bool, acts []Action) []Action {
+	ri := st.q[0]
+	st.q = st.q[:copy(st.q, st.q[1:])]
+	r := &s.reqs[ri]
+	slot := 0
+	for s.slotUse[slot] {
+		slot++
+	}
+	s.slotUse[slot] = true
+	r.state = stRunning
+	r.dispatch = now
+	r.predEnd = now.Add(c)
+	r.occ = int32(occ)
+	r.slot = int32(slot)
+	r.budget = budget
+	s.running = append(s.running, ri)
+	if s.models[st.model].spec.Exclusive {
+		s.exclRunning = true
+	}
+	if budget {
+		s.budgetRunning++
+	}
+	s.busy++
+	st.running++
+	st.lateStreak = 0
+	st.anchor, st.anchored = now, true
+	if probe {
+		st.probes++
+	}
+	return append(acts, Action{Kind: Dispatch, Token: r.token, Stream: int(r.stream), Slot: slot, Busy: occ, Probe: probe, Budget: budget})
+}
+
+// expire answers every waiting request that can no longer meet its deadline
+// even if it started now, and computes the next wake-up: the earliest time
+// at which a waiting request will have to be dropped or a deferral
+// re-evaluated.
+func (s *Scheduler) expire(now Time, acts []Action) []Action {
+	s.wake = Never
+	for i := range s.streams {
+		st := &s.streams[i]
+		for j := 0; j < len(st.q); {
+			ri := st.q[j]
+			r := &s.reqs[ri]
+			if r.startBy != Never {
+				if now > r.startBy {
+					st.q = append(st.q[:j], st.q[j+1:]...)
+					acts = s.answer(ri, Unavailable, LateDropped, ReasonQueueTimeout, acts)
+					continue
+				}
+				s.wake = min(s.wake, r.startBy+1)
+			}
+			if r.deadline != Never {
+				c := s.cost(st.model, s.busy)
+				if now.Add(c) > r.deadline {
+					st.q = append(st.q[:j], st.q[j+1:]...)
+					acts = s.answer(ri, DeadlineExceeded, LateDropped, ReasonLate, acts)
+					continue
+				}
+				s.wake = min(s.wake, r.deadline-Time(c)+1)
+			}
+			if r.deferPass == s.passID {
+				s.wake = min(s.wake, r.recheck)
+			}
+			j++
+		}
+	}
+	return acts
+}
+
+// admission decides whether starting a job of cost c at start (now, or when
+// the accelerator empties for an exclusive job) would make the next
+// reachable frame of some protected stream miss its deadline because every
+// slot it could use is then busy — and would not miss without the job. It
+// returns how many predicted protected frames the job would cost and when
+// the decision must be re-evaluated if nothing else happens.
+func (s *Scheduler) admission(now, start Time, self int32, excl bool, c time.Duration) (blocked bool, misses uint64, recheck Time) {
+	endJ := start.Add(c)
+	recheck = Never
+	for _, pi := range s.protected {
+		p := &s.streams[pi]
+		if pi == self || !p.seen {
+			continue
+		}
+		iv := int64(p.interval)
+		if now.Sub(p.lastCapture) > 2*p.interval+p.maxAge {
+			continue // the sensor stopped: do not guard phantom frames
+		}
+		// First frame k ≥ 1 after the last one received that can still
+		// make its deadline when started at once on an idle accelerator.
+		c0 := s.cost(p.model, 0)
+		if c0 > p.maxAge {
+			continue // unreachable whatever we do
+		}
+		k := int64(1)
+		if need := int64(now.Add(c0)-p.lastCapture) - int64(p.maxAge); need > 0 {
+			k = max(k, (need+iv-1)/iv)
+		}
+		for n := 0; n < 4; n, k = n+1, k+1 {
+			a := p.lastCapture + Time(k*iv)
+			if a >= endJ {
+				break
+			}
+			dl := a.Add(p.maxAge)
+			fWo, occWo := s.earliestStart(now, a, p.model, 0, false, false)
+			cWo := s.cost(p.model, occWo)
+			if fWo.Add(cWo) > dl {
+				continue // it misses anyway; not this job's doing
+			}
+			fW, occW := s.earliestStart(now, a, p.model, endJ, excl, true)
+			if fW.Add(s.cost(p.model, occW)) > dl {
+				blocked = true
+				misses++
+				recheck = min(recheck, dl-Time(cWo)+1)
+			}
+		}
+	}
+	return blocked, misses, recheck
+}
+
+// earliestStart predicts when a frame of model pm arriving at a could start,
+// given the jobs running now (at their predicted ends) and, if withJ, a
+// candidate job ending at endJ; it also returns the occupancy it would start
+// under.
+func (s *Scheduler) earliestStart(now, a Time, pm int32, endJ Time, jExcl, withJ bool) (Time, int) {
+	t := max(a, now)
+	if withJ && jExcl {
+		return max(t, endJ), 0
+	}
+	pExcl := s.models[pm].spec.Exclusive
+	latest, live := Time(0), 0
+	soonest := Never
+	each := func(end Time) {
+		end = max(end, now)
+		latest = max(latest, end)
+		if end > t {
+			live++
+			soonest = min(soonest, end)
+		}
+	}
+	for _, x := range s.running {
+		each(s.reqs[x].predEnd)
+	}
+	if withJ {
+		each(endJ)
+	}
+	switch {
+	case pExcl || s.exclRunning:
+		return max(t, latest), 0
+	case live < s.slots:
+		return t, live
+	}
+	occ := 0
+	for _, x := range s.running {
+		if max(s.reqs[x].predEnd, now) > soonest {
+			occ++
+		}
+	}
+	if withJ && endJ > soonest {
+		occ++
+	}
+	return soonest, occ
+}
+
+// Complete reports that the backend finished a dispatched request (ok) or
+// failed it (!ok). The slot is freed, the execution time is learnt under the
+// occupancy recorded at dispatch, and freed capacity is used at once. A
+// token that is not running is ignored.
+func (s *Scheduler) Complete(now Time, token uint64, ok bool, acts []Action) []Action {
+	ri := s.tokens.get(token)
+	if ri < 0 || s.reqs[ri].state != stRunning {
+		return acts
+	}
+	r := &s.reqs[ri]
+	st := &s.streams[r.stream]
+	m := &s.models[st.model]
+	for i, x := range s.running {
+		if x == ri {
+			last := len(s.running) - 1
+			s.running[i] = s.running[last]
+			s.running = s.running[:last]
+			break
+		}
+	}
+	s.slotUse[r.slot] = false
+	s.busy--
+	if m.spec.Exclusive {
+		s.exclRunning = false
+	}
+	if r.budget {
+		s.budgetRunning--
+	}
+	st.running--
+	if ok {
+		m.est[r.occ].add(now.Sub(r.dispatch))
+	}
+	switch {
+	case r.cancelled:
+		st.c.Cancelled++
+	case ok:
+		st.c.Forwarded++
+		s.deliver(now, st, r.capture)
+	default:
+		st.c.BackendError++
+	}
+	s.release(ri)
+	return s.pass(now, acts)
+}
+
+func (s *Scheduler) deliver(now Time, st *stream, capture Time) {
+	age := now.Sub(capture)
+	st.lastAge = age
+	if !st.delivered || capture > st.newest {
+		st.newest, st.delivered = capture, true
+	}
+	if st.maxAge > 0 && age < st.maxAge {
+		st.cov.deliver(now)
+	}
+}
+
+// Cancel reports that the client of token went away. A waiting request is
+// removed and counted cancelled (no Answer: nobody is listening). A running
+// one keeps its slot until Complete, which then counts it cancelled.
+func (s *Scheduler) Cancel(now Time, token uint64, acts []Action) []Action {
+	ri := s.tokens.get(token)
+	if ri < 0 {
+		return acts
+	}
+	r := &s.reqs[ri]
+	if r.state == stRunning {
+		r.cancelled = true
+		return acts
+	}
+	st := &s.streams[r.stream]
+	for j, x := range st.q {
+		if x == ri {
+			st.q = append(st.q[:j], st.q[j+1:]...)
+			break
+		}
+	}
+	st.c.Cancelled++
+	s.release(ri)
+	return s.pass(now, acts)
+}
+
+// Tick re-evaluates waiting requests at now. Call it when NextWake says so;
+// calling it at other times is harmless.
+func (s *Scheduler) Tick(now Time, acts []Action) []Action { return s.pass(now, acts) }
+
+// NextWake returns when Tick must be called if no other event happens first.
+// It returns false when nothing is waiting on time: vig then needs no timer
+// at all.
+func (s *Scheduler) NextWake() (Time, bool) { return s.wake, s.wake != Never }
+
+// Drain stops admission for good: every waiting request is answered
+// Unavailable (counted rejected) and every later arrival too. Running
+// requests complete normally; Drained reports when none is left.
+func (s *Scheduler) Drain(now Time, acts []Action) []Action {
+	s.draining = true
+	return s.flush(ReasonDraining, acts)
+}
+
+// Drained reports whether Drain was called and nothing is in flight.
+func (s *Scheduler) Drained() bool { return s.draining && s.busy == 0 && s.waiting() == 0 }
+
+// SetBackendAvailable marks the backend up or down. While it is down every
+// waiting request and every arrival is answered Unavailable at once (counted
+// rejected), so clients learn promptly instead of timing out; running
+// requests are left to Complete (with ok=false when the connection failed).
+func (s *Scheduler) SetBackendAvailable(now Time, up bool, acts []Action) []Action {
+	s.backendDown = !up
+	if up {
+		return s.pass(now, acts)
+	}
+	return s.flush(ReasonBackendDown, acts)
+}
+
+func (s *Scheduler) flush(reason Reason, acts []Action) []Action {
+	for i := range s.streams {
+		st := &s.streams[i]
+		for _, ri := range st.q {
+			acts = s.answer(ri, Unavailable, Rejected, reason, acts)
+		}
+		st.q = st.q[:0]
+	}
+	s.wake = Never
+	return acts
+}
+
+func (s *Scheduler) waiting() int {
+	n := 0
+	for i := range s.streams {
+		n += len(s.streams[i].q)
+	}
+	return n
+}
+
+// ObserveBackendStats feeds the backend's own measurement of model: the
+// compute_infer time and count accumulated since the previous call (deltas of
+// Triton's ModelStatistics inference_stats.compute_infer). Pure compute time
+// is a lower bound of what the scheduler measures (dispatch to completion),
+// so the mean becomes a floor of every estimate of the model, and it replaces
+// the exec_ms prior in windows that have no measurement yet. A zero count
+// (no inference in the interval, or statistics unavailable) is ignored.
+func (s *Scheduler) ObserveBackendStats(model string, computeInferNs, count uint64) {
+	mi, ok := s.modelByName[model]
+	if !ok || count == 0 {
+		return
+	}
+	mean := computeInferNs / count
+	if mean == 0 || mean > math.MaxInt64 {
+		return
+	}
+	m := &s.models[mi]
+	m.backendMean = time.Duration(mean)
+	for o := range m.est {
+		if m.est[o].real == 0 {
+			m.est[o].seed(m.backendMean)
+		}
+	}
+}

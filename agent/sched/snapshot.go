@@ -1,0 +1,161 @@
+package sched
+
+import "time"
+
+// Counters are the outcome counters of one stream. Deferred is a flag count
+// (requests deferred at least once), not an outcome. Waiting and Running are
+// gauges filled by Snapshot.
+type Counters struct {
+	Received     uint64
+	Forwarded    uint64
+	Superseded   uint64
+	LateDropped  uint64
+	Rejected     uint64
+	BackendError uint64
+	Cancelled    uint64
+	Deferred     uint64
+	Waiting      uint64
+	Running      uint64
+}
+
+func (c *Counters) add(o Outcome) {
+	switch o {
+	case Forwarded:
+		c.Forwarded++
+	case Superseded:
+		c.Superseded++
+	case LateDropped:
+		c.LateDropped++
+	case Rejected:
+		c.Rejected++
+	case BackendError:
+		c.BackendError++
+	case Cancelled:
+		c.Cancelled++
+	}
+}
+
+// Outcomes returns the sum of the terminal outcomes.
+func (c Counters) Outcomes() uint64 {
+	return c.Forwarded + c.Superseded + c.LateDropped + c.Rejected + c.BackendError + c.Cancelled
+}
+
+// InFlight returns Waiting + Running.
+func (c Counters) InFlight() uint64 { return c.Waiting + c.Running }
+
+// Balanced reports the invariant received = Σ outcomes + in flight, which
+// holds after every call into the scheduler.
+func (c Counters) Balanced() bool { return c.Received == c.Outcomes()+c.InFlight() }
+
+// StreamStats is one stream's state in a Snapshot.
+type StreamStats struct {
+	Name  string
+	Model string
+	Class Class
+	// Default is set for a model's default-contract stream.
+	Default bool
+	Counters
+	// CoverageWindows and CoveredWindows are the complete period windows
+	// in the last CoverageSpan and how many had a fresh result; Coverage
+	// is their ratio (0 without a complete window).
+	CoverageWindows int
+	CoveredWindows  int
+	Coverage        float64
+	// AoI is now minus the capture time of the newest delivered result;
+	// HasAoI is false before the first delivery. LastAge is the age of
+	// the last result at its delivery.
+	AoI     time.Duration
+	HasAoI  bool
+	LastAge time.Duration
+	// BudgetRuns counts dispatches made on the min_rate_hz budget against
+	// admission, BudgetCost the protected frames those dispatches were
+	// predicted to make miss, and (on protected streams) BudgetBlocked
+	// the protected requests actually late-dropped while a budget job ran.
+	BudgetRuns    uint64
+	BudgetCost    uint64
+	BudgetBlocked uint64
+	// Probes counts dispatches made despite a predicted miss to
+	// re-measure the model (see ProbeAfter).
+	Probes uint64
+}
+
+// EstimateStats is the estimator state of one (model, occupancy) pair.
+type EstimateStats struct {
+	Model string
+	Busy  int
+	// Estimate is the value decisions use before the margin.
+	Estimate time.Duration
+	// Samples counts measurements in the window (the rest are seeds).
+	Samples int
+	// Backend is the mean compute time last reported by the backend, 0 if
+	// none.
+	Backend time.Duration
+}
+
+// Snapshot is the scheduler state exported for metrics and diagnostics.
+type Snapshot struct {
+	Now          Time
+	Slots        int
+	Busy         int
+	Exclusive    bool // a corun:false job is running
+	Draining     bool
+	BackendDown  bool
+	SafetyMargin Margin
+	Streams      []StreamStats
+	Estimates    []EstimateStats
+	// Unrouted counts requests that matched no stream (all rejected).
+	Unrouted Counters
+}
+
+// Snapshot fills dst with the state at now, reusing dst's slices.
+func (s *Scheduler) Snapshot(now Time, dst *Snapshot) {
+	dst.Now = now
+	dst.Slots = s.slots
+	dst.Busy = s.busy
+	dst.Exclusive = s.exclRunning
+	dst.Draining = s.draining
+	dst.BackendDown = s.backendDown
+	dst.SafetyMargin = s.margin
+	dst.Unrouted = s.unrouted
+	dst.Streams = dst.Streams[:0]
+	for i := range s.streams {
+		st := &s.streams[i]
+		ss := StreamStats{
+			Name:          st.name,
+			Model:         st.spec.Model,
+			Class:         st.class,
+			Default:       st.adhoc,
+			Counters:      st.c,
+			LastAge:       st.lastAge,
+			BudgetRuns:    st.budgetRuns,
+			BudgetCost:    st.budgetCost,
+			BudgetBlocked: st.budgetBlocked,
+			Probes:        st.probes,
+		}
+		ss.Waiting = uint64(len(st.q))
+		ss.Running = uint64(st.running)
+		if !st.adhoc {
+			ss.CoveredWindows, ss.CoverageWindows = st.cov.ratio(now)
+			if ss.CoverageWindows > 0 {
+				ss.Coverage = float64(ss.CoveredWindows) / float64(ss.CoverageWindows)
+			}
+		}
+		if st.delivered {
+			ss.AoI, ss.HasAoI = now.Sub(st.newest), true
+		}
+		dst.Streams = append(dst.Streams, ss)
+	}
+	dst.Estimates = dst.Estimates[:0]
+	for i := range s.models {
+		m := &s.models[i]
+		for o := range m.est {
+			dst.Estimates = append(dst.Estimates, EstimateStats{
+				Model:    m.spec.Name,
+				Busy:     o,
+				Estimate: m.estimate(o),
+				Samples:  m.est[o].real,
+				Backend:  m.backendMean,
+			})
+		}
+	}
+}
