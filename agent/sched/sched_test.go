@@ -387,6 +387,9 @@ func TestMinRateBudget(t *testing.T) {
 	if cov := Coverage(0, at(10_000), 50*ms, 50*ms, m.deliv["detector"]); cov.Covered != cov.Windows || cov.Windows != 200 {
 		t.Fatalf("no budget: detector coverage %+v", cov)
 	}
+	if det.Coverage != 1 || det.CoverageWindows < 190 {
+		t.Fatalf("no budget: detector coverage gauge %d/%d", det.CoveredWindows, det.CoverageWindows)
+	}
 	if det.LateDropped != 0 || det.BudgetBlocked != 0 {
 		t.Fatalf("no budget: detector %+v", det.Counters)
 	}
