@@ -1,0 +1,171 @@
+package shmring
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// DefaultAddress is where vig listens for ring clients: an abstract Unix
+// socket (no file to clean up, no directory permissions to get right).
+const DefaultAddress = "@vig.shmring"
+
+// FallbackAddress is the filesystem socket used where the abstract namespace is
+// not allowed (some sandboxes deny it).
+func FallbackAddress() string { return filepath.Join(os.TempDir(), "vig.shmring.sock") }
+
+const defaultHandshakeTimeout = 2 * time.Second
+
+// endpoint is what both sides of a session share: the region, the socket that
+// signals liveness, and the closed flag every sleeper re-checks.
+type endpoint struct {
+	region *Region
+	conn   *net.UnixConn
+	peer   PeerCred
+	log    *slog.Logger
+	closed atomic.Bool
+	done   chan struct{}
+
+	// refs counts users of the mapping: 1 for the open session, 1 per call in
+	// progress, 1 per payload view handed out. The mapping is unmapped when it
+	// drops to zero, so closing never pulls memory from under a reader.
+	refs      atomic.Int64
+	closeOnce sync.Once
+	closeErr  error
+}
+
+func newEndpoint(region *Region, conn *net.UnixConn, peer PeerCred, log *slog.Logger) *endpoint {
+	e := &endpoint{region: region, conn: conn, peer: peer, log: log, done: make(chan struct{})}
+	e.refs.Store(1)
+	return e
+}
+
+// acquire takes a reference for a call touching the mapping.
+func (e *endpoint) acquire() error {
+	for {
+		n := e.refs.Load()
+		if n <= 0 || e.closed.Load() {
+			if e.region.Quarantined() {
+				return ErrQuarantined
+			}
+			return ErrClosed
+		}
+		if e.refs.CompareAndSwap(n, n+1) {
+			return nil
+		}
+	}
+}
+
+// pin takes a reference even while closing (used to keep a view valid).
+func (e *endpoint) pin() { e.refs.Add(1) }
+
+func (e *endpoint) release() {
+	if e.refs.Add(-1) == 0 {
+		e.region.Close()
+	}
+}
+
+// guard runs f on the mapping, converting faults (and EFAULT from a futex on a
+// truncated mapping) into ErrQuarantined.
+func (e *endpoint) guard(f func() error) error {
+	err := e.region.Guard(f)
+	if errors.Is(err, syscall.EFAULT) {
+		e.region.faulted.Store(true)
+		err = ErrQuarantined
+	}
+	return err
+}
+
+// watch blocks on the socket until the peer goes away, then ends the session.
+// It is idle in the netpoller meanwhile: no CPU, no timers.
+func (e *endpoint) watch(onEOF func()) {
+	defer close(e.done)
+	var b [64]byte
+	for {
+		if _, err := e.conn.Read(b[:]); err != nil {
+			if !e.closed.Load() {
+				e.log.Info("shmring: peer disconnected", "pid", e.peer.PID, "uid", e.peer.UID, "reason", err)
+			}
+			onEOF()
+			return
+		}
+		// The protocol sends nothing after the handshake; extra bytes are
+		// ignored rather than trusted.
+	}
+}
+
+// shutdown marks the session closed and wakes every local sleeper. wakeWords
+// are the futex words this side can sleep on.
+func (e *endpoint) shutdown(wakeWords ...*uint32) error {
+	e.closeOnce.Do(func() {
+		e.closed.Store(true)
+		// A sleeper loaded seq before we set closed: bump and wake so it
+		// re-checks. On a truncated region the bump faults; then there is no
+		// sleeper to miss (its futex call fails with EFAULT too).
+		e.guard(func() error {
+			for _, w := range wakeWords {
+				forceWake(w)
+			}
+			return nil
+		})
+		e.closeErr = e.conn.Close()
+		e.release()
+	})
+	return e.closeErr
+}
+
+// Done is closed when the peer has gone away or the session was closed.
+func (e *endpoint) Done() <-chan struct{} { return e.done }
+
+func validUTF8Trunc(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for len(s) > 0 {
+		r := s[len(s)-1]
+		if r < 0x80 {
+			break
+		}
+		// drop a possibly cut multi-byte sequence
+		i := len(s) - 1
+		for i > 0 && s[i]&0xc0 == 0x80 {
+			i--
+		}
+		if i+utf8SeqLen(s[i]) <= len(s) {
+			break
+		}
+		s = s[:i]
+	}
+	return s
+}
+
+func utf8SeqLen(b byte) int {
+	switch {
+	case b < 0x80:
+		return 1
+	case b>>5 == 0x6:
+		return 2
+	case b>>4 == 0xe:
+		return 3
+	}
+	return 4
+}
+
+func addrString(a string) string {
+	if a == "" {
+		return DefaultAddress
+	}
+	return a
+}
+
+func unixAddr(a string) *net.UnixAddr { return &net.UnixAddr{Name: a, Net: "unixpacket"} }
+
+func wrapOp(op, addr string, err error) error { return fmt.Errorf("shmring: %s %s: %w", op, addr, err) }

@@ -1,0 +1,374 @@
+package shmring
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// ServerConfig controls what vig accepts from ring clients.
+type ServerConfig struct {
+	// AllowUnsealed accepts /dev/shm regions, which cannot be sealed. Accesses
+	// to them are fault-guarded; a truncated one is quarantined.
+	AllowUnsealed bool
+	// MaxRegionSize bounds a client's region; 0 means 2 GiB.
+	MaxRegionSize uint64
+	// Spin is how Recv spins before sleeping (SpinAdaptive by default).
+	Spin Spin
+	// HandshakeTimeout bounds a client's hello; 0 means 2 s.
+	HandshakeTimeout time.Duration
+	// Authorize, if set, may refuse a peer by its credentials.
+	Authorize func(PeerCred) error
+	// Logger receives connection events and protocol violations; nil means
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// Listener accepts ring clients on a SOCK_SEQPACKET Unix socket.
+type Listener struct {
+	ln  *net.UnixListener
+	cfg ServerConfig
+	log *slog.Logger
+}
+
+// Listen listens on addr: "@name" is the abstract namespace, anything else a
+// filesystem path. An empty addr tries DefaultAddress and falls back to
+// FallbackAddress() where the abstract namespace is refused.
+func Listen(addr string, cfg ServerConfig) (*Listener, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.HandshakeTimeout == 0 {
+		cfg.HandshakeTimeout = defaultHandshakeTimeout
+	}
+	try := []string{addr}
+	if addr == "" {
+		try = []string{DefaultAddress, FallbackAddress()}
+	}
+	var errs []error
+	for _, a := range try {
+		ln, err := net.ListenUnix("unixpacket", unixAddr(a))
+		if err == nil {
+			return &Listener{ln: ln, cfg: cfg, log: cfg.Logger}, nil
+		}
+		errs = append(errs, wrapOp("listen", a, err))
+	}
+	return nil, errors.Join(errs...)
+}
+
+// Addr is the address clients dial.
+func (l *Listener) Addr() string { return l.ln.Addr().String() }
+
+// Close stops accepting; established connections are unaffected.
+func (l *Listener) Close() error { return l.ln.Close() }
+
+// Accept waits for a client and completes its handshake. Clients that fail
+// the handshake are answered, logged and skipped; Accept returns an error
+// only when the listener itself fails.
+func (l *Listener) Accept() (*Conn, error) {
+	for {
+		uc, err := l.ln.AcceptUnix()
+		if err != nil {
+			return nil, err
+		}
+		c, err := l.handshake(uc)
+		if err != nil {
+			uc.Close()
+			continue
+		}
+		return c, nil
+	}
+}
+
+func (l *Listener) handshake(uc *net.UnixConn) (*Conn, error) {
+	peer, err := peerCred(uc)
+	log := l.log.With("pid", peer.PID, "uid", peer.UID)
+	if err != nil {
+		log.Warn("shmring: refusing client: SO_PEERCRED", "err", err)
+		return nil, err
+	}
+	refuse := func(st HandshakeStatus, err error) (*Conn, error) {
+		log.Warn("shmring: refusing client", "status", st.String(), "err", err)
+		uc.SetWriteDeadline(time.Now().Add(l.cfg.HandshakeTimeout))
+		uc.Write(encodeReply(st, err.Error())) // best effort: the peer may be gone
+		return nil, err
+	}
+	if l.cfg.Authorize != nil {
+		if err := l.cfg.Authorize(peer); err != nil {
+			return refuse(HandshakeNotAllowed, err)
+		}
+	}
+	uc.SetReadDeadline(time.Now().Add(l.cfg.HandshakeTimeout))
+	buf := make([]byte, helloSize+1)
+	oob := make([]byte, unix.CmsgSpace(4*4))
+	n, oobn, flags, _, err := uc.ReadMsgUnix(buf, oob)
+	if err != nil {
+		log.Warn("shmring: refusing client: reading hello", "err", err)
+		return nil, err
+	}
+	fds, ferr := parseRights(oob[:oobn])
+	defer func() {
+		for _, fd := range fds {
+			if fd >= 0 {
+				unix.Close(fd)
+			}
+		}
+	}()
+	switch {
+	case flags&(unix.MSG_CTRUNC|unix.MSG_TRUNC) != 0:
+		return refuse(HandshakeBadHello, errors.New("hello or its control data truncated"))
+	case ferr != nil:
+		return refuse(HandshakeBadHello, ferr)
+	}
+	h, err := decodeHello(buf[:n])
+	switch {
+	case errors.Is(err, ErrVersion):
+		return refuse(HandshakeVersion, err)
+	case err != nil:
+		return refuse(HandshakeBadHello, err)
+	case len(fds) != 1:
+		return refuse(HandshakeBadHello, fmt.Errorf("hello carries %d file descriptors, want 1", len(fds)))
+	}
+	fd := fds[0]
+	fds[0] = -1 // OpenRegion owns it now
+	region, err := OpenRegion(fd, OpenOptions{AllowUnsealed: l.cfg.AllowUnsealed, MaxSize: l.cfg.MaxRegionSize})
+	switch {
+	case errors.Is(err, ErrUnsealed):
+		return refuse(HandshakeUnsealed, err)
+	case err != nil:
+		return refuse(HandshakeBadRegion, err)
+	case h.kind == handshakeKindM && !region.Sealed():
+		region.Close()
+		return refuse(HandshakeUnsealed, fmt.Errorf("%w: announced as a sealed memfd", ErrUnsealed))
+	case h.regionSize != region.layout.RegionSize:
+		region.Close()
+		return refuse(HandshakeBadRegion, fmt.Errorf("hello says %d bytes, header %d", h.regionSize, region.layout.RegionSize))
+	}
+	uc.SetReadDeadline(time.Time{})
+	uc.SetWriteDeadline(time.Now().Add(l.cfg.HandshakeTimeout))
+	if _, err := uc.Write(encodeReply(HandshakeOK, "")); err != nil {
+		region.Close()
+		log.Warn("shmring: client left during handshake", "err", err)
+		return nil, err
+	}
+	uc.SetWriteDeadline(time.Time{})
+	c := newConn(region, uc, peer, log, l.cfg.Spin)
+	log.Info("shmring: client connected", "gid", peer.GID, "backend", region.Backend().String(),
+		"sealed", region.Sealed(), "region_bytes", region.layout.RegionSize,
+		"request_slots", region.layout.Rings[RequestRing].Slots, "slot_bytes", region.layout.Rings[RequestRing].SlotSize)
+	return c, nil
+}
+
+// parseRights extracts every SCM_RIGHTS descriptor so that all of them get
+// closed, even ones the protocol does not want.
+func parseRights(oob []byte) ([]int, error) {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil, fmt.Errorf("control message: %w", err)
+	}
+	var fds []int
+	for _, m := range msgs {
+		if m.Header.Level != unix.SOL_SOCKET || m.Header.Type != unix.SCM_RIGHTS {
+			continue
+		}
+		f, err := unix.ParseUnixRights(&m)
+		if err != nil {
+			return fds, fmt.Errorf("SCM_RIGHTS: %w", err)
+		}
+		fds = append(fds, f...)
+	}
+	return fds, nil
+}
+
+// Conn is vig's side of one client session: requests come in on the request
+// ring, responses go out on the response ring.
+//
+// Recv must be called from one goroutine at a time; Respond and Release may be
+// called from any goroutine.
+type Conn struct {
+	ep   *endpoint
+	reqs *Receiver
+	resp *Sender
+	mu   sync.Mutex // serializes the response Sender
+
+	badMsgs atomic.Uint64
+}
+
+func newConn(region *Region, uc *net.UnixConn, peer PeerCred, log *slog.Logger, spin Spin) *Conn {
+	c := &Conn{ep: newEndpoint(region, uc, peer, log)}
+	c.reqs = newReceiver(region, RequestRing, &c.ep.closed)
+	c.resp = newSender(region, ResponseRing, &c.ep.closed)
+	c.reqs.SetSpin(spin)
+	go c.ep.watch(func() { c.Close() })
+	return c
+}
+
+// Peer is the client's pid/uid/gid from SO_PEERCRED.
+func (c *Conn) Peer() PeerCred { return c.ep.peer }
+
+// Sealed reports whether the client's region is sealed. Payload views of an
+// unsealed (/dev/shm) region may fault if the client truncates it; read them
+// only under Guard or copy them with CopyPayload.
+func (c *Conn) Sealed() bool { return c.ep.region.Sealed() }
+
+// Done is closed when the session ends.
+func (c *Conn) Done() <-chan struct{} { return c.ep.done }
+
+// Layout is the client's region geometry.
+func (c *Conn) Layout() Layout { return c.ep.region.layout }
+
+// Guard runs f with faults on this client's mapping turned into ErrQuarantined.
+func (c *Conn) Guard(f func() error) error { return c.ep.guard(f) }
+
+// BadMessages counts descriptors that failed validation.
+func (c *Conn) BadMessages() uint64 { return c.badMsgs.Load() }
+
+// Request is one request received from a ring. Its payload is a view into the
+// client's region, valid until the request is responded to or released.
+// Request values are reused by Recv to avoid allocation.
+type Request struct {
+	Descriptor
+	c    *Conn
+	held atomic.Bool
+}
+
+// Payload is the request's bytes, in place in the client's region.
+func (r *Request) Payload() []byte {
+	if !r.held.Load() {
+		return nil
+	}
+	return r.c.reqs.Payload(&r.Descriptor)
+}
+
+// CopyPayload copies the payload into dst under the fault guard, for
+// unsealed regions; it returns the number of bytes copied.
+func (r *Request) CopyPayload(dst []byte) (n int, err error) {
+	if !r.held.Load() {
+		return 0, nil
+	}
+	err = r.c.ep.guard(func() error { n = copy(dst, r.c.reqs.Payload(&r.Descriptor)); return nil })
+	return n, err
+}
+
+// Recv waits for the next valid request. Malformed descriptors are answered
+// with StatusInvalid and logged; they are not returned. Recv returns
+// ErrClosed when the session ends, ErrCorrupt or ErrQuarantined when the
+// client broke the ring (the session is then closed).
+func (c *Conn) Recv(req *Request) error {
+	if req.held.Load() {
+		return errors.New("shmring: Recv into a Request whose payload is still held; Respond or Release it first")
+	}
+	if err := c.ep.acquire(); err != nil {
+		return err
+	}
+	defer c.ep.release()
+	for {
+		err := c.ep.guard(func() error { return c.reqs.Next(&req.Descriptor) })
+		switch {
+		case err == nil:
+			req.c = c
+			if req.Slot != NoSlot {
+				c.ep.pin() // the payload view keeps the mapping alive
+				req.held.Store(true)
+			}
+			return nil
+		case errors.Is(err, ErrBadDescriptor):
+			c.reject(req, err)
+			continue
+		case errors.Is(err, ErrClosed):
+			return ErrClosed
+		}
+		c.ep.log.Warn("shmring: disconnecting client", "pid", c.ep.peer.PID, "uid", c.ep.peer.UID,
+			"reason", err, "fault_addr", fmt.Sprintf("%#x", c.ep.region.FaultAddr()))
+		c.Close()
+		return err
+	}
+}
+
+// reject answers a malformed request; logging is bounded so a hostile client
+// cannot flood the log.
+func (c *Conn) reject(req *Request, err error) {
+	n := c.badMsgs.Add(1)
+	if n <= 10 || n%1000 == 0 {
+		c.ep.log.Warn("shmring: rejecting malformed request", "pid", c.ep.peer.PID, "uid", c.ep.peer.UID,
+			"tag", req.Tag, "count", n, "reason", err)
+	}
+	d := Descriptor{Tag: req.Tag, Slot: NoSlot, Status: StatusInvalid, Message: validUTF8Trunc(err.Error(), MaxMessageLen)}
+	c.mu.Lock()
+	perr := c.ep.guard(func() error { return c.resp.TryPost(&d) })
+	c.mu.Unlock()
+	if perr != nil && !errors.Is(perr, ErrClosed) {
+		c.ep.log.Warn("shmring: cannot answer malformed request", "pid", c.ep.peer.PID, "err", perr)
+	}
+}
+
+// Release returns the request's payload slot to the client early, once vig
+// no longer needs the bytes. Respond releases it too; releasing twice is a
+// no-op.
+func (c *Conn) Release(req *Request) {
+	if req.c != c || !req.held.CompareAndSwap(true, false) {
+		return
+	}
+	c.ep.guard(func() error { c.reqs.Release(req.Slot); return nil })
+	c.ep.release()
+}
+
+// Response is what vig answers to a request.
+type Response struct {
+	Status     Status
+	Message    string // truncated to MaxMessageLen
+	NumTensors int
+	Tensors    [MaxTensors]Tensor
+	// Payload is copied into a response slot (results arrive from the backend
+	// in vig's heap, so this is their one copy).
+	Payload []byte
+}
+
+// Respond posts the response to req without waiting and releases req's
+// payload. It returns ErrFull when the client has left no response
+// descriptor or slot free (a client that does not consume its responses);
+// the response is then dropped.
+func (c *Conn) Respond(req *Request, res *Response) error {
+	defer c.Release(req)
+	if err := c.ep.acquire(); err != nil {
+		return err
+	}
+	defer c.ep.release()
+	d := Descriptor{
+		Tag: req.Tag, Frame: req.Frame, CaptureNs: req.CaptureNs, Slot: NoSlot, Status: res.Status,
+		Stream: req.Stream, Model: req.Model, Message: validUTF8Trunc(res.Message, MaxMessageLen),
+		NumTensors: res.NumTensors, Tensors: res.Tensors,
+	}
+	if len(res.Payload) > c.resp.SlotSize() {
+		return fmt.Errorf("shmring: response of %d bytes exceeds the client's %d-byte slots", len(res.Payload), c.resp.SlotSize())
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ep.guard(func() error {
+		if len(res.Payload) > 0 {
+			slot, buf, err := c.resp.TryLoan()
+			if err != nil {
+				return err
+			}
+			d.Slot, d.PayloadLen = slot, uint64(copy(buf, res.Payload))
+			if err := c.resp.TryPost(&d); err != nil {
+				c.resp.Unloan(slot)
+				return err
+			}
+			return nil
+		}
+		return c.resp.TryPost(&d)
+	})
+}
+
+// Close ends the session. Payload views of requests not yet released stay
+// mapped until they are released.
+func (c *Conn) Close() error {
+	return c.ep.shutdown(c.reqs.readySeq, c.resp.spaceSeq)
+}

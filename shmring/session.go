@@ -1,0 +1,140 @@
+package shmring
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// DialOptions configures the client side of a session.
+type DialOptions struct {
+	Config  Config  // ring sizes; zero value means DefaultConfig
+	Backend Backend // BackendAuto by default
+	Spin    Spin    // how Next and Loan spin before sleeping
+	Timeout time.Duration
+	Logger  *slog.Logger
+}
+
+// Session is the client side of a ring session: it produces requests and
+// consumes responses. The Sender and Receiver are exported for clients that
+// manage slots themselves; shmring/client wraps them in a smaller API.
+type Session struct {
+	ep        *endpoint
+	Requests  *Sender
+	Responses *Receiver
+}
+
+// Dial creates a region, connects to vig at addr (DefaultAddress when empty)
+// and hands the region over.
+func Dial(addr string, opts DialOptions) (*Session, error) {
+	addr = addrString(addr)
+	if opts.Config == (Config{}) {
+		opts.Config = DefaultConfig
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = defaultHandshakeTimeout
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	region, err := CreateRegion(opts.Config, opts.Backend)
+	if err != nil {
+		return nil, err
+	}
+	s, err := handover(addr, region, opts)
+	if err != nil {
+		region.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// DialRegion is Dial with a region the caller created (for tests and for
+// clients that size or back their region themselves). The session owns the
+// region afterwards.
+func DialRegion(addr string, region *Region, opts DialOptions) (*Session, error) {
+	if opts.Timeout == 0 {
+		opts.Timeout = defaultHandshakeTimeout
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return handover(addrString(addr), region, opts)
+}
+
+func handover(addr string, region *Region, opts DialOptions) (*Session, error) {
+	uc, err := net.DialUnix("unixpacket", nil, unixAddr(addr))
+	if err != nil {
+		return nil, wrapOp("dial", addr, err)
+	}
+	peer, err := peerCred(uc)
+	if err != nil {
+		uc.Close()
+		return nil, fmt.Errorf("shmring: SO_PEERCRED: %w", err)
+	}
+	kind := uint32(handshakeKindS)
+	if region.Sealed() {
+		kind = handshakeKindM
+	}
+	uc.SetDeadline(time.Now().Add(opts.Timeout))
+	h := hello{version: ProtocolVersion, kind: kind, regionSize: region.layout.RegionSize}
+	if _, _, err := uc.WriteMsgUnix(h.encode(), unix.UnixRights(region.fd), nil); err != nil {
+		uc.Close()
+		return nil, wrapOp("hello to", addr, err)
+	}
+	buf := make([]byte, replyMaxSize+1)
+	n, err := uc.Read(buf)
+	if err != nil {
+		uc.Close()
+		return nil, wrapOp("handshake reply from", addr, err)
+	}
+	if err := decodeReply(buf[:n]); err != nil {
+		uc.Close()
+		return nil, err
+	}
+	uc.SetDeadline(time.Time{})
+	ep := newEndpoint(region, uc, peer, opts.Logger)
+	s := &Session{ep: ep, Requests: newSender(region, RequestRing, &ep.closed), Responses: newReceiver(region, ResponseRing, &ep.closed)}
+	s.Requests.SetSpin(opts.Spin)
+	s.Responses.SetSpin(opts.Spin)
+	go ep.watch(func() { s.Close() })
+	return s, nil
+}
+
+// Peer is vig's pid/uid/gid from SO_PEERCRED.
+func (s *Session) Peer() PeerCred { return s.ep.peer }
+
+// Region is the session's region.
+func (s *Session) Region() *Region { return s.ep.region }
+
+// Done is closed when the session ends.
+func (s *Session) Done() <-chan struct{} { return s.ep.done }
+
+// Closed reports whether the session has ended.
+func (s *Session) Closed() bool { return s.ep.closed.Load() }
+
+// Guard runs f with faults on the mapping turned into ErrQuarantined (only
+// matters for /dev/shm regions).
+func (s *Session) Guard(f func() error) error {
+	if err := s.ep.acquire(); err != nil {
+		return err
+	}
+	defer s.ep.release()
+	return s.ep.guard(f)
+}
+
+// Close ends the session, wakes local sleepers and unmaps the region once no
+// call is in progress.
+func (s *Session) Close() error {
+	return s.ep.shutdown(s.Responses.readySeq, s.Requests.spaceSeq)
+}
+
+// IsSessionEnd reports whether err means the session is over (as opposed to
+// one failed message).
+func IsSessionEnd(err error) bool {
+	return errors.Is(err, ErrClosed) || errors.Is(err, ErrCorrupt) || errors.Is(err, ErrQuarantined)
+}

@@ -1,0 +1,402 @@
+package shmring
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+var testConfig = Config{
+	Requests:  RingConfig{Descriptors: 8, Slots: 4, SlotSize: 64 << 10},
+	Responses: RingConfig{Descriptors: 8, Slots: 4, SlotSize: 4096},
+}
+
+var addrSeq atomic.Int64
+
+// testAddr is a unique abstract socket per test (tests run in parallel
+// processes under go test ./...).
+func testAddr(t testing.TB) string {
+	return fmt.Sprintf("@vig-shmring-test-%d-%d", os.Getpid(), addrSeq.Add(1))
+}
+
+// logSink captures slog records so tests can assert on logged reasons.
+type logSink struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (s *logSink) Enabled(context.Context, slog.Level) bool { return true }
+func (s *logSink) Handle(_ context.Context, r slog.Record) error {
+	var sb strings.Builder
+	sb.WriteString(r.Message)
+	r.Attrs(func(a slog.Attr) bool { fmt.Fprintf(&sb, " %s=%v", a.Key, a.Value); return true })
+	s.mu.Lock()
+	s.msgs = append(s.msgs, sb.String())
+	s.mu.Unlock()
+	return nil
+}
+func (s *logSink) WithAttrs(as []slog.Attr) slog.Handler {
+	return &attrHandler{s, as}
+}
+func (s *logSink) WithGroup(string) slog.Handler { return s }
+
+func (s *logSink) find(sub string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range s.msgs {
+		if strings.Contains(m, sub) {
+			return m
+		}
+	}
+	return ""
+}
+
+type attrHandler struct {
+	s  *logSink
+	as []slog.Attr
+}
+
+func (h *attrHandler) Enabled(ctx context.Context, l slog.Level) bool { return true }
+func (h *attrHandler) Handle(ctx context.Context, r slog.Record) error {
+	r.AddAttrs(h.as...)
+	return h.s.Handle(ctx, r)
+}
+func (h *attrHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return &attrHandler{h.s, append(append([]slog.Attr{}, h.as...), as...)}
+}
+func (h *attrHandler) WithGroup(string) slog.Handler { return h }
+
+func requireRing(t testing.TB) {
+	t.Helper()
+	if _, err := Probe(); err != nil {
+		t.Skipf("no shared-memory backend: %v", err)
+	}
+}
+
+func listen(t testing.TB, cfg ServerConfig) (*Listener, *logSink) {
+	t.Helper()
+	requireRing(t)
+	sink := &logSink{}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(sink)
+	}
+	l, err := Listen(testAddr(t), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l, sink
+}
+
+// pair returns a connected server Conn and client Session in this process.
+func pair(t testing.TB, cfg ServerConfig, opts DialOptions) (*Conn, *Session, *logSink) {
+	t.Helper()
+	l, sink := listen(t, cfg)
+	if opts.Config == (Config{}) {
+		opts.Config = testConfig
+	}
+	type res struct {
+		c   *Conn
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() { c, err := l.Accept(); ch <- res{c, err} }()
+	s, err := Dial(l.Addr(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := <-ch
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	t.Cleanup(func() { s.Close(); r.c.Close() })
+	return r.c, s, sink
+}
+
+func TestEndToEnd(t *testing.T) {
+	for _, b := range []Backend{BackendMemfd, BackendShmFile} {
+		t.Run(b.String(), func(t *testing.T) {
+			if b == BackendShmFile {
+				if err := probeShmDir(); err != nil {
+					t.Skip(err)
+				}
+			}
+			c, s, sink := pair(t, ServerConfig{AllowUnsealed: true}, DialOptions{Backend: b})
+			if c.Sealed() != (b == BackendMemfd) || s.Region().Backend() != b {
+				t.Fatalf("sealed=%v backend=%v for %v", c.Sealed(), s.Region().Backend(), b)
+			}
+			if p := c.Peer(); p.PID != int32(os.Getpid()) || p.UID != uint32(os.Getuid()) {
+				t.Errorf("server sees peer %+v", p)
+			}
+			if p := s.Peer(); p.PID != int32(os.Getpid()) {
+				t.Errorf("client sees peer %+v", p)
+			}
+			if m := sink.find("client connected"); !strings.Contains(m, fmt.Sprintf("pid=%d", os.Getpid())) {
+				t.Errorf("connect log %q lacks the pid", m)
+			}
+			const n = 100
+			done := make(chan error, 1)
+			go func() {
+				var req Request
+				for i := range n {
+					if err := c.Recv(&req); err != nil {
+						done <- err
+						return
+					}
+					p := req.Payload()
+					want := bytes.Repeat([]byte{byte(i)}, i*100)
+					if req.Frame != uint64(i) || req.Stream != "cam" || !bytes.Equal(p, want) {
+						done <- fmt.Errorf("request %d: frame %d stream %q payload %d bytes", i, req.Frame, req.Stream, len(p))
+						return
+					}
+					res := Response{Status: StatusOK, Payload: []byte(fmt.Sprintf("result %d", i))}
+					if i%7 == 3 {
+						res = Response{Status: StatusAborted, Message: "superseded"}
+					}
+					if err := c.Respond(&req, &res); err != nil {
+						done <- err
+						return
+					}
+				}
+				done <- nil
+			}()
+			var d Descriptor
+			for i := range n {
+				slot, buf, err := s.Requests.Loan()
+				if err != nil {
+					t.Fatal(err)
+				}
+				nb := copy(buf, bytes.Repeat([]byte{byte(i)}, i*100))
+				err = s.Requests.Post(&Descriptor{Tag: uint64(i + 1), Frame: uint64(i), Stream: "cam", Model: "det", Slot: slot, PayloadLen: uint64(nb)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := s.Responses.Next(&d); err != nil {
+					t.Fatal(err)
+				}
+				if d.Tag != uint64(i+1) || d.Frame != uint64(i) || d.Stream != "cam" || d.Model != "det" {
+					t.Fatalf("response %d: %+v", i, d)
+				}
+				if i%7 == 3 {
+					if d.Status != StatusAborted || d.Message != "superseded" || d.Slot != NoSlot {
+						t.Fatalf("response %d: %+v", i, d)
+					}
+				} else if got := string(s.Responses.Payload(&d)); got != fmt.Sprintf("result %d", i) {
+					t.Fatalf("response %d payload %q", i, got)
+				}
+				s.Responses.Release(d.Slot)
+			}
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if h := c.reqs.Held(); h != 0 {
+				t.Errorf("server still holds %d request slots", h)
+			}
+			// Every slot is free again on both rings.
+			for i := range uint32(4) {
+				if s.Requests.states[i] != slotFree || s.Responses.states[i] != slotFree {
+					t.Errorf("slot %d not returned: req %d resp %d", i, s.Requests.states[i], s.Responses.states[i])
+				}
+			}
+		})
+	}
+}
+
+func TestCloseWakesSleepers(t *testing.T) {
+	c, s, _ := pair(t, ServerConfig{Spin: SpinNever}, DialOptions{Spin: SpinNever})
+	errs := make(chan error, 2)
+	go func() { var r Request; errs <- c.Recv(&r) }()
+	go func() { var d Descriptor; errs <- s.Guard(func() error { return s.Responses.Next(&d) }) }()
+	// Both sides are asleep (or about to be); closing the client must end
+	// both: the client's own Close wakes it, the socket EOF wakes vig.
+	s.Close()
+	for range 2 {
+		if err := <-errs; !errors.Is(err, ErrClosed) {
+			t.Errorf("sleeper returned %v, want ErrClosed", err)
+		}
+	}
+	<-c.Done()
+}
+
+func TestMalformedRequestAnswered(t *testing.T) {
+	c, s, sink := pair(t, ServerConfig{}, DialOptions{})
+	// Post a descriptor whose payload lies outside its slot, bypassing the
+	// Sender's own checks the way a buggy C client could.
+	slot, _, err := s.Requests.Loan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := s.Requests.descAt(s.Requests.head)
+	(&Descriptor{Tag: 42, Slot: slot}).encode(raw)
+	raw[dPayloadLen] = 0xff
+	raw[dPayloadLen+7] = 0x7f
+	s.Requests.head++
+	atomicStore64(s.Requests.ring.head, s.Requests.head)
+	wake(s.Requests.readySeq, s.Requests.readyWaiters)
+	// Then a good one.
+	if err := s.Requests.Post(&Descriptor{Tag: 43, Slot: NoSlot, Stream: "ok"}); err != nil {
+		t.Fatal(err)
+	}
+	var req Request
+	if err := c.Recv(&req); err != nil {
+		t.Fatal(err)
+	}
+	if req.Tag != 43 {
+		t.Fatalf("Recv returned tag %d, want the good request 43", req.Tag)
+	}
+	var d Descriptor
+	if err := s.Responses.Next(&d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Tag != 42 || d.Status != StatusInvalid || !strings.Contains(d.Message, "payload") {
+		t.Fatalf("answer to the malformed request: %+v", d)
+	}
+	if c.BadMessages() != 1 || sink.find("rejecting malformed request") == "" {
+		t.Errorf("bad messages %d, log %q", c.BadMessages(), sink.find("malformed"))
+	}
+	// The rejected message's slot came back to the client.
+	if s.Requests.states[slot] != slotFree {
+		t.Errorf("slot %d of the rejected message not returned", slot)
+	}
+}
+
+func TestVersionMismatchRefused(t *testing.T) {
+	l, sink := listen(t, ServerConfig{})
+	go l.Accept()
+	r, err := CreateRegion(testConfig, BackendAuto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	uc, err := dialRaw(l.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer uc.Close()
+	h := hello{version: ProtocolVersion + 1, kind: handshakeKindM, regionSize: r.layout.RegionSize}
+	reply, err := rawHello(uc, h.encode(), r.fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := decodeReply(reply); !errors.Is(err, ErrVersion) {
+		t.Fatalf("reply to version %d: %v", ProtocolVersion+1, err)
+	}
+	if sink.find("version mismatch") == "" {
+		t.Error("refusal not logged")
+	}
+}
+
+func TestHandshakeCodec(t *testing.T) {
+	h := hello{version: ProtocolVersion, kind: handshakeKindS, regionSize: 12345}
+	got, err := decodeHello(h.encode())
+	if err != nil || got != h {
+		t.Fatalf("decodeHello = %+v, %v", got, err)
+	}
+	for _, st := range []HandshakeStatus{HandshakeBadHello, HandshakeUnsealed, HandshakeBadRegion, HandshakeNotAllowed} {
+		err := decodeReply(encodeReply(st, strings.Repeat("é", 200)))
+		if err == nil || !strings.Contains(err.Error(), st.String()) && st != HandshakeUnsealed {
+			t.Errorf("status %v: %v", st, err)
+		}
+		if st == HandshakeUnsealed && !errors.Is(err, ErrUnsealed) {
+			t.Errorf("unsealed refusal does not wrap ErrUnsealed: %v", err)
+		}
+	}
+	if err := decodeReply(encodeReply(HandshakeOK, "")); err != nil {
+		t.Error(err)
+	}
+}
+
+func FuzzDecodeHello(f *testing.F) {
+	f.Add(hello{version: ProtocolVersion, kind: handshakeKindM, regionSize: 1 << 20}.encode())
+	f.Add(make([]byte, helloSize))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		h, err := decodeHello(b)
+		if err == nil && (h.version != ProtocolVersion || h.kind != handshakeKindM && h.kind != handshakeKindS) {
+			t.Fatalf("accepted %+v", h)
+		}
+		decodeReply(b) // must not panic
+	})
+}
+
+// TestStressNoLostWakeups drives both rings through the futex path (no
+// spinning) with pipelined bursts; a lost wake-up hangs, which the watchdog
+// turns into a failure with a stack dump.
+func TestStressNoLostWakeups(t *testing.T) {
+	for _, spin := range []Spin{SpinNever, SpinAdaptive} {
+		t.Run(fmt.Sprint("spin", int(spin)), func(t *testing.T) {
+			c, s, _ := pair(t, ServerConfig{Spin: spin}, DialOptions{Spin: spin})
+			n := 20000
+			if testing.Short() {
+				n = 2000
+			}
+			wd := time.AfterFunc(45*time.Second, func() { panic("stress test stalled: lost wake-up") })
+			defer wd.Stop()
+			// At most as many requests in flight as the response ring has
+			// payload slots, as shmring/client enforces.
+			sem := make(chan struct{}, testConfig.Responses.Slots)
+			srvErr := make(chan error, 1)
+			go func() {
+				var req Request
+				for range n {
+					if err := c.Recv(&req); err != nil {
+						srvErr <- err
+						s.Close()
+						return
+					}
+					res := Response{Status: StatusOK}
+					if req.Frame%3 == 0 {
+						res.Payload = req.Payload()[:8]
+					}
+					if err := c.Respond(&req, &res); err != nil {
+						srvErr <- err
+						s.Close()
+						return
+					}
+				}
+				srvErr <- nil
+			}()
+			recvd := make(chan error, 1)
+			go func() {
+				var d Descriptor
+				for i := range n {
+					if err := s.Guard(func() error { return s.Responses.Next(&d) }); err != nil {
+						recvd <- err
+						return
+					}
+					if d.Tag != uint64(i+1) {
+						recvd <- fmt.Errorf("response %d has tag %d", i, d.Tag)
+						return
+					}
+					s.Responses.Release(d.Slot)
+					<-sem
+				}
+				recvd <- nil
+			}()
+			for i := range n {
+				sem <- struct{}{}
+				slot, buf, err := s.Requests.Loan()
+				if err != nil {
+					t.Fatal(<-srvErr, err)
+				}
+				buf[0] = byte(i)
+				if err := s.Requests.Post(&Descriptor{Tag: uint64(i + 1), Frame: uint64(i), Slot: slot, PayloadLen: 64}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := <-srvErr; err != nil {
+				t.Fatal(err)
+			}
+			if err := <-recvd; err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
