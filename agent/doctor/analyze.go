@@ -1,0 +1,473 @@
+package doctor
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/vig-edge/vig/agent/config"
+)
+
+// stream is a configured stream with the numbers the analysis uses.
+type stream struct {
+	cfg   config.Stream
+	task  task
+	class int // 0 protected, 1 high, 2 best_effort
+}
+
+// group is the set of streams that share the backend's slots, in priority order.
+type group struct {
+	slots   int
+	streams []stream
+}
+
+func classRank(c string) int {
+	switch c {
+	case config.ClassProtected:
+		return 0
+	case config.ClassHigh:
+		return 1
+	}
+	return 2
+}
+
+func newGroup(c *config.Config) group {
+	g := group{slots: max(c.Backend.Slots, 1)}
+	for _, s := range c.Streams {
+		m := c.Models[s.Model]
+		frame := s.FrameIntervalMs
+		if frame <= 0 {
+			frame = s.PeriodMs
+		}
+		g.streams = append(g.streams, stream{
+			cfg:   s,
+			class: classRank(s.Class),
+			task: task{
+				name:  s.Name,
+				c:     clamp(nanos(m.ExecMs), 1, horizon),
+				t:     clamp(nanos(frame), minInterval, horizon),
+				d:     clamp(nanos(s.MaxAgeMs), 1, horizon),
+				alone: !m.RunsBeside(),
+			},
+		})
+	}
+	// Class, then deadline-monotonic inside a class (see the package comment).
+	slices.SortStableFunc(g.streams, func(a, b stream) int {
+		return cmp.Or(cmp.Compare(a.class, b.class), cmp.Compare(a.cfg.MaxAgeMs, b.cfg.MaxAgeMs),
+			cmp.Compare(a.cfg.PeriodMs, b.cfg.PeriodMs), cmp.Compare(a.cfg.Name, b.cfg.Name))
+	})
+	return g
+}
+
+// Analyze runs the static analysis over a config that config.Parse accepted and
+// returns its findings, worst first. It is pure: no I/O, no clock.
+func Analyze(c *config.Config) []Finding {
+	g := newGroup(c)
+	var fs []Finding
+	overbooked, u := g.utilization()
+	fs = append(fs, u...)
+	fs = append(fs, g.sensorRate()...)
+	fs = append(fs, g.frameSlowerThanPeriod()...)
+	if !overbooked {
+		// With U > 1 no schedule exists; response times would only repeat that.
+		fs = append(fs, g.responseTimes()...)
+	}
+	fs = append(fs, g.starvation()...)
+	sortFindings(fs)
+	return fs
+}
+
+// ConfigFindings turns the error of config.Parse into CONFIG_INVALID findings, one
+// per problem, each with its file:line.
+func ConfigFindings(err error) []Finding {
+	if err == nil {
+		return nil
+	}
+	var fs []Finding
+	var walk func(error)
+	walk = func(err error) {
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				walk(e)
+			}
+			return
+		}
+		f := Finding{Code: CodeConfigInvalid, Severity: Error, Message: err.Error(),
+			Remedy: []string{"fix the key at the line shown; `vig doctor -c FILE` re-checks it"}}
+		var ce *config.Error
+		if errors.As(err, &ce) {
+			f.Line = ce.Line
+		}
+		fs = append(fs, f)
+	}
+	walk(err)
+	return fs
+}
+
+// utilization reports the contracted demand per slot and says whether the protected
+// contracts alone exceed the slots.
+func (g group) utilization() (overbooked bool, fs []Finding) {
+	var up, uph, uall float64
+	var terms []string
+	for _, s := range g.streams {
+		u := s.cfg.PeriodMs
+		if u <= 0 {
+			continue
+		}
+		u = float64(s.task.c) / 1e6 / u
+		switch s.class {
+		case 0:
+			up += u
+			uph += u
+			terms = append(terms, fmt.Sprintf("%s/%s", ms(s.task.c), fmtNum(s.cfg.PeriodMs)))
+		case 1:
+			uph += u
+		}
+		uall += u
+	}
+	m := float64(g.slots)
+	up, uph, uall = up/m, uph/m, uall/m
+	nums := map[string]float64{"slots": m, "u_protected": round3(up), "u_protected_high": round3(uph), "u_all": round3(uall)}
+	fs = append(fs, Finding{
+		Code: CodeUtilization, Severity: Info, Numbers: nums,
+		Message: fmt.Sprintf("contracted demand per slot (%d slot%s): protected %s, protected+high %s, all streams %s",
+			g.slots, plural(g.slots), pct(up), pct(uph), pct(uall)),
+		Formula: "U = Σ C_i/T_i ÷ slots, C = exec_ms of the stream's model, T = period_ms",
+	})
+	if up > 1 {
+		overbooked = true
+		fs = append(fs, Finding{
+			Code: CodeProtectedUnsched, Severity: Error, Numbers: nums,
+			Message: fmt.Sprintf("protected contracts need %s of %d slot%s: no schedule gives every protected stream a fresh result every period",
+				pct(up), g.slots, plural(g.slots)),
+			Formula: fmt.Sprintf("U = Σ_protected C_i/T_i ÷ slots = (%s) ÷ %d = %.3f > 1", strings.Join(terms, " + "), g.slots, up),
+			Remedy: []string{
+				fmt.Sprintf("backend.slots: %d, if the accelerator runs that many jobs side by side", int(math.Ceil(up*m))),
+				"lengthen period_ms of a protected stream, or move one to class: high",
+				"use faster models (exec_ms) for the protected streams",
+			},
+		})
+	}
+	if uph > 1 {
+		fs = append(fs, Finding{
+			Code: CodeHighOverbooked, Severity: Warning, Numbers: nums,
+			Message: fmt.Sprintf("protected and high contracts together need %s of %d slot%s: high streams will miss windows whenever the protected ones run",
+				pct(uph), g.slots, plural(g.slots)),
+			Formula: "U = Σ_{protected,high} C_i/T_i ÷ slots > 1",
+			Remedy:  []string{"lengthen period_ms of high streams, or move one to best_effort", "add a slot (backend.slots)"},
+		})
+	}
+	return overbooked, fs
+}
+
+// sensorRate compares what the sensors send with what the slots can run.
+func (g group) sensorRate() []Finding {
+	var demand, contract float64
+	var fifo []string
+	for _, s := range g.streams {
+		demand += float64(s.task.c) / float64(s.task.t)
+		if s.cfg.PeriodMs > 0 && s.class < 2 {
+			contract += float64(s.task.c) / 1e6 / s.cfg.PeriodMs
+		}
+		if s.cfg.Queue == config.QueueFIFO {
+			fifo = append(fifo, s.cfg.Name)
+		}
+	}
+	demand /= float64(g.slots)
+	contract /= float64(g.slots)
+	if demand <= 1 {
+		return nil
+	}
+	msg := fmt.Sprintf("the sensors send %s of what %d slot%s can run (the protected and high contracts need %s): vig will supersede frames — a latest queue answers an older waiting frame ABORTED when a newer one arrives — and runs only frames that can still be fresh",
+		pct(demand), g.slots, plural(g.slots), pct(contract))
+	if len(fifo) > 0 {
+		msg += fmt.Sprintf("; fifo streams (%s) will fill and answer RESOURCE_EXHAUSTED", strings.Join(fifo, ", "))
+	}
+	return []Finding{{
+		Code: CodeSensorRateExceeds, Severity: Warning, Message: msg,
+		Numbers: map[string]float64{"frame_demand": round3(demand), "contract_demand": round3(contract), "slots": float64(g.slots)},
+		Formula: "per-frame demand = Σ C_i/frame_interval_i ÷ slots > 1",
+		Remedy: []string{
+			"nothing is required: this is what latest queues are for",
+			"to save sensor and transport work, lower the sensors' rate towards period_ms",
+		},
+	}}
+}
+
+// frameSlowerThanPeriod flags sensors that send less often than their coverage
+// window: some windows can then never hold a result.
+func (g group) frameSlowerThanPeriod() []Finding {
+	var fs []Finding
+	for _, s := range g.streams {
+		if s.cfg.FrameIntervalMs <= s.cfg.PeriodMs || s.cfg.PeriodMs <= 0 {
+			continue
+		}
+		cov := s.cfg.PeriodMs / s.cfg.FrameIntervalMs
+		fs = append(fs, Finding{
+			Code: CodeFrameSlowerThanPeriod, Severity: Warning, Stream: s.cfg.Name, Line: s.cfg.Line,
+			Message: fmt.Sprintf("%s sends a frame every %s ms but its period is %s ms: at most %s of its windows can hold a result",
+				s.cfg.Name, fmtNum(s.cfg.FrameIntervalMs), fmtNum(s.cfg.PeriodMs), pct(cov)),
+			Numbers: map[string]float64{"frame_interval_ms": s.cfg.FrameIntervalMs, "period_ms": s.cfg.PeriodMs, "max_coverage": round3(cov)},
+			Formula: "coverage ≤ period/frame_interval",
+			Remedy:  []string{fmt.Sprintf("period_ms: %s on %s (or make the sensor faster)", fmtNum(s.cfg.FrameIntervalMs), s.cfg.Name)},
+		})
+	}
+	return fs
+}
+
+// rtaFormula is the formula shown with response-time findings.
+func (g group) rtaFormula() string {
+	f := "R(q) = w(q) − q·T + C with w(q) = B + q·C + Σ_hp (⌊w/T_j⌋+1)·C_j, for every job q < ⌈t/T⌉ of the busy period t = B + Σ_hep ⌈t/T_j⌉·C_j; B = longest lower-priority job; T = frame interval; fresh iff max_q R(q) ≤ max_age"
+	if g.slots > 1 {
+		f += fmt.Sprintf("; %d slots (approximation, not a proven bound): B = the %s longest lower-priority job (a model with corun: false blocks for its whole length), queued work ÷ %d", g.slots, ordinal(g.slots), g.slots)
+	}
+	return f
+}
+
+// responseTimes runs the response-time analysis for every protected stream.
+func (g group) responseTimes() []Finding {
+	var fs []Finding
+	for k, s := range g.streams {
+		if s.class != 0 {
+			break
+		}
+		i := s.task
+		hp := tasks(g.streams[:k])
+		lower := g.streams[k+1:]
+		b := blocking(i, tasks(lower), g.slots)
+		a := responseTime(i, hp, b, g.slots)
+		if a.unbounded {
+			fs = append(fs, Finding{
+				Code: CodeProtectedUnsched, Severity: Error, Stream: s.cfg.Name, Line: s.cfg.Line,
+				Message: fmt.Sprintf("%s and the protected streams before it arrive faster than %d slot%s can run them (at their frame intervals): its busy period never ends",
+					s.cfg.Name, g.slots, plural(g.slots)),
+				Formula: "Σ_{hep} C_j/frame_interval_j ≥ slots",
+				Remedy:  []string{"lower the protected sensors' frame rate, lengthen their periods, or add a slot"},
+			})
+			continue
+		}
+		nums := map[string]float64{
+			"r_ms": msf(a.maxR()), "r_first_ms": msf(a.r[0]), "max_age_ms": s.cfg.MaxAgeMs,
+			"blocking_ms": msf(b), "busy_period_ms": msf(a.busy), "jobs": float64(len(a.r)), "worst_job": float64(a.worst),
+		}
+		if a.maxR() <= i.d {
+			fs = append(fs, Finding{
+				Code: CodeResponseTime, Severity: Info, Stream: s.cfg.Name, Numbers: nums, Formula: g.rtaFormula(),
+				Message: fmt.Sprintf("%s: worst response %s ms ≤ max_age %s ms (blocking %s ms, busy period %s ms, %d job%s checked)",
+					s.cfg.Name, ms(a.maxR()), fmtNum(s.cfg.MaxAgeMs), ms(b), ms(a.busy), len(a.r), plural(len(a.r))),
+			})
+			continue
+		}
+		later := ""
+		if a.worst > 0 {
+			later = fmt.Sprintf(" (job %d of the %s ms busy period; the first job's response is %s ms)", a.worst, ms(a.busy), ms(a.r[0]))
+		}
+		tol := tolerableBlocking(i, hp, b, g.slots)
+		if tol < 0 {
+			fs = append(fs, Finding{
+				Code: CodeProtectedUnsched, Severity: Error, Stream: s.cfg.Name, Line: s.cfg.Line, Numbers: nums, Formula: g.rtaFormula(),
+				Message: fmt.Sprintf("%s misses max_age %s ms even without blocking: worst response %s ms%s, from the higher-priority protected streams and its own earlier frames",
+					s.cfg.Name, fmtNum(s.cfg.MaxAgeMs), ms(a.maxR()), later),
+				Remedy: []string{
+					fmt.Sprintf("max_age_ms: %s on %s", ceilMs(a.maxR()), s.cfg.Name),
+					"lengthen the periods or frame intervals of the protected streams, or add a slot",
+				},
+			})
+			continue
+		}
+		fs = append(fs, g.blockedFinding(s, hp, lower, a, b, tol, nums, later))
+	}
+	return fs
+}
+
+// blockedFinding describes a protected stream that misses because of non-preemptive
+// lower-priority jobs, names them and prices the remedies.
+func (g group) blockedFinding(s stream, hp []task, lower []stream, a rta, b, tol int64, nums map[string]float64, later string) Finding {
+	i := s.task
+	nums["tolerable_blocking_ms"] = msf(tol)
+	f := Finding{
+		Code: CodeLongJobBlocks, Severity: Warning, Stream: s.cfg.Name, Line: s.cfg.Line, Numbers: nums, Formula: g.rtaFormula(),
+	}
+	var names, desc []string
+	allAlone := true
+	for _, l := range lower {
+		if l.task.c <= tol {
+			continue
+		}
+		names = append(names, l.cfg.Name)
+		desc = append(desc, fmt.Sprintf("%s (%s ms, %s)", l.cfg.Name, ms(l.task.c), l.cfg.Class))
+		allAlone = allAlone && l.task.alone
+		if l.class < 2 {
+			// vig's admission would defer the blocker to keep the protected stream
+			// fresh, so a contract breaks either way.
+			f.Severity = Error
+		}
+	}
+	f.Blockers = names
+	r0 := responseTime(i, hp, 0, g.slots).maxR()
+	f.Message = fmt.Sprintf("%s can miss max_age %s ms: worst response %s ms%s, because %s cannot be preempted; without blocking it is %s ms, and %s tolerates at most %s ms of blocking",
+		s.cfg.Name, fmtNum(s.cfg.MaxAgeMs), ms(a.maxR()), later, strings.Join(desc, ", "), ms(r0), s.cfg.Name, ms(tol))
+	if f.Severity == Warning {
+		f.Message += fmt.Sprintf(". vig's admission defers %s to keep %s fresh", strings.Join(names, ", "), s.cfg.Name)
+	}
+
+	// Remedy 1: one more slot.
+	switch {
+	case i.alone:
+		f.Remedy = append(f.Remedy, fmt.Sprintf("another slot does not help: %s's model runs alone (corun: false)", s.cfg.Name))
+	case allAlone:
+		f.Remedy = append(f.Remedy, fmt.Sprintf("another slot does not help: %s run%s alone (corun: false)", strings.Join(names, ", "), pluralVerb(len(names))))
+	default:
+		m := g.slots + 1
+		a2 := responseTime(i, hp, blocking(i, tasks(lower), m), m)
+		if !a2.unbounded && a2.maxR() <= i.d {
+			f.Remedy = append(f.Remedy, fmt.Sprintf("backend.slots: %d, if the accelerator runs %d jobs side by side (worst response then ≈ %s ms)", m, m, ms(a2.maxR())))
+		} else {
+			f.Remedy = append(f.Remedy, fmt.Sprintf("backend.slots: %d is not enough on its own", m))
+		}
+	}
+	// Remedy 2: a freshness bound the schedule can keep.
+	f.Remedy = append(f.Remedy, fmt.Sprintf("max_age_ms: %s on %s (its worst response time)", ceilMs(a.maxR()), s.cfg.Name))
+	// Remedy 3: a budgeted minimum rate for a best-effort blocker, with its price.
+	perSec := 1e9 / float64(i.t)
+	for _, l := range lower {
+		if l.task.c <= tol || l.class != 2 {
+			continue
+		}
+		late := lateFramesPerRun(l.task.c, i)
+		rate := l.cfg.MinRateHz
+		if rate > 0 {
+			f.Remedy = append(f.Remedy, fmt.Sprintf("%s has min_rate_hz %s: each of its runs makes ≤ %d %s result%s late, ≤ %s of %s results/s (%s) — accepted by this config",
+				l.cfg.Name, fmtNum(rate), late, s.cfg.Name, plural(int(late)), fmtNum(round3(rate*float64(late))), fmtNum(round3(perSec)), pct(rate*float64(late)/perSec)))
+			continue
+		}
+		rate = suggestedRate(l.cfg)
+		f.Remedy = append(f.Remedy, fmt.Sprintf("min_rate_hz: %s on %s runs it anyway at a price: each run makes ≤ %d %s result%s late, ≤ %s of %s results/s (%s)",
+			fmtNum(rate), l.cfg.Name, late, s.cfg.Name, plural(int(late)), fmtNum(round3(rate*float64(late))), fmtNum(round3(perSec)), pct(rate*float64(late)/perSec)))
+	}
+	return f
+}
+
+// lateFramesPerRun bounds how many frames of protected task i one run of a blocking
+// job of length c makes late: frames that arrive in the first c + C_i − max_age of
+// the blocking job cannot complete in time, ⌈(c + C_i − D_i)/T_i⌉ of them at most.
+func lateFramesPerRun(c int64, i task) int64 {
+	return ceilDiv(c+i.c-i.d, i.t)
+}
+
+// suggestedRate proposes a budget of one result every ten periods.
+func suggestedRate(s config.Stream) float64 {
+	if s.PeriodMs <= 0 {
+		return 0.1
+	}
+	return round3(1000 / (10 * s.PeriodMs))
+}
+
+// starvation finds best-effort streams that admission would never start: a job of
+// length C starts only if the next frame of every protected stream can still meet
+// its max_age, and the longest such window a protected stream i ever leaves is
+// (T_i − C_i) + (max_age_i − C_i), right after its own job completes.
+func (g group) starvation() []Finding {
+	var fs []Finding
+	for _, s := range g.streams {
+		if s.class != 2 || s.cfg.MinRateHz > 0 || (g.slots > 1 && !s.task.alone) {
+			continue
+		}
+		gap, by := int64(math.MaxInt64), stream{}
+		for _, p := range g.streams {
+			if p.class != 0 {
+				continue
+			}
+			if w := p.task.t - p.task.c + p.task.d - p.task.c; w < gap {
+				gap, by = w, p
+			}
+		}
+		if by.cfg.Name == "" || s.task.c <= gap {
+			continue
+		}
+		rate := suggestedRate(s.cfg)
+		fs = append(fs, Finding{
+			Code: CodeStreamStarves, Severity: Warning, Stream: s.cfg.Name, Line: s.cfg.Line, Blockers: []string{by.cfg.Name},
+			Message: fmt.Sprintf("%s (%s ms) can never be admitted: vig starts a job only if the next frame of every protected stream still meets its max_age, and %s never leaves more than %s ms; without min_rate_hz %s will starve",
+				s.cfg.Name, ms(s.task.c), by.cfg.Name, ms(gap), s.cfg.Name),
+			Numbers: map[string]float64{"exec_ms": msf(s.task.c), "window_ms": msf(gap)},
+			Formula: fmt.Sprintf("admission window = min over protected i of (T_i − C_i) + (max_age_i − C_i) = (%s − %s) + (%s − %s) = %s ms < C = %s ms",
+				ms(by.task.t), ms(by.task.c), ms(by.task.d), ms(by.task.c), ms(gap), ms(s.task.c)),
+			Remedy: []string{
+				fmt.Sprintf("budget it: min_rate_hz: %s on %s (one result every %s s, each run makes ≤ %d %s result%s late)",
+					fmtNum(rate), s.cfg.Name, fmtNum(round3(1/rate)), lateFramesPerRun(s.task.c, by.task), by.cfg.Name, plural(int(lateFramesPerRun(s.task.c, by.task)))),
+				"or give it its own slot (backend.slots: 2, corun allowed)",
+				fmt.Sprintf("or a model faster than %s ms", ms(gap)),
+			},
+		})
+	}
+	return fs
+}
+
+func tasks(ss []stream) []task {
+	ts := make([]task, len(ss))
+	for k, s := range ss {
+		ts[k] = s.task
+	}
+	return ts
+}
+
+// nanos converts milliseconds; out-of-range values (a hostile config) saturate.
+func nanos(ms float64) int64 {
+	v := math.Round(ms * 1e6)
+	switch {
+	case math.IsNaN(v) || v < 0:
+		return 0
+	case v > math.MaxInt64/2:
+		return math.MaxInt64 / 2
+	}
+	return int64(v)
+}
+
+func clamp(v, lo, hi int64) int64 { return min(max(v, lo), hi) }
+
+func msf(ns int64) float64 { return math.Round(float64(ns)/1e4) / 100 }
+
+// ms formats nanoseconds as milliseconds with at most two decimals.
+func ms(ns int64) string { return fmtNum(msf(ns)) }
+
+// ceilMs rounds nanoseconds up to whole milliseconds.
+func ceilMs(ns int64) string { return strconv.FormatInt(ceilDiv(ns, 1e6), 10) }
+
+func fmtNum(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+
+func round3(v float64) float64 { return math.Round(v*1000) / 1000 }
+
+func pct(v float64) string { return fmt.Sprintf("%.0f %%", v*100) }
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+func ordinal(n int) string {
+	switch {
+	case n%100 >= 11 && n%100 <= 13:
+		return fmt.Sprintf("%dth", n)
+	case n%10 == 1:
+		return fmt.Sprintf("%dst", n)
+	case n%10 == 2:
+		return fmt.Sprintf("%dnd", n)
+	case n%10 == 3:
+		return fmt.Sprintf("%drd", n)
+	}
+	return fmt.Sprintf("%dth", n)
+}
+
+func pluralVerb(n int) string {
+	if n == 1 {
+		return "s"
+	}
+	return ""
+}
