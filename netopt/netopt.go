@@ -20,10 +20,25 @@ import (
 // Stats counts what netopt opened. One Stats is shared by all the listeners and
 // dialers of a vig process; the metrics package exports it.
 type Stats struct {
-	Accepted        atomic.Uint64 // connections accepted (TCP and Unix)
-	Dialed          atomic.Uint64 // connections dialed (TCP and Unix)
-	NoDelayVerified atomic.Uint64 // TCP connections whose TCP_NODELAY read back as on
-	NoDelayFailed   atomic.Uint64 // TCP connections refused: NODELAY could not be set or verified
+	TCPAccepted, TCPDialed   atomic.Uint64
+	UnixAccepted, UnixDialed atomic.Uint64
+	NoDelayVerified          atomic.Uint64 // TCP connections whose TCP_NODELAY read back as on
+	NoDelayFailed            atomic.Uint64 // TCP connections refused: NODELAY could not be set or verified
+}
+
+// count records an opened connection by network and role.
+func (st *Stats) count(c net.Conn, accepted bool) {
+	_, tcp := c.(*net.TCPConn)
+	switch {
+	case tcp && accepted:
+		st.TCPAccepted.Add(1)
+	case tcp:
+		st.TCPDialed.Add(1)
+	case accepted:
+		st.UnixAccepted.Add(1)
+	default:
+		st.UnixDialed.Add(1)
+	}
 }
 
 // ErrNoDelay is returned (wrapped) for a TCP connection on which TCP_NODELAY is not on.
@@ -81,7 +96,7 @@ func (l *listener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		l.st.Accepted.Add(1)
+		l.st.count(c, true)
 		if err := l.st.enforce(c); err != nil {
 			slog.Error("refusing accepted connection", "remote", c.RemoteAddr().String(), "err", err)
 			c.Close()
@@ -99,7 +114,7 @@ func Dial(ctx context.Context, network, address string, st *Stats) (net.Conn, er
 	if err != nil {
 		return nil, err
 	}
-	st.Dialed.Add(1)
+	st.count(c, false)
 	if err := st.enforce(c); err != nil {
 		c.Close()
 		return nil, err

@@ -42,8 +42,8 @@ func TestTCPNoDelayVerified(t *testing.T) {
 			t.Errorf("%v: NODELAY=%v err=%v", conn.LocalAddr(), on, err)
 		}
 	}
-	if st.Accepted.Load() != 1 || st.Dialed.Load() != 1 || st.NoDelayVerified.Load() != 2 || st.NoDelayFailed.Load() != 0 {
-		t.Errorf("stats: accepted %d dialed %d verified %d failed %d", st.Accepted.Load(), st.Dialed.Load(), st.NoDelayVerified.Load(), st.NoDelayFailed.Load())
+	if st.TCPAccepted.Load() != 1 || st.TCPDialed.Load() != 1 || st.NoDelayVerified.Load() != 2 || st.NoDelayFailed.Load() != 0 {
+		t.Errorf("stats: accepted %d dialed %d verified %d failed %d", st.TCPAccepted.Load(), st.TCPDialed.Load(), st.NoDelayVerified.Load(), st.NoDelayFailed.Load())
 	}
 }
 
@@ -110,6 +110,9 @@ func TestUnixListener(t *testing.T) {
 	}
 	c.Close()
 	ln.Close()
+	if st.UnixDialed.Load() != 1 || st.NoDelayVerified.Load() != 0 {
+		t.Errorf("unix dial counted as %d, verified %d", st.UnixDialed.Load(), st.NoDelayVerified.Load())
+	}
 	// A regular file is never removed.
 	if err := os.WriteFile(path, []byte("data"), 0o600); err != nil {
 		t.Fatal(err)

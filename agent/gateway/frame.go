@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"fmt"
+	"reflect"
 
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/encoding/proto"
@@ -34,6 +35,15 @@ func (f *Frame) Set(b mem.BufferSlice) {
 	f.buf = b
 }
 
+// rawBytes reports whether v is a []byte-kinded value (a test's `type raw []byte`).
+func rawBytes(v any) ([]byte, bool) {
+	rv := reflect.ValueOf(v)
+	if rv.Kind() == reflect.Slice && rv.Type().Elem().Kind() == reflect.Uint8 {
+		return rv.Bytes(), true
+	}
+	return nil, false
+}
+
 // codec is the gRPC codec of every vig connection. *Frame values pass through as raw
 // bytes; anything else (the health service's messages) is ordinary protobuf.
 type codec struct{ proto encoding.CodecV2 }
@@ -53,6 +63,9 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 		}
 		return b, nil
 	}
+	if b, ok := rawBytes(v); ok {
+		return mem.BufferSlice{mem.SliceBuffer(b)}, nil
+	}
 	return c.proto.Marshal(v)
 }
 
@@ -67,3 +80,8 @@ func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 	}
 	return c.proto.Unmarshal(data, v)
 }
+
+// RawCodec returns vig's codec, for peers (tests, benchmarks) that speak raw bytes:
+// it moves *Frame values untouched, and also encodes a []byte-based message type
+// (any named []byte, e.g. `type raw []byte`) as its bytes.
+func RawCodec() encoding.CodecV2 { return newCodec() }

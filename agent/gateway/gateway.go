@@ -259,15 +259,15 @@ func (g *Gateway) invoke(ss grpc.ServerStream, method string, req, resp *Frame, 
 	if len(trailer) > 0 {
 		ss.SetTrailer(trailer)
 	}
-	if err != nil {
-		resp.Free()
-		return backendError(err)
-	}
 	if len(header) > 0 {
 		if err := ss.SetHeader(header); err != nil {
 			resp.Free()
 			return err
 		}
+	}
+	if err != nil {
+		resp.Free()
+		return backendError(err)
 	}
 	n := resp.Len()
 	if err := ss.SendMsg(resp); err != nil {

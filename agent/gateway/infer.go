@@ -88,15 +88,17 @@ func (h *InferHeader) ParseInfer(msg mem.BufferSlice) error {
 		if err != nil {
 			return err
 		}
+		// A known field with another wire type is an unknown field to protobuf
+		// libraries, and so to vig: skipped, and forwarded.
 		if typ != protowire.BytesType {
-			if err := c.skipValue(typ); err != nil {
+			if err := c.skipValue(num, typ); err != nil {
 				return err
 			}
 			continue
 		}
 		switch num {
 		case 1, 2, 3:
-			b, err := c.take(n)
+			b, err := c.takeString(n)
 			if err != nil {
 				return err
 			}
@@ -177,16 +179,16 @@ func (h *InferHeader) parseTensor(t *Tensor, end int, input bool) error {
 			return err
 		}
 		if typ != protowire.BytesType {
-			if err := c.skipValue(typ); err != nil {
+			if err := c.skipValue(num, typ); err != nil {
 				return err
 			}
 			continue
 		}
 		switch {
 		case num == 1:
-			t.Name, err = c.take(n)
+			t.Name, err = c.takeString(n)
 		case num == 2 && input:
-			t.Datatype, err = c.take(n)
+			t.Datatype, err = c.takeString(n)
 		case (num == 4 && input) || (num == 2 && !input):
 			var b []byte
 			if b, err = c.take(n); err == nil {
@@ -234,6 +236,9 @@ func parseParamEntry(b []byte) (Param, error) {
 		b = b[n:]
 		switch num {
 		case 1:
+			if !utf8.Valid(v) {
+				return p, errUTF8
+			}
 			p.Key = v
 		case 2:
 			if err := parseParamValue(&p, v); err != nil {
@@ -266,12 +271,18 @@ func parseParamValue(p *Param, b []byte) error {
 			return errMalformed
 		}
 		b = b[n:]
+		if w, known := paramWireType(num); known && w != typ {
+			continue // an unknown field to protobuf libraries
+		}
 		switch {
 		case num == 1 && typ == protowire.VarintType:
 			p.Kind, p.Bool = ParamBool, v != 0
 		case num == 2 && typ == protowire.VarintType:
 			p.Kind, p.Int = ParamInt64, int64(v)
 		case num == 3 && typ == protowire.BytesType:
+			if !utf8.Valid(p.Str) {
+				return errUTF8
+			}
 			p.Kind = ParamString
 		case num == 4 && typ == protowire.Fixed64Type:
 			p.Kind, p.Double = ParamDouble, math.Float64frombits(v)
@@ -282,21 +293,24 @@ func parseParamValue(p *Param, b []byte) error {
 	return nil
 }
 
+// paramWireType is the wire type of each InferParameter oneof case.
+func paramWireType(num protowire.Number) (protowire.Type, bool) {
+	switch num {
+	case 1, 2, 5:
+		return protowire.VarintType, true
+	case 3:
+		return protowire.BytesType, true
+	case 4:
+		return protowire.Fixed64Type, true
+	}
+	return 0, false
+}
+
 // check applies the rules of Triton's protocol that vig can check without the data,
 // and reads vig's own parameters.
 func (h *InferHeader) check() error {
 	if len(h.Model) == 0 {
 		return fmt.Errorf("model_name is empty")
-	}
-	if !utf8.Valid(h.Model) || !utf8.Valid(h.Version) || !utf8.Valid(h.ID) || !paramsUTF8(h.Params) {
-		return errUTF8
-	}
-	for _, ts := range [][]Tensor{h.Inputs, h.Outputs} {
-		for i := range ts {
-			if !utf8.Valid(ts[i].Name) || !utf8.Valid(ts[i].Datatype) || !paramsUTF8(ts[i].Params) {
-				return errUTF8
-			}
-		}
 	}
 	h.Stream = h.Model
 	for i := range h.Params {
@@ -339,15 +353,16 @@ func (h *InferHeader) check() error {
 	return nil
 }
 
+// errUTF8: proto3 strings must be valid UTF-8 (protobuf libraries refuse the message).
 var errUTF8 = fmt.Errorf("%w: string field is not valid UTF-8", errMalformed)
 
-func paramsUTF8(ps []Param) bool {
-	for i := range ps {
-		if !utf8.Valid(ps[i].Key) || (ps[i].Kind == ParamString && !utf8.Valid(ps[i].Str)) {
-			return false
-		}
+// takeString is take for a string field.
+func (c *cursor) takeString(n int) ([]byte, error) {
+	b, err := c.take(n)
+	if err == nil && !utf8.Valid(b) {
+		err = errUTF8
 	}
-	return true
+	return b, err
 }
 
 // checkShm applies Triton's rules for a tensor's shared-memory parameters.

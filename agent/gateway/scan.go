@@ -122,8 +122,13 @@ func (c *cursor) field(limit int) (num protowire.Number, typ protowire.Type, n i
 	return num, typ, n, nil
 }
 
-// skipValue skips a non-length-delimited value of type typ.
-func (c *cursor) skipValue(typ protowire.Type) error {
+// skipValue skips a non-length-delimited value of field num, type typ. Groups are
+// not part of this protocol but are valid unknown fields, so they are skipped too.
+func (c *cursor) skipValue(num protowire.Number, typ protowire.Type) error {
+	return c.skipValueDepth(num, typ, 0)
+}
+
+func (c *cursor) skipValueDepth(num protowire.Number, typ protowire.Type, depth int) error {
 	switch typ {
 	case protowire.VarintType:
 		_, err := c.varint()
@@ -132,8 +137,37 @@ func (c *cursor) skipValue(typ protowire.Type) error {
 		return c.skip(4)
 	case protowire.Fixed64Type:
 		return c.skip(8)
+	case protowire.BytesType:
+		l, err := c.varint()
+		if err != nil || l > uint64(1<<31) {
+			return errMalformed
+		}
+		return c.skip(int(l))
+	case protowire.StartGroupType:
+		if depth > 64 {
+			return errMalformed
+		}
+		for {
+			tag, err := c.varint()
+			if err != nil {
+				return err
+			}
+			n, t := protowire.DecodeTag(tag)
+			if n < protowire.MinValidNumber {
+				return errMalformed
+			}
+			if t == protowire.EndGroupType {
+				if n != num {
+					return errMalformed
+				}
+				return nil
+			}
+			if err := c.skipValueDepth(n, t, depth+1); err != nil {
+				return err
+			}
+		}
 	}
-	return errMalformed // groups are not used by this protocol
+	return errMalformed // a stray end-group
 }
 
 // sizeVarint is the encoded size of v.

@@ -123,13 +123,17 @@ func (r *Registry) BackendState(state string) {
 
 // Sockets exports netopt's socket counters.
 func (r *Registry) Sockets(st *netopt.Stats) {
-	counter := func(name, help string, load func() uint64) prometheus.Collector {
-		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(load()) })
+	counter := func(name, help string, load func() uint64, labels prometheus.Labels) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels}, func() float64 { return float64(load()) })
 	}
+	const opened = "vig_sockets_opened_total"
+	const openedHelp = "Connections vig opened, by role (accepted, dialed) and network (tcp, unix)."
 	r.reg.MustRegister(
-		counter("vig_sockets_accepted_total", "Connections vig accepted (TCP and Unix).", st.Accepted.Load),
-		counter("vig_sockets_dialed_total", "Connections vig dialed (TCP and Unix).", st.Dialed.Load),
-		counter("vig_sockets_nodelay_verified_total", "TCP connections whose TCP_NODELAY was read back as on.", st.NoDelayVerified.Load),
-		counter("vig_sockets_nodelay_failed_total", "TCP connections refused because TCP_NODELAY was not in effect.", st.NoDelayFailed.Load),
+		counter(opened, openedHelp, st.TCPAccepted.Load, prometheus.Labels{"role": "accepted", "network": "tcp"}),
+		counter(opened, openedHelp, st.TCPDialed.Load, prometheus.Labels{"role": "dialed", "network": "tcp"}),
+		counter(opened, openedHelp, st.UnixAccepted.Load, prometheus.Labels{"role": "accepted", "network": "unix"}),
+		counter(opened, openedHelp, st.UnixDialed.Load, prometheus.Labels{"role": "dialed", "network": "unix"}),
+		counter("vig_sockets_nodelay_verified_total", "TCP connections whose TCP_NODELAY was read back as on.", st.NoDelayVerified.Load, nil),
+		counter("vig_sockets_nodelay_failed_total", "TCP connections refused because TCP_NODELAY was not in effect.", st.NoDelayFailed.Load, nil),
 	)
 }
