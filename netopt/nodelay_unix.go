@@ -3,7 +3,6 @@
 package netopt
 
 import (
-
 	"golang.org/x/sys/unix"
 )
 
@@ -20,4 +19,3 @@ func setNoDelayRaw(fd uintptr, on bool) error {
 	}
 	return unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_NODELAY, v)
 }
-

@@ -4,8 +4,8 @@ import (
 	"errors"
 	"math/bits"
 
-	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // errMalformed reports bytes that are not a valid protobuf message.
