@@ -20,6 +20,7 @@ type harness struct {
 	now  Time
 	tok  uint64
 	acts []Action
+	snap Snapshot
 }
 
 func newHarness(t testing.TB, cfg Config) *harness {
@@ -41,8 +42,8 @@ func (h *harness) set(now Time) {
 
 func (h *harness) check() {
 	h.t.Helper()
-	var snap Snapshot
-	h.s.Snapshot(h.now, &snap)
+	snap := &h.snap
+	h.s.Snapshot(h.now, snap)
 	for _, st := range snap.Streams {
 		if !st.Balanced() {
 			h.t.Fatalf("t=%v stream %s unbalanced: %+v", time.Duration(h.now), st.Name, st.Counters)

@@ -285,6 +285,11 @@ func (s *Scheduler) route(r *Request) (int32, Code, Reason) {
 // older waiting frame, and any Dispatch the arrival makes possible.
 func (s *Scheduler) Arrive(now Time, r Request, acts []Action) []Action {
 	si, code, reason := s.route(&r)
+	if s.tokens.get(r.Token) >= 0 {
+		// First, so the caller can tell this answer from one about the
+		// live request with the same token.
+		code, reason = InvalidArgument, ReasonDuplicateToken
+	}
 	if si < 0 {
 		s.unrouted.Received++
 		s.unrouted.Rejected++
@@ -308,8 +313,6 @@ func (s *Scheduler) Arrive(now Time, r Request, acts []Action) []Action {
 		code, reason = InvalidArgument, ReasonCaptureFuture
 	case now.Sub(capture) > s.cfg.CaptureHorizon:
 		code, reason = InvalidArgument, ReasonCaptureTooOld
-	case s.tokens.get(r.Token) >= 0:
-		code, reason = InvalidArgument, ReasonDuplicateToken
 	case st.spec.Queue == FIFO && len(st.q) == st.capacity:
 		code, reason = ResourceExhausted, ReasonQueueFull
 	case s.free < 0:
@@ -441,9 +444,10 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 		}
 		occ := s.busy
 		start := now
+		wait := m.spec.Exclusive && s.busy > 0
 		if m.spec.Exclusive {
 			occ = 0
-			if s.busy > 0 {
+			if wait {
 				// It waits for the accelerator to empty; meanwhile
 				// nothing of lower rank may start unless this job would
 				// be deferred there anyway.
@@ -455,10 +459,10 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 		c := s.cost(st.model, occ)
 		probe := false
 		if now.Add(c) > r.deadline {
-			if r.deadline > now && s.cfg.ProbeAfter > 0 && st.lateStreak >= s.cfg.ProbeAfter && start == now {
+			if r.deadline > now && s.cfg.ProbeAfter > 0 && st.lateStreak >= s.cfg.ProbeAfter && !wait {
 				probe = true
 			} else {
-				if r.deadline > now && start == now {
+				if r.deadline > now && !wait {
 					st.lateStreak++
 				}
 				st.q = st.q[:copy(st.q, st.q[1:])]
@@ -491,7 +495,7 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 				cost = misses
 			}
 		}
-		if start != now {
+		if wait {
 			break // reserve the accelerator for the exclusive job
 		}
 		if budget {

@@ -1,0 +1,343 @@
+package sched
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// fuzzConfig has every feature at once: three classes, both queue kinds, an
+// exclusive model, a budget, and default contracts.
+func fuzzConfig(slots int) Config {
+	return Config{
+		Slots:           slots,
+		SafetyMargin:    110,
+		UnknownStreams:  DefaultContract,
+		DefaultCapacity: 3,
+		EstimatorWindow: 4,
+		ProbeAfter:      2,
+		Models: []ModelSpec{
+			{Name: "det", Exec: 8 * ms},
+			{Name: "pose", Exec: 5 * ms},
+			{Name: "depth", Exec: 10 * ms},
+			{Name: "vlm", Exec: 200 * ms, Exclusive: true},
+			{Name: "ocr", Exec: 3 * ms},
+			{Name: "scan", Exec: 12 * ms, Exclusive: true},
+		},
+		Streams: []StreamSpec{
+			{Name: "detector", Model: "det", Class: Protected, Period: 50 * ms, MaxAge: 50 * ms, Queue: Latest},
+			{Name: "lidar", Model: "scan", Class: Protected, Period: 100 * ms, MaxAge: 80 * ms, FrameInterval: 50 * ms, Queue: Latest},
+			{Name: "pose", Model: "pose", Class: High, Period: 33 * ms, MaxAge: 66 * ms, Queue: FIFO, Capacity: 3},
+			{Name: "depth", Model: "depth", Class: High, Period: 33 * ms, MaxAge: 100 * ms, Queue: Latest, MinRateHz: 2},
+			{Name: "vlm", Model: "vlm", Class: BestEffort, Period: time.Second, MaxAge: 2 * time.Second, Queue: Latest, MinRateHz: 0.5},
+		},
+	}
+}
+
+type tokState uint8
+
+const (
+	tokNone tokState = iota
+	tokWaiting
+	tokRunning
+	tokDone
+)
+
+// eventChecker replays an event sequence decoded from bytes and checks the
+// scheduler's safety properties after every call.
+type eventChecker struct {
+	h       *harness
+	state   map[uint64]tokState
+	capture map[uint64]Time
+	running []uint64
+	live    []uint64
+}
+
+func (c *eventChecker) apply(acts []Action) {
+	t, s := c.h.t, c.h.s
+	for _, a := range acts {
+		st := c.state[a.Token]
+		switch a.Kind {
+		case Dispatch:
+			if st != tokWaiting {
+				t.Fatalf("dispatch of token %d in state %d", a.Token, st)
+			}
+			c.state[a.Token] = tokRunning
+			c.running = append(c.running, a.Token)
+			str := &s.streams[a.Stream]
+			dl := c.capture[a.Token].Add(str.maxAge)
+			if str.adhoc {
+				dl = Never
+			}
+			if dl <= c.h.now {
+				t.Fatalf("stale token %d dispatched at %v, deadline %v", a.Token, c.h.now, dl)
+			}
+			if !a.Probe && c.h.now.Add(s.cost(str.model, a.Busy)) > dl {
+				t.Fatalf("token %d dispatched to miss its deadline", a.Token)
+			}
+			if s.models[str.model].spec.Exclusive && a.Busy != 0 {
+				t.Fatalf("exclusive token %d dispatched beside %d jobs", a.Token, a.Busy)
+			}
+		case Answer:
+			if a.Reason == ReasonDuplicateToken {
+				if st != tokWaiting && st != tokRunning {
+					t.Fatalf("duplicate-token answer for token %d in state %d", a.Token, st)
+				}
+				continue // the live request is unaffected
+			}
+			if st != tokWaiting && st != tokNone {
+				t.Fatalf("answer to token %d in state %d", a.Token, st)
+			}
+			c.state[a.Token] = tokDone
+		default:
+			t.Fatalf("bad action %+v", a)
+		}
+	}
+	// Slots and exclusivity, from the caller's point of view.
+	c.running = c.prune(c.running)
+	c.live = c.prune(c.live)
+	n := 0
+	excl := false
+	for _, tok := range append([]uint64(nil), c.running...) {
+		if c.state[tok] == tokRunning {
+			n++
+			ri := s.tokens.get(tok)
+			if s.models[s.streams[s.reqs[ri].stream].model].spec.Exclusive {
+				excl = true
+			}
+		}
+	}
+	if n > s.slots || (excl && n > 1) {
+		t.Fatalf("%d jobs running (exclusive %v) on %d slots", n, excl, s.slots)
+	}
+	if n != s.busy {
+		t.Fatalf("caller sees %d running, scheduler %d", n, s.busy)
+	}
+}
+
+// prune drops finished tokens from list.
+func (c *eventChecker) prune(list []uint64) []uint64 {
+	out := list[:0]
+	for _, tok := range list {
+		if c.state[tok] != tokDone {
+			out = append(out, tok)
+		}
+	}
+	return out
+}
+
+func (c *eventChecker) pick(b byte, list []uint64) (uint64, bool) {
+	if len(list) == 0 {
+		return 0, false
+	}
+	return list[int(b)%len(list)], true
+}
+
+var fuzzStreams = []Request{
+	{Stream: "detector", Model: "det"},
+	{Stream: "lidar", Model: "scan"},
+	{Stream: "pose", Model: "pose"},
+	{Stream: "depth", Model: "depth"},
+	{Stream: "vlm", Model: "vlm"},
+	{Model: "ocr"},                     // default contract
+	{Stream: "cam9", Model: "det"},     // unknown stream, default contract
+	{Stream: "detector", Model: "ocr"}, // model mismatch
+	{Model: "nope"},                    // unknown model
+}
+
+func runEvents(t testing.TB, data []byte) {
+	if len(data) == 0 {
+		return
+	}
+	slots := 1 + int(data[0]%3)
+	data = data[1:]
+	c := &eventChecker{
+		h:       newHarness(t, fuzzConfig(slots)),
+		state:   map[uint64]tokState{},
+		capture: map[uint64]Time{},
+	}
+	h := c.h
+	h.set(Time(time.Hour)) // room for old captures
+	next := func() byte {
+		if len(data) == 0 {
+			return 0
+		}
+		b := data[0]
+		data = data[1:]
+		return b
+	}
+	drained := false
+	dups := 0
+	for len(data) > 0 {
+		op := next()
+		switch op % 8 {
+		case 0, 1, 2:
+			r := fuzzStreams[int(next())%len(fuzzStreams)]
+			h.tok++
+			r.Token = h.tok
+			dup := false
+			if op == 2 && len(c.live) > 0 && next() < 16 {
+				r.Token, dup = c.live[int(next())%len(c.live)], true
+				dups++
+			}
+			switch b := next(); {
+			case b < 128:
+				r.Capture = h.now - Time(time.Duration(b)*ms/2)
+			case b < 136:
+				r.Capture = h.now + Time(time.Duration(b-128)*ms)
+			}
+			if b := next(); b >= 200 {
+				r.Priority, r.HasPriority = uint64(b-200), true
+			} else if b < 8 {
+				r.Timeout = time.Duration(int(b)-1) * ms
+			}
+			if !dup {
+				c.state[r.Token] = tokWaiting
+				cap := r.Capture
+				if cap == 0 || cap > h.now {
+					cap = h.now
+				}
+				c.capture[r.Token] = cap
+				c.live = append(c.live, r.Token)
+			}
+			h.acts = h.s.Arrive(h.now, r, h.acts[:0])
+			h.check()
+			// An answer to the arriving token itself comes with state
+			// "waiting"; apply accepts that.
+			c.apply(h.acts)
+		case 3, 4:
+			tok, ok := c.pick(next(), c.running)
+			if !ok {
+				continue
+			}
+			h.set(h.now.Add(time.Duration(next()) * ms / 4))
+			c.state[tok] = tokDone
+			c.apply(h.complete(tok, op%2 == 0))
+		case 5:
+			h.set(h.now.Add(time.Duration(next()) * ms / 2))
+			c.apply(h.tick())
+		case 6:
+			if w, ok := h.s.NextWake(); ok {
+				h.set(w)
+				c.apply(h.tick())
+			}
+		case 7:
+			switch b := next(); {
+			case b < 100:
+				tok, ok := c.pick(next(), c.live)
+				if !ok {
+					continue
+				}
+				if c.state[tok] == tokWaiting {
+					c.state[tok] = tokDone
+				}
+				c.apply(h.cancel(tok))
+			case b < 110 && !drained:
+				drained = true
+				h.acts = h.s.Drain(h.now, h.acts[:0])
+				h.check()
+				c.apply(h.acts)
+			case b < 130:
+				h.acts = h.s.SetBackendAvailable(h.now, b < 120, h.acts[:0])
+				h.check()
+				c.apply(h.acts)
+			case b < 150:
+				m := fuzzConfig(1).Models[int(next())%6]
+				h.s.ObserveBackendStats(m.Name, uint64(next())*uint64(ms), uint64(next()%4))
+				h.check()
+			}
+		}
+	}
+	// Finish: drain, complete everything still running, and every token
+	// must have ended exactly once.
+	h.acts = h.s.Drain(h.now, h.acts[:0])
+	h.check()
+	c.apply(h.acts)
+	for _, tok := range append([]uint64(nil), c.running...) {
+		if c.state[tok] == tokRunning {
+			h.set(h.now.Add(ms))
+			c.state[tok] = tokDone
+			c.apply(h.complete(tok, true))
+		}
+	}
+	for tok, st := range c.state {
+		if st != tokDone {
+			t.Fatalf("token %d never answered (state %d)", tok, st)
+		}
+	}
+	if !h.s.Drained() {
+		t.Fatal("not drained at the end")
+	}
+	if _, ok := h.s.NextWake(); ok {
+		t.Fatal("timer armed after drain")
+	}
+	// Every arrival is counted once, on a stream or as unrouted.
+	var snap Snapshot
+	h.s.Snapshot(h.now, &snap)
+	total := snap.Unrouted.Received
+	for _, st := range snap.Streams {
+		total += st.Received
+		if st.InFlight() != 0 {
+			t.Fatalf("stream %s still has %d in flight", st.Name, st.InFlight())
+		}
+	}
+	if total != uint64(len(c.state)+dups) {
+		t.Fatalf("received %d, arrivals %d", total, len(c.state)+dups)
+	}
+	// The request table is whole again.
+	free := 0
+	for i := s32(h.s.free); i >= 0; i = s32(h.s.reqs[i].next) {
+		free++
+	}
+	if free != len(h.s.reqs) {
+		t.Fatalf("request table leaked: %d of %d free", free, len(h.s.reqs))
+	}
+}
+
+func s32(i int32) int { return int(i) }
+
+func seedCorpus() [][]byte {
+	seeds := [][]byte{
+		{0},
+		{0, 0, 0, 0, 0, 0, 0, 0, 0, 3, 0, 40},
+		{1, 0, 4, 0, 0, 0, 0, 0, 0, 5, 100, 3, 0, 255, 7, 105, 6},
+		{2, 0, 4, 200, 250, 0, 0, 10, 9, 6, 6, 5, 255, 5, 255, 3, 0, 200, 7, 50, 0},
+	}
+	r := rand.New(rand.NewPCG(7, 7))
+	for i := 0; i < 40; i++ {
+		b := make([]byte, 100+r.IntN(400))
+		for j := range b {
+			b[j] = byte(r.Uint32())
+		}
+		seeds = append(seeds, b)
+	}
+	return seeds
+}
+
+func FuzzEvents(f *testing.F) {
+	for _, s := range seedCorpus() {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) > 4096 {
+			return
+		}
+		runEvents(t, data)
+	})
+}
+
+// TestRandomEvents runs longer random sequences than the seed corpus.
+func TestRandomEvents(t *testing.T) {
+	n := 300
+	if testing.Short() {
+		n = 30
+	}
+	r := rand.New(rand.NewPCG(11, 13))
+	for i := 0; i < n; i++ {
+		b := make([]byte, 2000)
+		for j := range b {
+			b[j] = byte(r.Uint32())
+		}
+		runEvents(t, b)
+	}
+}
