@@ -3,9 +3,11 @@ package shmring
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 )
 
 // Backend selects what backs a region.
@@ -134,14 +136,32 @@ func (r *Region) Guard(f func() error) (err error) {
 func (r *Region) recoverFault(old bool, err *error) {
 	debug.SetPanicOnFault(old)
 	if p := recover(); p != nil {
-		fe, ok := p.(interface{ Addr() uintptr })
-		if !ok {
+		if !r.ownsFault(p) {
 			panic(p)
 		}
-		r.faultAddr.Store(fe.Addr())
 		r.faulted.Store(true)
 		*err = ErrQuarantined
 	}
+}
+
+// ownsFault decides whether a panic is a fault on this region: one whose
+// address lies in the mapping, or any memory fault while the backing file is
+// shorter than the region (qemu-user reports SIGBUS without an address, which
+// Go then calls a nil dereference). Anything else is a bug elsewhere and is
+// re-raised.
+func (r *Region) ownsFault(p any) bool {
+	if fe, ok := p.(interface{ Addr() uintptr }); ok {
+		a := fe.Addr()
+		base := uintptr(unsafe.Pointer(unsafe.SliceData(r.mem)))
+		if a >= base && a < base+uintptr(len(r.mem)) {
+			r.faultAddr.Store(a)
+			return true
+		}
+	}
+	if _, ok := p.(runtime.Error); ok && r.truncated() {
+		return true
+	}
+	return false
 }
 
 // FaultAddr is the address of the first fault, for logs.

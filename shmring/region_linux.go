@@ -209,6 +209,13 @@ func OpenRegion(fd int, opts OpenOptions) (r *Region, err error) {
 	return r, nil
 }
 
+// truncated reports whether the backing file is now shorter than the region
+// (only an unsealed file can be).
+func (r *Region) truncated() bool {
+	var st unix.Stat_t
+	return unix.Fstat(r.fd, &st) == nil && uint64(st.Size) < r.layout.RegionSize
+}
+
 func (r *Region) unmap() error {
 	err := unix.Munmap(r.mem)
 	if cerr := unix.Close(r.fd); err == nil {

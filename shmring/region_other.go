@@ -20,3 +20,5 @@ func CreateRegion(cfg Config, b Backend) (*Region, error) { return nil, errNoReg
 func OpenRegion(fd int, opts OpenOptions) (*Region, error) { return nil, errNoRegion }
 
 func (r *Region) unmap() error { return nil }
+
+func (r *Region) truncated() bool { return false }

@@ -284,9 +284,7 @@ func (c *Conn) Recv(req *Request) error {
 		case errors.Is(err, ErrClosed):
 			return ErrClosed
 		}
-		c.ep.log.Warn("shmring: disconnecting client", "pid", c.ep.peer.PID, "uid", c.ep.peer.UID,
-			"reason", err, "fault_addr", fmt.Sprintf("%#x", c.ep.region.FaultAddr()))
-		c.Close()
+		c.disconnect(err)
 		return err
 	}
 }
@@ -349,8 +347,15 @@ func (c *Conn) Respond(req *Request, res *Response) error {
 		return fmt.Errorf("shmring: response of %d bytes exceeds the client's %d-byte slots", len(res.Payload), c.resp.SlotSize())
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.ep.guard(func() error {
+	err := c.ep.guard(func() error {
+		// Check the ring before taking a slot, so a corrupt consumer counter
+		// is reported as such rather than as a full ring.
+		if ok, err := c.resp.space(); err != nil || !ok {
+			if err == nil {
+				err = ErrFull
+			}
+			return err
+		}
 		if len(res.Payload) > 0 {
 			slot, buf, err := c.resp.TryLoan()
 			if err != nil {
@@ -365,6 +370,18 @@ func (c *Conn) Respond(req *Request, res *Response) error {
 		}
 		return c.resp.TryPost(&d)
 	})
+	c.mu.Unlock()
+	if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrQuarantined) {
+		c.disconnect(err)
+	}
+	return err
+}
+
+// disconnect ends a session whose client broke the protocol, saying why.
+func (c *Conn) disconnect(reason error) {
+	c.ep.log.Warn("shmring: disconnecting client", "pid", c.ep.peer.PID, "uid", c.ep.peer.UID,
+		"reason", reason, "fault_addr", fmt.Sprintf("%#x", c.ep.region.FaultAddr()))
+	c.Close()
 }
 
 // Close ends the session. Payload views of requests not yet released stay
