@@ -1,0 +1,72 @@
+// Package mockbackend is a Triton-protocol inference server whose models hold an
+// accelerator slot for a chosen time instead of computing. vig's tests, benchmarks
+// and demo run against it, and `vig serve` embeds it when the config says
+// `backend: {embedded: true}`. It is a real gRPC server on a real socket (TCP with
+// TCP_NODELAY verified, or a Unix socket), not an in-process fake.
+//
+// # Work
+//
+// Each request names a frame of a stream. A request whose id has the form
+// "<stream>#<frame>" (e.g. "detector#42"; the frame a decimal uint64) names them
+// explicitly; any other id gets stream = model name and frame = the model's arrival
+// counter (0, 1, 2, … in order of arrival). vig strips its own vig_* parameters
+// before forwarding, so the mock does not read them: the benchmark driver sets the
+// id on both the direct and the governed path, and both paths do the same work.
+//
+// The frame's execution time is ExecTime(seed, stream, frame, base): base × f with f
+// in [0.9, 1.3] from a hash, a pure function. At most Config.Slots jobs execute at
+// once; the others wait in FIFO order (the "direct" baseline, a FIFO in the backend).
+// Each slot keeps its own timeline: a job starts at max(arrival, scheduled end of
+// the previous job on that slot), and waits by sleeping to shortly before its end and
+// spinning the rest (the split is calibrated once per process), so timer overshoot
+// neither lengthens a job nor accumulates behind it. A request whose context ends
+// while it waits for a slot leaves the queue; a job that started runs to its end, as
+// on an accelerator that cannot be preempted.
+//
+// # Model interface
+//
+// Every model accepts any number of input tensors of any name, type and shape, and
+// produces one output: OUTPUT0, INT64, shape [2] = [Digest(inputs), frame], little
+// endian in raw_output_contents. ModelMetadata describes the inputs as INPUT0 UINT8
+// [-1]; ModelConfig returns EncodeModelConfig. Each model has the single version "1"
+// (a request for version "" or "1" runs it; the response names version "1").
+//
+// Request checks follow Triton: an unknown model or version is NOT_FOUND;
+// raw_input_contents[i] belongs to inputs[i] and is given for all inputs or none;
+// `contents` together with raw_input_contents, or with a shared-memory region, is
+// INVALID_ARGUMENT; an output other than OUTPUT0 is INVALID_ARGUMENT.
+//
+// # System shared memory
+//
+// SystemSharedMemoryRegister opens the object /dev/shm/<key> (what shm_open does on
+// Linux; the key starts with '/' and has no other '/'), checks that offset+byte_size
+// lies within it and maps those bytes. Tensors reference a region with the parameters
+// shared_memory_region (string), shared_memory_byte_size (int64, required with a
+// region) and shared_memory_offset (int64, optional). An input is read from the
+// region; an output is written into it and answered with an outputs[] entry and an
+// empty raw_output_contents entry. Error codes are Triton's: unknown region
+// NOT_FOUND; a bad key, offset ≥ region size, offset+size overflowing or beyond the
+// region, a size or offset without a region INVALID_ARGUMENT; a duplicate name
+// ALREADY_EXISTS; a key that cannot be opened INTERNAL. Unregister of an unknown name
+// succeeds and "" unregisters all. A region unregistered while a request uses it is
+// unmapped when that request ends; a region whose object its owner shrinks yields an
+// INTERNAL error for the request instead of a crash.
+//
+// # Statistics
+//
+// ModelStatistics reports, per model: inference_count and execution_count (equal:
+// no batching), last_inference (ms since the epoch), success and fail (count and
+// total ns from arrival to answer), queue (waiting for a slot), compute_input
+// (resolving and hashing the inputs, before queueing), compute_infer (start of the
+// slot's timeline to the job's end) and compute_output. Cancelled or invalid
+// requests for a known model count as fail.
+//
+// # Features the mock lacks
+//
+// It answers like a Triton built without them: CudaSharedMemoryStatus lists no
+// regions (NOT_FOUND for a name), CudaSharedMemoryRegister is UNIMPLEMENTED,
+// CudaSharedMemoryUnregister succeeds; RepositoryIndex lists the models as READY and
+// RepositoryModelLoad/Unload are UNIMPLEMENTED (the models come from the config);
+// TraceSetting and LogSettings are UNIMPLEMENTED. grpc.health.v1 reports SERVING for
+// "" and "inference.GRPCInferenceService" until the server stops.
+package mockbackend
