@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -185,6 +186,12 @@ func runEvents(t testing.TB, data []byte) {
 				r.Capture = h.now - Time(time.Duration(b)*ms/2)
 			case b < 136:
 				r.Capture = h.now + Time(time.Duration(b-128)*ms)
+			case b < 138:
+				r.Capture = h.now - Time(2*time.Hour)
+			case b < 140:
+				r.Capture = math.MinInt64 + 1
+			case b < 142:
+				r.Capture = math.MaxInt64
 			}
 			if b := next(); b >= 200 {
 				r.Priority, r.HasPriority = uint64(b-200), true

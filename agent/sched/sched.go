@@ -311,7 +311,7 @@ func (s *Scheduler) Arrive(now Time, r Request, acts []Action) []Action {
 		code, reason = InvalidArgument, ReasonBadTimeout
 	case capture > now.Add(s.cfg.CaptureSkew):
 		code, reason = InvalidArgument, ReasonCaptureFuture
-	case now.Sub(capture) > s.cfg.CaptureHorizon:
+	case capture < now-Time(s.cfg.CaptureHorizon): // no overflow for hostile captures
 		code, reason = InvalidArgument, ReasonCaptureTooOld
 	case st.spec.Queue == FIFO && len(st.q) == st.capacity:
 		code, reason = ResourceExhausted, ReasonQueueFull
