@@ -1,0 +1,165 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/vig-edge/vig/mockbackend"
+	"github.com/vig-edge/vig/netopt"
+	pb "github.com/vig-edge/vig/proto/inference"
+)
+
+func TestMockBackendFlagErrors(t *testing.T) {
+	dir := t.TempDir()
+	badCfg := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(badCfg, []byte("models:\n  a: {exec_ms: 1, bogus: 2}\n"), 0o644)
+	for _, tc := range []struct {
+		args []string
+		want string // in stderr
+	}{
+		{nil, "no models"},
+		{[]string{"--model", "noequals"}, "NAME=EXEC_MS"},
+		{[]string{"--model", "a=-1"}, "EXEC_MS"},
+		{[]string{"--model", "=1"}, "NAME=EXEC_MS"},
+		{[]string{"--model", "a=1", "--slots", "0"}, "--slots 0"},
+		{[]string{"--model", "a=1", "--log-format", "xml"}, "text or json"},
+		{[]string{"--model", "a=1", "extra"}, "unexpected arguments"},
+		{[]string{"--nope"}, "flag provided but not defined"},
+		{[]string{"-c", filepath.Join(dir, "missing.yaml")}, "no such file"},
+		{[]string{"-c", badCfg}, "bad.yaml:2: models.a.bogus: unknown key"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := mockBackend(context.Background(), tc.args, &stdout, &stderr, func(string) { t.Errorf("%q: started", tc.args) })
+		if code != 2 || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("%q: exit %d, stderr %q; want exit 2 mentioning %q", tc.args, code, stderr.String(), tc.want)
+		}
+	}
+}
+
+func TestMockBackendHelp(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := mockBackend(context.Background(), []string{"--help"}, &stdout, &stderr, nil); code != 0 {
+		t.Fatalf("--help: exit %d", code)
+	}
+	for _, want := range []string{"Usage: vig mock-backend", "-model NAME=EXEC_MS", "-listen", "-slots", "-seed", "-c FILE"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("--help lacks %q:\n%s", want, stdout.String())
+		}
+	}
+}
+
+func dialMock(t *testing.T, addr string) pb.GRPCInferenceServiceClient {
+	t.Helper()
+	cc, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(new(netopt.Stats).DialAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return pb.NewGRPCInferenceServiceClient(cc)
+}
+
+// TestMockBackendServes takes models from a config and a flag, serves them on a Unix
+// socket and stops with exit 0 when its context ends.
+func TestMockBackendServes(t *testing.T) {
+	dir := t.TempDir()
+	cfgFile := filepath.Join(dir, "vig.yaml")
+	os.WriteFile(cfgFile, []byte("backend: {slots: 2, seed: 3}\nmodels:\n  det: {exec_ms: 1}\n  vlm: {exec_ms: 50}\n"), 0o644)
+	sock := "unix:" + filepath.Join(dir, "mock.sock")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	addrc := make(chan string, 1)
+	codec := make(chan int, 1)
+	var stderr syncBuffer
+	go func() {
+		codec <- mockBackend(ctx, []string{"-c", cfgFile, "--listen", sock, "--model", "vlm=0.5", "--model", "extra=0"},
+			&bytes.Buffer{}, &stderr, func(a string) { addrc <- a })
+	}()
+	var addr string
+	select {
+	case addr = <-addrc:
+	case code := <-codec:
+		t.Fatalf("exited %d before serving: %s", code, stderr.String())
+	}
+	if addr != sock {
+		t.Errorf("serving on %s, want %s", addr, sock)
+	}
+	c := dialMock(t, addr)
+	for _, m := range []string{"det", "vlm", "extra"} {
+		resp, err := c.ModelInfer(context.Background(), &pb.ModelInferRequest{ModelName: m, Id: mockbackend.FrameID("s", 1)})
+		if err != nil || resp.Id != "s#1" {
+			t.Errorf("%s: %v, %v", m, resp, err)
+		}
+	}
+	st, err := c.ModelStatistics(context.Background(), &pb.ModelStatisticsRequest{})
+	if err != nil || len(st.ModelStats) != 3 {
+		t.Fatalf("statistics: %v, %v", st, err)
+	}
+	cancel()
+	if code := <-codec; code != 0 {
+		t.Errorf("exit %d after stop; log:\n%s", code, stderr.String())
+	}
+	for _, want := range []string{"mock backend serving", "slots=2", "seed=3", "vlm=500µs", "mock backend stopped"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, stderr.String())
+		}
+	}
+}
+
+// TestMockBackendSIGTERM runs the real entry point and stops it with SIGTERM.
+func TestMockBackendSIGTERM(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "mock.sock")
+	codec := make(chan int, 1)
+	go func() {
+		codec <- runMockBackend([]string{"--listen", "unix:" + sock, "--model", "a=1", "--log-format", "json"})
+	}()
+	// The signal handler is installed before the socket exists.
+	for {
+		if _, err := os.Stat(sock); err == nil {
+			break
+		}
+		select {
+		case code := <-codec:
+			t.Fatalf("exited %d before serving", code)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	c := dialMock(t, "unix:"+sock)
+	if r, err := c.ServerLive(context.Background(), &pb.ServerLiveRequest{}); err != nil || !r.Live {
+		t.Fatalf("ServerLive: %v, %v", r, err)
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := <-codec; code != 0 {
+		t.Errorf("exit %d after SIGTERM", code)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the logger's writes beside the test's reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
