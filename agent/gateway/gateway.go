@@ -51,6 +51,10 @@ type Admitter interface {
 	Admit(ctx context.Context, h *InferHeader) (done func(err error), err error)
 }
 
+// backendAware is implemented by an Admitter that wants to know whether the backend
+// is reachable (the Governor answers waiting requests UNAVAILABLE when it is not).
+type backendAware interface{ SetBackendAvailable(up bool) }
+
 // Gateway forwards the Triton protocol to one backend.
 type Gateway struct {
 	opts    Options
@@ -162,6 +166,14 @@ func (g *Gateway) watchBackend(ctx context.Context) {
 		}
 		g.health.SetServingStatus("", serving)
 		g.health.SetServingStatus(Service, serving)
+		if b, ok := g.opts.Admit.(backendAware); ok {
+			switch state {
+			case connectivity.Ready:
+				b.SetBackendAvailable(true)
+			case connectivity.TransientFailure:
+				b.SetBackendAvailable(false)
+			}
+		}
 		if state == connectivity.Idle {
 			g.backend.Connect()
 		}

@@ -1,0 +1,216 @@
+package gateway_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/vig-edge/vig/agent/config"
+	"github.com/vig-edge/vig/agent/gateway"
+	"github.com/vig-edge/vig/agent/metrics"
+	"github.com/vig-edge/vig/mockbackend"
+	"github.com/vig-edge/vig/netopt"
+	"github.com/vig-edge/vig/platform/clock"
+	pb "github.com/vig-edge/vig/proto/inference"
+)
+
+const governedConfig = `
+listen: {metrics: "off"}
+backend: {slots: 1, seed: 3, stats_interval_ms: -1}
+scheduler: {safety_margin_pct: 100}
+models:
+  slow: {exec_ms: 1000}
+  fast: {exec_ms: 5}
+streams:
+  - {name: blocker, model: slow, class: best_effort, period_ms: 5000, max_age_ms: 20000}
+  - {name: cam, model: fast, class: protected, period_ms: 50, max_age_ms: 10000}
+`
+
+// startGoverned is startEnv with the freshness scheduler in front of the backend.
+func startGoverned(t *testing.T, yaml string) (*env, *gateway.Governor, *metrics.Sched) {
+	t.Helper()
+	cfg, err := config.Parse("governed.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{cfg: cfg, reg: metrics.New(), sockets: new(netopt.Stats)}
+	mb, err := mockbackend.Start(context.Background(), "127.0.0.1:0", mockbackend.FromConfig(cfg), gateway.ServerOptions(cfg.GRPC), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mb.Stop() })
+	cfg.Backend.Address = mb.Addr()
+	gov, err := gateway.NewGovernor(gateway.GovernorOptions{Config: cfg, Clock: clock.Monotonic, WallDiff: clock.WallOffset})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := e.reg.NewSched(gov.Snapshot)
+	gov.SetObserver(ms)
+	gw, err := gateway.New(gateway.Options{Config: cfg, Dial: e.sockets.DialAddr, Metrics: e.reg, Admit: gov})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := netopt.Listen("tcp", "127.0.0.1:0", e.sockets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go gw.Serve(ln)
+	t.Cleanup(gw.Stop)
+	e.gw, e.tcp = gw, ln.Addr().String()
+	return e, gov, ms
+}
+
+func streamRequest(stream, model string, frame uint64, capture int64) *pb.ModelInferRequest {
+	r := inferRequest(model, mockbackend.FrameID(stream, frame), 64)
+	r.Parameters[gateway.ParamStream] = &pb.InferParameter{ParameterChoice: &pb.InferParameter_StringParam{StringParam: stream}}
+	r.Parameters[gateway.ParamCapture] = &pb.InferParameter{ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: capture}}
+	return r
+}
+
+// A burst of 10 frames on a LATEST stream while the only slot is busy: 9 are
+// answered ABORTED at once, only the newest runs; vig's metrics say the same.
+func TestBurstOnLatestStream(t *testing.T) {
+	e, _, _ := startGoverned(t, governedConfig)
+	c := pb.NewGRPCInferenceServiceClient(e.dial(t, e.tcp))
+	ctx := ctxT(t)
+
+	blocker := make(chan error, 1)
+	go func() {
+		_, err := c.ModelInfer(ctx, streamRequest("blocker", "slow", 0, clock.Monotonic()))
+		blocker <- err
+	}()
+	waitRunning(t, e.reg, "blocker")
+
+	base := clock.Monotonic()
+	codesSeen := map[codes.Code]int{}
+	var frames []uint64
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i := range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := c.ModelInfer(ctx, streamRequest("cam", "fast", uint64(i), base+int64(i)*1000))
+			mu.Lock()
+			defer mu.Unlock()
+			codesSeen[status.Code(err)]++
+			if err == nil {
+				frames = append(frames, uint64(i))
+				_ = r
+			}
+		}()
+	}
+	wg.Wait()
+	if err := <-blocker; err != nil {
+		t.Fatalf("blocker: %v", err)
+	}
+	if codesSeen[codes.Aborted] != 9 || codesSeen[codes.OK] != 1 || len(frames) != 1 || frames[0] != 9 {
+		t.Fatalf("burst: codes %v, forwarded frames %v; want 9 ABORTED and only frame 9 forwarded", codesSeen, frames)
+	}
+	m := scrape(t, e.reg)
+	for outcome, want := range map[string]float64{"received": 10, "superseded": 9, "forwarded": 1, "late_dropped": 0, "rejected": 0} {
+		key := fmt.Sprintf(`vig_stream_requests_total{class="protected",outcome=%q,stream="cam"}`, outcome)
+		if m[key] != want {
+			t.Errorf("%s = %v, want %v", key, m[key], want)
+		}
+	}
+	if got := m[`vig_grpc_requests_total{code="Aborted",method="ModelInfer"}`]; got != 9 {
+		t.Errorf("ModelInfer Aborted = %v, want 9 (what the clients saw)", got)
+	}
+	if got := m[`vig_grpc_requests_total{code="OK",method="ModelInfer"}`]; got != 2 {
+		t.Errorf("ModelInfer OK = %v, want 2 (blocker and frame 9)", got)
+	}
+}
+
+// waitRunning waits until the scheduler reports a job of stream running (read from
+// metrics; the wait is bounded by the test's context, not by a sleep).
+func waitRunning(t *testing.T, reg *metrics.Registry, stream string) {
+	t.Helper()
+	key := fmt.Sprintf(`vig_stream_in_flight{class="best_effort",state="running",stream=%q}`, stream)
+	for range 10000 {
+		if scrape(t, reg)[key] == 1 {
+			return
+		}
+		runtimeGosched()
+	}
+	t.Fatalf("%s never became 1", key)
+}
+
+// A frame whose result cannot be fresh is never started: with a 1 s job on the only
+// slot and a 100 ms max_age, the frame is answered DEADLINE_EXCEEDED.
+func TestStaleFrameNotDispatched(t *testing.T) {
+	e, _, _ := startGoverned(t, `
+listen: {metrics: "off"}
+backend: {slots: 1, stats_interval_ms: -1}
+scheduler: {safety_margin_pct: 100}
+models:
+  slow: {exec_ms: 1000}
+  fast: {exec_ms: 5}
+streams:
+  - {name: blocker, model: slow, class: best_effort, period_ms: 5000, max_age_ms: 20000}
+  - {name: cam, model: fast, class: protected, period_ms: 50, max_age_ms: 100}
+`)
+	c := pb.NewGRPCInferenceServiceClient(e.dial(t, e.tcp))
+	ctx := ctxT(t)
+	blocker := make(chan error, 1)
+	go func() {
+		_, err := c.ModelInfer(ctx, streamRequest("blocker", "slow", 0, clock.Monotonic()))
+		blocker <- err
+	}()
+	waitRunning(t, e.reg, "blocker")
+	_, err := c.ModelInfer(ctx, streamRequest("cam", "fast", 1, clock.Monotonic()))
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Errorf("stale frame: %v, want DEADLINE_EXCEEDED", err)
+	}
+	<-blocker
+	m := scrape(t, e.reg)
+	if got := m[`vig_stream_requests_total{class="protected",outcome="late_dropped",stream="cam"}`]; got != 1 {
+		t.Errorf("late_dropped = %v, want 1", got)
+	}
+	if got := m[`vig_stream_requests_total{class="protected",outcome="forwarded",stream="cam"}`]; got != 0 {
+		t.Errorf("forwarded = %v, want 0", got)
+	}
+}
+
+// Bad scheduling input gets a clear status, never a crash.
+func TestGovernedBadInput(t *testing.T) {
+	e, _, _ := startGoverned(t, governedConfig)
+	c := pb.NewGRPCInferenceServiceClient(e.dial(t, e.tcp))
+	ctx := ctxT(t)
+	future := streamRequest("cam", "fast", 1, clock.Monotonic()+int64(3600e9))
+	if _, err := c.ModelInfer(ctx, future); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("capture in the future: %v, want INVALID_ARGUMENT", err)
+	}
+	wall := streamRequest("cam", "fast", 2, time.Now().UnixNano()) // wall clock sent to a monotonic vig
+	if _, err := c.ModelInfer(ctx, wall); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("capture on the wrong clock: %v, want INVALID_ARGUMENT", err)
+	}
+	neg := inferRequest("fast", "x#1", 8)
+	delete(neg.Parameters, gateway.ParamStream)
+	neg.Parameters["timeout"] = &pb.InferParameter{ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: -5}}
+	if _, err := c.ModelInfer(ctx, neg); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("negative timeout: %v, want INVALID_ARGUMENT", err)
+	}
+	wrong := inferRequest("fast", "x#2", 8)
+	delete(wrong.Parameters, gateway.ParamStream)
+	wrong.Parameters["priority"] = &pb.InferParameter{ParameterChoice: &pb.InferParameter_StringParam{StringParam: "high"}}
+	if _, err := c.ModelInfer(ctx, wrong); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("priority as string: %v, want INVALID_ARGUMENT", err)
+	}
+	// A model vig has no prior for is forwarded ungoverned; the backend says NOT_FOUND.
+	if _, err := c.ModelInfer(ctx, inferRequest("nope", "x#3", 8)); status.Code(err) != codes.NotFound {
+		t.Errorf("unknown model: %v, want the backend's NOT_FOUND", err)
+	}
+	// Plain Triton request without a contract: default contract, honoured priority.
+	plain := inferRequest("fast", "x#4", 8)
+	delete(plain.Parameters, gateway.ParamStream)
+	plain.Parameters["priority"] = &pb.InferParameter{ParameterChoice: &pb.InferParameter_Uint64Param{Uint64Param: 1}}
+	if _, err := c.ModelInfer(ctx, plain); err != nil {
+		t.Errorf("plain Triton request: %v", err)
+	}
+}

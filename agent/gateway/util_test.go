@@ -1,0 +1,5 @@
+package gateway_test
+
+import "runtime"
+
+func runtimeGosched() { runtime.Gosched() }
