@@ -181,6 +181,7 @@ type sim struct {
 	deliv    map[string][]Delivery
 	capture  map[uint64]Time
 	maxBusy  int
+	jitter   bool
 }
 
 type sensor struct {
@@ -207,7 +208,14 @@ func (m *sim) handle(acts []Action) {
 			continue
 		}
 		mod := m.model[a.Token]
-		m.running[a.Token] = m.h.now.Add(m.exec[mod])
+		d := m.exec[mod]
+		if m.jitter {
+			// The mock backend's factor in [0.9, 1.3], a pure function
+			// of the token.
+			x := a.Token * 0x9E3779B97F4A7C15
+			d = d * time.Duration(900+(x>>40)%401) / 1000
+		}
+		m.running[a.Token] = m.h.now.Add(d)
 		m.dispatch[m.streamOf[a.Token]]++
 		m.maxBusy = max(m.maxBusy, len(m.running))
 	}
