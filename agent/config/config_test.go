@@ -2,8 +2,11 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/vig-edge/vig/agent/sched"
 )
 
 const scenarioB = `
@@ -103,16 +106,22 @@ func TestParseErrors(t *testing.T) {
 	}
 }
 
+// The margin is a whole percentage in the file and in the scheduler: every valid
+// value reaches the scheduler unchanged (100 = none must not become a default).
 func TestMarginRoundTrip(t *testing.T) {
 	for _, pct := range []int{100, 101, 110, 150, 1000} {
-		got, err := ParseMargin(FormatMargin(pct))
-		if err != nil || got != pct {
-			t.Errorf("round trip %d: got %d, %v", pct, got, err)
+		c, err := Parse("m.yaml", []byte(fmt.Sprintf("scheduler: {safety_margin_pct: %d}\n", pct)))
+		if err != nil {
+			t.Fatalf("%d: %v", pct, err)
+		}
+		m, err := sched.ParseMargin(sched.Margin(c.Scheduler.SafetyMarginPct).String())
+		if err != nil || m.Percent() != pct {
+			t.Errorf("round trip %d: got %v, %v", pct, m, err)
 		}
 	}
-	for _, bad := range []string{"99", "1.1", "", "x%", "1001", "-5"} {
-		if _, err := ParseMargin(bad); err == nil {
-			t.Errorf("ParseMargin(%q) accepted", bad)
+	for _, bad := range []string{"99", "1001", "-5", "1.1"} {
+		if _, err := Parse("m.yaml", []byte("scheduler: {safety_margin_pct: "+bad+"}\n")); err == nil {
+			t.Errorf("safety_margin_pct %s accepted", bad)
 		}
 	}
 }

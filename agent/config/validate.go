@@ -6,6 +6,8 @@ import (
 	"net"
 	"sort"
 	"strings"
+
+	"github.com/vig-edge/vig/agent/sched"
 )
 
 // validate reports every problem at once, each with its line and a fix.
@@ -51,8 +53,8 @@ func (c *Config) validate(file string) error {
 	if !oneOf(c.Log.Level, "debug", "info", "warn", "error") {
 		bad(0, "log.level", "%q is not one of debug, info, warn, error", c.Log.Level)
 	}
-	if _, err := ParseMargin(fmt.Sprint(c.Scheduler.SafetyMarginPct)); err != nil {
-		bad(0, "scheduler.safety_margin_pct", "%v", err)
+	if err := sched.Margin(c.Scheduler.SafetyMarginPct).Validate(); err != nil || c.Scheduler.SafetyMarginPct < 0 {
+		bad(0, "scheduler.safety_margin_pct", "%d is outside 100..1000 (a whole percentage: 100 = no margin, 120 = +20 %%)", c.Scheduler.SafetyMarginPct)
 	}
 	if !oneOf(c.Scheduler.UnknownStreams, "default", "reject") {
 		bad(0, "scheduler.unknown_streams", "%q is not one of default, reject", c.Scheduler.UnknownStreams)
