@@ -17,6 +17,7 @@ const (
 // value (EAGAIN) or a signal (EINTR); the caller re-checks its condition.
 // unix.Syscall6 (not RawSyscall) tells the Go scheduler the thread blocks.
 func futexWait(addr *uint32, val uint32) error {
+	futexWaits.Add(1)
 	_, _, e := unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWaitOp, uintptr(val), 0, 0, 0)
 	switch e {
 	case 0, unix.EAGAIN, unix.EINTR:
@@ -27,6 +28,7 @@ func futexWait(addr *uint32, val uint32) error {
 
 // futexWake wakes up to n sleepers on addr.
 func futexWake(addr *uint32, n int) error {
+	futexWakes.Add(1)
 	_, _, e := unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWakeOp, uintptr(n), 0, 0, 0)
 	if e != 0 {
 		return e

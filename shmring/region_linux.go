@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -27,25 +25,6 @@ var kernelRelease = sync.OnceValue(func() string {
 	}
 	return unix.ByteSliceToString(u.Release[:])
 })
-
-// parseKernelVersion extracts major.minor from a release string such as
-// "4.4.302-perf+" or "6.1.0-18-arm64".
-func parseKernelVersion(rel string) (major, minor int, ok bool) {
-	maj, rest, found := strings.Cut(rel, ".")
-	if !found {
-		return 0, 0, false
-	}
-	end := 0
-	for end < len(rest) && rest[end] >= '0' && rest[end] <= '9' {
-		end++
-	}
-	a, err1 := strconv.Atoi(maj)
-	b, err2 := strconv.Atoi(rest[:end])
-	if err1 != nil || err2 != nil {
-		return 0, 0, false
-	}
-	return a, b, true
-}
 
 // probeMemfd checks once that sealed memfds work. Some old Android kernels
 // crash on unknown syscalls instead of returning ENOSYS, so the kernel version

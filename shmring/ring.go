@@ -7,6 +7,14 @@ import (
 	"unsafe"
 )
 
+// Futex syscalls made by this process, for the profiling mode and benchmarks:
+// the machine-independent measure of what a message costs the kernel.
+var futexWaits, futexWakes atomic.Uint64
+
+// FutexCalls reports how many FUTEX_WAIT and FUTEX_WAKE syscalls this process
+// has made on rings so far.
+func FutexCalls() (waits, wakes uint64) { return futexWaits.Load(), futexWakes.Load() }
+
 // Slot states (one uint32 per payload slot in the control block).
 const (
 	slotFree  = 0
