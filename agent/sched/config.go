@@ -95,10 +95,11 @@ type Config struct {
 	// EstimatorWindow is the number of recent samples per (model,
 	// occupancy) the estimate is the p90 of; 0 means 32.
 	EstimatorWindow int
-	// ProbeAfter is the number of consecutive requests of a stream that
-	// may be late-dropped on prediction alone, while they could have
-	// started, before one is dispatched anyway to re-measure the model;
-	// 0 means 20, negative disables probing.
+	// ProbeAfter is the number of requests of a stream that may be
+	// late-dropped on the estimate alone (they would have missed even if
+	// started on arrival) since its last dispatch, before one is
+	// dispatched anyway to re-measure the model; 0 means 20, negative
+	// disables probing.
 	ProbeAfter int
 	// CoverageSpan is the length of the sliding window of the coverage
 	// gauge in Snapshot; 0 means 10 s.

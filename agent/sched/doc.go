@@ -140,12 +140,14 @@
 // is a floor of every estimate of the model (pure compute never exceeds what
 // the scheduler measures around it).
 //
-// An estimate that grows past a stream's max_age would late-drop all its
-// requests and so never be measured again. To break that loop, after
-// ProbeAfter consecutive requests of a stream were late-dropped on
-// prediction alone while a slot was free (their deadline not yet passed),
-// the next such request is dispatched anyway as a probe (Action.Probe,
-// StreamStats.Probes); its measurement corrects the window.
+// An estimate that grows past what a stream can afford would late-drop all
+// its requests and so never be measured again. To break that loop, once
+// ProbeAfter requests of a stream have been late-dropped since its last
+// dispatch on the estimate alone — they would have missed even if started
+// on arrival, yet their deadline had not passed — the next request that is
+// late only by prediction and finds a slot free is dispatched anyway as a
+// probe (Action.Probe, StreamStats.Probes); its measurement corrects the
+// window. A frame already past its deadline is never a probe.
 //
 // # Safety margin
 //

@@ -70,6 +70,9 @@ func (c *eventChecker) apply(acts []Action) {
 			if str.adhoc {
 				dl = Never
 			}
+			if a.Capture != c.capture[a.Token] || a.Waited < 0 {
+				t.Fatalf("token %d dispatched with capture %v (sent %v), waited %v", a.Token, a.Capture, c.capture[a.Token], a.Waited)
+			}
 			if dl <= c.h.now {
 				t.Fatalf("stale token %d dispatched at %v, deadline %v", a.Token, c.h.now, dl)
 			}

@@ -22,6 +22,7 @@ type request struct {
 	budget    bool // running on a min_rate_hz budget
 	cancelled bool // the client went away while it ran
 	capture   Time
+	arrival   Time
 	deadline  Time   // capture + MaxAge; Never under the default contract
 	startBy   Time   // Triton timeout under the default contract; Never otherwise
 	rank      uint64 // 0 under a contract; Triton priority order otherwise
@@ -329,7 +330,7 @@ func (s *Scheduler) Arrive(now Time, r Request, acts []Action) []Action {
 	s.free = q.next
 	s.seq++
 	*q = request{
-		token: r.Token, stream: si, state: stWaiting, capture: capture,
+		token: r.Token, stream: si, state: stWaiting, capture: capture, arrival: now,
 		deadline: Never, startBy: Never, seq: s.seq, next: -1, slot: -1,
 	}
 	s.tokens.put(r.Token, ri)
@@ -462,9 +463,7 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 			if r.deadline > now && s.cfg.ProbeAfter > 0 && st.lateStreak >= s.cfg.ProbeAfter && !wait {
 				probe = true
 			} else {
-				if r.deadline > now && !wait {
-					st.lateStreak++
-				}
+				s.countStarved(st, r, c, now)
 				st.q = st.q[:copy(st.q, st.q[1:])]
 				acts = s.answer(ri, DeadlineExceeded, LateDropped, ReasonLate, acts)
 				continue
@@ -507,6 +506,15 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 	return s.expire(now, acts)
 }
 
+// countStarved counts a late drop toward the next probe when the estimate
+// alone condemned the request: it would have missed even if started on
+// arrival, yet its deadline has not passed.
+func (s *Scheduler) countStarved(st *stream, r *request, c time.Duration, now Time) {
+	if r.deadline > now && r.arrival.Add(c) > r.deadline {
+		st.lateStreak++
+	}
+}
+
 // dispatchHead starts the head of st's queue.
 func (s *Scheduler) dispatchHead(now Time, st *stream, occ int, c time.Duration, probe, budget bool, acts []Action) []Action {
 	ri := st.q[0]
@@ -537,7 +545,8 @@ func (s *Scheduler) dispatchHead(now Time, st *stream, occ int, c time.Duration,
 	if probe {
 		st.probes++
 	}
-	return append(acts, Action{Kind: Dispatch, Token: r.token, Stream: int(r.stream), Slot: slot, Busy: occ, Probe: probe, Budget: budget})
+	return append(acts, Action{Kind: Dispatch, Token: r.token, Stream: int(r.stream), Slot: slot, Busy: occ,
+		Capture: r.capture, Waited: now.Sub(r.arrival), Probe: probe, Budget: budget})
 }
 
 // expire answers every waiting request that can no longer meet its deadline
@@ -562,6 +571,7 @@ func (s *Scheduler) expire(now Time, acts []Action) []Action {
 			if r.deadline != Never {
 				c := s.cost(st.model, s.busy)
 				if now.Add(c) > r.deadline {
+					s.countStarved(st, r, c, now)
 					st.q = append(st.q[:j], st.q[j+1:]...)
 					acts = s.answer(ri, DeadlineExceeded, LateDropped, ReasonLate, acts)
 					continue

@@ -58,7 +58,9 @@ func TestLatestBurstSupersedes(t *testing.T) {
 	if len(acts) != 1 {
 		t.Fatalf("want only the newest frame dispatched, got %s", fmtActs(acts))
 	}
-	mustDispatch(t, acts, newest)
+	if a := mustDispatch(t, acts, newest); a.Waited != 5*ms || a.Capture != at(10) {
+		t.Fatalf("newest frame: waited %v, capture %v", a.Waited, a.Capture)
+	}
 	h.set(at(23))
 	h.complete(newest, true)
 	if st := h.stats("cam"); st.Received != 10 || st.Forwarded != 1 || st.Superseded != 9 {
@@ -161,6 +163,24 @@ func TestProbeBreaksEstimateStarvation(t *testing.T) {
 	}
 	if e, _ := h.s.Estimate("det", 0); e != 60*ms {
 		t.Fatalf("two fast samples among 32 seeds moved the p90 to %v", e)
+	}
+	// Under load the starved frames are dropped while the slot is busy;
+	// they count too, and the first frame finding the slot free probes.
+	cfg.ProbeAfter = 2
+	h = newHarness(t, cfg)
+	long, acts := h.arrive("vlm", 0)
+	mustDispatch(t, acts, long)
+	for _, at_ := range []float64{0, 10, 20} {
+		h.set(at(at_))
+		tok, acts := h.arrive("detector", 0)
+		mustAnswer(t, acts, tok, DeadlineExceeded, LateDropped)
+	}
+	h.set(at(25))
+	h.complete(long, true)
+	h.set(at(30))
+	tok, acts := h.arrive("detector", at(29))
+	if a := mustDispatch(t, acts, tok); !a.Probe || a.Capture != at(29) || a.Waited != 0 {
+		t.Fatalf("probe %+v", a)
 	}
 	// Probing can be disabled.
 	cfg.ProbeAfter = -1

@@ -252,6 +252,12 @@ type Action struct {
 	// Busy is the number of jobs already running when a Dispatch was
 	// decided: the occupancy under which its execution time is learnt.
 	Busy int
+	// Capture is the capture time a Dispatch was scheduled with (the
+	// request's, clamped to its arrival), and Waited its time in the
+	// queue: with the delivery time they give the caller end-to-end
+	// latency and age for its histograms.
+	Capture Time
+	Waited  time.Duration
 	// Code, Outcome and Reason describe an Answer.
 	Code    Code
 	Outcome Outcome
