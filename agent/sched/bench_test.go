@@ -67,9 +67,47 @@ func decisionLoop(s *Scheduler, now *Time, tok *uint64, acts []Action, n int) []
 	return acts
 }
 
+// loadedLoop keeps every slot busy and queues non-empty: each round a frame
+// arrives, and every other round the oldest running job completes, so every
+// completion picks among the waiting heads of all streams.
+type loadedLoop struct {
+	s       *Scheduler
+	now     Time
+	tok     uint64
+	acts    []Action
+	running [8]uint64
+	n       int
+}
+
+func (l *loadedLoop) track(acts []Action) {
+	for _, a := range acts {
+		if a.Kind == Dispatch {
+			l.running[l.n] = a.Token
+			l.n++
+		}
+	}
+}
+
+func (l *loadedLoop) round() {
+	l.now += Time(ms)
+	l.tok++
+	r := benchReqs[int(l.tok)%len(benchReqs)]
+	r.Token = l.tok
+	l.acts = l.s.Arrive(l.now, r, l.acts[:0])
+	l.track(l.acts)
+	if l.n == l.s.slots && l.tok%2 == 0 { // half the arrival rate: saturated
+		done := l.running[0]
+		copy(l.running[:], l.running[1:l.n])
+		l.n--
+		l.acts = l.s.Complete(l.now, done, true, l.acts[:0])
+		l.track(l.acts)
+	}
+}
+
 func BenchmarkDecision8Streams(b *testing.B) {
 	for _, slots := range []int{1, 2} {
-		b.Run(map[int]string{1: "slots=1", 2: "slots=2"}[slots], func(b *testing.B) {
+		name := map[int]string{1: "slots=1", 2: "slots=2"}[slots]
+		b.Run("idle/"+name, func(b *testing.B) {
 			s, err := New(eightStreams(slots))
 			if err != nil {
 				b.Fatal(err)
@@ -82,6 +120,21 @@ func BenchmarkDecision8Streams(b *testing.B) {
 			b.ResetTimer()
 			for b.Loop() {
 				acts = decisionLoop(s, &now, &tok, acts, 1)
+			}
+		})
+		b.Run("loaded/"+name, func(b *testing.B) {
+			s, err := New(eightStreams(slots))
+			if err != nil {
+				b.Fatal(err)
+			}
+			l := &loadedLoop{s: s, acts: make([]Action, 0, 16)}
+			for range 1000 {
+				l.round()
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				l.round()
 			}
 		})
 	}
@@ -113,6 +166,24 @@ func TestDecisionAllocs(t *testing.T) {
 		}
 		if forwarded < 1000 {
 			t.Errorf("slots=%d: only %d forwarded; the loop is not exercising dispatch", slots, forwarded)
+		}
+
+		s, _ = New(eightStreams(slots))
+		l := &loadedLoop{s: s, acts: make([]Action, 0, 16)}
+		for range 1000 {
+			l.round()
+		}
+		if n := testing.AllocsPerRun(2000, l.round); n != 0 {
+			t.Errorf("slots=%d loaded: %v allocations per decision", slots, n)
+		}
+		s.Snapshot(l.now, &snap)
+		var waiting, superseded uint64
+		for _, st := range snap.Streams {
+			waiting += st.Waiting
+			superseded += st.Superseded
+		}
+		if l.n != slots || waiting < 3 || superseded == 0 {
+			t.Errorf("slots=%d loaded: running %d, waiting %d, superseded %d: not loaded", slots, l.n, waiting, superseded)
 		}
 	}
 }
