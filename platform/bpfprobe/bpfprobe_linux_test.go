@@ -258,35 +258,3 @@ func TestStartBadPID(t *testing.T) {
 		t.Errorf("Start(missing pid) = %v", err)
 	}
 }
-
-// BenchmarkSyscallLoop measures getppid with and without the collector
-// attached to this process: the added cost per syscall of the probes.
-func BenchmarkSyscallLoop(b *testing.B) {
-	b.Run("plain", func(b *testing.B) {
-		for range b.N {
-			syscall.Getppid()
-		}
-	})
-	b.Run("ebpf", func(b *testing.B) {
-		if err := Available(); err != nil {
-			b.Skip(err)
-		}
-		c, err := Start(Options{PID: os.Getpid()})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer c.Close()
-		b.ResetTimer()
-		for range b.N {
-			syscall.Getppid()
-		}
-		b.StopTimer()
-		counts, err := c.Read()
-		if err != nil {
-			b.Fatal(err)
-		}
-		if s, _ := counts.Syscall("getppid"); s.Count < uint64(b.N) {
-			b.Fatalf("counted %d getppid, ran %d", s.Count, b.N)
-		}
-	})
-}
