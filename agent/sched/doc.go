@@ -7,31 +7,40 @@
 // The scheduler has no goroutines, reads no clock, does no I/O and takes no
 // lock. The caller (the gateway) holds a mutex around every call — never
 // across I/O — and passes the time of each event as a Time (nanoseconds on a
-// monotonic clock). Every event method takes a caller-owned []Action and
-// returns it with the decisions appended:
+// monotonic clock, never going back). Every event method takes a
+// caller-owned []Action and returns it with the decisions appended:
 //
-//	acts = s.Arrive(now, req, acts[:0])  // a request arrived
-//	acts = s.Complete(now, tok, ok, acts[:0]) // the backend answered
-//	acts = s.Cancel(now, tok, acts[:0])  // the client went away
-//	acts = s.Tick(now, acts[:0])         // the time NextWake asked for came
-//	acts = s.Drain(now, acts[:0])        // shutting down
+//	acts = s.Arrive(now, req, acts[:0])       // a request arrived
+//	acts = s.Complete(now, tok, ok, acts[:0]) // the backend answered (ok) or failed
+//	acts = s.Cancel(now, tok, acts[:0])       // the client went away
+//	acts = s.Tick(now, acts[:0])              // the time NextWake asked for came
+//	acts = s.SetBackendAvailable(now, up, acts[:0])
+//	acts = s.Drain(now, acts[:0])             // shutting down
 //
 // An Action is either Dispatch (send the request with this token to the
 // backend; call Complete when it answers) or Answer (reply to the client with
-// Code now; the request is finished). After each call NextWake says when Tick
-// is due if nothing else happens; it returns false when no waiting request
-// depends on time, so an idle vig arms no timer. Requests live in a table
-// allocated by New (its size is the sum of the queue capacities plus the
-// slots, so it cannot overflow), tokens are found through a fixed-size hash
-// table, and estimator windows are fixed rings: in steady state no call
-// allocates.
+// Code now — the values are gRPC code numbers — and Reason as the message;
+// the request is finished). A Dispatch carries the slot, the occupancy it was
+// decided under, the capture time used and the time spent queued, which with
+// the delivery time give the caller's latency and age histograms. After each
+// call NextWake says when Tick is due if nothing else happens; it returns
+// false when no waiting request depends on time, so an idle vig arms no
+// timer. Snapshot(now, &snap) copies counters, gauges and estimates for
+// metrics into a reused value.
+//
+// Requests live in a table allocated by New (its size is the sum of the
+// queue capacities plus the slots plus one, so it cannot overflow), tokens
+// are found through a fixed-size open-addressing table, and estimator
+// windows are fixed rings: in steady state no call allocates.
 //
 // A token's life ends exactly once: by an Answer action, by Complete of a
 // dispatched request, or by Cancel of a waiting one (no Answer is emitted for
-// a cancelled request: its client is gone). Complete and Cancel of unknown
-// tokens are ignored. Tokens must be unique among requests in flight; an
-// arrival that reuses a live token is answered InvalidArgument with that
-// token, so callers should use a counter.
+// a cancelled request: its client is gone). Complete of a token that is not
+// running and Cancel of an unknown token are ignored. Tokens must be unique
+// among requests in flight (use a counter): an arrival reusing a live token
+// is answered InvalidArgument with ReasonDuplicateToken — checked before
+// anything else, so that Answer is never mistaken for one about the live
+// request, which is unaffected.
 //
 // # Streams and routing
 //
