@@ -50,7 +50,8 @@ func startPeer(t *testing.T, role, addr string) *peerProc {
 	p := &peerProc{}
 	start := func(name string, args ...string) error {
 		p.cmd = exec.Command(name, args...)
-		p.cmd.Env = append(os.Environ(), envPeer+"="+role, envAddr+"="+addr)
+		// GORACE: a race-instrumented child would otherwise sleep 1 s at exit.
+		p.cmd.Env = append(os.Environ(), envPeer+"="+role, envAddr+"="+addr, "GORACE=atexit_sleep_ms=0")
 		p.cmd.Stderr = &p.err
 		in, err := p.cmd.StdinPipe()
 		if err != nil {

@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -53,13 +56,32 @@ func Listen(addr string, cfg ServerConfig) (*Listener, error) {
 	}
 	var errs []error
 	for _, a := range try {
-		ln, err := net.ListenUnix("unixpacket", unixAddr(a))
+		ln, err := listenUnix(a)
 		if err == nil {
 			return &Listener{ln: ln, cfg: cfg, log: cfg.Logger}, nil
 		}
 		errs = append(errs, wrapOp("listen", a, err))
 	}
 	return nil, errors.Join(errs...)
+}
+
+// listenUnix listens on a; a filesystem socket left behind by a vig that died
+// (nobody accepts on it) is replaced.
+func listenUnix(a string) (*net.UnixListener, error) {
+	ln, err := net.ListenUnix("unixpacket", unixAddr(a))
+	if err == nil || !errors.Is(err, syscall.EADDRINUSE) || strings.HasPrefix(a, "@") {
+		return ln, err
+	}
+	c, derr := net.DialUnix("unixpacket", nil, unixAddr(a))
+	if derr == nil {
+		c.Close()
+		return nil, err // a live listener owns it
+	}
+	if st, serr := os.Lstat(a); serr != nil || st.Mode()&os.ModeSocket == 0 {
+		return nil, err // not a socket: leave it alone
+	}
+	os.Remove(a)
+	return net.ListenUnix("unixpacket", unixAddr(a))
 }
 
 // Addr is the address clients dial.

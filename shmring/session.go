@@ -68,6 +68,13 @@ func DialRegion(addr string, region *Region, opts DialOptions) (*Session, error)
 
 func handover(addr string, region *Region, opts DialOptions) (*Session, error) {
 	uc, err := net.DialUnix("unixpacket", nil, unixAddr(addr))
+	if err != nil && addr == DefaultAddress {
+		// vig falls back to a filesystem socket where the abstract
+		// namespace is refused; follow it there.
+		if fc, ferr := net.DialUnix("unixpacket", nil, unixAddr(FallbackAddress())); ferr == nil {
+			uc, err = fc, nil
+		}
+	}
 	if err != nil {
 		return nil, wrapOp("dial", addr, err)
 	}

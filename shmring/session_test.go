@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"sync"
@@ -401,4 +402,36 @@ func TestStressNoLostWakeups(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFilesystemSocket covers the path-socket fallback, including a stale
+// socket file left by a listener that died.
+func TestFilesystemSocket(t *testing.T) {
+	requireRing(t)
+	path := t.TempDir() + "/vig.sock"
+	l1, err := net.ListenUnix("unixpacket", unixAddr(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l1.SetUnlinkOnClose(false)
+	l1.Close() // leaves a socket file nobody listens on
+	l, err := Listen(path, ServerConfig{Logger: slog.New(&logSink{})})
+	if err != nil {
+		t.Fatalf("stale socket not replaced: %v", err)
+	}
+	defer l.Close()
+	if _, err := Listen(path, ServerConfig{}); err == nil {
+		t.Fatal("a live listener's socket was taken over")
+	}
+	conns := acceptAsync(l)
+	s, err := Dial(path, DialOptions{Config: testConfig})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c := <-conns
+	if c == nil {
+		t.Fatal("Accept failed")
+	}
+	c.Close()
 }
