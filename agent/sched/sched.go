@@ -229,6 +229,19 @@ func New(cfg Config) (*Scheduler, error) {
 	return s, nil
 }
 
+// NumStreams returns the number of streams, default-contract streams
+// included; Action.Stream and Snapshot.Streams index them.
+func (s *Scheduler) NumStreams() int { return len(s.streams) }
+
+// StreamName returns the name of stream i (as in Action.Stream), or "" for
+// an index out of range such as -1 (unrouted).
+func (s *Scheduler) StreamName(i int) string {
+	if i < 0 || i >= len(s.streams) {
+		return ""
+	}
+	return s.streams[i].name
+}
+
 // Margin returns the configured safety margin.
 func (s *Scheduler) Margin() Margin { return s.margin }
 

@@ -471,8 +471,11 @@ func TestUnknownStreams(t *testing.T) {
 	if !st.Default || st.Class != BestEffort || st.Running != 1 || st.Model != "ocr" {
 		t.Fatalf("default stream %+v", st)
 	}
-	if a.Stream != len(cfg.Streams)+2 {
-		t.Fatalf("default stream index %d", a.Stream)
+	if a.Stream != len(cfg.Streams)+2 || h.s.StreamName(a.Stream) != "default/ocr" {
+		t.Fatalf("default stream index %d (%q)", a.Stream, h.s.StreamName(a.Stream))
+	}
+	if h.s.NumStreams() != len(cfg.Streams)+len(cfg.Models) || h.s.StreamName(-1) != "" || h.s.StreamName(0) != "detector" {
+		t.Fatal("stream names")
 	}
 	tok, acts = h.arriveReq(Request{Model: "missing"})
 	mustAnswer(t, acts, tok, NotFound, Rejected)
