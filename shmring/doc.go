@@ -10,6 +10,35 @@
 // the consumer reads the frame in place and returns the slot when done. Nothing
 // is copied, so the cost of a message does not grow with its size.
 //
+// # Using it
+//
+// vig's side (the ring frontend of vig serve):
+//
+//	l, err := shmring.Listen("", shmring.ServerConfig{AllowUnsealed: !memfdOK})
+//	for {
+//		c, err := l.Accept()          // handshake done, peer credentials logged
+//		go func() {
+//			var req shmring.Request     // reused: Recv does not allocate
+//			for c.Recv(&req) == nil {   // spins briefly, then sleeps on the futex
+//				// req.Stream, req.Model, req.Frame, req.CaptureNs, req.Tensors,
+//				// req.Payload(): the frame, in place in the client's memory.
+//				c.Respond(&req, &shmring.Response{Status: shmring.StatusOK, Payload: out})
+//			}
+//		}()
+//	}
+//
+// A Request holds its payload slot until it is answered, and Recv refuses a
+// Request that still holds one: to answer asynchronously (through the
+// scheduler), Recv into Requests taken from a pool sized by the client's slot
+// and descriptor counts (Conn.Layout).
+//
+// Respond never blocks the caller (a client that does not consume its results
+// gets ErrFull); it may be called from any goroutine, e.g. the one completing
+// the backend call. A request that is dropped without an answer must still be
+// released (Conn.Release) so its slot returns to the client. Probe reports
+// which backend this machine supports (for doctor). The sensor side is package
+// shmring/client.
+//
 // # Trust
 //
 // vig does not trust the client. Every counter, index, offset and length read
@@ -120,9 +149,11 @@
 // waiters word; load the seq word; re-check the condition (head for a consumer,
 // tail and the slot states for a producer); if still unmet, FUTEX_WAIT on seq
 // with the loaded value; on wake-up, re-check; finally decrement waiters. All of
-// these atomics are sequentially consistent, which is what makes the "skip the
-// wake when waiters is zero" rule free of lost wake-ups: either the sleeper sees
-// the new counter or the waker sees the sleeper.
+// these atomics must be sequentially consistent (C11 memory_order_seq_cst; Go's
+// sync/atomic): that is what makes the "skip the wake when waiters is zero"
+// rule free of lost wake-ups, since either the sleeper sees the new counter or
+// the waker sees the sleeper. A side that closes the session bumps every seq
+// word and wakes it unconditionally.
 //
 // Descriptor, 1024 bytes (at ring offset + D + 1024*(i mod desc count)):
 //

@@ -157,3 +157,78 @@ func benchUnixSocket(b *testing.B, n int) {
 	cl.Close()
 	<-done
 }
+
+// BenchmarkStream is steady load: the sensor submits frames back to back with
+// several in flight while a second goroutine consumes results, as a camera
+// pipeline does. With the adaptive wait neither side should need the kernel:
+// futex/msg is the number of futex syscalls per message, both sides together.
+func BenchmarkStream(b *testing.B) {
+	for _, mode := range []struct {
+		name string
+		spin shmring.Spin
+	}{{"adaptive", shmring.SpinAdaptive}, {"parked", shmring.SpinNever}} {
+		b.Run(mode.name+"/1.2MB", func(b *testing.B) { benchStream(b, mode.spin, 1_200_000) })
+	}
+}
+
+func benchStream(b *testing.B, spin shmring.Spin, n int) {
+	addr := server(b, shmring.ServerConfig{Spin: spin}, func(c *shmring.Conn) {
+		var req shmring.Request
+		res := shmring.Response{Payload: make([]byte, 64)}
+		for c.Recv(&req) == nil {
+			p := req.Payload()
+			res.Payload[0] = p[0] + p[len(p)-1]
+			c.Respond(&req, &res)
+		}
+	})
+	cfg := shmring.Config{
+		Requests:  shmring.RingConfig{Descriptors: 8, Slots: 4, SlotSize: 2 << 20},
+		Responses: shmring.RingConfig{Descriptors: 8, Slots: 4, SlotSize: 4096},
+	}
+	c, err := Dial(addr, Options{Config: cfg, Spin: spin, Logger: quiet})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	// in-flight tokens: the consumer returns one per result.
+	tokens := make(chan struct{}, 4)
+	for range 4 {
+		tokens <- struct{}{}
+	}
+	done := make(chan error, 1)
+	b.ReportAllocs()
+	b.SetBytes(int64(n))
+	w0, k0 := shmring.FutexCalls()
+	b.ResetTimer()
+	go func() {
+		var r Result
+		for range b.N {
+			if err := c.Next(&r); err != nil {
+				done <- err
+				return
+			}
+			c.Release(&r)
+			tokens <- struct{}{}
+		}
+		done <- nil
+	}()
+	req := Request{Stream: "cam", Model: "det", Len: n}
+	for i := 0; i < b.N; i++ {
+		<-tokens
+		f, err := c.Loan()
+		if err != nil {
+			b.Fatal(err)
+		}
+		f.Bytes()[0], f.Bytes()[n-1] = byte(i), 1
+		req.Frame = uint64(i)
+		if _, err := c.Submit(f, &req); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	w1, k1 := shmring.FutexCalls()
+	b.ReportMetric(float64(w1-w0+k1-k0)/float64(b.N), "futex/msg")
+}
