@@ -131,9 +131,9 @@
 // never ran), its deferred head is dispatched despite admission (still never
 // late, never beside an exclusive job, never beyond the slots). Each such
 // dispatch counts BudgetRuns, and BudgetCost adds the protected frames it was
-// predicted to make miss; protected requests late-dropped while a budget job
-// runs count BudgetBlocked on their stream. doctor and metrics show these
-// next to the coverage they cost.
+// predicted to make miss; protected requests late-dropped or superseded
+// while a budget job runs count BudgetBlocked on their stream. doctor and
+// metrics show these next to the coverage they cost.
 //
 // # Estimator
 //

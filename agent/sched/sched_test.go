@@ -432,6 +432,55 @@ func TestMinRateBudget(t *testing.T) {
 	}
 }
 
+func TestBudgetRunStepByStep(t *testing.T) {
+	cfg := detVLM(1, false, 50*ms)
+	cfg.Streams[1].MinRateHz = 1000 // owed 1 ms after the first deferral
+	h := newHarness(t, cfg)
+	det, _ := h.arrive("detector", 0)
+	h.set(at(8))
+	h.complete(det, true)
+	h.set(at(45))
+	vlm, acts := h.arrive("vlm", 0)
+	mustNothing(t, acts, vlm)
+	if w, ok := h.s.NextWake(); !ok || w != at(46) {
+		t.Fatalf("NextWake %v %v, want when the budget is owed", time.Duration(w), ok)
+	}
+	h.set(at(46))
+	if a := mustDispatch(t, h.tick(), vlm); !a.Budget {
+		t.Fatal("budget dispatch not flagged")
+	}
+	st := h.stats("vlm")
+	if st.BudgetRuns != 1 || st.BudgetCost != 4 || st.Deferred != 1 {
+		t.Fatalf("vlm: runs %d cost %d deferred %d", st.BudgetRuns, st.BudgetCost, st.Deferred)
+	}
+	// Protected frames lost while it runs are attributed to it.
+	h.set(at(50))
+	a, _ := h.arrive("detector", 0)
+	h.set(at(60))
+	b, acts := h.arrive("detector", 0)
+	mustAnswer(t, acts, a, Aborted, Superseded)
+	h.set(at(101.2) + 1)
+	mustAnswer(t, h.tick(), b, DeadlineExceeded, LateDropped)
+	if st := h.stats("detector"); st.BudgetBlocked != 2 {
+		t.Fatalf("detector budget blocked %d", st.BudgetBlocked)
+	}
+	h.set(at(266))
+	h.complete(vlm, true)
+	h.set(at(300))
+	c, acts := h.arrive("detector", 0)
+	mustDispatch(t, acts, c) // and keeps the slot busy
+	h.set(at(320))
+	d, acts := h.arrive("detector", 0)
+	mustNothing(t, acts, d)
+	h.set(at(330))
+	e, acts := h.arrive("detector", 0)
+	mustAnswer(t, acts, d, Aborted, Superseded)
+	mustNothing(t, acts, e)
+	if st := h.stats("detector"); st.BudgetBlocked != 2 {
+		t.Fatalf("losses without a budget job attributed to it: %d", st.BudgetBlocked)
+	}
+}
+
 func TestUnknownStreams(t *testing.T) {
 	cfg := detVLM(1, false, 50*ms)
 	cfg.Models = append(cfg.Models, ModelSpec{Name: "ocr", Exec: 5 * ms})

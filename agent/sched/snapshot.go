@@ -70,7 +70,8 @@ type StreamStats struct {
 	// BudgetRuns counts dispatches made on the min_rate_hz budget against
 	// admission, BudgetCost the protected frames those dispatches were
 	// predicted to make miss, and (on protected streams) BudgetBlocked
-	// the protected requests actually late-dropped while a budget job ran.
+	// the protected requests actually late-dropped or superseded while a
+	// budget job ran.
 	BudgetRuns    uint64
 	BudgetCost    uint64
 	BudgetBlocked uint64
