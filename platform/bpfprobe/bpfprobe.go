@@ -56,7 +56,9 @@ type Counts struct {
 	RunQueueMax   time.Duration `json:"runqueue_max_ns"`
 	RunQueueHist  []Bucket      `json:"runqueue_hist"` // non-empty buckets only
 
-	OffCPUCount uint64        `json:"offcpu_count"` // switch-outs followed by a switch-in
+	// Off-CPU time runs from a switch-out to the next switch-in, so it
+	// includes the run-queue wait of a preempted or woken thread.
+	OffCPUCount uint64        `json:"offcpu_count"`
 	OffCPUTotal time.Duration `json:"offcpu_total_ns"`
 
 	Voluntary   uint64 `json:"switches_voluntary"`   // switched out while blocking

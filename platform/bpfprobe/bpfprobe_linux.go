@@ -755,17 +755,26 @@ func histBucket(i int, n uint64) Bucket {
 	return Bucket{Low: lo, High: hi, Count: n}
 }
 
-// Close detaches every program and frees programs and maps. It is safe
-// to call more than once and after a failed Start.
-func (c *Collector) Close() error {
+// Detach stops counting: it detaches every program but keeps the maps,
+// so Read still returns the totals of the window. A process profiling
+// itself calls it before Read, so that reading the maps (a thousand bpf
+// syscalls) is not counted.
+func (c *Collector) Detach() error {
 	var errs []error
-	// Closing the perf events detaches the programs first.
 	for _, fd := range c.events {
 		if err := unix.Close(fd); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	c.events = nil
+	return errors.Join(errs...)
+}
+
+// Close detaches every program and frees programs and maps. It is safe
+// to call more than once and after a failed Start.
+func (c *Collector) Close() error {
+	// Closing the perf events detaches the programs first.
+	errs := []error{c.Detach()}
 	for _, p := range c.progs {
 		errs = append(errs, p.Close())
 	}

@@ -258,3 +258,30 @@ func TestStartBadPID(t *testing.T) {
 		t.Errorf("Start(missing pid) = %v", err)
 	}
 }
+
+func TestDetachStopsCounting(t *testing.T) {
+	if why := unavailable(t); why != "" {
+		t.Skip(why)
+	}
+	c, err := Start(Options{PID: os.Getpid()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for range 100 {
+		syscall.Getppid()
+	}
+	if err := c.Detach(); err != nil {
+		t.Fatal(err)
+	}
+	for range 1000 {
+		syscall.Getppid()
+	}
+	counts, err := c.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := counts.Syscall("getppid"); s.Count != 100 {
+		t.Errorf("getppid counted %d times, made 100 before Detach and 1000 after", s.Count)
+	}
+}

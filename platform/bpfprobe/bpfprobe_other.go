@@ -21,5 +21,8 @@ func Start(Options) (*Collector, error) { return nil, errNotLinux }
 // Read reports that eBPF is Linux-only.
 func (c *Collector) Read() (*Counts, error) { return nil, errNotLinux }
 
+// Detach does nothing on this OS.
+func (c *Collector) Detach() error { return nil }
+
 // Close does nothing on this OS.
 func (c *Collector) Close() error { return nil }

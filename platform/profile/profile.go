@@ -142,7 +142,11 @@ func (s *Session) Stop() (*Report, error) {
 	case s.opts.EBPF == Off:
 		r.EBPFError = "disabled (--ebpf off)"
 	case s.bpf != nil:
-		c, err := s.bpf.Read()
+		// Stop counting before reading, or the reads count themselves
+		// when a process profiles itself.
+		err := s.bpf.Detach()
+		c, rerr := s.bpf.Read()
+		err = errors.Join(err, rerr)
 		if err != nil {
 			r.EBPFError = err.Error()
 		} else {
