@@ -442,7 +442,7 @@ func fmtNum(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 
 func round3(v float64) float64 { return math.Round(v*1000) / 1000 }
 
-func pct(v float64) string { return fmt.Sprintf("%.0f %%", v*100) }
+func pct(v float64) string { return fmt.Sprintf("%.0f%%", v*100) }
 
 func plural(n int) string {
 	if n == 1 {

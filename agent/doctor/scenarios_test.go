@@ -77,7 +77,7 @@ func TestScenarios(t *testing.T) {
 func TestScenarioNumbers(t *testing.T) {
 	a := Analyze(loadScenario(t, "a.yaml"))
 	if f, _ := find(a, CodeSensorRateExceeds, ""); f.Severity != Warning || f.Numbers["frame_demand"] != 1.412 ||
-		f.Numbers["contract_demand"] != 0.52 || !strings.Contains(f.Message, "141 %") || !strings.Contains(f.Message, "supersede") {
+		f.Numbers["contract_demand"] != 0.52 || !strings.Contains(f.Message, "141%") || !strings.Contains(f.Message, "supersede") {
 		t.Errorf("A sensor rate: %+v", f)
 	}
 	for _, tt := range []struct {
@@ -137,7 +137,7 @@ func TestVariations(t *testing.T) {
 			t.Error("a budgeted stream is reported as starving")
 		}
 		f, ok := find(fs, CodeLongJobBlocks, "detector")
-		if !ok || f.Severity != Warning || !strings.Contains(strings.Join(f.Remedy, "\n"), "min_rate_hz 0.5: each of its runs makes ≤ 4 detector results late, ≤ 2 of 20 results/s (10 %)") {
+		if !ok || f.Severity != Warning || !strings.Contains(strings.Join(f.Remedy, "\n"), "min_rate_hz 0.5: each of its runs makes ≤ 4 detector results late, ≤ 2 of 20 results/s (10%)") {
 			t.Errorf("%+v", f)
 		}
 	})
