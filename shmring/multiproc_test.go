@@ -185,6 +185,41 @@ func runPeer(role, addr string) error {
 		}
 		return nil
 
+	case "stress":
+		// Pipelined requests with both sides sleeping on the futex every time:
+		// the cross-process wake-up path.
+		s, err := Dial(addr, DialOptions{Config: testConfig, Spin: SpinNever})
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		const n = 3000
+		errc := make(chan error, 1)
+		inflight := make(chan struct{}, testConfig.Responses.Slots)
+		go func() {
+			var d Descriptor
+			for i := range n {
+				if err := s.Responses.Next(&d); err != nil {
+					errc <- err
+					return
+				}
+				if d.Tag != uint64(i+1) || d.Status != StatusOK {
+					errc <- fmt.Errorf("response %d: %+v", i, d)
+					return
+				}
+				s.Responses.Release(d.Slot)
+				<-inflight
+			}
+			errc <- nil
+		}()
+		for i := range n {
+			inflight <- struct{}{}
+			if err := peerPost(s, uint64(i+1), 64+i%512); err != nil {
+				return err
+			}
+		}
+		return <-errc
+
 	case "unsealed":
 		// A memfd that could be sealed but is not, announced as sealed.
 		l, err := ComputeLayout(testConfig)
@@ -479,3 +514,36 @@ func TestGuardTruncatedPayload(t *testing.T) {
 }
 
 var byteSink byte
+
+// TestMultiProcessStress: no lost wake-ups across processes, with both sides
+// always parking on the shared futex.
+func TestMultiProcessStress(t *testing.T) {
+	l, _ := listen(t, ServerConfig{Spin: SpinNever})
+	conns := acceptAsync(l)
+	p := startPeer(t, "stress", l.Addr())
+	c := <-conns
+	if c == nil {
+		t.Fatal("Accept failed")
+	}
+	defer c.Close()
+	var req Request
+	for i := 0; ; i++ {
+		err := c.Recv(&req)
+		if errors.Is(err, ErrClosed) {
+			if i != 3000 {
+				t.Fatalf("session ended after %d requests", i)
+			}
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(req.Payload(), frameBytes(req.Tag, 64+i%512)) {
+			t.Fatalf("request %d payload mismatch", i)
+		}
+		if err := c.Respond(&req, &Response{Payload: req.Payload()[:8]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.wait(t)
+}
