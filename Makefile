@@ -1,0 +1,44 @@
+# vig — build, test and run. `make help` lists the targets.
+
+GO      ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
+export PATH := $(dir $(GO)):$(HOME)/go/bin:$(PATH)
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+LDFLAGS := -X github.com/vig-edge/vig/build/version.version=$(VERSION)
+BIN     := bin
+CONFIG  ?= examples/demo.yaml
+
+# Pinned protoc plugins for `make proto`.
+PROTOC_GEN_GO      := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
+PROTOC_GEN_GO_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.0
+
+.PHONY: help build run test lint arm64 proto bench clean
+
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+build: ## build bin/vig for this machine
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/vig ./cmd/vig
+
+run: build ## build and serve examples/demo.yaml (embedded mock backend)
+	$(BIN)/vig serve -c $(CONFIG)
+
+test: ## gofmt, vet, all tests with -race, static arm64 build, arm64 tests under qemu
+	./build/test.sh
+
+lint: ## gofmt and go vet
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "not gofmt-formatted:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+arm64: ## static linux/arm64 binary for phones and Jetsons (bin/vig-linux-arm64)
+	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o $(BIN)/vig-linux-arm64 ./cmd/vig
+	@echo "$(BIN)/vig-linux-arm64: $$(stat -c %s $(BIN)/vig-linux-arm64) bytes ($$(du -h $(BIN)/vig-linux-arm64 | cut -f1))"
+
+proto: ## regenerate proto/inference from proto/inference.proto (protoc from Debian's protobuf-compiler)
+	@command -v protoc >/dev/null || { echo "protoc missing: apt-get install -y protobuf-compiler"; exit 1; }
+	$(GO) install $(PROTOC_GEN_GO)
+	$(GO) install $(PROTOC_GEN_GO_GRPC)
+	protoc -I proto --go_out=proto/inference --go_opt=paths=source_relative \
+		--go-grpc_out=proto/inference --go-grpc_opt=paths=source_relative proto/inference.proto
+
+clean: ## remove build outputs
+	rm -rf $(BIN)

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# make test: everything CI checks, runnable on a fresh Debian machine with Go.
+# Installs qemu-user (for the arm64 tests) when it is missing and we are root.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+GO=${GO:-$(command -v go || echo /usr/local/go/bin/go)}
+export PATH="$(dirname "$GO"):$PATH"
+
+step() { printf '\n=== %s\n' "$*"; }
+
+step "gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go'))
+if [ -n "$unformatted" ]; then
+	echo "not gofmt-formatted (run gofmt -w):"; echo "$unformatted"; exit 1
+fi
+
+step "go vet"
+"$GO" vet ./...
+
+step "go test -race (amd64)"
+"$GO" test -race -count=1 -timeout 15m ./...
+
+step "static linux/arm64 build"
+make --no-print-directory arm64 GO="$GO"
+file_type=$(od -An -tx1 -N20 bin/vig-linux-arm64 | tr -d ' \n')
+# ELF, 64-bit, little endian, EM_AARCH64 (0xb7) at offset 18.
+case "$file_type" in 7f454c46020101*b700) ;; *) echo "bin/vig-linux-arm64 is not an arm64 ELF: $file_type"; exit 1 ;; esac
+if LC_ALL=C grep -q -a 'ld-linux-aarch64' bin/vig-linux-arm64; then
+	echo "bin/vig-linux-arm64 is dynamically linked"; exit 1
+fi
+
+step "qemu-aarch64"
+if ! command -v qemu-aarch64 >/dev/null; then
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+		echo "installing qemu-user (needed to run the arm64 tests)"
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq qemu-user >/dev/null
+	else
+		echo "qemu-aarch64 is missing: sudo apt-get install -y qemu-user"; exit 1
+	fi
+fi
+
+step "vig version (arm64 binary under qemu)"
+want=$(git describe --tags --always --dirty 2>/dev/null || echo devel)
+got=$(qemu-aarch64 bin/vig-linux-arm64 version)
+echo "$got"
+case "$got" in "vig $want "*linux/arm64) ;; *) echo "expected stamped version $want for linux/arm64"; exit 1 ;; esac
+
+step "go test (arm64 under qemu-aarch64)"
+CGO_ENABLED=0 GOARCH=arm64 "$GO" test -count=1 -timeout 15m -exec qemu-aarch64 ./...
