@@ -121,11 +121,6 @@ func (l *Listener) handshake(uc *net.UnixConn) (*Conn, error) {
 		uc.Write(encodeReply(st, err.Error())) // best effort: the peer may be gone
 		return nil, err
 	}
-	if l.cfg.Authorize != nil {
-		if err := l.cfg.Authorize(peer); err != nil {
-			return refuse(HandshakeNotAllowed, err)
-		}
-	}
 	uc.SetReadDeadline(time.Now().Add(l.cfg.HandshakeTimeout))
 	buf := make([]byte, helloSize+1)
 	oob := make([]byte, unix.CmsgSpace(4*4))
@@ -142,6 +137,13 @@ func (l *Listener) handshake(uc *net.UnixConn) (*Conn, error) {
 			}
 		}
 	}()
+	// Policy is applied after the hello is read, so the refused client gets
+	// the reason instead of a broken pipe.
+	if l.cfg.Authorize != nil {
+		if err := l.cfg.Authorize(peer); err != nil {
+			return refuse(HandshakeNotAllowed, err)
+		}
+	}
 	switch {
 	case flags&(unix.MSG_CTRUNC|unix.MSG_TRUNC) != 0:
 		return refuse(HandshakeBadHello, errors.New("hello or its control data truncated"))

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 var testConfig = Config{
@@ -434,4 +436,89 @@ func TestFilesystemSocket(t *testing.T) {
 		t.Fatal("Accept failed")
 	}
 	c.Close()
+}
+
+// TestHandshakeRefusals: every malformed or unwanted hello is answered with
+// a reason, logged, and does not stop the listener from accepting the next
+// client.
+func TestHandshakeRefusals(t *testing.T) {
+	l, sink := listen(t, ServerConfig{HandshakeTimeout: 200 * time.Millisecond})
+	conns := acceptAsync(l)
+	good, err := CreateRegion(testConfig, BackendAuto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer good.Close()
+	goodHello := hello{version: ProtocolVersion, kind: handshakeKindM, regionSize: good.layout.RegionSize}
+	if !good.Sealed() {
+		goodHello.kind = handshakeKindS
+	}
+	var pipe [2]int
+	if err := unix.Pipe2(pipe[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(pipe[0])
+	defer unix.Close(pipe[1])
+
+	// A client that says nothing is timed out.
+	silent, err := dialRaw(l.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	for _, c := range []struct {
+		name   string
+		msg    []byte
+		oob    []byte
+		status string
+	}{
+		{"no fd", goodHello.encode(), nil, "bad hello"},
+		{"two fds", goodHello.encode(), unix.UnixRights(good.fd, good.fd), "bad hello"},
+		{"pipe fd", goodHello.encode(), unix.UnixRights(pipe[0]), "bad region"},
+		{"short hello", goodHello.encode()[:20], unix.UnixRights(good.fd), "bad hello"},
+		{"wrong size", hello{version: ProtocolVersion, kind: goodHello.kind, regionSize: 4096}.encode(), unix.UnixRights(good.fd), "bad region"},
+	} {
+		uc, err := dialRaw(l.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		uc.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, _, err := uc.WriteMsgUnix(c.msg, c.oob, nil); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, replyMaxSize)
+		n, err := uc.Read(buf)
+		uc.Close()
+		if err != nil {
+			t.Fatalf("%s: no reply: %v", c.name, err)
+		}
+		if err := decodeReply(buf[:n]); err == nil || !strings.Contains(err.Error(), c.status) {
+			t.Errorf("%s: reply %v, want %q", c.name, err, c.status)
+		}
+	}
+	// The listener still accepts a good client.
+	s, err := Dial(l.Addr(), DialOptions{Config: testConfig})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if c := <-conns; c == nil {
+		t.Fatal("Accept failed after refusals")
+	} else {
+		c.Close()
+	}
+	if sink.find("reading hello") == "" {
+		t.Error("silent client's timeout not logged")
+	}
+}
+
+func TestAuthorize(t *testing.T) {
+	l, _ := listen(t, ServerConfig{Authorize: func(p PeerCred) error {
+		return fmt.Errorf("uid %d is not the camera service", p.UID)
+	}})
+	go l.Accept()
+	_, err := Dial(l.Addr(), DialOptions{Config: testConfig})
+	if err == nil || !strings.Contains(err.Error(), "not the camera service") {
+		t.Fatalf("Dial by an unauthorized peer: %v", err)
+	}
 }
