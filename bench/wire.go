@@ -1,0 +1,400 @@
+package bench
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/vig-edge/vig/agent/config"
+	"github.com/vig-edge/vig/agent/gateway"
+	"github.com/vig-edge/vig/agent/sched"
+	"github.com/vig-edge/vig/mockbackend"
+	"github.com/vig-edge/vig/netopt"
+	"github.com/vig-edge/vig/platform/clock"
+	pb "github.com/vig-edge/vig/proto/inference"
+)
+
+// The policies of the wire benchmark (SCENARIOS.md).
+const (
+	PolicyDirect = "direct"        // sensors → mock backend (FIFO in its queue)
+	PolicyTriton = "triton-policy" // an emulation of Triton's queue policy, not Triton
+	PolicyVig    = "vig"           // sensors → vig's gateway with the freshness governor
+)
+
+// Policies lists the policies in the order runs interleave them.
+var Policies = []string{PolicyDirect, PolicyTriton, PolicyVig}
+
+// PolicyLabel is a policy's name for people: the emulation says so.
+func PolicyLabel(p string) string {
+	if p == PolicyTriton {
+		return "triton-policy (emulation)"
+	}
+	return p
+}
+
+// wirePayload is the input tensor each frame carries on the wire benchmark: small,
+// because this benchmark is about scheduling, not bytes.
+const wirePayload = 1024
+
+// WireOptions configures the wire benchmark.
+type WireOptions struct {
+	// Scenarios are the workloads by name ("A", "B", "C"), from
+	// examples/scenarios/*.yaml. Backend addresses and listeners are ignored: the
+	// benchmark starts its own mock backend and gateway in process.
+	Scenarios []Scenario
+	Depths    []int         // client buffer depths, default 1, 4, 16
+	Duration  time.Duration // per run, default 15 s
+	// Progress, if set, is told what runs next.
+	Progress func(format string, args ...any)
+}
+
+// Scenario is one named workload.
+type Scenario struct {
+	Name   string
+	Config *config.Config
+}
+
+// StreamResult is one stream's figures in one run (or the best run of its policy).
+type StreamResult struct {
+	Stream   string  `json:"stream"`
+	Class    string  `json:"class"`
+	Depth    int     `json:"depth"`
+	Coverage float64 `json:"coverage"` // fraction of complete period windows covered
+	Windows  int     `json:"windows"`
+	Covered  int     `json:"covered"`
+	AoIP50   float64 `json:"aoi_p50_ms"`
+	AoIP95   float64 `json:"aoi_p95_ms"`
+	AoIP99   float64 `json:"aoi_p99_ms"`
+	// Delivered counts results the sensor received; Errors the calls that failed
+	// (superseded, late-dropped, rejected, cancelled at the end of the run).
+	Delivered uint64 `json:"delivered"`
+	Errors    uint64 `json:"errors"`
+	SensorStats
+	// Inferences is the backend's inference_count for the stream's model.
+	Inferences uint64 `json:"inferences"`
+	// vig's counters (governor snapshot).
+	Superseded  uint64 `json:"superseded"`
+	LateDropped uint64 `json:"late_dropped"`
+	Deferred    uint64 `json:"deferred"`
+	Rejected    uint64 `json:"rejected"`
+	// The Triton-policy emulation's counters.
+	QueueFull uint64 `json:"queue_full,omitempty"`
+	TimedOut  uint64 `json:"queue_timeout,omitempty"`
+	// AoICDF holds the AoI quantiles at 0, 1, …, 100 % of the time (ms), for plots.
+	AoICDF []float64 `json:"aoi_quantiles_ms,omitempty"`
+}
+
+// WireRun is one (policy, depth) run of a scenario.
+type WireRun struct {
+	Policy  string         `json:"policy"`
+	Depth   int            `json:"depth"`
+	Streams []StreamResult `json:"streams"`
+}
+
+// WireScenario holds every run of a scenario and each policy's best depth per
+// stream.
+type WireScenario struct {
+	Name  string                    `json:"name"`
+	Slots int                       `json:"slots"`
+	Runs  []WireRun                 `json:"runs"`
+	Best  map[string][]StreamResult `json:"best"` // policy → streams in config order
+}
+
+// WireResult is the wire benchmark's output.
+type WireResult struct {
+	Duration  time.Duration  `json:"run_ns"`
+	Depths    []int          `json:"depths"`
+	Payload   int            `json:"payload_bytes"`
+	Scenarios []WireScenario `json:"scenarios"`
+}
+
+// RunWire runs every scenario: for each depth, the policies one after the other
+// (direct, triton-policy, vig, direct, …), each on a fresh backend.
+func RunWire(ctx context.Context, o WireOptions) (*WireResult, error) {
+	if len(o.Depths) == 0 {
+		o.Depths = []int{1, 4, 16}
+	}
+	if o.Duration <= 0 {
+		o.Duration = 15 * time.Second
+	}
+	res := &WireResult{Duration: o.Duration, Depths: o.Depths, Payload: wirePayload}
+	for _, sc := range o.Scenarios {
+		ws := WireScenario{Name: sc.Name, Slots: sc.Config.Backend.Slots}
+		for _, d := range o.Depths {
+			for _, p := range Policies {
+				if o.Progress != nil {
+					o.Progress("wire %s: %s, depth %d (%v)", sc.Name, PolicyLabel(p), d, o.Duration)
+				}
+				run, err := runWireOnce(ctx, sc.Config, p, d, o.Duration)
+				if err != nil {
+					return nil, fmt.Errorf("wire %s %s depth %d: %w", sc.Name, p, d, err)
+				}
+				ws.Runs = append(ws.Runs, *run)
+			}
+		}
+		ws.Best = map[string][]StreamResult{}
+		for _, p := range Policies {
+			var runs []WireRun
+			for _, r := range ws.Runs {
+				if r.Policy == p {
+					runs = append(runs, r)
+				}
+			}
+			ws.Best[p] = BestDepth(runs)
+		}
+		// The per-run AoI quantiles are only kept for the best runs.
+		for i := range ws.Runs {
+			for j := range ws.Runs[i].Streams {
+				ws.Runs[i].Streams[j].AoICDF = nil
+			}
+		}
+		res.Scenarios = append(res.Scenarios, ws)
+	}
+	return res, nil
+}
+
+// BestDepth picks, for every stream, the run in which it did best: the highest
+// coverage, then the lowest AoI p95, then the smallest depth. runs are runs of one
+// policy at different depths; the result lists the streams in the order of the
+// first run.
+func BestDepth(runs []WireRun) []StreamResult {
+	if len(runs) == 0 {
+		return nil
+	}
+	var out []StreamResult
+	for i, s := range runs[0].Streams {
+		best := s
+		for _, r := range runs[1:] {
+			if i >= len(r.Streams) || r.Streams[i].Stream != s.Stream {
+				continue
+			}
+			if better(r.Streams[i], best) {
+				best = r.Streams[i]
+			}
+		}
+		out = append(out, best)
+	}
+	return out
+}
+
+func better(a, b StreamResult) bool {
+	switch {
+	case a.Coverage != b.Coverage:
+		return a.Coverage > b.Coverage
+	case a.AoIP95 != b.AoIP95:
+		// No delivery at all has AoI 0: never prefer it for its AoI.
+		if a.Delivered == 0 || b.Delivered == 0 {
+			return a.Delivered > b.Delivered
+		}
+		return a.AoIP95 < b.AoIP95
+	}
+	return a.Depth < b.Depth
+}
+
+// runWireOnce runs one policy at one depth on a fresh mock backend.
+func runWireOnce(ctx context.Context, scenario *config.Config, policy string, depth int, dur time.Duration) (*WireRun, error) {
+	cfg := *scenario // shallow: the backend address is the only field written
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	mb, err := startMock(ctx, "127.0.0.1:0", mockbackend.FromConfig(&cfg))
+	if err != nil {
+		return nil, err
+	}
+	defer mb.Stop()
+	cfg.Backend.Address = mb.Addr()
+	cfg.Backend.Embedded = false
+
+	target := mb.Addr()
+	var gov *gateway.Governor
+	var tp *TritonPolicy
+	if policy != PolicyDirect {
+		var admit gateway.Admitter
+		quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+		if policy == PolicyVig {
+			gov, err = gateway.NewGovernor(gateway.GovernorOptions{Config: &cfg, Clock: clock.Monotonic, WallDiff: clock.WallOffset, Log: quiet})
+			if err != nil {
+				return nil, err
+			}
+			admit = gov
+		} else {
+			tp = NewTritonPolicy(&cfg)
+			admit = tp
+		}
+		var sockets netopt.Stats
+		gw, err := gateway.New(gateway.Options{Config: &cfg, Dial: sockets.DialAddr, Admit: admit, Log: quiet})
+		if err != nil {
+			return nil, err
+		}
+		defer gw.Stop()
+		if gov != nil && cfg.Backend.StatsIntervalMs > 0 {
+			// As `vig serve` does: the estimator is corrected from the backend's
+			// statistics.
+			poller := gateway.NewStatsPoller(gw, gov, time.Duration(cfg.Backend.StatsIntervalMs)*time.Millisecond, quiet)
+			go poller.Run(ctx)
+		}
+		ln, err := netopt.Listen("tcp", "127.0.0.1:0", &sockets)
+		if err != nil {
+			return nil, err
+		}
+		go gw.Serve(ln)
+		target = ln.Addr().String()
+	}
+	return driveSensors(ctx, &cfg, policy, depth, dur, target, mb, gov, tp)
+}
+
+// streamOffset staggers the sensors' first frames (deterministically, the same for
+// every policy): real cameras are not phase-locked.
+func streamOffset(i int) time.Duration { return time.Duration(i) * 7 * time.Millisecond }
+
+func driveSensors(ctx context.Context, cfg *config.Config, policy string, depth int, dur time.Duration,
+	target string, mb *mockbackend.Running, gov *gateway.Governor, tp *TritonPolicy) (*WireRun, error) {
+	type streamState struct {
+		mu         sync.Mutex
+		deliveries []sched.Delivery
+		errors     uint64
+		stats      SensorStats
+	}
+	n := len(cfg.Streams)
+	states := make([]streamState, n)
+	conns := make([]interface{ Close() error }, 0, n)
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	payload := make([]byte, wirePayload)
+	sensors := make([]*Sensor, n)
+	for i, s := range cfg.Streams {
+		cc, err := dial(target)
+		if err != nil {
+			return nil, err
+		}
+		conns = append(conns, cc)
+		client := pb.NewGRPCInferenceServiceClient(cc)
+		// Connect before the clock starts.
+		if _, err := client.ServerLive(ctx, &pb.ServerLiveRequest{}); err != nil {
+			return nil, fmt.Errorf("connect %s: %w", target, err)
+		}
+		st := &states[i]
+		interval := s.FrameInterval()
+		if interval <= 0 {
+			interval = s.Period()
+		}
+		model, name := s.Model, s.Name
+		sensors[i] = &Sensor{Interval: interval, Offset: streamOffset(i), Depth: depth, Clock: Monotonic,
+			Send: func(ctx context.Context, frame uint64, capture int64) error {
+				_, err := client.ModelInfer(ctx, frameRequest(model, name, frame, capture, payload))
+				return err
+			},
+			OnResult: func(_ uint64, capture, at int64, err error) {
+				st.mu.Lock()
+				defer st.mu.Unlock()
+				if err != nil {
+					st.errors++
+					return
+				}
+				st.deliveries = append(st.deliveries, sched.Delivery{At: sched.Time(at), Capture: sched.Time(capture)})
+			}}
+	}
+	start := clock.Monotonic() + int64(50*time.Millisecond)
+	end := start + int64(dur)
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	timer := time.AfterFunc(time.Duration(end-clock.Monotonic()), stop)
+	defer timer.Stop()
+	var wg sync.WaitGroup
+	for i := range sensors {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st := sensors[i].Run(runCtx, start)
+			states[i].mu.Lock()
+			states[i].stats = st
+			states[i].mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+
+	inferences := map[string]uint64{}
+	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer scancel()
+	if ms, err := mb.ModelStatistics(sctx, &pb.ModelStatisticsRequest{}); err == nil {
+		for _, m := range ms.ModelStats {
+			inferences[m.Name] += m.InferenceCount
+		}
+	} else {
+		return nil, fmt.Errorf("model statistics: %w", err)
+	}
+	var snap sched.Snapshot
+	if gov != nil {
+		gov.Snapshot(&snap)
+	}
+	var tstats map[string]TritonStats
+	if tp != nil {
+		tstats = tp.Stats()
+	}
+	run := &WireRun{Policy: policy, Depth: depth}
+	for i, s := range cfg.Streams {
+		st := &states[i]
+		cov := sched.Coverage(sched.Time(start), sched.Time(end), s.Period(), s.MaxAge(), st.deliveries)
+		aoi := sched.AoI(sched.Time(start), sched.Time(end), st.deliveries)
+		r := StreamResult{Stream: s.Name, Class: s.Class, Depth: depth,
+			Coverage: cov.Ratio(), Windows: cov.Windows, Covered: cov.Covered,
+			AoIP50: ms(aoi.P50), AoIP95: ms(aoi.P95), AoIP99: ms(aoi.P99),
+			Delivered: uint64(len(st.deliveries)), Errors: st.errors, SensorStats: st.stats,
+			Inferences: inferences[s.Model],
+			AoICDF:     AoIQuantiles(sched.Time(start), sched.Time(end), st.deliveries)}
+		for _, ss := range snap.Streams {
+			if ss.Name == s.Name {
+				r.Superseded, r.LateDropped, r.Deferred, r.Rejected = ss.Superseded, ss.LateDropped, ss.Deferred, ss.Rejected
+			}
+		}
+		if t, ok := tstats[s.Name]; ok {
+			r.QueueFull, r.TimedOut = t.QueueFull, t.TimedOut
+		}
+		run.Streams = append(run.Streams, r)
+	}
+	return run, nil
+}
+
+// AoIQuantiles samples the age of information every millisecond over
+// [max(start, first delivery), end) — the sawtooth of sched.AoI — and returns its
+// quantiles at 0, 1, …, 100 % in milliseconds (nil without a delivery).
+func AoIQuantiles(start, end sched.Time, ds []sched.Delivery) []float64 {
+	if len(ds) == 0 || end <= start {
+		return nil
+	}
+	sorted := slices.Clone(ds)
+	slices.SortFunc(sorted, func(a, b sched.Delivery) int { return cmp.Compare(a.At, b.At) })
+	const step = sched.Time(time.Millisecond)
+	var samples []float64
+	newest, have, j := sched.Time(0), false, 0
+	for t := start; t < end; t += step {
+		for j < len(sorted) && sorted[j].At <= t {
+			if !have || sorted[j].Capture > newest {
+				newest, have = sorted[j].Capture, true
+			}
+			j++
+		}
+		if have {
+			samples = append(samples, ms(t.Sub(newest)))
+		}
+	}
+	if len(samples) == 0 {
+		return nil
+	}
+	slices.Sort(samples)
+	q := make([]float64, 101)
+	for i := range q {
+		q[i] = percentileSorted(samples, float64(i)/100)
+	}
+	return q
+}

@@ -1,0 +1,148 @@
+package bench
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/vig-edge/vig/agent/sched"
+	"github.com/vig-edge/vig/mockbackend"
+)
+
+func TestBestDepth(t *testing.T) {
+	mk := func(depth int, cov, p95 float64, delivered uint64) StreamResult {
+		return StreamResult{Stream: "s", Depth: depth, Coverage: cov, AoIP95: p95, Delivered: delivered}
+	}
+	for _, tc := range []struct {
+		name  string
+		runs  []StreamResult
+		depth int
+	}{
+		{"highest coverage wins", []StreamResult{mk(1, 0.5, 10, 5), mk(4, 0.9, 50, 5), mk(16, 0.7, 5, 5)}, 4},
+		{"tie on coverage: lower AoI p95", []StreamResult{mk(1, 0.9, 30, 5), mk(4, 0.9, 20, 5), mk(16, 0.9, 25, 5)}, 4},
+		{"full tie: smallest depth", []StreamResult{mk(16, 0.9, 20, 5), mk(1, 0.9, 20, 5), mk(4, 0.9, 20, 5)}, 1},
+		{"no delivery is never best for its zero AoI", []StreamResult{mk(1, 0, 0, 0), mk(4, 0, 900, 3)}, 4},
+	} {
+		var runs []WireRun
+		for _, s := range tc.runs {
+			runs = append(runs, WireRun{Depth: s.Depth, Streams: []StreamResult{s, {Stream: "other", Depth: s.Depth, Coverage: float64(s.Depth)}}})
+		}
+		best := BestDepth(runs)
+		if len(best) != 2 || best[0].Depth != tc.depth {
+			t.Errorf("%s: best %+v, want depth %d", tc.name, best, tc.depth)
+		}
+		// "other" has coverage = depth: its best is the largest depth present.
+		maxDepth := 0
+		for _, s := range tc.runs {
+			maxDepth = max(maxDepth, s.Depth)
+		}
+		if best[1].Depth != maxDepth {
+			t.Errorf("%s: other stream best depth %d, want %d (chosen per stream)", tc.name, best[1].Depth, maxDepth)
+		}
+	}
+}
+
+// AoIQuantiles samples the same sawtooth sched.AoI integrates: frames captured
+// every 10 ms and delivered 5 ms later give AoI uniform in [5, 15) ms.
+func TestAoIQuantiles(t *testing.T) {
+	ms := sched.Time(time.Millisecond)
+	var ds []sched.Delivery
+	for k := sched.Time(0); k < 100; k++ {
+		ds = append(ds, sched.Delivery{Capture: k * 10 * ms, At: k*10*ms + 5*ms})
+	}
+	q := AoIQuantiles(0, 1000*ms, ds)
+	exact := sched.AoI(0, 1000*ms, ds)
+	if len(q) != 101 || q[0] != 5 || q[100] != 14 {
+		t.Fatalf("quantiles: min %v max %v (len %d), want 5 and 14", q[0], q[100], len(q))
+	}
+	for _, c := range []struct {
+		i     int
+		exact time.Duration
+	}{{50, exact.P50}, {95, exact.P95}, {99, exact.P99}} {
+		if d := q[c.i] - float64(c.exact)/1e6; d < -1 || d > 1 {
+			t.Errorf("q%d = %v ms, sched.AoI says %v (more than the 1 ms sampling step apart)", c.i, q[c.i], c.exact)
+		}
+	}
+	if AoIQuantiles(0, ms, nil) != nil {
+		t.Error("quantiles without deliveries")
+	}
+}
+
+// The execution time of a frame depends on (seed, stream, frame) alone: the
+// request the driver sends names them in its id, so every policy, depth and run
+// asks the backend for the same work per frame.
+func TestDeterministicExecTimes(t *testing.T) {
+	cfg := loadScenario(t, "b").Config
+	seed := cfg.Backend.Seed
+	for _, s := range cfg.Streams {
+		base := cfg.Models[s.Model].Exec()
+		var first []time.Duration
+		for run := range 2 {
+			var seq []time.Duration
+			for f := range uint64(500) {
+				req := frameRequest(s.Model, s.Name, f, int64(f), nil)
+				stream, frame, ok := mockbackend.ParseFrameID(req.Id)
+				if !ok || stream != s.Name || frame != f {
+					t.Fatalf("request id %q does not name (%s, %d)", req.Id, s.Name, f)
+				}
+				seq = append(seq, mockbackend.ExecTime(seed, stream, frame, base))
+			}
+			if run == 0 {
+				first = seq
+			} else if !slices.Equal(first, seq) {
+				t.Fatalf("%s: execution times differ between runs", s.Name)
+			}
+		}
+		for _, d := range first {
+			if d < base*9/10 || d > base*13/10 {
+				t.Fatalf("%s: exec %v outside [0.9, 1.3] × %v", s.Name, d, base)
+			}
+		}
+	}
+}
+
+func loadScenario(t *testing.T, name string) *Scenario {
+	t.Helper()
+	sc, err := LoadScenarios(filepath.Join("..", "examples", "scenarios"), []string{name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &sc[0]
+}
+
+// A short run of scenario B under every policy: the bookkeeping adds up (sent =
+// delivered + errors; scheduled = sent + dropped) and the figures are in range.
+func TestWireSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the mock backend for a few seconds")
+	}
+	sc := loadScenario(t, "b")
+	res, err := RunWire(context.Background(), WireOptions{Scenarios: []Scenario{*sc}, Depths: []int{1}, Duration: 600 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := res.Scenarios[0]
+	if len(ws.Runs) != 3 {
+		t.Fatalf("%d runs, want 3 policies", len(ws.Runs))
+	}
+	for _, r := range ws.Runs {
+		for _, s := range r.Streams {
+			if s.Sent != s.Delivered+s.Errors || s.Scheduled != s.Sent+s.Dropped {
+				t.Errorf("%s/%s: %+v does not add up", r.Policy, s.Stream, s)
+			}
+			if s.Coverage < 0 || s.Coverage > 1 || s.Covered > s.Windows {
+				t.Errorf("%s/%s: coverage %v (%d/%d)", r.Policy, s.Stream, s.Coverage, s.Covered, s.Windows)
+			}
+			if s.Stream == "detector" && s.Delivered == 0 {
+				t.Errorf("%s: detector delivered nothing", r.Policy)
+			}
+		}
+	}
+	for _, p := range Policies {
+		if len(ws.Best[p]) != 4 {
+			t.Errorf("best[%s] has %d streams", p, len(ws.Best[p]))
+		}
+	}
+}
