@@ -8,8 +8,8 @@
 //
 // Each request names a frame of a stream. A request whose id has the form
 // "<stream>#<frame>" (e.g. "detector#42"; the frame a decimal uint64) names them
-// explicitly; any other id gets stream = model name and frame = the model's arrival
-// counter (0, 1, 2, … in order of arrival). vig strips its own vig_* parameters
+// explicitly; any other id gets stream = model name and frame = a per-model counter
+// of such requests (0, 1, 2, … in order of arrival). vig strips its own vig_* parameters
 // before forwarding, so the mock does not read them: the benchmark driver sets the
 // id on both the direct and the governed path, and both paths do the same work.
 //
@@ -34,7 +34,10 @@
 // Request checks follow Triton: an unknown model or version is NOT_FOUND;
 // raw_input_contents[i] belongs to inputs[i] and is given for all inputs or none;
 // `contents` together with raw_input_contents, or with a shared-memory region, is
-// INVALID_ARGUMENT; an output other than OUTPUT0 is INVALID_ARGUMENT.
+// INVALID_ARGUMENT; so is a tensor of a fixed-size datatype (BOOL, [U]INT8…64,
+// FP16/BF16/FP32/FP64) whose byte size differs from its shape's, and an output
+// other than OUTPUT0. BYTES tensors and unknown datatypes are not checked.
+// Request parameters (priority, timeout, …) are accepted and ignored.
 //
 // # System shared memory
 //

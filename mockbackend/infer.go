@@ -216,6 +216,11 @@ func (s *Server) prepare(j *job, m *model, req *inference.ModelInferRequest) err
 		case hasRaw:
 			data = raw[i]
 		}
+		if in.Contents == nil {
+			if err := checkByteSize(m.Name, in, len(data)); err != nil {
+				return err
+			}
+		}
 		j.names = append(j.names, in.Name)
 		j.inputs = append(j.inputs, data)
 	}
@@ -245,6 +250,39 @@ func (s *Server) prepare(j *job, m *model, req *inference.ModelInferRequest) err
 			out.region = j.regions[len(j.regions)-1]
 		}
 		j.outputs = append(j.outputs, out)
+	}
+	return nil
+}
+
+// elemSize is the byte size of an element of Triton's fixed-size datatypes.
+var elemSize = map[string]uint64{
+	"BOOL": 1, "UINT8": 1, "INT8": 1,
+	"UINT16": 2, "INT16": 2, "FP16": 2, "BF16": 2,
+	"UINT32": 4, "INT32": 4, "FP32": 4,
+	"UINT64": 8, "INT64": 8, "FP64": 8,
+}
+
+// checkByteSize compares a tensor's bytes with its datatype and shape, as Triton
+// does. BYTES tensors (length-prefixed strings) and datatypes the mock does not know
+// are not checked: it accepts any input.
+func checkByteSize(model string, in *inference.ModelInferRequest_InferInputTensor, n int) error {
+	size, ok := elemSize[in.Datatype]
+	if !ok {
+		return nil
+	}
+	want := size
+	for _, d := range in.Shape {
+		if d < 0 {
+			return status.Errorf(codes.InvalidArgument, "input '%s' for model '%s' has a negative dimension in shape %v", in.Name, model, in.Shape)
+		}
+		if d != 0 && want > (1<<63)/uint64(d) {
+			return status.Errorf(codes.InvalidArgument, "input '%s' for model '%s': shape %v is too large", in.Name, model, in.Shape)
+		}
+		want *= uint64(d)
+	}
+	if uint64(n) != want {
+		return status.Errorf(codes.InvalidArgument,
+			"unexpected total byte size %d for input '%s' for model '%s', expecting %d (%s, shape %v)", n, in.Name, model, want, in.Datatype, in.Shape)
 	}
 	return nil
 }

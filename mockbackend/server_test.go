@@ -238,6 +238,18 @@ func TestInferSizes(t *testing.T) {
 			t.Errorf("request %d without frame id: frame %d", want, f)
 		}
 	}
+	// Shapes are checked against byte sizes for fixed-size types only.
+	for _, in := range []*inference.ModelInferRequest_InferInputTensor{
+		{Name: "F", Datatype: "FP32", Shape: []int64{2, 3}},
+		{Name: "S", Datatype: "BYTES", Shape: []int64{1}},
+		{Name: "E", Datatype: "UINT8", Shape: []int64{0, 5}},
+	} {
+		data := map[string][]byte{"F": make([]byte, 24), "S": []byte("\x03\x00\x00\x00abc"), "E": {}}[in.Name]
+		req := &inference.ModelInferRequest{ModelName: "vlm", Inputs: []*inference.ModelInferRequest_InferInputTensor{in}, RawInputContents: [][]byte{data}}
+		if _, err := c.ModelInfer(context.Background(), req); err != nil {
+			t.Errorf("%s %v: %v", in.Datatype, in.Shape, err)
+		}
+	}
 	// contents (not raw) are accepted too.
 	req := &inference.ModelInferRequest{ModelName: "vlm", Inputs: []*inference.ModelInferRequest_InferInputTensor{{
 		Name: "INPUT0", Datatype: "INT64", Shape: []int64{2}, Contents: &inference.InferTensorContents{Int64Contents: []int64{1, 2}},
@@ -294,6 +306,14 @@ func TestInferErrors(t *testing.T) {
 			Inputs: []*inference.ModelInferRequest_InferInputTensor{in(nil, nil), in(nil, nil)}, RawInputContents: [][]byte{{1}}}, codes.InvalidArgument},
 		{"raw and contents", &inference.ModelInferRequest{ModelName: "detector",
 			Inputs: []*inference.ModelInferRequest_InferInputTensor{in(nil, contents)}, RawInputContents: [][]byte{{1}}}, codes.InvalidArgument},
+		{"raw shorter than shape", &inference.ModelInferRequest{ModelName: "detector",
+			Inputs: []*inference.ModelInferRequest_InferInputTensor{{Name: "I", Datatype: "FP32", Shape: []int64{2, 3}}}, RawInputContents: [][]byte{make([]byte, 23)}}, codes.InvalidArgument},
+		{"negative dimension", &inference.ModelInferRequest{ModelName: "detector",
+			Inputs: []*inference.ModelInferRequest_InferInputTensor{{Name: "I", Datatype: "UINT8", Shape: []int64{-1}}}, RawInputContents: [][]byte{{}}}, codes.InvalidArgument},
+		{"huge shape", &inference.ModelInferRequest{ModelName: "detector",
+			Inputs: []*inference.ModelInferRequest_InferInputTensor{{Name: "I", Datatype: "INT64", Shape: []int64{1 << 40, 1 << 40}}}, RawInputContents: [][]byte{{}}}, codes.InvalidArgument},
+		{"no data for a shaped input", &inference.ModelInferRequest{ModelName: "detector",
+			Inputs: []*inference.ModelInferRequest_InferInputTensor{{Name: "I", Datatype: "UINT8", Shape: []int64{4}}}}, codes.InvalidArgument},
 		{"unknown output", &inference.ModelInferRequest{ModelName: "detector",
 			Outputs: []*inference.ModelInferRequest_InferRequestedOutputTensor{{Name: "OUTPUT9"}}}, codes.InvalidArgument},
 		{"unknown region", &inference.ModelInferRequest{ModelName: "detector", Inputs: []*inference.ModelInferRequest_InferInputTensor{
