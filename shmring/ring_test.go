@@ -300,3 +300,57 @@ func containsStr(s, sub string) bool {
 	}
 	return false
 }
+
+// FuzzScribbledRing lets the fuzzer write anything into a ring's shared
+// control block and descriptors, as a hostile peer could, then drives both
+// ends. Nothing may panic, and every payload view handed out must lie inside
+// its slot.
+func FuzzScribbledRing(f *testing.F) {
+	f.Add([]byte{}, uint16(0))
+	f.Add(make([]byte, 64), uint16(3))
+	d := sampleDescriptor()
+	d.Slot, d.PayloadOff, d.PayloadLen = 1, 10, 100
+	d.NumTensors = 0
+	good := make([]byte, DescriptorSize)
+	d.Encode(good)
+	seed := make([]byte, 1024+DescriptorSize)
+	seed[0] = 1 // head = 1
+	copy(seed[1024:], good)
+	f.Add(seed, uint16(0xffff))
+	const rc = 512 + 128 // control block size for 2 slots
+	f.Fuzz(func(t *testing.T, scribble []byte, ops uint16) {
+		s, r, _ := localPair(t, RingConfig{Descriptors: 4, Slots: 2, SlotSize: 4096})
+		ctrl := s.region.mem[s.lay.RingOff : s.lay.DescOff+uint64(s.lay.Descriptors)*DescriptorSize]
+		// Spread the scribble: the first 1024 bytes over the control block
+		// (counters, futex words, slot states), the rest over descriptors.
+		head := scribble[:min(len(scribble), 1024)]
+		for i, c := range head {
+			ctrl[(i*rc/1024)%rc] = c
+		}
+		if len(scribble) > 1024 {
+			copy(ctrl[rc:], scribble[1024:])
+		}
+		var got Descriptor
+		for i := range 8 {
+			ok, err := r.TryNext(&got)
+			if err == nil && ok {
+				p := r.Payload(&got)
+				if got.Slot != NoSlot {
+					lo := uint64(got.Slot) * r.lay.SlotSize
+					start := uint64(uintptr(unsafe.Pointer(unsafe.SliceData(p))) - uintptr(unsafe.Pointer(&r.arena[0])))
+					if len(p) > 0 && (start < lo || start+uint64(len(p)) > lo+r.lay.SlotSize) {
+						t.Fatalf("payload view [%d,+%d) outside slot %d", start, len(p), got.Slot)
+					}
+				}
+			}
+			if ops&(1<<i) != 0 {
+				r.Release(uint32(i % 3))
+			}
+		}
+		// The producer end must also survive the scribbled state.
+		if slot, _, err := s.TryLoan(); err == nil {
+			s.TryPost(&Descriptor{Slot: slot, PayloadLen: 1})
+		}
+		s.TryPost(&Descriptor{Slot: NoSlot})
+	})
+}
