@@ -342,12 +342,12 @@ func (g group) blockedFinding(s stream, hp []task, lower []stream, a rta, b, tol
 		rate := l.cfg.MinRateHz
 		if rate > 0 {
 			f.Remedy = append(f.Remedy, fmt.Sprintf("%s has min_rate_hz %s: each of its runs makes ≤ %d %s result%s late, ≤ %s of %s results/s (%s) — accepted by this config",
-				l.cfg.Name, fmtNum(rate), late, s.cfg.Name, plural(int(late)), fmtNum(round3(rate*float64(late))), fmtNum(round3(perSec)), pct(rate*float64(late)/perSec)))
+				l.cfg.Name, fmtNum(rate), late, s.cfg.Name, plural(int(late)), fmtNum(round3(rate*float64(late))), fmtNum(math.Round(perSec*10)/10), pct(rate*float64(late)/perSec)))
 			continue
 		}
 		rate = suggestedRate(l.cfg)
 		f.Remedy = append(f.Remedy, fmt.Sprintf("min_rate_hz: %s on %s runs it anyway at a price: each run makes ≤ %d %s result%s late, ≤ %s of %s results/s (%s)",
-			fmtNum(rate), l.cfg.Name, late, s.cfg.Name, plural(int(late)), fmtNum(round3(rate*float64(late))), fmtNum(round3(perSec)), pct(rate*float64(late)/perSec)))
+			fmtNum(rate), l.cfg.Name, late, s.cfg.Name, plural(int(late)), fmtNum(round3(rate*float64(late))), fmtNum(math.Round(perSec*10)/10), pct(rate*float64(late)/perSec)))
 	}
 	return f
 }

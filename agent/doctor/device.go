@@ -271,7 +271,11 @@ const (
 func ParseCapEff(status []byte) (uint64, error) {
 	for _, line := range strings.Split(string(status), "\n") {
 		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
-			return strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			caps, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			if err != nil {
+				return 0, fmt.Errorf("CapEff: %w", err)
+			}
+			return caps, nil
 		}
 	}
 	return 0, errors.New("no CapEff line")

@@ -325,3 +325,15 @@ models: {detector_small: {exec_ms: 8}, pose: {exec_ms: 5}, depth: {exec_ms: 10},
 		t.Errorf("dead backend: %+v", cs)
 	}
 }
+
+func FuzzParseCapEff(f *testing.F) {
+	f.Add([]byte("Name:\tvig\nCapEff:\t000001ffffffffff\n"))
+	f.Add([]byte("CapEff:\t\n"))
+	f.Add([]byte("CapEff:\tfffffffffffffffffffff\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		v, err := ParseCapEff(b)
+		if err != nil && v != 0 {
+			t.Fatalf("error with a value: %x %v", v, err)
+		}
+	})
+}
