@@ -102,7 +102,7 @@ func (l *listener) Accept() (net.Conn, error) {
 			c.Close()
 			continue
 		}
-		return c, nil
+		return withPeer(c), nil
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -104,10 +105,24 @@ func TestUnixListener(t *testing.T) {
 		t.Fatalf("stale socket not replaced: %v", err)
 	}
 	var st Stats
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		accepted <- c
+	}()
 	c, err := st.DialAddr(context.Background(), "unix:"+path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	s := <-accepted
+	if s == nil {
+		t.Fatal("accept failed")
+	}
+	peer, ok := s.RemoteAddr().(UnixPeer)
+	if uid, known := peer.PeerUID(); !ok || (runtime.GOOS == "linux" && (!known || uid != uint32(os.Getuid()) || peer.PID != int32(os.Getpid()))) {
+		t.Errorf("peer of accepted Unix connection = %#v, want this process (uid %d pid %d)", s.RemoteAddr(), os.Getuid(), os.Getpid())
+	}
+	s.Close()
 	c.Close()
 	ln.Close()
 	if st.UnixDialed.Load() != 1 || st.NoDelayVerified.Load() != 0 {

@@ -29,6 +29,9 @@ const Service = "inference.GRPCInferenceService"
 const (
 	methodInfer       = "/" + Service + "/ModelInfer"
 	methodStreamInfer = "/" + Service + "/ModelStreamInfer"
+
+	methodShmRegister   = "/" + Service + "/SystemSharedMemoryRegister"
+	methodShmUnregister = "/" + Service + "/SystemSharedMemoryUnregister"
 )
 
 // Options configures a Gateway.
@@ -66,6 +69,7 @@ type Gateway struct {
 	codec   codec
 
 	headers sync.Pool // *InferHeader
+	shm     shmRegistry
 
 	accepted, answered atomic.Uint64 // RPCs; equal once drained
 
@@ -207,6 +211,10 @@ func (g *Gateway) handle(_ any, ss grpc.ServerStream) error {
 		err = g.infer(ss, m)
 	case full == methodStreamInfer:
 		err = g.streamInfer(ss, m)
+	case full == methodShmRegister:
+		err = g.shmRegister(ss, m)
+	case full == methodShmUnregister:
+		err = g.shmUnregister(ss, m)
 	case unary[full]:
 		err = g.forwardUnary(ss, full, m)
 	default:

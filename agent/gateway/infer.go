@@ -71,6 +71,8 @@ type InferHeader struct {
 	Capture    int64  // vig_capture_ns; valid when HasCapture
 	HasCapture bool
 
+	shm bool // some tensor names a shared-memory region
+
 	cur cursor
 }
 
@@ -155,6 +157,7 @@ func (h *InferHeader) reset() {
 	h.Outputs = h.Outputs[:0]
 	h.RawInputs, h.RawBytes, h.Size = 0, 0, 0
 	h.Capture, h.HasCapture = 0, false
+	h.shm = false
 }
 
 // nextTensor extends ts by one element, reusing its parameter storage.
@@ -341,12 +344,12 @@ func (h *InferHeader) check() error {
 		if h.RawInputs > 0 && t.HasContents {
 			return fmt.Errorf("input %q: contents must not be set when raw_input_contents are used", t.Name)
 		}
-		if err := t.checkShm(); err != nil {
+		if err := h.checkTensorShm(t); err != nil {
 			return fmt.Errorf("input %q: %w", t.Name, err)
 		}
 	}
 	for i := range h.Outputs {
-		if err := h.Outputs[i].checkShm(); err != nil {
+		if err := h.checkTensorShm(&h.Outputs[i]); err != nil {
 			return fmt.Errorf("output %q: %w", h.Outputs[i].Name, err)
 		}
 	}
@@ -365,8 +368,8 @@ func (c *cursor) takeString(n int) ([]byte, error) {
 	return b, err
 }
 
-// checkShm applies Triton's rules for a tensor's shared-memory parameters.
-func (t *Tensor) checkShm() error {
+// checkTensorShm applies Triton's rules for a tensor's shared-memory parameters.
+func (h *InferHeader) checkTensorShm(t *Tensor) error {
 	var region, size, offset bool
 	for _, p := range t.Params {
 		switch string(p.Key) {
@@ -395,6 +398,7 @@ func (t *Tensor) checkShm() error {
 	case region && t.HasContents:
 		return fmt.Errorf("tensor names a shared-memory region and also sets contents")
 	}
+	h.shm = h.shm || region
 	return nil
 }
 

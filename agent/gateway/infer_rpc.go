@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"io"
 	"sync"
 
@@ -24,7 +25,7 @@ func (g *Gateway) infer(ss grpc.ServerStream, m *metrics.Method) error {
 	m.Received(req.Len())
 	h := g.headers.Get().(*InferHeader)
 	defer g.headers.Put(h)
-	if err := g.prepare(h, &req); err != nil {
+	if err := g.prepare(ss.Context(), h, &req); err != nil {
 		req.Free()
 		return err
 	}
@@ -39,9 +40,14 @@ func (g *Gateway) infer(ss grpc.ServerStream, m *metrics.Method) error {
 }
 
 // prepare parses a ModelInfer request and removes vig's parameters from it.
-func (g *Gateway) prepare(h *InferHeader, req *Frame) error {
+func (g *Gateway) prepare(ctx context.Context, h *InferHeader, req *Frame) error {
 	if err := h.ParseInfer(req.buf); err != nil {
 		return status.Errorf(codes.InvalidArgument, "ModelInfer: %v", err)
+	}
+	if h.shm {
+		if err := g.checkShm(ctx, h); err != nil {
+			return err
+		}
 	}
 	if h.hasVigParams() {
 		// The header's views stay valid: they point into buffers the stripped
@@ -108,7 +114,7 @@ func (g *Gateway) streamInfer(ss grpc.ServerStream, m *metrics.Method) error {
 func (g *Gateway) streamOne(ss grpc.ServerStream, req, out *Frame) {
 	h := g.headers.Get().(*InferHeader)
 	defer g.headers.Put(h)
-	if err := g.prepare(h, req); err != nil {
+	if err := g.prepare(ss.Context(), h, req); err != nil {
 		req.Free()
 		out.Set(streamError(nil, err))
 		return
