@@ -155,6 +155,7 @@ func (s *Session) Stop() (*Report, error) {
 	case s.bpfErr != nil:
 		r.EBPFError = s.bpfErr.Error()
 	}
+	r.CPUTime, r.CPUSource = r.CPU()
 	r.SetRequests(s.opts.Requests)
 	return r, nil
 }

@@ -70,6 +70,7 @@ func fixedReport() *Report {
 			PageFaults: 3490, Threads: 7,
 		},
 	}
+	r.CPUTime, r.CPUSource = r.CPU()
 	r.SetRequests(10000)
 	return r
 }
@@ -84,6 +85,7 @@ func TestWriteTableGolden(t *testing.T) {
 			r := fixedReport()
 			r.EBPF, r.EBPFError, r.EBPFMode = nil, "disabled (--ebpf off)", Off
 			r.Perf, r.PerfError = nil, "perf_event_open denied: permission denied: perf_event_paranoid=3 (security.perf_harden=1)"
+			r.CPUTime, r.CPUSource = r.CPU()
 			r.SetRequests(0)
 			return r
 		}()},
@@ -108,15 +110,34 @@ func TestWriteTableGolden(t *testing.T) {
 	}
 }
 
+func TestCPUSource(t *testing.T) {
+	r := fixedReport()
+	for _, tt := range []struct {
+		edit   func(r *Report)
+		cpu    time.Duration
+		source string
+	}{
+		{func(r *Report) {}, 8010 * time.Millisecond, "perf task-clock"},
+		{func(r *Report) { r.Perf.UserOnly = true; r.ThreadsExited = 0 }, 8012345678, "schedstat"},
+		{func(r *Report) { r.Perf = nil; r.ThreadsExited = 1 }, 8 * time.Second, "/proc stat ticks"},
+		{func(r *Report) { r.HaveSched = false }, 8 * time.Second, "/proc stat ticks"},
+	} {
+		tt.edit(r)
+		if cpu, src := r.CPU(); cpu != tt.cpu || src != tt.source {
+			t.Errorf("CPU() = %v from %s, want %v from %s", cpu, src, tt.cpu, tt.source)
+		}
+	}
+}
+
 func TestPerRequest(t *testing.T) {
 	r := fixedReport()
 	p := r.PerRequest
 	if p == nil {
 		t.Fatal("no per-request figures")
 	}
-	// CPU is schedstat's 8.012 s over 10000 requests; the user/kernel split
-	// follows the tick ratio 2.36:5.64 and adds up to it.
-	if p.CPU != 801234 || p.User+p.Kernel != p.CPU || p.Kernel < p.User*2 {
+	// CPU is perf's task-clock, 8.01 s over 10000 requests; the user/kernel
+	// split follows the tick ratio 2.36:5.64 and adds up to it.
+	if p.CPU != 801000 || p.User+p.Kernel != p.CPU || p.Kernel < p.User*2 {
 		t.Errorf("cpu split %+v", p)
 	}
 	if p.Syscalls != 5.1 || p.ContextSwitches != 6.13 || p.SoftirqTime != 90010*time.Nanosecond {

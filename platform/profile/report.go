@@ -37,6 +37,10 @@ type Report struct {
 	RunQueueWait time.Duration `json:"runqueue_wait_ns,omitempty"`
 	Timeslices   uint64        `json:"timeslices,omitempty"`
 	HaveSched    bool          `json:"schedstat"`
+	// CPUTime is the report's best CPU figure, CPUSource where it comes
+	// from (see CPU).
+	CPUTime   time.Duration `json:"cpu_ns"`
+	CPUSource string        `json:"cpu_source"`
 
 	VoluntarySwitches   uint64 `json:"ctxt_switches_voluntary"`
 	InvoluntarySwitches uint64 `json:"ctxt_switches_involuntary"`
@@ -90,20 +94,26 @@ func newReport(opts Options, before, after *proc.Sample) *Report {
 	}
 }
 
-// CPU is the best measure of CPU time used: schedstat's nanoseconds when
-// the kernel has them, user+kernel ticks otherwise.
-func (r *Report) CPU() time.Duration {
-	if r.HaveSched && r.OnCPU > 0 {
-		return r.OnCPU
+// CPU is the best measure of the CPU time used in the window, and where
+// it comes from: perf's task-clock when it was counted (nanoseconds, and
+// threads that exit are kept through inheritance), else schedstat's
+// nanoseconds when no thread exited (an exited thread takes its
+// schedstat with it), else the user+kernel ticks of /proc/<pid>/stat.
+func (r *Report) CPU() (time.Duration, string) {
+	switch {
+	case r.Perf != nil && !r.Perf.UserOnly && r.Perf.TaskClock > 0:
+		return r.Perf.TaskClock, "perf task-clock"
+	case r.HaveSched && r.ThreadsExited == 0 && r.OnCPU > 0:
+		return r.OnCPU, "schedstat"
 	}
-	return r.User + r.Kernel
+	return r.User + r.Kernel, "/proc stat ticks"
 }
 
 // split returns user and kernel time scaled so they add up to CPU(): the
 // tick counts give the ratio, schedstat the total.
 func (r *Report) split() (user, kernel time.Duration) {
 	ticks := r.User + r.Kernel
-	cpu := r.CPU()
+	cpu, _ := r.CPU()
 	if ticks == 0 {
 		return 0, 0
 	}
@@ -134,8 +144,9 @@ func (r *Report) SetRequests(n uint64) {
 	d := func(v time.Duration) time.Duration { return v / time.Duration(n) }
 	f := func(v uint64) float64 { return float64(v) / float64(n) }
 	user, kernel := r.split()
+	cpu, _ := r.CPU()
 	p := &PerRequest{
-		CPU:             d(r.CPU()),
+		CPU:             d(cpu),
 		User:            d(user),
 		Kernel:          d(kernel),
 		ContextSwitches: f(r.VoluntarySwitches + r.InvoluntarySwitches),
@@ -239,7 +250,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 		return fmt.Sprintf("%.2f", float64(v)/float64(r.Requests))
 	}
-	cpu := r.CPU()
+	cpu, cpuSource := r.CPU()
 	pct := func(v time.Duration) string {
 		if cpu <= 0 {
 			return "-"
@@ -248,7 +259,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	user, kernel := r.split()
 	t := table{{"time", "total", "of CPU", "per request"}}
-	t.add("CPU (on a core)", fmtDur(cpu), pct(cpu), per(cpu))
+	t.add("CPU ("+cpuSource+")", fmtDur(cpu), pct(cpu), per(cpu))
 	t.add("  user", fmtDur(user), pct(user), per(user))
 	t.add("  kernel", fmtDur(kernel), pct(kernel), per(kernel))
 	if e := r.EBPF; e != nil {
