@@ -7,10 +7,12 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode/utf8"
 )
 
 // DefaultAddress is where vig listens for ring clients: an abstract Unix
@@ -124,39 +126,17 @@ func (e *endpoint) shutdown(wakeWords ...*uint32) error {
 // Done is closed when the peer has gone away or the session was closed.
 func (e *endpoint) Done() <-chan struct{} { return e.done }
 
-func validUTF8Trunc(s string, n int) string {
+// truncUTF8 makes s valid UTF-8 of at most n bytes, cutting at a rune
+// boundary, so that a message always passes the peer's decoder.
+func truncUTF8(s string, n int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
 	if len(s) <= n {
 		return s
 	}
-	s = s[:n]
-	for len(s) > 0 {
-		r := s[len(s)-1]
-		if r < 0x80 {
-			break
-		}
-		// drop a possibly cut multi-byte sequence
-		i := len(s) - 1
-		for i > 0 && s[i]&0xc0 == 0x80 {
-			i--
-		}
-		if i+utf8SeqLen(s[i]) <= len(s) {
-			break
-		}
-		s = s[:i]
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
-	return s
-}
-
-func utf8SeqLen(b byte) int {
-	switch {
-	case b < 0x80:
-		return 1
-	case b>>5 == 0x6:
-		return 2
-	case b>>4 == 0xe:
-		return 3
-	}
-	return 4
+	return s[:n]
 }
 
 func addrString(a string) string {

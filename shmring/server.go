@@ -321,7 +321,7 @@ func (c *Conn) reject(req *Request, err error) {
 		c.ep.log.Warn("shmring: rejecting malformed request", "pid", c.ep.peer.PID, "uid", c.ep.peer.UID,
 			"tag", req.Tag, "count", n, "reason", err)
 	}
-	d := Descriptor{Tag: req.Tag, Slot: NoSlot, Status: StatusInvalid, Message: validUTF8Trunc(err.Error(), MaxMessageLen)}
+	d := Descriptor{Tag: req.Tag, Slot: NoSlot, Status: StatusInvalid, Message: truncUTF8(err.Error(), MaxMessageLen)}
 	c.mu.Lock()
 	perr := c.ep.guard(func() error { return c.resp.TryPost(&d) })
 	c.mu.Unlock()
@@ -364,7 +364,7 @@ func (c *Conn) Respond(req *Request, res *Response) error {
 	defer c.ep.release()
 	d := Descriptor{
 		Tag: req.Tag, Frame: req.Frame, CaptureNs: req.CaptureNs, Slot: NoSlot, Status: res.Status,
-		Stream: req.Stream, Model: req.Model, Message: validUTF8Trunc(res.Message, MaxMessageLen),
+		Stream: req.Stream, Model: req.Model, Message: truncUTF8(res.Message, MaxMessageLen),
 		NumTensors: res.NumTensors, Tensors: res.Tensors,
 	}
 	if len(res.Payload) > c.resp.SlotSize() {

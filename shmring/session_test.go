@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 )
@@ -520,5 +521,21 @@ func TestAuthorize(t *testing.T) {
 	_, err := Dial(l.Addr(), DialOptions{Config: testConfig})
 	if err == nil || !strings.Contains(err.Error(), "not the camera service") {
 		t.Fatalf("Dial by an unauthorized peer: %v", err)
+	}
+}
+
+func TestTruncUTF8(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"}, {"exactly", 7, "exactly"}, {"abcdef", 3, "abc"},
+		{"aé", 2, "a"}, {"aé", 3, "aé"}, {"日本", 4, "日"}, {"a\xffb", 10, "a\uFFFDb"}, {"", 0, ""},
+	} {
+		got := truncUTF8(c.in, c.n)
+		if got != c.want || !utf8.ValidString(got) || len(got) > max(c.n, len(c.want)) {
+			t.Errorf("truncUTF8(%q, %d) = %q, want %q", c.in, c.n, got, c.want)
+		}
 	}
 }
