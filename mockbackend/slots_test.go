@@ -169,7 +169,7 @@ func BenchmarkExecAccuracy(b *testing.B) {
 				errs = append(errs, time.Since(end))
 			}
 			sort.Slice(errs, func(i, j int) bool { return errs[i] < errs[j] })
-			pct := func(p float64) float64 { return float64(errs[int(p*float64(len(errs)-1))].Microseconds()) }
+			pct := func(p float64) float64 { return float64(errs[int(p*float64(len(errs)-1))]) / 1e3 }
 			b.ReportMetric(pct(0.5), "p50-µs-late")
 			b.ReportMetric(pct(0.99), "p99-µs-late")
 			b.ReportMetric(float64(bc.spin.Microseconds()), "spin-µs")
