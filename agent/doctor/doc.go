@@ -7,11 +7,14 @@
 // and best-effort streams that admission would never start. Every Finding carries a
 // stable code, a severity, its numbers, the formula that produced them and a remedy.
 //
-// The device half (Run with Options.Device) asks the OS, through platform/cpu,
-// platform/shmprobe, netopt, android and jetson, whether shared memory, TCP_NODELAY,
+// The device half (Run with Options.Device) asks whether shared memory, TCP_NODELAY,
 // the CPU governor, the clock source, Doze, thermal state, nvpmodel and eBPF are as
-// vig needs them. A check that cannot run says why (needs root, not Android, not
-// supported here) instead of passing silently.
+// vig needs them. It sees the machine only through a Host (a root fs.FS, a command
+// runner and probe functions), so the same checks run on fixture trees of a laptop,
+// a phone and a Jetson in tests. ThisMachine (host.go, the one file that names the
+// OS) wires a Host to platform/cpu, platform/shmprobe, netopt, android, jetson and
+// cilium/ebpf's feature probes. A check that cannot run says why (needs root, not
+// Android, not supported here) instead of passing silently.
 //
 // Priorities used by the analysis: class first (protected, then high, then
 // best_effort); within a class the shorter max_age goes first (deadline-monotonic),

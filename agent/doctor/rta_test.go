@@ -1,6 +1,7 @@
 package doctor
 
 import (
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -192,5 +193,22 @@ func TestLateFramesPerRun(t *testing.T) {
 	}
 	if got := lateFramesPerRun(20*msNs, tk("detector", 8, 50, 50)); got != 0 {
 		t.Errorf("short job: %d, want 0", got)
+	}
+}
+
+// BenchmarkAnalyze measures the whole static analysis of scenario A (run by `vig
+// serve` at every start).
+func BenchmarkAnalyze(b *testing.B) {
+	data, err := os.ReadFile("../../examples/scenarios/a.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := config.Parse("a.yaml", data)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		Analyze(c)
 	}
 }
