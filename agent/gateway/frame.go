@@ -85,3 +85,6 @@ func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 // it moves *Frame values untouched, and also encodes a []byte-based message type
 // (any named []byte, e.g. `type raw []byte`) as its bytes.
 func RawCodec() encoding.CodecV2 { return newCodec() }
+
+// Bytes returns the frame's bytes as one slice (a copy when they span buffers).
+func (f *Frame) Bytes() []byte { return f.buf.Materialize() }

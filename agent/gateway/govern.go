@@ -135,15 +135,11 @@ func NewGovernor(o GovernorOptions) (*Governor, error) {
 // Admit implements Admitter.
 func (g *Governor) Admit(ctx context.Context, h *InferHeader) (func(error), error) {
 	if !g.known[string(h.Model)] {
-		return g.ungoverned(h), nil
+		return g.ungoverned(string(h.Model)), nil
 	}
 	req := sched.Request{Stream: string(h.Stream), Model: string(h.Model)}
 	if h.HasCapture {
-		c := h.Capture
-		if g.toMono != nil {
-			c = g.toMono(c)
-		}
-		req.Capture = sched.Time(c)
+		req.Capture = g.capture(h.Capture)
 	}
 	if p, ok := h.Param(paramPriority); ok {
 		switch {
@@ -161,7 +157,31 @@ func (g *Governor) Admit(ctx context.Context, h *InferHeader) (func(error), erro
 		}
 		req.Timeout = time.Duration(p.Int) * time.Microsecond // negative: the scheduler refuses it
 	}
+	return g.admit(ctx, req)
+}
 
+// AdmitFrame is Admit for requests that do not arrive as gRPC messages (the
+// shared-memory ring): stream, model and capture time (0 = arrival), on the
+// configured capture clock.
+func (g *Governor) AdmitFrame(ctx context.Context, stream, model string, captureNs int64) (func(error), error) {
+	if !g.known[model] {
+		return g.ungoverned(model), nil
+	}
+	req := sched.Request{Stream: stream, Model: model}
+	if captureNs != 0 {
+		req.Capture = g.capture(captureNs)
+	}
+	return g.admit(ctx, req)
+}
+
+func (g *Governor) capture(ns int64) sched.Time {
+	if g.toMono != nil {
+		ns = g.toMono(ns)
+	}
+	return sched.Time(ns)
+}
+
+func (g *Governor) admit(ctx context.Context, req sched.Request) (func(error), error) {
 	w := &waiter{ch: make(chan sched.Action, 1), capture: req.Capture}
 	g.mu.Lock()
 	now := g.clock()
@@ -274,8 +294,7 @@ func (g *Governor) complete(token uint64, w *waiter, err error) {
 }
 
 // ungoverned forwards a request for a model vig knows nothing about, saying so once.
-func (g *Governor) ungoverned(h *InferHeader) func(error) {
-	model := string(h.Model)
+func (g *Governor) ungoverned(model string) func(error) {
 	if _, warned := g.warnedUngoverned.LoadOrStore(model, struct{}{}); !warned {
 		g.log.Warn("model has no exec_ms prior in the config: its requests are forwarded without freshness scheduling",
 			"model", model, "fix", fmt.Sprintf("add `%s: {exec_ms: N}` under models:", model))
