@@ -219,4 +219,3 @@ func (g *Gateway) shmSync(ctx context.Context) error {
 	}
 	return nil
 }
-
