@@ -131,13 +131,15 @@ func later(a, b time.Time) time.Time {
 	return b
 }
 
-// waitUntil returns at t or as soon as possible after it: time.Sleep overshoots by
-// ~0.2 ms at p50 and up to ~2 ms at p99 on a busy 2-vCPU VM, so it sleeps until
-// spin before t and spins the rest, yielding the processor on every turn so that
-// other goroutines (the gRPC transport) still run.
+// waitUntil returns at t or as soon as possible after it. time.Sleep overshoots:
+// Go's netpoller waits in whole milliseconds (epoll_wait's timeout), so a sleep of
+// 4.3 ms wakes after ~5 ms, and a timer's wake-up takes another ~0.2 ms at p50 and
+// up to ~2 ms at p99 on a busy 2-vCPU VM. So waitUntil sleeps whole milliseconds
+// until at least spin before t and spins the rest, yielding the processor on every
+// turn so that other goroutines (the gRPC transport) still run.
 func waitUntil(t time.Time, spin time.Duration) {
-	if d := time.Until(t) - spin; d > 0 {
-		time.Sleep(d)
+	if d := time.Until(t) - spin; d >= time.Millisecond {
+		time.Sleep(d.Truncate(time.Millisecond))
 	}
 	for time.Now().Before(t) {
 		runtime.Gosched()
@@ -151,10 +153,11 @@ const (
 	maxSpin = 2 * time.Millisecond
 )
 
-// calibratedSpin measures time.Sleep's overshoot on this machine once per process
-// (~20 ms) and returns its 90th percentile plus 100 µs, within [minSpin, maxSpin].
+// calibratedSpin measures how late a whole-millisecond time.Sleep wakes on this
+// machine, once per process (~30 ms), and returns the 90th percentile plus 100 µs,
+// within [minSpin, maxSpin]. A job spins on average this plus half a millisecond.
 var calibratedSpin = sync.OnceValue(func() time.Duration {
-	const n, d = 24, 500 * time.Microsecond
+	const n, d = 24, time.Millisecond
 	over := make([]time.Duration, n)
 	for i := range over {
 		t0 := time.Now()

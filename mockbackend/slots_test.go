@@ -3,10 +3,13 @@ package mockbackend
 import (
 	"context"
 	"errors"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/vig-edge/vig/proto/inference"
 )
 
 // waitQueued waits (without a clock assertion) until n jobs are queued.
@@ -175,4 +178,40 @@ func BenchmarkExecAccuracy(b *testing.B) {
 			b.ReportMetric(float64(bc.spin.Microseconds()), "spin-µs")
 		})
 	}
+}
+
+// BenchmarkBacklogDrift queues 50 jobs of ~2 ms at once on one slot and reports how
+// much later than the sum of their execution times the last one finishes: the slot
+// timeline keeps late wake-ups from adding up across a backlog.
+func BenchmarkBacklogDrift(b *testing.B) {
+	const jobs = 50
+	s, err := New(Config{Models: []Model{{Name: "m", Exec: 2 * time.Millisecond}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	var drifts []time.Duration
+	frame := uint64(0)
+	for b.Loop() {
+		var total time.Duration
+		var wg sync.WaitGroup
+		t0 := time.Now()
+		for range jobs {
+			id := FrameID("m", frame)
+			total += ExecTime(0, "m", frame, 2*time.Millisecond)
+			frame++
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := s.infer(context.Background(), &inference.ModelInferRequest{ModelName: "m", Id: id}); err != nil {
+					b.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+		drifts = append(drifts, time.Since(t0)-total)
+	}
+	slices.Sort(drifts)
+	b.ReportMetric(float64(drifts[len(drifts)/2])/1e3, "p50-drift-µs")
+	b.ReportMetric(float64(drifts[len(drifts)-1])/1e3, "max-drift-µs")
 }
