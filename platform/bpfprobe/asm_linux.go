@@ -52,11 +52,12 @@ func (b *builder) finish() asm.Instructions {
 // Stack slots (offsets from R10). Keys and values handed to map helpers
 // live here; the verifier requires them initialised before each call.
 const (
-	slotTID   = -4  // u32 thread id key
-	slotIdx   = -8  // u32 array index key
-	slotVal   = -24 // 16 bytes: u64 value, u64 second value
-	slotStat  = -28 // u32 index into the stats array
-	slotValHi = slotVal + 8
+	slotTID  = -4  // u32 thread id key
+	slotIdx  = -8  // u32 array index key
+	slotStat = -12 // u32 index into the stats array
+	slotVal  = -40 // 24 bytes: a map value of up to three u64
+	slotVal1 = slotVal + 8
+	slotVal2 = slotVal + 16
 )
 
 // call emits a helper call; R1-R5 and R0 are clobbered, R6-R9 kept.

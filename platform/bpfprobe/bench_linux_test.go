@@ -13,7 +13,8 @@ import (
 )
 
 // BenchmarkOverhead measures two syscall-heavy loops in this process,
-// without and with the collector attached to it: getppid (the probes'
+// without and with the collector attached to it (syscalls hooked by raw
+// and by classic tracepoints): getppid (the probes'
 // fixed cost per syscall) and a 64-byte TCP round trip over loopback with
 // NODELAY (a request through a proxy-like data path: writes, reads, NET_RX
 // softirqs, wake-ups). With the collector it also reports, from the
@@ -33,42 +34,52 @@ func BenchmarkOverhead(b *testing.B) {
 		{"tcp-rtt-64B", tcpRoundTrips},
 	} {
 		b.Run(wl.name+"/plain", wl.run)
-		b.Run(wl.name+"/ebpf", func(b *testing.B) {
-			if err := Available(); err != nil {
-				b.Skip(err)
-			}
-			stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
-			if err != nil {
-				b.Logf("no BPF run-time statistics: %v", err)
-			} else {
-				defer stats.Close()
-			}
-			c, err := Start(Options{PID: os.Getpid()})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer c.Close()
-			b.ResetTimer()
-			wl.run(b)
-			b.StopTimer()
-			if stats == nil {
-				return
-			}
-			// progs[0] and [1] are sys_enter and sys_exit.
-			var rt time.Duration
-			var runs uint64
-			for _, p := range c.progs[:2] {
-				s, err := p.Stats()
-				if err != nil {
-					b.Fatal(err)
-				}
-				rt += s.Runtime
-				runs += s.RunCount
-			}
-			if runs > 0 {
-				b.ReportMetric(float64(rt.Nanoseconds())/float64(runs)*2, "ns-bpf/syscall")
-			}
-		})
+		for _, probe := range []string{"raw_tracepoint", "tracepoint"} {
+			b.Run(wl.name+"/"+probe, func(b *testing.B) {
+				old := rawSyscalls
+				rawSyscalls = probe == "raw_tracepoint"
+				defer func() { rawSyscalls = old }()
+				overhead(b, wl.run)
+			})
+		}
+	}
+}
+
+// overhead runs a workload with the collector attached to this process.
+func overhead(b *testing.B, run func(b *testing.B)) {
+	if err := Available(); err != nil {
+		b.Skip(err)
+	}
+	stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	if err != nil {
+		b.Logf("no BPF run-time statistics: %v", err)
+	} else {
+		defer stats.Close()
+	}
+	c, err := Start(Options{PID: os.Getpid()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	b.ResetTimer()
+	run(b)
+	b.StopTimer()
+	if stats == nil {
+		return
+	}
+	// progs[0] and [1] are sys_enter and sys_exit.
+	var rt time.Duration
+	var runs uint64
+	for _, p := range c.progs[:2] {
+		s, err := p.Stats()
+		if err != nil {
+			b.Fatal(err)
+		}
+		rt += s.Runtime
+		runs += s.RunCount
+	}
+	if runs > 0 {
+		b.ReportMetric(float64(rt.Nanoseconds())/float64(runs)*2, "ns-bpf/syscall")
 	}
 }
 

@@ -70,6 +70,10 @@ type Counts struct {
 	PageFaultsError string `json:"page_faults_error,omitempty"` // why faults were not counted
 
 	Threads int `json:"threads"` // thread ids of the target seen
+
+	// SyscallProbe is how syscalls were hooked: "raw_tracepoint" (Linux
+	// 4.17+, cheaper) or "tracepoint" (the classic raw_syscalls events).
+	SyscallProbe string `json:"syscall_probe"`
 }
 
 // SyscallTotals sums count, total and blocked time over all syscalls.

@@ -3,6 +3,7 @@ package bpfprobe
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
 
@@ -50,8 +52,9 @@ type Collector struct {
 	pid       int
 	maps      collectorMaps
 	progs     []*ebpf.Program
-	events    []int // perf event fds, each with a program attached
+	attached  []io.Closer // perf event fds and links; closing one detaches its program
 	faultsErr error
+	rawSys    bool // syscalls are hooked with raw tracepoints
 }
 
 type collectorMaps struct {
@@ -124,23 +127,79 @@ func Start(opts Options) (_ *Collector, err error) {
 			return nil, fmt.Errorf("eBPF: seeding thread ids: %w", err)
 		}
 	}
-	progs, err := c.programs(tps)
+	// The syscall hooks run on every syscall of the machine: raw
+	// tracepoints (Linux 4.17) cost less than classic ones, which build a
+	// trace record first. Classic ones are the fallback.
+	c.rawSys = rawSyscalls
+	progs, err := c.programs(tps, c.rawSys)
 	if err != nil {
 		return nil, err
 	}
-	for _, p := range progs {
-		prog, err := load(p.name, ebpf.TracePoint, p.insns)
-		if err != nil {
+	if err := c.loadAttach(progs[:2]); err != nil {
+		if !c.rawSys {
 			return nil, err
 		}
-		c.progs = append(c.progs, prog)
-		if err := c.attachTracepoint(p.format, prog); err != nil {
+		rawErr := err
+		c.rawSys = false
+		if progs, err = c.programs(tps, false); err != nil {
 			return nil, err
 		}
+		if err := c.loadAttach(progs[:2]); err != nil {
+			return nil, fmt.Errorf("%w (and with raw tracepoints: %v)", err, rawErr)
+		}
+	}
+	if err := c.loadAttach(progs[2:]); err != nil {
+		return nil, err
 	}
 	// Page faults are best effort: the tracepoints above are the core.
 	c.faultsErr = c.attachPageFaults()
 	return c, nil
+}
+
+// rawSyscalls selects raw tracepoints for the syscall hooks when the
+// kernel has them; tests turn it off to exercise the classic path.
+var rawSyscalls = true
+
+// perfFD is a perf event file descriptor with a program attached.
+type perfFD int
+
+func (fd perfFD) Close() error { return unix.Close(int(fd)) }
+
+// loadAttach loads and attaches programs. On error, what it loaded and
+// attached is released again, so the caller may retry differently.
+func (c *Collector) loadAttach(ps []program) (err error) {
+	nprogs, nattached := len(c.progs), len(c.attached)
+	defer func() {
+		if err == nil {
+			return
+		}
+		for _, a := range c.attached[nattached:] {
+			a.Close() // detaching what failed half-way; the load error is the one to report
+		}
+		for _, p := range c.progs[nprogs:] {
+			p.Close()
+		}
+		c.attached, c.progs = c.attached[:nattached], c.progs[:nprogs]
+	}()
+	for _, p := range ps {
+		prog, err := load(p.name, p.typ, p.insns)
+		if err != nil {
+			return err
+		}
+		c.progs = append(c.progs, prog)
+		if p.raw != "" {
+			l, err := link.AttachRawTracepoint(link.RawTracepointOptions{Name: p.raw, Program: prog})
+			if err != nil {
+				return fmt.Errorf("eBPF: attaching to raw tracepoint %s: %w", p.raw, err)
+			}
+			c.attached = append(c.attached, l)
+			continue
+		}
+		if err := c.attachTracepoint(p.format, prog); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // load verifies and loads one program, with the verifier's log on error.
@@ -228,7 +287,7 @@ func (c *Collector) createMaps() error {
 		spec ebpf.MapSpec
 	}{
 		{&c.maps.tids, ebpf.MapSpec{Name: "vig_tids", Type: ebpf.Hash, KeySize: 4, ValueSize: 4, MaxEntries: maxThreads}},
-		{&c.maps.start, ebpf.MapSpec{Name: "vig_sys_start", Type: ebpf.LRUHash, KeySize: 4, ValueSize: 16, MaxEntries: maxThreads}},
+		{&c.maps.start, ebpf.MapSpec{Name: "vig_sys_start", Type: ebpf.LRUHash, KeySize: 4, ValueSize: 24, MaxEntries: maxThreads}},
 		{&c.maps.wake, ebpf.MapSpec{Name: "vig_wake", Type: ebpf.LRUHash, KeySize: 4, ValueSize: 8, MaxEntries: maxThreads}},
 		{&c.maps.offStart, ebpf.MapSpec{Name: "vig_off_start", Type: ebpf.LRUHash, KeySize: 4, ValueSize: 8, MaxEntries: maxThreads}},
 		{&c.maps.syscalls, ebpf.MapSpec{Name: "vig_syscalls", Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: uint32(unsafe.Sizeof(sysVal{})), MaxEntries: maxSyscallNr}},
@@ -249,21 +308,28 @@ func (c *Collector) createMaps() error {
 
 type program struct {
 	name   string
-	format *Format // tracepoint to attach to
+	typ    ebpf.ProgramType
+	format *Format // classic tracepoint to attach to, or
+	raw    string  // raw tracepoint to attach to
 	insns  asm.Instructions
 }
 
-// programs builds the tracepoint programs for the record layouts found.
-func (c *Collector) programs(tp *tracepoints) ([]program, error) {
+// programs builds the programs for the record layouts found: the two
+// syscall hooks first (raw tracepoints or classic ones), then the rest.
+func (c *Collector) programs(tp *tracepoints, rawSys bool) ([]program, error) {
 	tgid := int32(c.pid)
 	m := &c.maps
-	enterID, err := tp.sysEnter.intField("id", 8)
-	if err != nil {
-		return nil, err
-	}
-	exitID, err := tp.sysExit.intField("id", 8)
-	if err != nil {
-		return nil, err
+	// The syscall number: a field of the classic record, or the second
+	// argument of the raw tracepoint (sys_enter(struct pt_regs *, long id)),
+	// whose context is an array of u64 arguments.
+	enterID := int16(8)
+	sysType := ebpf.RawTracepoint
+	if !rawSys {
+		f, err := tp.sysEnter.intField("id", 8)
+		if err != nil {
+			return nil, err
+		}
+		enterID, sysType = int16(f.Offset), ebpf.TracePoint
 	}
 	wakePID, err := tp.wakeup.intField("pid", 4)
 	if err != nil {
@@ -294,33 +360,27 @@ func (c *Collector) programs(tp *tracepoints) ([]program, error) {
 		return nil, err
 	}
 
-	// syscallIndex emits R1 = clamp(ctx.id) into slotIdx, or exits for
-	// negative ids (not a syscall).
-	syscallIndex := func(b *builder, id Field) {
-		inRange := b.newLabel()
-		b.emit(
-			asm.LoadMem(asm.R1, asm.R6, int16(id.Offset), asm.DWord),
-			asm.JSLT.Imm(asm.R1, 0, labelExit),
-			asm.JLT.Imm(asm.R1, maxSyscallNr-1, inRange),
-			asm.Mov.Imm(asm.R1, maxSyscallNr-1),
-		)
-		b.mark(inRange)
-		b.emit(asm.StoreMem(asm.RFP, slotIdx, asm.R1, asm.Word))
-	}
-
-	// sys_enter: start[tid] = {now, blocked: 0}; syscalls[nr].Count++.
+	// The per-thread entry of the start map is {entry time, time blocked
+	// since, syscall number}; entry time 0 means "not in a syscall".
+	// sys_enter: start[tid] = {now, 0, nr}; syscalls[nr].Count++.
 	// Counting at entry also counts calls that never return (exit_group).
-	// The thread's entry is rewritten in place when it exists: a lookup
-	// is much cheaper than an update, and this runs on every syscall.
+	// The entry is rewritten in place when it exists: a lookup is much
+	// cheaper than an update, and this runs on every syscall.
 	var enter builder
-	fresh, count := enter.newLabel(), enter.newLabel()
+	fresh, count, inRange := enter.newLabel(), enter.newLabel(), enter.newLabel()
 	enter.emit(asm.Mov.Reg(asm.R6, asm.R1))
 	enter.call(asm.FnGetCurrentPidTgid)
 	enter.emit(
 		asm.Mov.Reg(asm.R7, asm.R0),
 		asm.RSh.Imm(asm.R0, 32),
 		asm.JNE.Imm(asm.R0, tgid, labelExit),
+		// R9 = syscall number, clamped; negative ids are not syscalls.
+		asm.LoadMem(asm.R9, asm.R6, enterID, asm.DWord),
+		asm.JSLT.Imm(asm.R9, 0, labelExit),
+		asm.JLT.Imm(asm.R9, maxSyscallNr-1, inRange),
+		asm.Mov.Imm(asm.R9, maxSyscallNr-1),
 	)
+	enter.mark(inRange)
 	enter.call(asm.FnKtimeGetNs)
 	enter.emit(
 		asm.Mov.Reg(asm.R8, asm.R0),
@@ -332,17 +392,19 @@ func (c *Collector) programs(tp *tracepoints) ([]program, error) {
 		asm.StoreMem(asm.R0, 0, asm.R8, asm.DWord),
 		asm.Mov.Imm(asm.R1, 0),
 		asm.StoreMem(asm.R0, 8, asm.R1, asm.DWord),
+		asm.StoreMem(asm.R0, 16, asm.R9, asm.DWord),
 		asm.Ja.Label(count),
 	)
 	enter.mark(fresh)
 	enter.emit(
 		asm.StoreMem(asm.RFP, slotVal, asm.R8, asm.DWord),
 		asm.Mov.Imm(asm.R1, 0),
-		asm.StoreMem(asm.RFP, slotValHi, asm.R1, asm.DWord),
+		asm.StoreMem(asm.RFP, slotVal1, asm.R1, asm.DWord),
+		asm.StoreMem(asm.RFP, slotVal2, asm.R9, asm.DWord),
 	)
 	enter.update(m.start, slotTID, slotVal)
 	enter.mark(count)
-	syscallIndex(&enter, enterID)
+	enter.emit(asm.StoreMem(asm.RFP, slotIdx, asm.R9, asm.Word))
 	enter.lookup(m.syscalls, slotIdx)
 	enter.emit(
 		asm.JEq.Imm(asm.R0, 0, labelExit),
@@ -351,10 +413,11 @@ func (c *Collector) programs(tp *tracepoints) ([]program, error) {
 		asm.StoreMem(asm.R0, 0, asm.R1, asm.DWord),
 	)
 
-	// sys_exit: d = now - start[tid].ts; syscalls[nr] += {total d, max d,
-	// blocked start[tid].blocked}; start[tid].ts = 0.
+	// sys_exit: d = now - start[tid].ts; syscalls[start[tid].nr] +=
+	// {total d, max d, blocked start[tid].blocked}; start[tid].ts = 0.
+	// The number comes from the entry, so the exit program reads nothing
+	// from its context (the raw tracepoint's arguments lack it).
 	var exit builder
-	exit.emit(asm.Mov.Reg(asm.R6, asm.R1))
 	exit.call(asm.FnGetCurrentPidTgid)
 	exit.emit(
 		asm.Mov.Reg(asm.R7, asm.R0),
@@ -369,6 +432,8 @@ func (c *Collector) programs(tp *tracepoints) ([]program, error) {
 		// ts 0: the entry was not seen (the syscall began before Start).
 		asm.JEq.Imm(asm.R8, 0, labelExit),
 		asm.LoadMem(asm.R9, asm.R0, 8, asm.DWord),
+		asm.LoadMem(asm.R1, asm.R0, 16, asm.DWord),
+		asm.StoreMem(asm.RFP, slotIdx, asm.R1, asm.Word),
 		asm.Mov.Imm(asm.R1, 0),
 		asm.StoreMem(asm.R0, 0, asm.R1, asm.DWord), // out of the syscall
 	)
@@ -377,7 +442,6 @@ func (c *Collector) programs(tp *tracepoints) ([]program, error) {
 		asm.Sub.Reg(asm.R0, asm.R8),
 		asm.Mov.Reg(asm.R8, asm.R0),
 	)
-	syscallIndex(&exit, exitID)
 	exit.lookup(m.syscalls, slotIdx)
 	noMax := exit.newLabel()
 	exit.emit(
@@ -557,14 +621,20 @@ func (c *Collector) programs(tp *tracepoints) ([]program, error) {
 	)
 	addSirq(&sx, labelExit)
 
+	sysEnter := program{name: "vig_sys_enter", typ: sysType, format: tp.sysEnter, insns: enter.finish()}
+	sysExit := program{name: "vig_sys_exit", typ: sysType, format: tp.sysExit, insns: exit.finish()}
+	if rawSys {
+		sysEnter.format, sysEnter.raw = nil, "sys_enter"
+		sysExit.format, sysExit.raw = nil, "sys_exit"
+	}
 	return []program{
-		{"vig_sys_enter", tp.sysEnter, enter.finish()},
-		{"vig_sys_exit", tp.sysExit, exit.finish()},
-		{"vig_wakeup", tp.wakeup, wakeProg(wakePID)},
-		{"vig_wakeup_new", tp.wakeupNew, wakeProg(wakeNewPID)},
-		{"vig_switch", tp.switch_, sw.finish()},
-		{"vig_sirq_entry", tp.sirqEntry, se.finish()},
-		{"vig_sirq_exit", tp.sirqExit, sx.finish()},
+		sysEnter,
+		sysExit,
+		{name: "vig_wakeup", typ: ebpf.TracePoint, format: tp.wakeup, insns: wakeProg(wakePID)},
+		{name: "vig_wakeup_new", typ: ebpf.TracePoint, format: tp.wakeupNew, insns: wakeProg(wakeNewPID)},
+		{name: "vig_switch", typ: ebpf.TracePoint, format: tp.switch_, insns: sw.finish()},
+		{name: "vig_sirq_entry", typ: ebpf.TracePoint, format: tp.sirqEntry, insns: se.finish()},
+		{name: "vig_sirq_exit", typ: ebpf.TracePoint, format: tp.sirqExit, insns: sx.finish()},
 	}, nil
 }
 
@@ -584,7 +654,7 @@ func (c *Collector) attachTracepoint(f *Format, prog *ebpf.Program) error {
 	if err != nil {
 		return fmt.Errorf("eBPF: opening tracepoint %s: %w", f.Name, err)
 	}
-	c.events = append(c.events, fd)
+	c.attached = append(c.attached, perfFD(fd))
 	return attachToEvent(fd, prog, f.Name)
 }
 
@@ -630,7 +700,7 @@ func (c *Collector) attachPageFaults() error {
 		if err != nil {
 			return fmt.Errorf("page faults: perf event on cpu %d: %w", cpu, err)
 		}
-		c.events = append(c.events, fd)
+		c.attached = append(c.attached, perfFD(fd))
 		if err := attachToEvent(fd, prog, "page-faults cpu "+strconv.Itoa(cpu)); err != nil {
 			return fmt.Errorf("page faults: %w", err)
 		}
@@ -695,6 +765,10 @@ func (c *Collector) Read() (*Counts, error) {
 	out.PageFaults = stats[statFaults]
 	if c.faultsErr != nil {
 		out.PageFaultsError = c.faultsErr.Error()
+	}
+	out.SyscallProbe = "tracepoint"
+	if c.rawSys {
+		out.SyscallProbe = "raw_tracepoint"
 	}
 
 	for i := 0; i < histBuckets; i++ {
@@ -761,19 +835,17 @@ func histBucket(i int, n uint64) Bucket {
 // syscalls) is not counted.
 func (c *Collector) Detach() error {
 	var errs []error
-	for _, fd := range c.events {
-		if err := unix.Close(fd); err != nil {
-			errs = append(errs, err)
-		}
+	for _, a := range c.attached {
+		errs = append(errs, a.Close())
 	}
-	c.events = nil
+	c.attached = nil
 	return errors.Join(errs...)
 }
 
 // Close detaches every program and frees programs and maps. It is safe
 // to call more than once and after a failed Start.
 func (c *Collector) Close() error {
-	// Closing the perf events detaches the programs first.
+	// Detaching first: a program stays loaded while attached.
 	errs := []error{c.Detach()}
 	for _, p := range c.progs {
 		errs = append(errs, p.Close())

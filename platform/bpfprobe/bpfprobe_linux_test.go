@@ -124,7 +124,33 @@ func qemuUser() string {
 	return ""
 }
 
+// TestCollectorCountsChildSyscalls runs the collector against a child
+// that makes known syscalls, once with each way of hooking syscalls.
 func TestCollectorCountsChildSyscalls(t *testing.T) {
+	for _, probe := range []string{"raw_tracepoint", "tracepoint"} {
+		t.Run(probe, func(t *testing.T) {
+			old := rawSyscalls
+			rawSyscalls = probe == "raw_tracepoint"
+			defer func() { rawSyscalls = old }()
+			testCollectorChild(t, probe)
+		})
+	}
+}
+
+// kernelAtLeast reports whether the running kernel is at least major.minor.
+func kernelAtLeast(t *testing.T, major, minor int) bool {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		t.Fatal(err)
+	}
+	var ma, mi int
+	if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &ma, &mi); err != nil {
+		t.Fatalf("kernel release %q: %v", u.Release, err)
+	}
+	return ma > major || ma == major && mi >= minor
+}
+
+func testCollectorChild(t *testing.T, probe string) {
 	if why := unavailable(t); why != "" {
 		if err := Available(); err == nil {
 			t.Fatalf("test thinks eBPF is unavailable (%s) but Available() says it is", why)
@@ -175,6 +201,9 @@ func TestCollectorCountsChildSyscalls(t *testing.T) {
 	counts, err := c.Read()
 	if err != nil {
 		t.Fatal(err)
+	}
+	if counts.SyscallProbe != probe && kernelAtLeast(t, 4, 17) {
+		t.Errorf("syscalls hooked with %s, want %s (raw tracepoints exist since Linux 4.17)", counts.SyscallProbe, probe)
 	}
 	t.Logf("syscalls: %+v", counts.Syscalls)
 	t.Logf("runqueue %d/%v max %v hist %v; offcpu %d/%v; switches %d/%d; faults %d %s; threads %d",

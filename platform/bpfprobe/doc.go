@@ -14,6 +14,12 @@
 //	sched/sched_switch                 run-queue latency, off-CPU time, switches
 //	irq/softirq_entry, softirq_exit    softirq time per vector (NET_RX/NET_TX)
 //
+// The two syscall hooks run on every syscall of the machine, so where
+// the kernel has raw tracepoints (Linux 4.17) they attach there instead:
+// same programs, no trace record built first (about 90 ns less per
+// syscall on a 2-vCPU VM). The classic tracepoints are the fallback, and
+// Counts.SyscallProbe says which was used.
+//
 // Page faults come from a PERF_COUNT_SW_PAGE_FAULTS software event on each
 // online CPU with a program attached (exceptions:page_fault_user exists on
 // x86 only). Every program filters on the target's tgid in the kernel
