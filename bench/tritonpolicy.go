@@ -49,11 +49,11 @@ type tpWaiter struct {
 
 // TritonStats counts one stream's outcomes under the emulation.
 type TritonStats struct {
-	Received    uint64 `json:"received"`
-	Forwarded   uint64 `json:"forwarded"`
-	QueueFull   uint64 `json:"rejected_queue_full"`
-	TimedOut    uint64 `json:"rejected_timeout"`
-	Cancelled   uint64 `json:"cancelled"`
+	Received  uint64 `json:"received"`
+	Forwarded uint64 `json:"forwarded"`
+	QueueFull uint64 `json:"rejected_queue_full"`
+	TimedOut  uint64 `json:"rejected_timeout"`
+	Cancelled uint64 `json:"cancelled"`
 }
 
 const tritonMaxQueue = 1 // max_queue_size per priority level

@@ -1,0 +1,222 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vig-edge/vig/build/version"
+)
+
+// Benchmarks names what Run can run.
+var Benchmarks = []string{"datapath", "wire", "idle", "all"}
+
+// Options configures Run.
+type Options struct {
+	Which     string // datapath, wire, idle or all
+	Quick     bool   // shorter runs (make bench)
+	Out       string // output directory; default bench/results/<date>-<host>
+	VigBinary string // vig to run as its own process (datapath, idle)
+	// ScenarioDir holds a.yaml, b.yaml, c.yaml (default examples/scenarios).
+	ScenarioDir string
+	Pin         bool // pin the proxy under test with taskset (default on in the CLI)
+	Command     string
+	// Progress receives one line per step; TTY makes it a single line rewritten
+	// in place.
+	Progress io.Writer
+	TTY      bool
+}
+
+// Results is everything a run measured: results.json.
+type Results struct {
+	Version   string    `json:"vig_version"`
+	Command   string    `json:"command"`
+	Started   time.Time `json:"started"`
+	Finished  time.Time `json:"finished"`
+	Quick     bool      `json:"quick"`
+	Machine   Machine   `json:"machine"`
+	LoadStart string    `json:"loadavg_start"`
+	LoadEnd   string    `json:"loadavg_end"`
+
+	Datapath *DatapathResult `json:"datapath,omitempty"`
+	Wire     *WireResult     `json:"wire,omitempty"`
+	Idle     *IdleResult     `json:"idle,omitempty"`
+	Targets  []Target        `json:"targets"`
+}
+
+// Machine describes where the numbers come from.
+type Machine struct {
+	Host     string `json:"host"`
+	CPUs     int    `json:"cpus"`
+	CPUModel string `json:"cpu_model"`
+	Kernel   string `json:"kernel"`
+	GOOS     string `json:"goos"`
+	GOARCH   string `json:"goarch"`
+	Go       string `json:"go"`
+}
+
+// Paths read for the machine description; variables for tests.
+var (
+	loadavgPath = "/proc/loadavg"
+	cpuinfoPath = "/proc/cpuinfo"
+	osrelPath   = "/proc/sys/kernel/osrelease"
+)
+
+func readTrim(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "unknown (" + err.Error() + ")"
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// parseCPUModel returns the first "model name" (x86) or "Hardware"/"CPU part"
+// (arm64) line of /proc/cpuinfo.
+func parseCPUModel(b []byte) string {
+	for _, key := range []string{"model name", "Hardware", "CPU part"} {
+		for _, line := range strings.Split(string(b), "\n") {
+			k, v, ok := strings.Cut(line, ":")
+			if ok && strings.TrimSpace(k) == key {
+				return strings.TrimSpace(v)
+			}
+		}
+	}
+	return "unknown"
+}
+
+func machine() Machine {
+	host, _ := os.Hostname()
+	cpuinfo, _ := os.ReadFile(cpuinfoPath)
+	return Machine{Host: host, CPUs: runtime.NumCPU(), CPUModel: parseCPUModel(cpuinfo), Kernel: readTrim(osrelPath),
+		GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, Go: runtime.Version()}
+}
+
+// DefaultOut is the default output directory for a run started at t on host.
+func DefaultOut(t time.Time, host string) string {
+	return filepath.Join("bench", "results", t.UTC().Format("2006-01-02")+"-"+host)
+}
+
+// progress writes status lines: rewritten in place on a TTY, one per line
+// otherwise.
+type progress struct {
+	mu    sync.Mutex
+	w     io.Writer
+	tty   bool
+	start time.Time
+}
+
+func (p *progress) printf(format string, args ...any) {
+	if p.w == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	msg := fmt.Sprintf("[%s] ", time.Since(p.start).Truncate(time.Second)) + fmt.Sprintf(format, args...)
+	if p.tty {
+		fmt.Fprintf(p.w, "\r\033[K%s", msg)
+		return
+	}
+	fmt.Fprintln(p.w, msg)
+}
+
+func (p *progress) done() {
+	if p.w != nil && p.tty {
+		fmt.Fprint(p.w, "\r\033[K")
+	}
+}
+
+// Run runs the selected benchmarks and writes results.json, report.md and the SVG
+// plots into o.Out. It returns the results even when writing fails.
+func Run(ctx context.Context, o Options) (*Results, error) {
+	which := map[string]bool{}
+	switch o.Which {
+	case "all":
+		which["datapath"], which["wire"], which["idle"] = true, true, true
+	case "datapath", "wire", "idle":
+		which[o.Which] = true
+	default:
+		return nil, fmt.Errorf("unknown benchmark %q (want one of %s)", o.Which, strings.Join(Benchmarks, ", "))
+	}
+	res := &Results{Version: version.String(), Command: o.Command, Started: time.Now().UTC(), Quick: o.Quick,
+		Machine: machine(), LoadStart: readTrim(loadavgPath)}
+	if o.Out == "" {
+		o.Out = DefaultOut(res.Started, res.Machine.Host)
+	}
+	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+		return nil, err
+	}
+	pr := &progress{w: o.Progress, tty: o.TTY, start: time.Now()}
+	defer pr.done()
+	if o.ScenarioDir == "" {
+		o.ScenarioDir = DefaultScenarioDir
+	}
+	var scenarios []Scenario
+	if which["wire"] {
+		var err error
+		if scenarios, err = LoadScenarios(o.ScenarioDir, []string{"a", "b", "c"}); err != nil {
+			return nil, err
+		}
+	}
+	if (which["datapath"] || which["idle"]) && o.VigBinary == "" {
+		return nil, fmt.Errorf("datapath and idle run vig as its own process: no vig binary given")
+	}
+
+	var err error
+	if which["datapath"] {
+		do := DatapathOptions{VigBinary: o.VigBinary, Pin: o.Pin, Progress: pr.printf}
+		if o.Quick {
+			do.Warmup, do.Rounds = 10, 100
+		}
+		if res.Datapath, err = RunDatapath(ctx, do); err != nil {
+			return res, err
+		}
+	}
+	if which["wire"] {
+		wo := WireOptions{Scenarios: scenarios, Progress: pr.printf}
+		if o.Quick {
+			wo.Duration = 5 * time.Second
+		}
+		if res.Wire, err = RunWire(ctx, wo); err != nil {
+			return res, err
+		}
+	}
+	if which["idle"] {
+		iopts := IdleOptions{VigBinary: o.VigBinary, Pin: o.Pin, Progress: pr.printf}
+		if o.Quick {
+			iopts.Sample, iopts.Probes = 3*time.Second, 50
+		}
+		if res.Idle, err = RunIdle(ctx, iopts); err != nil {
+			return res, err
+		}
+	}
+	res.Finished = time.Now().UTC()
+	res.LoadEnd = readTrim(loadavgPath)
+	res.Targets = Evaluate(res)
+	pr.printf("writing %s", o.Out)
+	return res, Write(o.Out, res)
+}
+
+// Write writes results.json, report.md and the plots into dir.
+func Write(dir string, res *Results) error {
+	b, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "results.json"), append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	plots := Plots(res)
+	for name, svg := range plots {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(svg), 0o644); err != nil {
+			return err
+		}
+	}
+	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(Report(res, plots)), 0o644)
+}

@@ -1,0 +1,448 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/vig-edge/vig/agent/gateway"
+	"github.com/vig-edge/vig/mockbackend"
+	"github.com/vig-edge/vig/platform/profile"
+	pb "github.com/vig-edge/vig/proto/inference"
+)
+
+// Datapath paths.
+const (
+	PathTCP     = "grpc-tcp"   // gRPC copy path over loopback TCP
+	PathUnix    = "grpc-unix"  // gRPC copy path over Unix sockets
+	PathShm     = "triton-shm" // Triton system shared memory: tensors by reference
+	PathShmring = "shmring"    // vig's own ring
+	PathNginx   = "nginx"      // nginx grpc_pass over TCP: the reference proxy
+)
+
+// DatapathPaths lists the paths in report order.
+var DatapathPaths = []string{PathTCP, PathUnix, PathShm, PathShmring, PathNginx}
+
+// shmringMissing is the shmring row's reason: never a made-up number.
+const shmringMissing = "not built yet: `vig serve` has no shmring frontend, so no request can travel " +
+	"sensor → ring → vig → backend; the ring's own hand-off cost is measured by `go test -bench . ./shmring/...`"
+
+// DatapathOptions configures the datapath benchmark.
+type DatapathOptions struct {
+	VigBinary string // the vig executable to run as its own process
+	Payloads  []int  // bytes; default 0, 150 KB, 1.2 MB, 6.2 MB
+	Warmup    int    // rounds before measuring, per run (default 30)
+	Rounds    int    // measured rounds per run (default 300)
+	Runs      int    // runs per row (default 3); rows report the median of the runs
+	Exec      time.Duration
+	Pin       bool // pin the proxy with taskset
+	Paths     []string
+	TempDir   string
+	Progress  func(format string, args ...any)
+}
+
+// ProxyCost is what the proxy process (vig or nginx) spent per request it served,
+// over a run's measured rounds.
+type ProxyCost struct {
+	CPUus       float64 `json:"cpu_us"`
+	Userus      float64 `json:"user_us"`
+	Kernelus    float64 `json:"kernel_us"`
+	CtxSwitches float64 `json:"ctxt_switches"`
+	Syscalls    float64 `json:"syscalls"` // -1 when unknown
+	// Source says where the figures come from (schedstat, eBPF, or why not).
+	Source string `json:"source"`
+}
+
+// DatapathRun is one run of a row.
+type DatapathRun struct {
+	Direct     Dist       `json:"direct"`
+	Via        Dist       `json:"via"`
+	PairMedian float64    `json:"pair_median_ms"` // median of VIA−DIRECT per round
+	Cost       *ProxyCost `json:"cost,omitempty"`
+}
+
+// DatapathRow is one (path, payload) row: medians of its runs.
+type DatapathRow struct {
+	Path    string `json:"path"`
+	Proxy   string `json:"proxy"` // vig or nginx
+	Payload int    `json:"payload_bytes"`
+	Skipped string `json:"skipped,omitempty"`
+
+	DirectP50  float64       `json:"direct_p50_ms"`
+	ViaP50     float64       `json:"via_p50_ms"`
+	AddedP50   float64       `json:"added_p50_ms"` // VIA p50 − DIRECT p50
+	AddedP99   float64       `json:"added_p99_ms"` // VIA p99 − DIRECT p99
+	PairMedian float64       `json:"pair_median_ms"`
+	Cost       *ProxyCost    `json:"cost,omitempty"`
+	Runs       []DatapathRun `json:"runs,omitempty"`
+}
+
+// DatapathResult is the datapath benchmark's output.
+type DatapathResult struct {
+	Exec    time.Duration `json:"exec_ns"`
+	Warmup  int           `json:"warmup"`
+	Rounds  int           `json:"rounds"`
+	Runs    int           `json:"runs"`
+	Pinned  bool          `json:"pinned"`
+	Payload []int         `json:"payloads"`
+	Rows    []DatapathRow `json:"rows"`
+}
+
+func (o *DatapathOptions) defaults() {
+	if len(o.Payloads) == 0 {
+		o.Payloads = []int{0, 150_000, 1_200_000, 6_200_000}
+	}
+	if o.Warmup <= 0 {
+		o.Warmup = 30
+	}
+	if o.Rounds <= 0 {
+		o.Rounds = 300
+	}
+	if o.Runs <= 0 {
+		o.Runs = 3
+	}
+	if o.Exec <= 0 {
+		o.Exec = 5 * time.Millisecond
+	}
+	if len(o.Paths) == 0 {
+		o.Paths = DatapathPaths
+	}
+}
+
+const benchModel = "m"
+
+// vigDatapathConfig is vig's configuration for the datapath and idle benchmarks: one
+// governed model with a loose contract, so the scheduler admits every request at
+// once — the full governed path, with nothing dropped.
+func vigDatapathConfig(listenGRPC, listenUnix, backend string, exec time.Duration) string {
+	return fmt.Sprintf(`listen: {grpc: %q, unix: %q, metrics: "off"}
+backend: {address: %q, slots: 1}
+log: {format: json, level: info}
+models:
+  %s: {exec_ms: %g}
+streams:
+  - {name: %s, model: %s, class: protected, period_ms: 1000, max_age_ms: 60000}
+`, listenGRPC, listenUnix, backend, benchModel, float64(exec)/1e6, benchModel, benchModel)
+}
+
+// RunDatapath measures every path and payload.
+func RunDatapath(ctx context.Context, o DatapathOptions) (*DatapathResult, error) {
+	o.defaults()
+	res := &DatapathResult{Exec: o.Exec, Warmup: o.Warmup, Rounds: o.Rounds, Runs: o.Runs, Payload: o.Payloads}
+	for _, path := range o.Paths {
+		rows, pinned, err := runPath(ctx, &o, path)
+		if err != nil {
+			return nil, fmt.Errorf("datapath %s: %w", path, err)
+		}
+		res.Pinned = res.Pinned || pinned
+		res.Rows = append(res.Rows, rows...)
+	}
+	return res, nil
+}
+
+func skippedRows(o *DatapathOptions, path, proxy, why string) []DatapathRow {
+	var rows []DatapathRow
+	for _, p := range o.Payloads {
+		rows = append(rows, DatapathRow{Path: path, Proxy: proxy, Payload: p, Skipped: why})
+	}
+	return rows
+}
+
+// runPath sets up one path (mock backend, proxy process) and measures its rows.
+func runPath(ctx context.Context, o *DatapathOptions, path string) ([]DatapathRow, bool, error) {
+	if path == PathShmring {
+		return skippedRows(o, path, "vig", shmringMissing), false, nil
+	}
+	dir, err := os.MkdirTemp(o.TempDir, "vigbench-"+path+"-")
+	if err != nil {
+		return nil, false, err
+	}
+	defer os.RemoveAll(dir)
+	mockAddr := "127.0.0.1:0"
+	if path == PathUnix {
+		mockAddr = "unix:" + filepath.Join(dir, "mock.sock")
+	}
+	mctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	mb, err := startMock(mctx, mockAddr, mockbackend.Config{Models: []mockbackend.Model{{Name: benchModel, Exec: o.Exec}}, Slots: 1, Seed: 1})
+	if err != nil {
+		return nil, false, err
+	}
+	defer mb.Stop()
+
+	var proxy *Proc
+	var viaAddr string
+	proxyName := "vig"
+	switch path {
+	case PathNginx:
+		proxyName = "nginx"
+		proxy, viaAddr, err = StartNginx(ctx, dir, mb.Addr(), o.Pin)
+		if errors.Is(err, errSkip) {
+			return skippedRows(o, path, proxyName, err.Error()), false, nil
+		}
+	case PathUnix:
+		proxy, err = StartVig(ctx, o.VigBinary, dir, vigDatapathConfig("off", filepath.Join(dir, "vig.sock"), mb.Addr(), o.Exec), o.Pin)
+		if err == nil {
+			viaAddr = "unix:" + proxy.Addrs["unix"]
+		}
+	default:
+		proxy, err = StartVig(ctx, o.VigBinary, dir, vigDatapathConfig("127.0.0.1:0", "off", mb.Addr(), o.Exec), o.Pin)
+		if err == nil {
+			viaAddr = proxy.Addrs["grpc"]
+		}
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	defer proxy.Stop()
+
+	direct, err := dial(mb.Addr())
+	if err != nil {
+		return nil, false, err
+	}
+	defer direct.Close()
+	via, err := dial(viaAddr)
+	if err != nil {
+		return nil, false, err
+	}
+	defer via.Close()
+
+	var shm *shmInput
+	if path == PathShm {
+		maxPayload := 0
+		for _, p := range o.Payloads {
+			maxPayload = max(maxPayload, p)
+		}
+		// Registered through vig, which forwards it to the backend and mirrors
+		// it: both paths then reference the same region.
+		if shm, err = newShmInput(ctx, via, maxPayload); err != nil {
+			return nil, false, fmt.Errorf("system shared memory: %w", err)
+		}
+		defer shm.Close(via)
+	}
+
+	var rows []DatapathRow
+	for _, payload := range o.Payloads {
+		row := DatapathRow{Path: path, Proxy: proxyName, Payload: payload}
+		for run := range o.Runs {
+			if o.Progress != nil {
+				o.Progress("datapath %s %s: run %d/%d", path, sizeLabel(payload), run+1, o.Runs)
+			}
+			r, err := measureRow(ctx, o, direct, via, proxy.PID, payload, shm, run)
+			if err != nil {
+				return nil, false, fmt.Errorf("%s: %w", sizeLabel(payload), err)
+			}
+			row.Runs = append(row.Runs, *r)
+		}
+		row.summarize()
+		rows = append(rows, row)
+	}
+	return rows, proxy.Pinned, nil
+}
+
+// summarize sets the row's figures to the medians over its runs.
+func (row *DatapathRow) summarize() {
+	var dp50, vp50, a50, a99, pm []float64
+	var costs []*ProxyCost
+	for _, r := range row.Runs {
+		dp50 = append(dp50, r.Direct.P50)
+		vp50 = append(vp50, r.Via.P50)
+		a50 = append(a50, r.Via.P50-r.Direct.P50)
+		a99 = append(a99, r.Via.P99-r.Direct.P99)
+		pm = append(pm, r.PairMedian)
+		if r.Cost != nil {
+			costs = append(costs, r.Cost)
+		}
+	}
+	row.DirectP50, row.ViaP50 = Median(dp50), Median(vp50)
+	row.AddedP50, row.AddedP99, row.PairMedian = Median(a50), Median(a99), Median(pm)
+	row.Cost = medianCost(costs)
+}
+
+func medianCost(cs []*ProxyCost) *ProxyCost {
+	if len(cs) == 0 {
+		return nil
+	}
+	pick := func(f func(*ProxyCost) float64) float64 {
+		var xs []float64
+		for _, c := range cs {
+			xs = append(xs, f(c))
+		}
+		return Median(xs)
+	}
+	return &ProxyCost{
+		CPUus:       pick(func(c *ProxyCost) float64 { return c.CPUus }),
+		Userus:      pick(func(c *ProxyCost) float64 { return c.Userus }),
+		Kernelus:    pick(func(c *ProxyCost) float64 { return c.Kernelus }),
+		CtxSwitches: pick(func(c *ProxyCost) float64 { return c.CtxSwitches }),
+		Syscalls:    pick(func(c *ProxyCost) float64 { return c.Syscalls }),
+		Source:      cs[0].Source,
+	}
+}
+
+// rawMsg is a pre-encoded message: vig's raw codec sends its bytes as they are, so
+// the client's encoding cost stays out of the timed call.
+type rawMsg []byte
+
+var rawCodec = grpc.ForceCodecV2(gateway.RawCodec())
+
+const inferMethod = "/" + gateway.Service + "/ModelInfer"
+
+// call times one ModelInfer round trip of a pre-encoded request.
+func call(ctx context.Context, cc *grpc.ClientConn, req rawMsg) (time.Duration, error) {
+	var resp gateway.Frame
+	t0 := time.Now()
+	err := cc.Invoke(ctx, inferMethod, req, &resp, rawCodec)
+	d := time.Since(t0)
+	resp.Free()
+	return d, err
+}
+
+// measureRow runs warm-up and measured rounds, DIRECT and VIA alternating (the
+// order flips every round), profiling the proxy over the measured rounds.
+func measureRow(ctx context.Context, o *DatapathOptions, direct, via *grpc.ClientConn, pid, payload int, shm *shmInput, run int) (*DatapathRun, error) {
+	data := make([]byte, payload)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	var d, v, diff []float64
+	var sess *profile.Session
+	var profErr error
+	defer func() {
+		if sess != nil {
+			sess.Close()
+		}
+	}()
+	total := o.Warmup + o.Rounds
+	for i := range total {
+		if i == o.Warmup {
+			sess, profErr = profile.Start(profile.Options{PID: pid, EBPF: profile.Auto})
+		}
+		frame := uint64(run*total + i)
+		req := frameRequest(benchModel, "datapath", frame, 0, data)
+		if shm != nil {
+			req = shm.request(frame, payload)
+		}
+		req.Parameters = nil // the loose contract needs no capture time
+		b, err := proto.Marshal(req)
+		if err != nil {
+			return nil, err
+		}
+		var td, tv time.Duration
+		if i%2 == 0 {
+			if td, err = call(ctx, direct, b); err == nil {
+				tv, err = call(ctx, via, b)
+			}
+		} else {
+			if tv, err = call(ctx, via, b); err == nil {
+				td, err = call(ctx, direct, b)
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+		if i >= o.Warmup {
+			d, v = append(d, ms(td)), append(v, ms(tv))
+			diff = append(diff, ms(tv)-ms(td))
+		}
+	}
+	r := &DatapathRun{Direct: Summarize(d), Via: Summarize(v), PairMedian: Median(diff)}
+	switch {
+	case sess != nil:
+		rep, err := sess.Stop()
+		sess = nil
+		if err != nil {
+			r.Cost = &ProxyCost{Syscalls: -1, Source: err.Error()}
+			break
+		}
+		rep.SetRequests(uint64(o.Rounds))
+		r.Cost = costOf(rep)
+	case profErr != nil:
+		r.Cost = &ProxyCost{Syscalls: -1, Source: "profile: " + profErr.Error()}
+	}
+	return r, nil
+}
+
+func costOf(rep *profile.Report) *ProxyCost {
+	pr := rep.PerRequest
+	if pr == nil {
+		return &ProxyCost{Syscalls: -1, Source: "no requests"}
+	}
+	c := &ProxyCost{
+		CPUus: us(pr.CPU), Userus: us(pr.User), Kernelus: us(pr.Kernel),
+		CtxSwitches: pr.ContextSwitches, Syscalls: -1,
+		Source: "CPU: /proc/<pid>/stat split, schedstat total; context switches: /proc/<pid>/task/*/status",
+	}
+	if rep.EBPF != nil {
+		c.Syscalls = pr.Syscalls
+		c.Source += "; syscalls: eBPF raw_syscalls tracepoints (platform/profile)"
+	} else {
+		c.Source += "; syscalls: unavailable (" + rep.EBPFError + ")"
+	}
+	return c
+}
+
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+// sizeLabel prints a payload size the way the issue names them.
+func sizeLabel(n int) string {
+	switch {
+	case n == 0:
+		return "0 B"
+	case n >= 1_000_000:
+		return fmt.Sprintf("%.1f MB", float64(n)/1e6)
+	case n >= 1000:
+		return fmt.Sprintf("%d KB", n/1000)
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// shmInput is a /dev/shm object the client writes frames into and registers (as
+// Triton clients do) so that requests carry a reference instead of the bytes.
+type shmInput struct {
+	name, key, path string
+}
+
+func newShmInput(ctx context.Context, cc *grpc.ClientConn, size int) (*shmInput, error) {
+	size = max(size, 4096)
+	s := &shmInput{name: fmt.Sprintf("vigbench_in_%d", os.Getpid()), key: fmt.Sprintf("/vigbench-in-%d", os.Getpid())}
+	s.path = filepath.Join("/dev/shm", s.key[1:])
+	data := make([]byte, size)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	if err := os.WriteFile(s.path, data, 0o600); err != nil {
+		return nil, fmt.Errorf("%w (the Triton shm path needs a writable /dev/shm)", err)
+	}
+	c := pb.NewGRPCInferenceServiceClient(cc)
+	if _, err := c.SystemSharedMemoryRegister(ctx, &pb.SystemSharedMemoryRegisterRequest{Name: s.name, Key: s.key, ByteSize: uint64(size)}); err != nil {
+		os.Remove(s.path)
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *shmInput) request(frame uint64, payload int) *pb.ModelInferRequest {
+	return &pb.ModelInferRequest{
+		ModelName: benchModel,
+		Id:        mockbackend.FrameID("datapath", frame),
+		Inputs: []*pb.ModelInferRequest_InferInputTensor{{Name: "INPUT0", Datatype: "UINT8", Shape: []int64{int64(payload)},
+			Parameters: map[string]*pb.InferParameter{
+				"shared_memory_region":    {ParameterChoice: &pb.InferParameter_StringParam{StringParam: s.name}},
+				"shared_memory_byte_size": {ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: int64(payload)}},
+			}}},
+	}
+}
+
+func (s *shmInput) Close(cc *grpc.ClientConn) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	pb.NewGRPCInferenceServiceClient(cc).SystemSharedMemoryUnregister(ctx, &pb.SystemSharedMemoryUnregisterRequest{Name: s.name})
+	os.Remove(s.path)
+}

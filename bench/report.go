@@ -1,0 +1,439 @@
+package bench
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Target states whether one of the issue's targets holds in a run.
+type Target struct {
+	Name   string `json:"name"`
+	Status string `json:"status"` // holds, does not hold, not measured
+	Detail string `json:"detail"`
+}
+
+const (
+	Holds       = "holds"
+	Fails       = "does not hold"
+	NotMeasured = "not measured"
+)
+
+func verdict(ok bool) string {
+	if ok {
+		return Holds
+	}
+	return Fails
+}
+
+// flatLimitMs is how much the added p50 of a by-reference path may vary across
+// payload sizes (0 B to 6.2 MB) and still count as flat.
+const flatLimitMs = 0.1
+
+// Evaluate checks the issue's targets against the results.
+func Evaluate(r *Results) []Target {
+	var ts []Target
+	best := func(sc, policy, stream string) (StreamResult, bool) {
+		if r.Wire == nil {
+			return StreamResult{}, false
+		}
+		for _, s := range r.Wire.Scenarios {
+			if s.Name != sc {
+				continue
+			}
+			for _, st := range s.Best[policy] {
+				if st.Stream == stream {
+					return st, true
+				}
+			}
+		}
+		return StreamResult{}, false
+	}
+	streamsOf := func(sc string, classes ...string) []string {
+		var out []string
+		if r.Wire == nil {
+			return nil
+		}
+		for _, s := range r.Wire.Scenarios {
+			if s.Name == sc {
+				for _, st := range s.Best[PolicyVig] {
+					if slices.Contains(classes, st.Class) {
+						out = append(out, st.Stream)
+					}
+				}
+			}
+		}
+		return out
+	}
+	coverageAtLeast := func(name string, scs []string, classes []string, min float64) Target {
+		t := Target{Name: name, Status: NotMeasured}
+		if r.Wire == nil {
+			return t
+		}
+		ok, parts := true, []string{}
+		for _, sc := range scs {
+			for _, st := range streamsOf(sc, classes...) {
+				v, _ := best(sc, PolicyVig, st)
+				parts = append(parts, fmt.Sprintf("%s %s %.1f %%", sc, st, 100*v.Coverage))
+				if v.Coverage < min {
+					ok = false
+					parts[len(parts)-1] += fmt.Sprintf(" (%.1f points short)", 100*(min-v.Coverage))
+				}
+			}
+		}
+		t.Status, t.Detail = verdict(ok), strings.Join(parts, "; ")
+		return t
+	}
+	ts = append(ts, coverageAtLeast("protected coverage with vig ≥ 99 % in A and B", []string{"A", "B"}, []string{"protected"}, 0.99))
+	ts = append(ts, coverageAtLeast("high-class coverage with vig ≥ 99 % in A", []string{"A"}, []string{"high"}, 0.99))
+
+	t := Target{Name: "vig ≥ triton-policy emulation on every protected and high stream", Status: NotMeasured}
+	if r.Wire != nil {
+		ok, parts := true, []string{}
+		for _, s := range r.Wire.Scenarios {
+			for _, st := range streamsOf(s.Name, "protected", "high") {
+				v, _ := best(s.Name, PolicyVig, st)
+				e, _ := best(s.Name, PolicyTriton, st)
+				if v.Coverage < e.Coverage {
+					ok = false
+					parts = append(parts, fmt.Sprintf("%s %s: vig %.1f %% < emulation %.1f %%", s.Name, st, 100*v.Coverage, 100*e.Coverage))
+				}
+			}
+		}
+		if ok {
+			parts = append(parts, "every protected and high stream of A, B, C")
+		}
+		t.Status, t.Detail = verdict(ok), strings.Join(parts, "; ")
+	}
+	ts = append(ts, t)
+
+	t = Target{Name: "C: no stream loses coverage with vig against direct", Status: NotMeasured}
+	if r.Wire != nil {
+		ok, parts := true, []string{}
+		for _, st := range streamsOf("C", "protected", "high", "best_effort") {
+			v, _ := best("C", PolicyVig, st)
+			d, _ := best("C", PolicyDirect, st)
+			parts = append(parts, fmt.Sprintf("%s vig %.1f %% vs direct %.1f %%", st, 100*v.Coverage, 100*d.Coverage))
+			if v.Coverage < d.Coverage {
+				ok = false
+				parts[len(parts)-1] += fmt.Sprintf(" (−%.1f points)", 100*(d.Coverage-v.Coverage))
+			}
+		}
+		t.Status, t.Detail = verdict(ok && len(parts) > 0), strings.Join(parts, "; ")
+	}
+	ts = append(ts, t)
+
+	t = Target{Name: "vig's added p50 on the TCP copy path lower than nginx's", Status: NotMeasured}
+	if r.Datapath != nil {
+		ok, parts, n := true, []string{}, 0
+		for _, row := range r.Datapath.Rows {
+			if row.Path != PathTCP || row.Skipped != "" {
+				continue
+			}
+			ng := findRow(r.Datapath, PathNginx, row.Payload)
+			if ng == nil || ng.Skipped != "" {
+				continue
+			}
+			n++
+			parts = append(parts, fmt.Sprintf("%s: vig %+.3f ms, nginx %+.3f ms", sizeLabel(row.Payload), row.AddedP50, ng.AddedP50))
+			if row.AddedP50 >= ng.AddedP50 {
+				ok = false
+				parts[len(parts)-1] += fmt.Sprintf(" (vig %.3f ms more)", row.AddedP50-ng.AddedP50)
+			}
+		}
+		if n > 0 {
+			t.Status, t.Detail = verdict(ok), strings.Join(parts, "; ")
+		} else {
+			t.Detail = "nginx rows skipped"
+		}
+	}
+	ts = append(ts, t)
+
+	t = Target{Name: fmt.Sprintf("Triton shm path flat in payload size (added p50 varies ≤ %.1f ms from 0 B to 6.2 MB)", flatLimitMs), Status: NotMeasured}
+	if r.Datapath != nil {
+		var xs []float64
+		var parts []string
+		for _, row := range r.Datapath.Rows {
+			if row.Path == PathShm && row.Skipped == "" {
+				xs = append(xs, row.AddedP50)
+				parts = append(parts, fmt.Sprintf("%s %+.3f ms", sizeLabel(row.Payload), row.AddedP50))
+			}
+		}
+		if len(xs) > 1 {
+			spread := slices.Max(xs) - slices.Min(xs)
+			t.Status = verdict(spread <= flatLimitMs)
+			t.Detail = fmt.Sprintf("spread %.3f ms: %s", spread, strings.Join(parts, ", "))
+		}
+	}
+	ts = append(ts, t)
+	ts = append(ts, Target{Name: "shmring path flat in payload size", Status: NotMeasured, Detail: shmringMissing})
+
+	t = Target{Name: "idle CPU below 0.05 % of a core at 10 clients", Status: NotMeasured}
+	t2 := Target{Name: "idle-settled p99 below 1 ms added", Status: NotMeasured}
+	if r.Idle != nil {
+		var parts2 []string
+		ok2 := true
+		for _, row := range r.Idle.Rows {
+			if row.Clients == 10 {
+				t.Status = verdict(row.CPUSchedMedian < 0.0005)
+				t.Detail = fmt.Sprintf("%.4f %% of a core (schedstat; /proc/<pid>/stat ticks: %.3f %%)", 100*row.CPUSchedMedian, 100*row.CPUStatMedian)
+			}
+			parts2 = append(parts2, fmt.Sprintf("%d clients: %+.3f ms", row.Clients, row.AddedP99))
+			if row.AddedP99 >= 1 {
+				ok2 = false
+			}
+		}
+		if len(parts2) > 0 {
+			t2.Status, t2.Detail = verdict(ok2), strings.Join(parts2, "; ")
+		}
+	}
+	ts = append(ts, t, t2)
+	return ts
+}
+
+func findRow(d *DatapathResult, path string, payload int) *DatapathRow {
+	for i := range d.Rows {
+		if d.Rows[i].Path == path && d.Rows[i].Payload == payload {
+			return &d.Rows[i]
+		}
+	}
+	return nil
+}
+
+// Plots renders the run's SVG plots by file name.
+func Plots(r *Results) map[string]string {
+	out := map[string]string{}
+	if d := r.Datapath; d != nil {
+		var ticks []Tick
+		for i, p := range d.Payload {
+			ticks = append(ticks, Tick{float64(i), sizeLabel(p)})
+		}
+		for _, m := range []struct {
+			file, what string
+			get        func(*DatapathRow) float64
+		}{
+			{"datapath_added_p50.svg", "p50", func(r *DatapathRow) float64 { return r.AddedP50 }},
+			{"datapath_added_p99.svg", "p99", func(r *DatapathRow) float64 { return r.AddedP99 }},
+		} {
+			var series []Series
+			for _, path := range DatapathPaths {
+				s := Series{Name: pathLabel(path)}
+				have := false
+				for i, p := range d.Payload {
+					s.X = append(s.X, float64(i))
+					row := findRow(d, path, p)
+					if row == nil || row.Skipped != "" {
+						s.Y = append(s.Y, math.NaN())
+						continue
+					}
+					have = true
+					s.Y = append(s.Y, m.get(row))
+				}
+				if have {
+					series = append(series, s)
+				}
+			}
+			out[m.file] = Lines(Plot{Title: "Added latency " + m.what + " (VIA − DIRECT) by payload", XLabel: "payload per request",
+				YLabel: "added latency, ms", XTicks: ticks, Series: series})
+		}
+	}
+	if w := r.Wire; w != nil {
+		for _, sc := range w.Scenarios {
+			var groups []string
+			for _, s := range sc.Best[PolicyVig] {
+				groups = append(groups, s.Stream+" ("+s.Class+")")
+			}
+			var series []Series
+			for _, p := range Policies {
+				s := Series{Name: PolicyLabel(p)}
+				for _, st := range sc.Best[p] {
+					s.Y = append(s.Y, 100*st.Coverage)
+				}
+				series = append(series, s)
+			}
+			name := strings.ToLower(sc.Name)
+			out["wire_"+name+"_coverage.svg"] = Bars(Plot{Title: fmt.Sprintf("Scenario %s: coverage per stream (best depth per side)", sc.Name),
+				YLabel: "coverage, %", Groups: groups, Series: series, YMin: 0, YMax: 100})
+			for i, st := range sc.Best[PolicyVig] {
+				var cs []Series
+				for _, p := range Policies {
+					if i < len(sc.Best[p]) && len(sc.Best[p][i].AoICDF) > 0 {
+						cs = append(cs, Series{Name: PolicyLabel(p), X: sc.Best[p][i].AoICDF})
+					}
+				}
+				out["wire_"+name+"_aoi_"+st.Stream+".svg"] = CDF(Plot{Title: fmt.Sprintf("Scenario %s, %s: AoI CDF (max_age marks freshness)", sc.Name, st.Stream),
+					XLabel: "age of information, ms", YLabel: "fraction of time", Series: cs})
+			}
+		}
+	}
+	if id := r.Idle; id != nil && len(id.Rows) > 0 {
+		var groups []string
+		cpu := Series{Name: "schedstat"}
+		stat := Series{Name: "/proc/pid/stat"}
+		lat := []Series{{Name: "via vig"}, {Name: "direct"}}
+		for _, row := range id.Rows {
+			groups = append(groups, fmt.Sprintf("%d clients", row.Clients))
+			cpu.Y = append(cpu.Y, 100*row.CPUSchedMedian)
+			stat.Y = append(stat.Y, 100*row.CPUStatMedian)
+			lat[0].Y = append(lat[0].Y, row.Via.P99)
+			lat[1].Y = append(lat[1].Y, row.Direct.P99)
+		}
+		out["idle_cpu.svg"] = Bars(Plot{Title: "vig idle CPU (median of samples)", YLabel: "% of one core", Groups: groups, Series: []Series{cpu, stat}})
+		out["idle_latency_p99.svg"] = Bars(Plot{Title: "Idle-settled round trip p99", YLabel: "ms", Groups: groups, Series: lat})
+	}
+	return out
+}
+
+func pathLabel(p string) string {
+	switch p {
+	case PathNginx:
+		return "nginx grpc_pass (TCP)"
+	case PathTCP:
+		return "vig gRPC TCP"
+	case PathUnix:
+		return "vig gRPC Unix"
+	case PathShm:
+		return "vig Triton shm"
+	case PathShmring:
+		return "vig shmring"
+	}
+	return p
+}
+
+func pct(x float64) string { return fmt.Sprintf("%.1f %%", 100*x) }
+
+func f3(x float64) string { return fmt.Sprintf("%.3f", x) }
+
+func costCells(c *ProxyCost) string {
+	if c == nil {
+		return "– | – | – | – | –"
+	}
+	sys := "n/a"
+	if c.Syscalls >= 0 {
+		sys = fmt.Sprintf("%.1f", c.Syscalls)
+	}
+	return fmt.Sprintf("%.0f | %.0f | %.0f | %.1f | %s", c.CPUus, c.Userus, c.Kernelus, c.CtxSwitches, sys)
+}
+
+// Report renders report.md.
+func Report(r *Results, plots map[string]string) string {
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	w("# vig bench — %s\n\n", r.Started.Format("2006-01-02 15:04 UTC"))
+	w("`%s` · vig %s · %s\n\n", r.Command, r.Version, map[bool]string{true: "**quick** runs (`--quick`)", false: "full runs"}[r.Quick])
+	m := r.Machine
+	w("Machine: %s, %d CPUs (%s), Linux %s, %s/%s, %s. Load average at start `%s`, at end `%s` — the 2 vCPUs are shared with other work, so compare rows within this run only.\n\n",
+		m.Host, m.CPUs, m.CPUModel, m.Kernel, m.GOOS, m.GOARCH, m.Go, r.LoadStart, r.LoadEnd)
+
+	w("## Targets\n\n| target | status | measured |\n|---|---|---|\n")
+	for _, t := range r.Targets {
+		st := t.Status
+		if st == Fails {
+			st = "**" + st + "**"
+		}
+		w("| %s | %s | %s |\n", t.Name, st, t.Detail)
+	}
+	w("\n")
+
+	if d := r.Datapath; d != nil {
+		w("## Datapath: what a request costs\n\n")
+		w("One call in flight; each round sends the same request DIRECT (client → mock backend) and VIA (client → proxy → mock backend), the order flipping every round; %d warm-up and %d measured rounds per run, %d runs per row, each figure the median of the runs. Mock backend compute %v per request (× [0.9, 1.3] per frame, the same frame on both paths). ",
+			d.Warmup, d.Rounds, d.Runs, d.Exec)
+		if d.Pinned {
+			w("The proxy (vig or nginx) runs as its own process pinned to CPU %s with taskset; client and mock backend share the bench process. ", proxyCPU)
+		} else {
+			w("The proxy runs as its own process, not pinned (taskset or a second CPU missing). ")
+		}
+		w("Added = VIA − DIRECT of the percentile; pair median = median over rounds of (VIA − DIRECT) of the same round. Cost columns are the proxy's per request, over the measured rounds: CPU µs (schedstat; user/kernel split by /proc/<pid>/stat ticks), context switches (voluntary + involuntary, all threads), syscalls (eBPF raw_syscalls tracepoints filtered to the proxy's tgid, via platform/profile).\n\n")
+		w("The mock backend hashes every input byte (FNV, roughly 1 ms per MB here) on both paths: it adds the same time to DIRECT and VIA and cancels in the difference, but it makes the absolute latencies of large payloads grow on every path, the shm path included.\n\n")
+		w("| path | payload | direct p50 ms | via p50 ms | added p50 ms | added p99 ms | pair median ms | CPU µs | user µs | kernel µs | ctx sw | syscalls |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+		for _, row := range d.Rows {
+			if row.Skipped != "" {
+				continue
+			}
+			w("| %s | %s | %s | %s | %s | %s | %s | %s |\n", pathLabel(row.Path), sizeLabel(row.Payload), f3(row.DirectP50), f3(row.ViaP50),
+				fmt.Sprintf("%+.3f", row.AddedP50), fmt.Sprintf("%+.3f", row.AddedP99), fmt.Sprintf("%+.3f", row.PairMedian), costCells(row.Cost))
+		}
+		skipped := map[string]string{}
+		for _, row := range d.Rows {
+			if row.Skipped != "" {
+				skipped[row.Path] = row.Skipped
+			}
+		}
+		keys := make([]string, 0, len(skipped))
+		for k := range skipped {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			w("\n%s: %s\n", pathLabel(k), skipped[k])
+		}
+		w("\n![added p50](datapath_added_p50.svg)\n\n![added p99](datapath_added_p99.svg)\n\n")
+	}
+
+	if wr := r.Wire; wr != nil {
+		w("## Wire: freshness under contention (SCENARIOS.md)\n\n")
+		w("Open-loop sensors (each frame sent at its capture time on its own schedule, never slowed by answers; a frame that finds `depth` requests of its stream outstanding is dropped at the client), %v per run, payload %d B per frame, client buffer depths %v, and for each policy and stream the best depth (highest coverage, then lowest AoI p95). Runs interleave the policies (direct, triton-policy, vig, direct, …), each on a fresh mock backend; a frame's execution time is a pure function of (seed, stream, frame). Coverage = share of complete period windows with a result of age < max_age delivered inside (agent/sched.Coverage); AoI percentiles over time (agent/sched.AoI). Inferences = the backend's inference_count. vig and the backend run in the bench process here (the wire benchmark is about scheduling, not process cost).\n\n",
+			wr.Duration, wr.Payload, wr.Depths)
+		w("**triton-policy is an emulation** of Triton's dynamic-batcher queue policy (priority level by class, `timeout_action: REJECT` after a queue timeout equal to the stream's max_age, `max_queue_size: 1` per level) written for this benchmark as a gateway admitter; it is not Triton, and unlike Triton (one queue per model) it orders all streams in one queue.\n\n")
+		for _, sc := range wr.Scenarios {
+			w("### Scenario %s (%d slot%s)\n\n", sc.Name, sc.Slots, map[bool]string{true: "s", false: ""}[sc.Slots > 1])
+			w("| stream | class | policy | depth | coverage | AoI p50 ms | AoI p95 ms | AoI p99 ms | delivered | inferences | superseded | late-dropped | deferred | client-dropped | queue-full / timeout (emulation) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+			for i := range sc.Best[PolicyVig] {
+				for _, p := range Policies {
+					if i >= len(sc.Best[p]) {
+						continue
+					}
+					s := sc.Best[p][i]
+					vigCols := "– | – | –"
+					if p == PolicyVig {
+						vigCols = fmt.Sprintf("%d | %d | %d", s.Superseded, s.LateDropped, s.Deferred)
+					}
+					em := "–"
+					if p == PolicyTriton {
+						em = fmt.Sprintf("%d / %d", s.QueueFull, s.TimedOut)
+					}
+					w("| %s | %s | %s | %d | %s | %.1f | %.1f | %.1f | %d | %d | %s | %d | %s |\n", s.Stream, s.Class, PolicyLabel(p), s.Depth, pct(s.Coverage),
+						s.AoIP50, s.AoIP95, s.AoIP99, s.Delivered, s.Inferences, vigCols, s.Dropped, em)
+				}
+			}
+			name := strings.ToLower(sc.Name)
+			w("\n![coverage %s](wire_%s_coverage.svg)\n\n", sc.Name, name)
+			for _, s := range sc.Best[PolicyVig] {
+				file := "wire_" + name + "_aoi_" + s.Stream + ".svg"
+				if _, ok := plots[file]; ok {
+					w("![AoI %s %s](%s) ", sc.Name, s.Stream, file)
+				}
+			}
+			w("\n\n")
+		}
+		w("Inferences count the backend's work for the stream's model in the best run of each side, so the columns of different depths are not additive.\n\n")
+	}
+
+	if id := r.Idle; id != nil {
+		w("## Idle: what vig costs when nothing happens\n\n")
+		w("One vig process (own process%s) with 1, 5, then 10 idle gRPC clients attached (connected, then silent); after a %v settle, %d samples of %v of vig's CPU as a fraction of one core, median: from /proc/<pid>/stat (10 ms ticks: one tick in a %v sample is %.2f %%) and from schedstat (ns). Then %d idle-settled round trips per row through vig and directly, alternating, each after a quiet period of 50 + (seq × 5) mod 17 ms. shmring clients: %s.\n\n",
+			map[bool]string{true: ", pinned", false: ""}[id.Pinned], id.Settle, id.Samples, id.Sample, id.Sample, 100*0.01/id.Sample.Seconds(), probesOf(id), id.RingClients)
+		w("| clients | CPU (schedstat) | CPU (stat ticks) | ctx switches per sample | via p50/p95/p99/max ms | direct p50/p95/p99/max ms | added p50 / p95 / p99 / max ms |\n|---|---|---|---|---|---|---|\n")
+		for _, row := range id.Rows {
+			w("| %d | %.4f %% | %.3f %% | %v | %s | %s | %+.3f / %+.3f / %+.3f / %+.3f |\n", row.Clients, 100*row.CPUSchedMedian, 100*row.CPUStatMedian, row.Wakeups,
+				distCell(row.Via), distCell(row.Direct), row.AddedP50, row.AddedP95, row.AddedP99, row.AddedMax)
+		}
+		w("\n![idle CPU](idle_cpu.svg)\n\n![idle latency](idle_latency_p99.svg)\n\n")
+	}
+	w("## Reproduce\n\n```\nmake build && bin/vig bench all            # full runs\nbin/vig bench all --quick                   # make bench\nbin/vig bench datapath|wire|idle [--quick] [--out DIR]\n```\n")
+	return b.String()
+}
+
+func probesOf(id *IdleResult) int {
+	if len(id.Rows) == 0 {
+		return 0
+	}
+	return id.Rows[0].Via.N
+}
+
+func distCell(d Dist) string {
+	return fmt.Sprintf("%.2f / %.2f / %.2f / %.2f", d.P50, d.P95, d.P99, d.Max)
+}

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/vig-edge/vig/bench"
+)
+
+const benchUsage = `Usage: vig bench <datapath|wire|idle|all> [--quick] [--out DIR] [flags]
+
+Measures vig the way DESIGN.md §8 says, and writes results.json, report.md and SVG
+plots into DIR (default bench/results/<date>-<host>/):
+
+  datapath  added latency per request (VIA vig − DIRECT to the backend) and vig's
+            CPU, context switches and syscalls per request, for payloads 0 B–6.2 MB
+            on gRPC over TCP and Unix sockets and on Triton system shared memory,
+            against nginx grpc_pass as the reference proxy (vig and nginx run as
+            their own processes, pinned with taskset when there is a second CPU)
+  wire      coverage and age of information for the SCENARIOS.md workloads A, B, C
+            (examples/scenarios) with open-loop sensors: direct, an emulation of
+            Triton's queue policy, and vig
+  idle      vig's CPU with 1, 5 and 10 idle clients, and idle-settled latency
+  all       the three
+
+Full runs take about 20 minutes on 2 cores; --quick (make bench) a few. Run it on
+a quiet machine and never beside a build.
+
+Flags:
+`
+
+func runBench(args []string) int {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	quick := fs.Bool("quick", false, "shorter runs (fewer rounds, 5 s wire runs, 3 s idle samples)")
+	out := fs.String("out", "", "output `DIR` (default bench/results/<date>-<host>)")
+	scen := fs.String("scenarios", bench.DefaultScenarioDir, "`DIR` holding the scenario configs a.yaml, b.yaml, c.yaml")
+	noPin := fs.Bool("no-pin", false, "do not pin vig and nginx to CPU 1 with taskset")
+	vigBin := fs.String("vig", "", "vig `BINARY` to measure as its own process (default: this executable)")
+	fs.Usage = func() { fmt.Fprint(fs.Output(), benchUsage); fs.PrintDefaults() }
+
+	// The benchmark name may come before or after the flags.
+	var which string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		which, args = args[0], args[1:]
+	}
+	if err := fs.Parse(args); err != nil {
+		return exitUsage(err)
+	}
+	if which == "" && fs.NArg() > 0 {
+		which = fs.Arg(0)
+	} else if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "vig bench: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	if which == "" {
+		fs.Usage()
+		return 2
+	}
+	valid := false
+	for _, b := range bench.Benchmarks {
+		valid = valid || b == which
+	}
+	if !valid {
+		fmt.Fprintf(os.Stderr, "vig bench: unknown benchmark %q (want %s)\n", which, strings.Join(bench.Benchmarks, ", "))
+		return 2
+	}
+	bin := *vigBin
+	if bin == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "vig bench: cannot find this executable to run vig as its own process: %v (pass --vig BINARY)\n", err)
+			return 1
+		}
+		bin = exe
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer cancel()
+	opts := bench.Options{Which: which, Quick: *quick, Out: *out, VigBinary: bin, ScenarioDir: *scen, Pin: !*noPin,
+		Command: "vig bench " + strings.Join(append([]string{which}, args...), " "),
+		Progress: os.Stderr, TTY: isTerminal(os.Stderr)}
+	res, err := bench.Run(ctx, opts)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "vig bench: %v\n", err)
+		return 1
+	}
+	dir := *out
+	if dir == "" {
+		dir = bench.DefaultOut(res.Started, res.Machine.Host)
+	}
+	fmt.Printf("results in %s (report.md, results.json, *.svg)\n\n", dir)
+	for _, t := range res.Targets {
+		fmt.Printf("%-14s %s — %s\n", t.Status, t.Name, t.Detail)
+	}
+	return 0
+}
