@@ -81,7 +81,7 @@ func runBench(args []string) int {
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer cancel()
 	opts := bench.Options{Which: which, Quick: *quick, Out: *out, VigBinary: bin, ScenarioDir: *scen, Pin: !*noPin,
-		Command: "vig bench " + strings.Join(append([]string{which}, args...), " "),
+		Command:  "vig bench " + strings.Join(append([]string{which}, args...), " "),
 		Progress: os.Stderr, TTY: isTerminal(os.Stderr)}
 	res, err := bench.Run(ctx, opts)
 	if err != nil {
