@@ -38,8 +38,12 @@
 // bpf_prog_active guard drops a nested run instead), and the per-thread
 // maps are only written by the thread itself or at its own switch-in.
 //
-// The collector needs root, or CAP_BPF and CAP_PERFMON (Linux 5.8+; older
-// kernels need CAP_SYS_ADMIN). When tracefs is not mounted it mounts it at
+// The programs need Linux 4.14 (BPF_JLT/JSLT jumps, LRU hash maps,
+// programs on tracepoint perf events since 4.7); one program per
+// tracepoint is attached, so 4.14 kernels, which allow only one, work
+// unless another tool holds the same tracepoint. The collector needs
+// root, or CAP_BPF and CAP_PERFMON (Linux 5.8+; older kernels need
+// CAP_SYS_ADMIN). When tracefs is not mounted it mounts it at
 // /sys/kernel/tracing and leaves it mounted (another tool may be using it
 // by then). Close detaches and frees everything; the kernel does the same
 // if the process dies, since every attachment is a file descriptor.
