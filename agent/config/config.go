@@ -36,6 +36,9 @@ type Listen struct {
 	GRPC    string `yaml:"grpc"`    // host:port of the Triton-protocol gRPC frontend
 	Unix    string `yaml:"unix"`    // path of the Unix-socket gRPC frontend ("@name": abstract)
 	Metrics string `yaml:"metrics"` // host:port of the Prometheus endpoint
+	// Ring is the Unix socket (abstract "@name" where allowed) on which sensor
+	// processes attach shared-memory rings; off by default.
+	Ring string `yaml:"ring"`
 }
 
 // Backend describes the inference server vig forwards to.
@@ -288,7 +291,7 @@ func (c *Config) locate(doc *yaml.Node) {
 func (c *Config) applyDefaults() {
 	setDefault(&c.Listen.GRPC, DefaultGRPCAddr)
 	setDefault(&c.Listen.Metrics, DefaultMetricsAddr)
-	for _, p := range []*string{&c.Listen.GRPC, &c.Listen.Unix, &c.Listen.Metrics} {
+	for _, p := range []*string{&c.Listen.GRPC, &c.Listen.Unix, &c.Listen.Metrics, &c.Listen.Ring} {
 		if *p == Off {
 			*p = ""
 		}

@@ -16,6 +16,7 @@ Usage:
 
 Commands:
   serve          run the governor: a Triton-protocol gRPC gateway in front of a backend
+  doctor         check that the contracts are schedulable and the device is set up well
   profile        attribute a process's time to user space and kernel (syscalls, faults, ...)
   mock-backend   run a Triton-protocol mock inference server (tests, benchmarks, demos)
   version        print vig's version
@@ -36,6 +37,8 @@ func run(args []string) int {
 	switch cmd {
 	case "serve":
 		return runServe(rest)
+	case "doctor":
+		return runDoctor(rest)
 	case "profile":
 		return runProfile(rest)
 	case "mock-backend":

@@ -10,16 +10,21 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/vig-edge/vig/agent/config"
+	"github.com/vig-edge/vig/agent/doctor"
 	"github.com/vig-edge/vig/agent/gateway"
 	"github.com/vig-edge/vig/agent/metrics"
 	"github.com/vig-edge/vig/build/version"
 	"github.com/vig-edge/vig/mockbackend"
 	"github.com/vig-edge/vig/netopt"
 	"github.com/vig-edge/vig/platform/clock"
+	"github.com/vig-edge/vig/platform/profile"
+	"github.com/vig-edge/vig/shmring"
+	"github.com/vig-edge/vig/shmring/frontend"
 )
 
 const serveUsage = `Usage: vig serve -c FILE [flags]
@@ -35,6 +40,9 @@ func runServe(args []string) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	cfgPath := fs.String("c", "", "config `FILE` (YAML)")
 	logFormat := fs.String("log-format", "", "override log.format: text or json")
+	strict := fs.Bool("strict", false, "refuse to start when doctor finds an error (unschedulable contracts, broken device setup)")
+	noDevice := fs.Bool("no-device-checks", false, "skip doctor's device checks at start (the static analysis still runs)")
+	profilePath := fs.String("profile", "", "profile vig itself while it serves and write the report to `FILE` on drain (.zst: compressed)")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), serveUsage); fs.PrintDefaults() }
 	if err := fs.Parse(args); err != nil {
 		return exitUsage(err)
@@ -51,11 +59,68 @@ func runServe(args []string) int {
 
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer cancel()
-	if err := serve(ctx, cfg, log, nil); err != nil {
+
+	report := doctor.Run(ctx, cfg, doctor.Options{Device: !*noDevice})
+	logDoctor(log, report)
+	if *strict && report.Worst() == doctor.Error {
+		log.Error("doctor found errors and --strict is set: not serving (run `vig doctor -c FILE` for the details)")
+		return 2
+	}
+
+	var prof *profile.Session
+	if *profilePath != "" {
+		var err error
+		if prof, err = profile.Start(profile.Options{PID: os.Getpid(), EBPF: profile.Auto}); err != nil {
+			log.Error("profile", "err", err)
+			return 1
+		}
+	}
+	var answered uint64
+	err := serve(ctx, cfg, log, nil, &answered)
+	if prof != nil {
+		writeProfile(log, prof, *profilePath, answered)
+	}
+	if err != nil {
 		log.Error("serve", "err", err)
 		return 1
 	}
 	return 0
+}
+
+// logDoctor logs doctor's findings and checks at start: errors and warnings as such,
+// the rest at debug level.
+func logDoctor(log *slog.Logger, r doctor.Report) {
+	for _, f := range r.Findings {
+		level := slog.LevelDebug
+		switch f.Severity {
+		case doctor.Error:
+			level = slog.LevelError
+		case doctor.Warning:
+			level = slog.LevelWarn
+		}
+		log.Log(context.Background(), level, "doctor: "+f.Message, "code", f.Code, "remedy", strings.Join(f.Remedy, "; "))
+	}
+	for _, c := range r.Checks {
+		level := slog.LevelDebug
+		if c.Status == doctor.Warn || c.Status == doctor.Fail {
+			level = slog.LevelWarn
+		}
+		log.Log(context.Background(), level, "doctor: "+c.Name, "status", c.Status, "detail", c.Detail)
+	}
+}
+
+func writeProfile(log *slog.Logger, s *profile.Session, path string, requests uint64) {
+	rep, err := s.Stop()
+	if err != nil {
+		log.Error("profile", "err", err)
+		return
+	}
+	rep.SetRequests(requests)
+	if err := rep.WriteFile(path); err != nil {
+		log.Error("profile", "err", err)
+		return
+	}
+	log.Info("profile written", "file", path, "requests", requests)
 }
 
 // loadConfig reads and parses a config file. On failure it prints the problems and
@@ -97,7 +162,8 @@ func newLogger(c config.Log) *slog.Logger {
 
 // serve runs vig until ctx is done, then drains. ready, when not nil, receives the
 // addresses vig listens on once it accepts requests (tests use it).
-func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready chan<- map[string]string) error {
+// answered, when not nil, receives the number of RPCs answered.
+func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready chan<- map[string]string, answered *uint64) error {
 	var sockets netopt.Stats
 	reg := metrics.New()
 	reg.Sockets(&sockets)
@@ -157,7 +223,24 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready chan
 		addrs[l.name] = ln.Addr().String()
 	}
 
-	errc := make(chan error, len(listeners))
+	errc := make(chan error, len(listeners)+1)
+	var ring *frontend.Frontend
+	if cfg.Listen.Ring != "" {
+		allowUnsealed := false
+		if b, err := shmring.Probe(); err == nil && b == shmring.BackendShmFile {
+			allowUnsealed = true
+			log.Warn("ring: sealed memfd unavailable on this kernel; accepting /dev/shm regions under a fault guard")
+		}
+		rl, err := shmring.Listen(cfg.Listen.Ring, shmring.ServerConfig{AllowUnsealed: allowUnsealed, Logger: log})
+		if err != nil {
+			closeAll()
+			gw.Stop()
+			return fmt.Errorf("listen.ring %s: %w", cfg.Listen.Ring, err)
+		}
+		addrs["ring"] = rl.Addr()
+		ring = frontend.New(rl, gov, gw.Backend(), log)
+		go func() { errc <- ring.Serve() }()
+	}
 	var metricsSrv *http.Server
 	for _, l := range listeners {
 		if l.name == "metrics" {
@@ -169,7 +252,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready chan
 		}
 		go func() { errc <- gw.Serve(l.ln) }()
 	}
-	log.Info("vig serving", "version", version.String(), "grpc", addrs["grpc"], "unix", addrs["unix"],
+	log.Info("vig serving", "version", version.String(), "grpc", addrs["grpc"], "unix", addrs["unix"], "ring", addrs["ring"],
 		"metrics", addrs["metrics"], "backend", cfg.Backend.Address, "slots", cfg.Backend.Slots)
 	if ready != nil {
 		ready <- addrs
@@ -182,9 +265,15 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready chan
 	}
 	log.Info("draining: no new requests accepted; answering the accepted ones")
 	gov.Drain()
+	if ring != nil {
+		ring.Close()
+	}
 	gw.GracefulStop()
-	answered, accepted := gw.Answered(), gw.Accepted()
-	log.Info(fmt.Sprintf("drained: %d answered, %d lost", answered, accepted-answered))
+	n, accepted := gw.Answered(), gw.Accepted()
+	log.Info(fmt.Sprintf("drained: %d answered, %d lost", n, accepted-n))
+	if answered != nil {
+		*answered = n
+	}
 	if metricsSrv != nil {
 		sctx, scancel := context.WithTimeout(context.Background(), time.Second)
 		metricsSrv.Shutdown(sctx)

@@ -75,7 +75,7 @@ streams:
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan map[string]string, 1)
 	served := make(chan error, 1)
-	go func() { served <- serve(ctx, cfg, log, ready) }()
+	go func() { served <- serve(ctx, cfg, log, ready, nil) }()
 	addrs := <-ready
 
 	cc, err := grpc.NewClient("passthrough:///"+addrs["grpc"], append(gateway.DialOptions(cfg.GRPC), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
