@@ -3,6 +3,8 @@ package gateway_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/vig-edge/vig/agent/config"
 	"github.com/vig-edge/vig/agent/gateway"
 	"github.com/vig-edge/vig/agent/metrics"
+	"github.com/vig-edge/vig/agent/sched"
 	"github.com/vig-edge/vig/mockbackend"
 	"github.com/vig-edge/vig/netopt"
 	"github.com/vig-edge/vig/platform/clock"
@@ -213,4 +216,30 @@ func TestGovernedBadInput(t *testing.T) {
 	if _, err := c.ModelInfer(ctx, plain); err != nil {
 		t.Errorf("plain Triton request: %v", err)
 	}
+}
+
+// The statistics poller feeds the backend's compute times to the estimator after
+// activity (and only then).
+func TestStatsPollerFeedsEstimator(t *testing.T) {
+	e, gov, _ := startGoverned(t, strings.Replace(governedConfig, "stats_interval_ms: -1", "stats_interval_ms: 20", 1))
+	p := gateway.NewStatsPoller(e.gw, gov, 20*time.Millisecond, slog.Default())
+	ctx := ctxT(t)
+	go p.Run(ctx)
+	c := pb.NewGRPCInferenceServiceClient(e.dial(t, e.tcp))
+	var snap sched.Snapshot
+	for i := range 2000 {
+		if _, err := c.ModelInfer(ctx, streamRequest("cam", "fast", uint64(i), clock.Monotonic())); err != nil {
+			t.Fatal(err)
+		}
+		gov.Snapshot(&snap)
+		for _, est := range snap.Estimates {
+			if est.Model == "fast" && est.Backend > 0 {
+				if est.Backend > time.Second {
+					t.Fatalf("backend compute time %v for a 5 ms model", est.Backend)
+				}
+				return
+			}
+		}
+	}
+	t.Fatalf("estimator never received backend statistics: %+v", snap.Estimates)
 }

@@ -100,6 +100,7 @@ func (p *StatsPoller) poll(ctx context.Context) {
 type rateLimitedLog struct {
 	log      *slog.Logger
 	interval time.Duration
+	now      func() time.Time
 	mu       sync.Mutex
 	keys     map[string]*limitState
 }
@@ -110,7 +111,7 @@ type limitState struct {
 }
 
 func newRateLimitedLog(log *slog.Logger, interval time.Duration) *rateLimitedLog {
-	return &rateLimitedLog{log: log, interval: interval, keys: map[string]*limitState{}}
+	return &rateLimitedLog{log: log, interval: interval, now: time.Now, keys: map[string]*limitState{}}
 }
 
 // Warn logs msg for key unless it was logged less than interval ago.
@@ -121,7 +122,7 @@ func (r *rateLimitedLog) Warn(key, msg string, args ...any) {
 		st = &limitState{}
 		r.keys[key] = st
 	}
-	now := time.Now()
+	now := r.now()
 	if !st.last.IsZero() && now.Sub(st.last) < r.interval {
 		st.suppressed++
 		r.mu.Unlock()
