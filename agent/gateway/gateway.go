@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -45,6 +46,18 @@ type Options struct {
 	// Admit, when set, decides for every inference request whether and when it runs
 	// (the freshness scheduler). Without it requests are forwarded at once.
 	Admit Admitter
+	// Infer, when set, carries inference requests (ModelInfer, and each request of
+	// ModelStreamInfer) instead of the gRPC backend connection: a backend reachable
+	// through a shared-memory ring. Other RPCs still use the connection.
+	Infer InferBackend
+}
+
+// InferBackend runs one ModelInfer request. h is the parsed header of req (valid
+// while req is held; Span.Slice extracts raw tensor bytes without copying); req is
+// the request with vig's parameters removed. It returns the ModelInferResponse
+// message, or an error carrying a gRPC status. It must not keep req after returning.
+type InferBackend interface {
+	Infer(ctx context.Context, h *InferHeader, req mem.BufferSlice) (mem.BufferSlice, error)
 }
 
 // Admitter gates inference requests. Admit blocks until the request may run, or

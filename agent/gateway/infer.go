@@ -50,6 +50,28 @@ type Param struct {
 	start, end int // byte range of the whole map entry field in the message
 }
 
+// Span is a byte range of a message: Len bytes at absolute offset Off.
+type Span struct{ Off, Len int }
+
+// Slice returns the span's bytes of msg as views of its buffers (each with its own
+// reference, released by whoever sends or frees the result).
+func (s Span) Slice(msg mem.BufferSlice) mem.BufferSlice {
+	var out mem.BufferSlice
+	pos := 0
+	for _, b := range msg {
+		n := b.Len()
+		lo, hi := max(s.Off-pos, 0), min(s.Off+s.Len-pos, n)
+		if lo < hi {
+			out = append(out, b.Slice(lo, hi))
+		}
+		pos += n
+		if pos >= s.Off+s.Len {
+			break
+		}
+	}
+	return out
+}
+
 // Tensor is what vig reads of an input or requested output tensor.
 type Tensor struct {
 	Name, Datatype []byte
@@ -63,9 +85,10 @@ type InferHeader struct {
 	Model, Version, ID []byte
 	Params             []Param
 	Inputs, Outputs    []Tensor
-	RawInputs          int // number of raw_input_contents entries
-	RawBytes           int // their total size
-	Size               int // size of the whole message
+	RawInputs          int    // number of raw_input_contents entries
+	RawBytes           int    // their total size
+	Raw                []Span // where each raw_input_contents entry's bytes lie in the message
+	Size               int    // size of the whole message
 
 	Stream     []byte // vig_stream, else Model
 	Capture    int64  // vig_capture_ns; valid when HasCapture
@@ -138,6 +161,7 @@ func (h *InferHeader) ParseInfer(msg mem.BufferSlice) error {
 		case 7:
 			h.RawInputs++
 			h.RawBytes += n
+			h.Raw = append(h.Raw, Span{Off: c.pos, Len: n})
 			if err := c.skip(n); err != nil {
 				return err
 			}
@@ -156,6 +180,7 @@ func (h *InferHeader) reset() {
 	h.Inputs = h.Inputs[:0]
 	h.Outputs = h.Outputs[:0]
 	h.RawInputs, h.RawBytes, h.Size = 0, 0, 0
+	h.Raw = h.Raw[:0]
 	h.Capture, h.HasCapture = 0, false
 	h.shm = false
 }

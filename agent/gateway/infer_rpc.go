@@ -34,9 +34,30 @@ func (g *Gateway) infer(ss grpc.ServerStream, m *metrics.Method) error {
 		req.Free()
 		return err
 	}
-	err = g.invoke(ss, methodInfer, &req, &resp, m)
+	if g.opts.Infer != nil {
+		err = g.inferOther(ss, h, &req, m)
+	} else {
+		err = g.invoke(ss, methodInfer, &req, &resp, m)
+	}
 	done(err)
 	return err
+}
+
+// inferOther runs a request on Options.Infer and sends its answer.
+func (g *Gateway) inferOther(ss grpc.ServerStream, h *InferHeader, req *Frame, m *metrics.Method) error {
+	out, err := g.opts.Infer.Infer(ss.Context(), h, req.buf)
+	req.Free()
+	if err != nil {
+		return err
+	}
+	resp := Frame{buf: out}
+	n := resp.Len()
+	if err := ss.SendMsg(&resp); err != nil {
+		resp.Free()
+		return err
+	}
+	m.Sent(n)
+	return nil
 }
 
 // prepare parses a ModelInfer request and removes vig's parameters from it.
@@ -127,7 +148,13 @@ func (g *Gateway) streamOne(ss grpc.ServerStream, req, out *Frame) {
 		return
 	}
 	var resp Frame
-	err = g.backend.Invoke(outgoing(ss.Context()), methodInfer, req, &resp)
+	if g.opts.Infer != nil {
+		var out mem.BufferSlice
+		out, err = g.opts.Infer.Infer(ss.Context(), h, req.buf)
+		resp.buf = out
+	} else {
+		err = g.backend.Invoke(outgoing(ss.Context()), methodInfer, req, &resp)
+	}
 	req.Free()
 	done(err)
 	if err != nil {

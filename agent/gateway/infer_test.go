@@ -68,6 +68,9 @@ func TestParseInferAcrossBuffers(t *testing.T) {
 		if h.RawInputs != 1 || h.RawBytes != 150_000 || len(h.Inputs) != 1 || string(h.Inputs[0].Name) != "IMAGE" || len(h.Outputs) != 1 {
 			t.Errorf("chunks %v: tensors %+v raw %d/%d", sizes, h.Inputs, h.RawInputs, h.RawBytes)
 		}
+		if len(h.Raw) != 1 || !bytes.Equal(h.Raw[0].Slice(chunk(msg, sizes...)).Materialize(), bytes.Repeat([]byte{0xab}, 150_000)) {
+			t.Errorf("chunks %v: raw span %+v does not hold the tensor bytes", sizes, h.Raw)
+		}
 		if p, ok := h.Param("priority"); !ok || p.Kind != ParamUint64 || p.Uint != 2 {
 			t.Errorf("chunks %v: priority %+v", sizes, p)
 		}
