@@ -4,6 +4,7 @@ import (
 	"math/bits"
 	"runtime"
 	"sync/atomic"
+	"time"
 	"unsafe"
 )
 
@@ -97,26 +98,35 @@ func forceWake(seq *uint32) {
 	futexWake(seq, 1<<30)
 }
 
-// Spin bounds for the adaptive wait: a waiter spins up to spinMax polls,
-// doubling its budget when spinning found work and halving it when it had to
-// sleep, so a steady stream never sleeps and a sparse one wastes little CPU.
+// The adaptive wait spins for a time window, then sleeps on the futex. The
+// window follows the waits it observes: after a sleep that lasted T ≤
+// spinWindowMax, the next window is 2T (a spin that long would have caught
+// it, and spinning for about the cost of a sleep and wake-up is within 2× of
+// the best choice made in hindsight); after a longer sleep it halves, down to
+// spinWindowMin. So a busy ring converges to pure spinning (no syscalls), an
+// idle or slow one to a short spin and a sleep, and nothing polls while idle.
+// Time is read every pollsPerClock polls only (time.Now is a vDSO call, not a
+// syscall, on linux/amd64 and linux/arm64).
 const (
-	spinMin     = 64
-	spinMax     = 1 << 14
-	spinDefault = 1 << 10
-	// gosched every this many polls so a spinner never starves the peer's
-	// goroutine when they share a P.
+	spinWindowMin     = 2 * time.Microsecond
+	spinWindowDefault = 16 * time.Microsecond
+	spinWindowMax     = 64 * time.Microsecond
+	pollsPerClock     = 32
+	// Gosched every this many polls so a spinner never starves a goroutine
+	// queued on its P (the peer, when both ends live in one process).
 	spinYieldEvery = 256
 )
 
-// Spin controls how a waiter spins before it sleeps on the futex.
+// Spin controls how a waiter spins before it sleeps on the futex. A positive
+// value spins that many polls.
 type Spin int
 
 const (
-	// SpinAdaptive adapts the budget between 64 and 16384 polls.
+	// SpinAdaptive spins for a window of 2–64 µs that follows the observed
+	// waits (see above).
 	SpinAdaptive Spin = 0
-	// SpinNever sleeps on the futex at once (lowest CPU, one wake-up per message
-	// when the peer is idle).
+	// SpinNever sleeps on the futex at once (lowest CPU; a futex wait and wake
+	// per message whenever the consumer is idle).
 	SpinNever Spin = -1
 	// SpinForever never sleeps (lowest latency, burns a CPU while idle; for
 	// benchmarks and dedicated cores).
@@ -125,57 +135,55 @@ const (
 
 type spinner struct {
 	mode   Spin
-	budget int
+	window time.Duration // SpinAdaptive only; 0 means not yet set
 }
 
-func (s *spinner) limit() int {
-	switch {
-	case s.mode == SpinNever:
-		return 0
-	case s.mode == SpinForever:
-		return -1
-	case s.mode > 0:
-		return int(s.mode)
+// observe adapts the window to a wait that ended after a sleep.
+func (s *spinner) observe(waited time.Duration) {
+	if s.mode != SpinAdaptive {
+		return
 	}
-	if s.budget == 0 {
-		s.budget = spinDefault
-	}
-	return s.budget
-}
-
-func (s *spinner) found() {
-	if s.mode == SpinAdaptive {
-		s.budget = min(s.budget*2, spinMax)
-	}
-}
-
-func (s *spinner) slept() {
-	if s.mode == SpinAdaptive {
-		s.budget = max(s.budget/2, spinMin)
+	if waited <= spinWindowMax {
+		s.window = min(max(2*waited, spinWindowMin), spinWindowMax)
+	} else {
+		s.window = max(s.window/2, spinWindowMin)
 	}
 }
 
 // await waits until cond returns true (or an error), spinning then sleeping on
-// seq. cond must also check r.closed.
+// seq. cond must also check the session's closed flag.
 func await(sp *spinner, seq, waiters *uint32, cond func() (bool, error)) error {
-	lim := sp.limit()
-	for i := 0; lim < 0 || i < lim; i++ {
-		if ok, err := cond(); ok || err != nil {
-			if i > 0 {
-				sp.found()
-			}
-			return err
-		}
-		if i%spinYieldEvery == spinYieldEvery-1 {
-			runtime.Gosched()
+	if ok, err := cond(); ok || err != nil {
+		return err // the common case under load: no clock read, no spin
+	}
+	var start time.Time
+	if sp.mode == SpinAdaptive {
+		start = time.Now()
+		if sp.window == 0 {
+			sp.window = spinWindowDefault
 		}
 	}
-	sp.slept()
+	if sp.mode != SpinNever {
+		for i := 1; sp.mode < 0 || sp.mode == SpinAdaptive || i < int(sp.mode); i++ {
+			if ok, err := cond(); ok || err != nil {
+				return err
+			}
+			if i%spinYieldEvery == 0 {
+				runtime.Gosched()
+			}
+			if sp.mode == SpinAdaptive && i%pollsPerClock == 0 && time.Since(start) > sp.window {
+				break
+			}
+		}
+	}
 	atomic.AddUint32(waiters, 1)
 	defer atomic.AddUint32(waiters, ^uint32(0))
 	for {
 		v := atomic.LoadUint32(seq)
 		if ok, err := cond(); ok || err != nil {
+			if sp.mode == SpinAdaptive {
+				sp.observe(time.Since(start))
+			}
 			return err
 		}
 		if err := futexWait(seq, v); err != nil {
