@@ -21,7 +21,8 @@ step "go test -race (amd64)"
 "$GO" test -race -count=1 -timeout 15m ./...
 
 step "static linux/arm64 build"
-make --no-print-directory arm64 GO="$GO"
+version=$(git describe --tags --always --dirty 2>/dev/null || echo devel)
+make --no-print-directory arm64 GO="$GO" VERSION="$version"
 file_type=$(od -An -tx1 -N20 bin/vig-linux-arm64 | tr -d ' \n')
 # ELF, 64-bit, little endian, EM_AARCH64 (0xb7) at offset 18.
 case "$file_type" in 7f454c46020101*b700) ;; *) echo "bin/vig-linux-arm64 is not an arm64 ELF: $file_type"; exit 1 ;; esac
@@ -40,10 +41,9 @@ if ! command -v qemu-aarch64 >/dev/null; then
 fi
 
 step "vig version (arm64 binary under qemu)"
-want=$(git describe --tags --always --dirty 2>/dev/null || echo devel)
 got=$(qemu-aarch64 bin/vig-linux-arm64 version)
 echo "$got"
-case "$got" in "vig $want "*linux/arm64) ;; *) echo "expected stamped version $want for linux/arm64"; exit 1 ;; esac
+case "$got" in "vig $version "*linux/arm64) ;; *) echo "expected stamped version $version for linux/arm64"; exit 1 ;; esac
 
 step "go test (arm64 under qemu-aarch64)"
 CGO_ENABLED=0 GOARCH=arm64 "$GO" test -count=1 -timeout 15m -exec qemu-aarch64 ./...
