@@ -1,0 +1,184 @@
+package mockbackend
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"sync"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/vig-edge/vig/proto/inference"
+	"github.com/vig-edge/vig/shmring"
+)
+
+// ServeRing serves ring clients accepted on ln, as an on-device runtime without
+// gRPC would: each request a client posts runs through the same path as a gRPC
+// ModelInfer (same slots, execution times, statistics and output), and the answer
+// goes back on the client's response ring.
+//
+// A ring request names its stream and frame explicitly (an empty stream means the
+// model's name), so its execution time is ExecTime(seed, stream, frame, base) like a
+// gRPC request with the id "stream#frame". Its tensors are the descriptor's tensor
+// records; a request with none carries one input INPUT0, UINT8, shape [payload
+// length]. The answer is OUTPUT0 (INT64, shape [2], [Digest(inputs), frame]) as the
+// response payload with one tensor record. Errors are answered with the gRPC code
+// of the same error as the ring status and its message (truncated to
+// shmring.MaxMessageLen bytes). The ring carries no model version: version "" runs.
+//
+// Frames on sealed (memfd) regions are read in place; frames on unsealed /dev/shm
+// regions (accepted when ln's ServerConfig allows them) are copied out under the
+// fault guard first, since their owner can truncate them.
+//
+// ServeRing returns when ln is closed (nil) or fails; either way it then ends every
+// session it accepted, and returns once their requests have finished (a job that
+// started runs to its end; clients see their sessions close).
+func (s *Server) ServeRing(ln *shmring.Listener) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		conns = map[*shmring.Conn]struct{}{}
+	)
+	var err error
+	for {
+		c, aerr := ln.Accept()
+		if aerr != nil {
+			if !errors.Is(aerr, net.ErrClosed) {
+				err = aerr
+			}
+			break
+		}
+		mu.Lock()
+		conns[c] = struct{}{}
+		mu.Unlock()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.serveRingConn(ctx, c)
+			mu.Lock()
+			delete(conns, c)
+			mu.Unlock()
+		}()
+	}
+	cancel()
+	mu.Lock()
+	for c := range conns {
+		c.Close()
+	}
+	mu.Unlock()
+	wg.Wait()
+	return err
+}
+
+// serveRingConn receives a client's requests and runs each on its own goroutine
+// (the slots bound how many execute); it returns when the session has ended and
+// every request has been answered or dropped.
+func (s *Server) serveRingConn(ctx context.Context, c *shmring.Conn) {
+	ctx, cancel := context.WithCancel(ctx)
+	var inflight sync.WaitGroup
+	defer func() {
+		cancel() // requests waiting for a slot leave the queue
+		inflight.Wait()
+		c.Close()
+	}()
+	go func() {
+		select {
+		case <-c.Done():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	// A request holds its payload slot until answered; the pool bounds the
+	// requests in flight by what the client can have outstanding.
+	lay := c.Layout().Rings[shmring.RequestRing]
+	pool := make(chan *shmring.Request, int(lay.Descriptors)+int(lay.Slots))
+	for range cap(pool) {
+		pool <- new(shmring.Request)
+	}
+	for {
+		var req *shmring.Request
+		select {
+		case req = <-pool:
+		case <-c.Done():
+			return
+		}
+		if err := c.Recv(req); err != nil {
+			if !errors.Is(err, shmring.ErrClosed) {
+				slog.Warn("mockbackend: ring client dropped", "pid", c.Peer().PID, "err", err)
+			}
+			return
+		}
+		inflight.Add(1)
+		go func() {
+			defer inflight.Done()
+			res := s.ringInfer(ctx, c, req)
+			if err := c.Respond(req, &res); err != nil && !errors.Is(err, shmring.ErrClosed) {
+				slog.Warn("mockbackend: ring response dropped", "pid", c.Peer().PID, "stream", req.Stream, "frame", req.Frame, "err", err)
+			}
+			c.Release(req) // no-op when Respond released it
+			*req = shmring.Request{}
+			pool <- req
+		}()
+	}
+}
+
+// ringInfer runs one ring request through the gRPC ModelInfer path.
+func (s *Server) ringInfer(ctx context.Context, c *shmring.Conn, req *shmring.Request) shmring.Response {
+	ir, err := ringRequest(c, req)
+	var resp *inference.ModelInferResponse
+	if err == nil {
+		resp, err = s.infer(ctx, ir)
+	}
+	if err != nil {
+		st := status.Convert(err)
+		return shmring.Response{Status: shmring.Status(st.Code()), Message: st.Message()}
+	}
+	if len(resp.RawOutputContents) != 1 || len(resp.RawOutputContents[0]) != outputBytes {
+		return shmring.Response{Status: shmring.StatusInternal, Message: "mockbackend: no OUTPUT0 in the answer"}
+	}
+	res := shmring.Response{Status: shmring.StatusOK, NumTensors: 1, Payload: resp.RawOutputContents[0]}
+	res.Tensors[0] = shmring.Tensor{Name: OutputName, Datatype: outputDatatype, Rank: 1,
+		Dims: [shmring.MaxRank]int64{2}, Length: outputBytes}
+	return res
+}
+
+// ringRequest converts a ring request into the ModelInferRequest it stands for. The
+// tensors view the client's frame in place (sealed regions) or one guarded copy of
+// it (unsealed regions). A tensor record outside the payload is INVALID_ARGUMENT; a
+// region that faulted while being copied is UNAVAILABLE (the client broke its own
+// session). Neither reaches the model, so neither is counted in its statistics.
+func ringRequest(c *shmring.Conn, req *shmring.Request) (*inference.ModelInferRequest, error) {
+	payload := req.Payload()
+	if !c.Sealed() && len(payload) > 0 {
+		buf := make([]byte, len(payload))
+		n, err := req.CopyPayload(buf)
+		if err != nil {
+			return nil, status.Errorf(codes.Unavailable, "ring region faulted: %v", err)
+		}
+		payload = buf[:n]
+	}
+	stream := req.Stream
+	if stream == "" {
+		stream = req.Model
+	}
+	ir := &inference.ModelInferRequest{ModelName: req.Model, Id: FrameID(stream, req.Frame)}
+	tensors := req.Tensors[:req.NumTensors]
+	if len(tensors) == 0 {
+		tensors = []shmring.Tensor{{Name: inputName, Datatype: inputDatatype, Rank: 1,
+			Dims: [shmring.MaxRank]int64{int64(len(payload))}, Length: uint64(len(payload))}}
+	}
+	for i := range tensors {
+		t := &tensors[i]
+		if t.Offset > uint64(len(payload)) || t.Length > uint64(len(payload))-t.Offset {
+			return nil, status.Errorf(codes.InvalidArgument, "tensor '%s': %d bytes at %d exceed the %d-byte frame", t.Name, t.Length, t.Offset, len(payload))
+		}
+		ir.Inputs = append(ir.Inputs, &inference.ModelInferRequest_InferInputTensor{
+			Name: t.Name, Datatype: t.Datatype, Shape: append([]int64(nil), t.Shape()...),
+		})
+		ir.RawInputContents = append(ir.RawInputContents, payload[t.Offset:t.Offset+t.Length:t.Offset+t.Length])
+	}
+	return ir, nil
+}
