@@ -47,6 +47,8 @@ type IdleRow struct {
 	AddedP95 float64 `json:"added_p95_ms"`
 	AddedP99 float64 `json:"added_p99_ms"`
 	AddedMax float64 `json:"added_max_ms"`
+	// Pair is the distribution of (VIA − DIRECT) of the same probe pair.
+	Pair Dist `json:"pair_diff"`
 }
 
 // IdleResult is the idle benchmark's output.
@@ -201,6 +203,7 @@ func RunIdle(ctx context.Context, o IdleOptions) (*IdleResult, error) {
 		row.Via, row.Direct = Summarize(via), Summarize(direct)
 		row.AddedP50, row.AddedP95 = row.Via.P50-row.Direct.P50, row.Via.P95-row.Direct.P95
 		row.AddedP99, row.AddedMax = row.Via.P99-row.Direct.P99, row.Via.Max-row.Direct.Max
+		row.Pair = Summarize(added)
 		res.Rows = append(res.Rows, row)
 	}
 	return res, nil

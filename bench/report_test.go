@@ -1,0 +1,159 @@
+package bench
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func synthetic() *Results {
+	sr := func(stream, class string, cov float64) StreamResult {
+		return StreamResult{Stream: stream, Class: class, Coverage: cov, Delivered: 10, AoICDF: []float64{1, 2, 3}}
+	}
+	scen := func(name string, direct, triton, vig []float64) WireScenario {
+		names := []string{"detector", "pose", "depth", "vlm"}
+		classes := []string{"protected", "high", "high", "best_effort"}
+		ws := WireScenario{Name: name, Slots: 1, Best: map[string][]StreamResult{}}
+		for i := range names {
+			ws.Best[PolicyDirect] = append(ws.Best[PolicyDirect], sr(names[i], classes[i], direct[i]))
+			ws.Best[PolicyTriton] = append(ws.Best[PolicyTriton], sr(names[i], classes[i], triton[i]))
+			ws.Best[PolicyVig] = append(ws.Best[PolicyVig], sr(names[i], classes[i], vig[i]))
+		}
+		return ws
+	}
+	r := &Results{Command: "vig bench all", Started: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	r.Wire = &WireResult{Duration: time.Second, Depths: []int{1, 4, 16}, Scenarios: []WireScenario{
+		scen("A", []float64{.5, .6, .6, 1}, []float64{.8, .8, .6, 1}, []float64{1, .995, 1, 0}),
+		scen("B", []float64{.7, .7, .7, 1}, []float64{.8, .8, .7, 1}, []float64{.995, .9, .9, 0}),
+		scen("C", []float64{1, 1, .97, 1}, []float64{1, 1, .95, 1}, []float64{1, 1, .97, 1}),
+	}}
+	r.Datapath = &DatapathResult{Payload: []int{0, 6_200_000}, Rows: []DatapathRow{
+		{Path: PathTCP, Payload: 0, AddedP50: 0.3}, {Path: PathTCP, Payload: 6_200_000, AddedP50: 4},
+		{Path: PathNginx, Payload: 0, AddedP50: 0.45}, {Path: PathNginx, Payload: 6_200_000, AddedP50: 3.9},
+		{Path: PathShm, Payload: 0, AddedP50: 0.30}, {Path: PathShm, Payload: 6_200_000, AddedP50: 0.35},
+		{Path: PathShmring, Payload: 0, Skipped: shmringMissing},
+	}}
+	r.Idle = &IdleResult{Rows: []IdleRow{{Clients: 1, CPUSchedMedian: 0.0001, AddedP99: 0.2}, {Clients: 10, CPUSchedMedian: 0.0004, AddedP99: 1.5}}}
+	return r
+}
+
+func TestEvaluate(t *testing.T) {
+	want := map[string]string{
+		"protected coverage with vig ≥ 99 % in A and B":                    Holds,
+		"high-class coverage with vig ≥ 99 % in A":                         Holds,
+		"vig ≥ triton-policy emulation on every protected and high stream": Holds,
+		"C: no stream loses coverage with vig against direct":              Holds,
+		"vig's added p50 on the TCP copy path lower than nginx's":          Fails, // 4 ms ≥ 3.9 ms at 6.2 MB
+		"shmring path flat in payload size":                                NotMeasured,
+		"idle CPU below 0.05 % of a core at 10 clients":                    Holds,
+		"idle-settled p99 below 1 ms added":                                Fails,
+	}
+	got := map[string]Target{}
+	for _, tg := range Evaluate(synthetic()) {
+		got[tg.Name] = tg
+	}
+	for name, status := range want {
+		if got[name].Status != status {
+			t.Errorf("%q: %s (%s), want %s", name, got[name].Status, got[name].Detail, status)
+		}
+	}
+	for name, tg := range got {
+		if strings.HasPrefix(name, "Triton shm path flat") && tg.Status != Holds {
+			t.Errorf("shm spread 0.05 ms: %s (%s), want holds", tg.Status, tg.Detail)
+		}
+	}
+	if d := got["vig's added p50 on the TCP copy path lower than nginx's"].Detail; !strings.Contains(d, "6.2 MB") || !strings.Contains(d, "0.100 ms more") {
+		t.Errorf("detail does not say where and by how much: %q", d)
+	}
+
+	// A stream of C that loses a point against direct fails the C target, and
+	// vig below the emulation on a high stream fails that target.
+	r := synthetic()
+	r.Wire.Scenarios[2].Best[PolicyVig][2].Coverage = 0.96
+	r.Wire.Scenarios[1].Best[PolicyVig][1].Coverage = 0.75
+	for _, tg := range Evaluate(r) {
+		switch tg.Name {
+		case "C: no stream loses coverage with vig against direct", "vig ≥ triton-policy emulation on every protected and high stream":
+			if tg.Status != Fails {
+				t.Errorf("%q: %s (%s), want %s", tg.Name, tg.Status, tg.Detail, Fails)
+			}
+		}
+	}
+	// Nothing measured: nothing claimed.
+	for _, tg := range Evaluate(&Results{}) {
+		if tg.Status != NotMeasured {
+			t.Errorf("%q: %s without results", tg.Name, tg.Status)
+		}
+	}
+}
+
+func TestWrite(t *testing.T) {
+	dir := t.TempDir()
+	r := synthetic()
+	r.Targets = Evaluate(r)
+	if err := Write(dir, r); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Results
+	if err := json.Unmarshal(b, &back); err != nil || len(back.Targets) != len(r.Targets) {
+		t.Fatalf("results.json does not read back: %v", err)
+	}
+	report, err := os.ReadFile(filepath.Join(dir, "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"triton-policy (emulation)", "does not hold", "not built yet", "## Targets"} {
+		if !strings.Contains(string(report), want) {
+			t.Errorf("report.md lacks %q", want)
+		}
+	}
+	// Every plot the report links exists.
+	for _, line := range strings.Split(string(report), "\n") {
+		for rest := line; strings.Contains(rest, "]("); {
+			i := strings.Index(rest, "](")
+			j := strings.Index(rest[i:], ")")
+			file := rest[i+2 : i+j]
+			if _, err := os.Stat(filepath.Join(dir, file)); err != nil {
+				t.Errorf("report links %s: %v", file, err)
+			}
+			rest = rest[i+j:]
+		}
+	}
+}
+
+func TestParseCPUModel(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"processor\t: 0\nmodel name\t: AMD EPYC 7B13\nflags\t: fpu\n", "AMD EPYC 7B13"},
+		{"processor\t: 0\nBogoMIPS\t: 38.40\nCPU part\t: 0xd05\n\nHardware\t: Qualcomm Technologies, Inc SM8150\n", "Qualcomm Technologies, Inc SM8150"},
+		{"processor\t: 0\nCPU part\t: 0xd0c\n", "0xd0c"},
+		{"", "unknown"},
+	} {
+		if got := parseCPUModel([]byte(tc.in)); got != tc.want {
+			t.Errorf("parseCPUModel(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestQuiescence(t *testing.T) {
+	seen := map[time.Duration]bool{}
+	for seq := range 17 {
+		q := Quiescence(seq)
+		if q < 50*time.Millisecond || q > 66*time.Millisecond {
+			t.Fatalf("Quiescence(%d) = %v outside [50, 66] ms", seq, q)
+		}
+		seen[q] = true
+	}
+	if len(seen) != 17 {
+		t.Errorf("17 consecutive probes use %d distinct gaps, want 17 (no phase lock)", len(seen))
+	}
+	if Quiescence(0) != 50*time.Millisecond || Quiescence(4) != 53*time.Millisecond {
+		t.Errorf("Quiescence(0), (4) = %v, %v; want 50 ms, 53 ms (50 + 20 mod 17)", Quiescence(0), Quiescence(4))
+	}
+}
