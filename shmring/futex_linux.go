@@ -26,10 +26,11 @@ func futexWait(addr *uint32, val uint32) error {
 	return e
 }
 
-// futexWake wakes up to n sleepers on addr.
+// futexWake wakes up to n sleepers on addr. FUTEX_WAKE never blocks, so it
+// is issued as a raw syscall, sparing the Go scheduler's syscall bookkeeping.
 func futexWake(addr *uint32, n int) error {
 	futexWakes.Add(1)
-	_, _, e := unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWakeOp, uintptr(n), 0, 0, 0)
+	_, _, e := unix.RawSyscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWakeOp, uintptr(n), 0, 0, 0)
 	if e != 0 {
 		return e
 	}
