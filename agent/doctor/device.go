@@ -19,8 +19,8 @@ import (
 // Host is the device as the checks see it. doctor itself makes no system calls:
 // files are read through Root, tools run through Exec, and the probes that must
 // exercise the kernel (shared memory, sockets, the backend connection) are
-// functions from platform/shmprobe and netopt. ThisMachine fills every field for the
-// machine doctor runs on; tests replace them with fixtures.
+// functions from platform/shmprobe and netopt. platform/devicehost.New fills every
+// field for the machine doctor runs on; tests use fixtures.
 type Host struct {
 	Root   fs.FS                                                                  // the machine's "/"
 	Getenv func(string) string                                                    // environment
@@ -51,7 +51,8 @@ var (
 type Options struct {
 	// Device runs the device checks besides the static analysis.
 	Device bool
-	// Host is the device to check; nil means this machine (ThisMachine).
+	// Host is the device to check (platform/devicehost.New for this machine).
+	// Without one the device checks are reported as skipped.
 	Host *Host
 }
 
@@ -60,11 +61,11 @@ type Options struct {
 func Run(ctx context.Context, cfg *config.Config, opts Options) Report {
 	r := Report{Slots: cfg.Backend.Slots, Findings: Analyze(cfg)}
 	if opts.Device {
-		h := opts.Host
-		if h == nil {
-			h = ThisMachine()
+		if opts.Host == nil {
+			r.Checks = []Check{{Name: "device", Status: Skipped, Detail: "no access to the device was given to doctor (Options.Host is nil)"}}
+		} else {
+			r.Checks = DeviceChecks(ctx, cfg, opts.Host)
 		}
-		r.Checks = DeviceChecks(ctx, cfg, h)
 	}
 	return r
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/vig-edge/vig/mockbackend"
 	"github.com/vig-edge/vig/netopt"
 	"github.com/vig-edge/vig/platform/clock"
+	"github.com/vig-edge/vig/platform/devicehost"
 	"github.com/vig-edge/vig/platform/profile"
 	"github.com/vig-edge/vig/shmring"
 	"github.com/vig-edge/vig/shmring/frontend"
@@ -60,7 +61,7 @@ func runServe(args []string) int {
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer cancel()
 
-	report := doctor.Run(ctx, cfg, doctor.Options{Device: !*noDevice})
+	report := doctor.Run(ctx, cfg, doctor.Options{Device: !*noDevice, Host: devicehost.New()})
 	logDoctor(log, report)
 	if *strict && report.Worst() == doctor.Error {
 		log.Error("doctor found errors and --strict is set: not serving (run `vig doctor -c FILE` for the details)")

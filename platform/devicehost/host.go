@@ -1,4 +1,9 @@
-package doctor
+// Package devicehost gives vig doctor access to the machine it runs on: the root
+// file system, the environment, tools, and the live probes of platform/shmprobe,
+// netopt and cilium/ebpf. agent/doctor itself makes no system calls; it sees the
+// device only through the doctor.Host this package fills (and tests fill with
+// fixtures).
+package devicehost
 
 import (
 	"context"
@@ -15,16 +20,16 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/vig-edge/vig/agent/doctor"
 	"github.com/vig-edge/vig/android"
 	"github.com/vig-edge/vig/netopt"
 	"github.com/vig-edge/vig/platform/shmprobe"
 	"github.com/vig-edge/vig/proto/inference"
 )
 
-// ThisMachine is the Host doctor runs on: its root file system, its environment,
-// and the live probes of platform/shmprobe and netopt.
-func ThisMachine() *Host {
-	return &Host{
+// New returns the Host of the machine vig runs on.
+func New() *doctor.Host {
+	return &doctor.Host{
 		Root:        os.DirFS("/"),
 		Getenv:      os.Getenv,
 		Exec:        android.Exec,
