@@ -1,0 +1,73 @@
+package metrics
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/grpc/codes"
+
+	"github.com/vig-edge/vig/agent/sched"
+	"github.com/vig-edge/vig/netopt"
+)
+
+func TestMethodCounters(t *testing.T) {
+	r := New()
+	m := r.Method("ModelInfer")
+	if r.Method("ModelInfer") != m {
+		t.Fatal("Method must return the same pre-resolved counters")
+	}
+	m.Start()
+	m.Received(100)
+	m.Sent(40)
+	m.Done(codes.Aborted)
+	m.Start()
+	m.Done(codes.Code(99)) // out of range: counted as Unknown, not a panic
+	if got := testutil.ToFloat64(r.requests.WithLabelValues("ModelInfer", "Aborted")); got != 1 {
+		t.Errorf("Aborted = %v", got)
+	}
+	if got := testutil.ToFloat64(r.requests.WithLabelValues("ModelInfer", "Unknown")); got != 1 {
+		t.Errorf("Unknown = %v", got)
+	}
+	if got := testutil.ToFloat64(r.inFlight.WithLabelValues("ModelInfer")); got != 0 {
+		t.Errorf("in flight = %v after both finished", got)
+	}
+	if got := testutil.ToFloat64(r.bytesIn.WithLabelValues("ModelInfer")); got != 100 {
+		t.Errorf("bytes in = %v", got)
+	}
+}
+
+func TestSocketsAndSched(t *testing.T) {
+	r := New()
+	var st netopt.Stats
+	st.TCPAccepted.Add(3)
+	st.NoDelayVerified.Add(3)
+	r.Sockets(&st)
+	snap := sched.Snapshot{SafetyMargin: sched.DefaultMargin, Streams: []sched.StreamStats{{
+		Name: "cam", Class: sched.Protected,
+		Counters: sched.Counters{Received: 10, Forwarded: 6, Superseded: 2, LateDropped: 1, Waiting: 1},
+		Coverage: 0.9, AoI: 20 * time.Millisecond, HasAoI: true,
+	}}}
+	s := r.NewSched(func(dst *sched.Snapshot) { *dst = snap })
+	s.Finished(0, time.Millisecond, 9*time.Millisecond, 30*time.Millisecond)
+	s.Finished(7, 0, 0, 0) // unknown stream index: ignored
+	s.Ungoverned("m")
+	want := `
+# HELP vig_stream_requests_total Requests received per stream, by outcome (received counts every request; the others partition the finished ones).
+# TYPE vig_stream_requests_total counter
+vig_stream_requests_total{class="protected",outcome="backend_error",stream="cam"} 0
+vig_stream_requests_total{class="protected",outcome="cancelled",stream="cam"} 0
+vig_stream_requests_total{class="protected",outcome="forwarded",stream="cam"} 6
+vig_stream_requests_total{class="protected",outcome="late_dropped",stream="cam"} 1
+vig_stream_requests_total{class="protected",outcome="received",stream="cam"} 10
+vig_stream_requests_total{class="protected",outcome="rejected",stream="cam"} 0
+vig_stream_requests_total{class="protected",outcome="superseded",stream="cam"} 2
+`
+	if err := testutil.GatherAndCompare(r.reg, strings.NewReader(want), "vig_stream_requests_total"); err != nil {
+		t.Error(err)
+	}
+	if n := testutil.CollectAndCount(r.reg, "vig_stream_latency_seconds", "vig_sockets_opened_total", "vig_ungoverned_requests_total"); n != 1+4+1 {
+		t.Errorf("%d series, want 6", n)
+	}
+}
