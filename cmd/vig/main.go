@@ -19,6 +19,8 @@ Commands:
   doctor         check that the contracts are schedulable and the device is set up well
   profile        attribute a process's time to user space and kernel (syscalls, faults, ...)
   mock-backend   run a Triton-protocol mock inference server (tests, benchmarks, demos)
+  bench          measure vig: datapath cost, freshness under contention, idle cost
+  demo           the scenario-B sensors against vig, with a live per-stream table
   version        print vig's version
 
 Run 'vig <command> --help' for a command's flags.
@@ -43,6 +45,10 @@ func run(args []string) int {
 		return runProfile(rest)
 	case "mock-backend":
 		return runMockBackend(rest)
+	case "bench":
+		return runBench(rest)
+	case "demo":
+		return runDemo(rest)
 	case "version", "--version", "-version":
 		fmt.Println(version.Full())
 		return 0
