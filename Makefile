@@ -11,7 +11,7 @@ CONFIG  ?= examples/demo.yaml
 PROTOC_GEN_GO      := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 PROTOC_GEN_GO_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.0
 
-.PHONY: help build run test lint arm64 proto bench clean
+.PHONY: help build run test lint arm64 proto bench demo clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -39,6 +39,12 @@ proto: ## regenerate proto/inference from proto/inference.proto (protoc from Deb
 	$(GO) install $(PROTOC_GEN_GO_GRPC)
 	protoc -I proto --go_out=proto/inference --go_opt=paths=source_relative \
 		--go-grpc_out=proto/inference --go-grpc_opt=paths=source_relative proto/inference.proto
+
+bench: build ## vig bench all --quick (a few minutes; results in bench/results/)
+	$(BIN)/vig bench all --quick
+
+demo: build ## the scenario-B sensors against vig, with a live per-stream table
+	$(BIN)/vig demo
 
 clean: ## remove build outputs
 	rm -rf $(BIN)
