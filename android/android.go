@@ -12,10 +12,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os/exec"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/vig-edge/vig/platform/toolexec"
 )
 
 // Locations and tools. Variables so that tests and unusual builds can change them.
@@ -27,25 +28,12 @@ var (
 )
 
 // Runner runs a command and returns its standard output.
-type Runner func(ctx context.Context, name string, args ...string) ([]byte, error)
+type Runner = toolexec.Runner
 
 // Exec runs a tool with a timeout; a tool that is not installed is an error that
 // wraps errors.ErrUnsupported.
 func Exec(ctx context.Context, name string, args ...string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, name, args...).Output()
-	if errors.Is(err, exec.ErrNotFound) {
-		return nil, fmt.Errorf("%s: %w (not installed here)", name, errors.ErrUnsupported)
-	}
-	if err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) && len(ee.Stderr) > 0 {
-			return out, fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(string(ee.Stderr)))
-		}
-		return out, fmt.Errorf("%s %s: %w", name, strings.Join(args, " "), err)
-	}
-	return out, nil
+	return toolexec.Run(ctx, 5*time.Second, name, args...)
 }
 
 // Detect reports whether this is Android and what showed it. root is the machine's
