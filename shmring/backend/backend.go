@@ -111,6 +111,7 @@ type Backend struct {
 
 	cur     atomic.Pointer[session]
 	frames  atomic.Uint64 // frame numbers for requests whose id names none
+	stray   atomic.Uint64 // answers to tags vig did not post
 	calls   sync.Pool     // *call
 	closing chan struct{}
 	stopped chan struct{}
@@ -361,7 +362,9 @@ func (s *session) deliver(d *shmring.Descriptor, err error) {
 	case c == nil:
 		s.mu.Unlock()
 		s.release(d)
-		s.b.log.Warn("ring backend answered an unknown tag; dropped", "tag", d.Tag)
+		if n := s.b.stray.Add(1); n <= 10 || n%1000 == 0 {
+			s.b.log.Warn("ring backend answered a tag vig did not post; dropped", "tag", d.Tag, "count", n)
+		}
 	case c.abandoned:
 		s.mu.Unlock()
 		s.release(d)
