@@ -85,7 +85,7 @@ type Options struct {
 	Config shmring.Config
 	// Region picks memfd (default where available) or a /dev/shm file.
 	Region shmring.Backend
-	// Spin is how the reader and the producer spin before sleeping on the futex.
+	// Spin is how the result reader spins before sleeping on the futex.
 	Spin shmring.Spin
 	// Timeout bounds each handshake (2 s by default).
 	Timeout time.Duration
@@ -93,7 +93,7 @@ type Options struct {
 	// (100 ms and 5 s by default); it doubles after each failure.
 	MinBackoff, MaxBackoff time.Duration
 	// OnState, if set, is called with true when a session is established and with
-	// false when it ends or an attempt fails while none is up. Calls come from one
+	// false when it ends or the first attempt fails: on each change, from one
 	// goroutine, in order.
 	OnState func(up bool)
 	// ConfigKey names the setting that sizes the ring in the user's configuration,
@@ -116,6 +116,8 @@ type Backend struct {
 	closing chan struct{}
 	stopped chan struct{}
 	closeMu sync.Once
+
+	reported int8 // last state given to OnState: 0 none yet, 1 up, -1 down (run's)
 
 	mu      sync.Mutex
 	lastErr error         // why no session is up
@@ -204,27 +206,28 @@ func (b *Backend) run() {
 			Spin: b.opts.Spin, Timeout: b.opts.Timeout, Logger: b.opts.Logger})
 		if err == nil {
 			s := newSession(b, ss)
+			b.mu.Lock()
 			b.cur.Store(s)
+			close(b.upCh)
+			b.mu.Unlock()
 			// Close closes the channel, then looks at cur; we store cur, then
 			// look at the channel: one of the two sees the other.
 			select {
 			case <-b.closing:
-				b.cur.Store(nil)
 				ss.Close()
+				s.read() // returns at once, failing any request that found the session meanwhile
+				b.cur.Store(nil)
 				return
 			default:
 			}
-			b.mu.Lock()
-			close(b.upCh)
-			b.mu.Unlock()
 			b.log.Info("ring backend connected", "pid", ss.Peer().PID, "uid", ss.Peer().UID,
 				"in_flight", cap(s.tokens), "request_slot_bytes", s.slotSize)
 			b.state(true)
 			failures = 0
 			start := time.Now()
 			err = s.read()
-			b.cur.Store(nil)
 			b.mu.Lock()
+			b.cur.Store(nil)
 			b.upCh = make(chan struct{})
 			b.lastErr = err
 			b.mu.Unlock()
@@ -250,9 +253,7 @@ func (b *Backend) run() {
 				b.log.Warn("ring backend unreachable; retrying with backoff", "err", err, "attempts", failures, "next_ms", backoff.Milliseconds())
 				lastLog = time.Now()
 			}
-			if failures == 1 {
-				b.state(false)
-			}
+			b.state(false)
 		}
 		// Jitter keeps several vigs from retrying in lockstep.
 		wait := backoff/2 + rand.N(backoff/2+1)
@@ -267,7 +268,16 @@ func (b *Backend) run() {
 	}
 }
 
+// state reports a transition to OnState; only run calls it.
 func (b *Backend) state(up bool) {
+	v := int8(-1)
+	if up {
+		v = 1
+	}
+	if v == b.reported {
+		return
+	}
+	b.reported = v
 	if b.opts.OnState != nil {
 		b.opts.OnState(up)
 	}
@@ -435,6 +445,14 @@ func (s *session) infer(ctx context.Context, c *call, h *gateway.InferHeader, re
 			total, s.slotSize, s.b.addr, s.b.opts.ConfigKey)
 	}
 
+	stream, frame, ok := parseFrameID(h.ID)
+	if !ok {
+		stream, frame = h.Stream, s.b.frames.Add(1)-1
+	}
+	if len(stream) > shmring.MaxStreamLen {
+		return nil, false, status.Errorf(codes.InvalidArgument, "stream '%s' longer than a ring's %d bytes", stream, shmring.MaxStreamLen)
+	}
+
 	// A token bounds the requests in flight by what the session can answer.
 	select {
 	case s.tokens <- struct{}{}:
@@ -443,7 +461,7 @@ func (s *session) infer(ctx context.Context, c *call, h *gateway.InferHeader, re
 	case <-s.dead:
 		return nil, false, s.b.downError()
 	}
-	tag, err := s.post(ctx, c, h, req, total)
+	tag, err := s.post(ctx, c, h, req, total, stream, frame)
 	if err != nil {
 		<-s.tokens
 		return nil, false, err
@@ -511,7 +529,7 @@ func hasShm(t *gateway.Tensor) bool {
 
 // post copies the request's tensors into a payload slot and posts the descriptor.
 // On success the call is pending under the returned tag.
-func (s *session) post(ctx context.Context, c *call, h *gateway.InferHeader, req mem.BufferSlice, total int) (uint64, error) {
+func (s *session) post(ctx context.Context, c *call, h *gateway.InferHeader, req mem.BufferSlice, total int, stream []byte, frame uint64) (uint64, error) {
 	slot, buf, err := s.loan(ctx, total)
 	if err != nil {
 		return 0, err
@@ -525,15 +543,6 @@ func (s *session) post(ctx context.Context, c *call, h *gateway.InferHeader, req
 			return 0, status.Errorf(codes.Unavailable, "backend ring %s: %v", s.b.addr, err)
 		}
 	}
-	stream, frame, ok := parseFrameID(h.ID)
-	if !ok {
-		stream, frame = h.Stream, s.b.frames.Add(1)-1
-	}
-	if len(stream) > shmring.MaxStreamLen {
-		s.unloan(slot)
-		return 0, status.Errorf(codes.InvalidArgument, "stream '%s' longer than a ring's %d bytes", stream, shmring.MaxStreamLen)
-	}
-
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
 	s.nextTag++

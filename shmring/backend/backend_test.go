@@ -299,6 +299,11 @@ func TestErrors(t *testing.T) {
 		{"long tensor name", longName, codes.InvalidArgument, "at most 32"},
 		{"seven inputs", seven, codes.InvalidArgument, "at most 6"},
 		{"unknown output", unknownOut, codes.InvalidArgument, "BOXES"},
+		{"long stream", func() *pb.ModelInferRequest {
+			r := request("det", 8, []byte{1})
+			r.Id = strings.Repeat("s", shmring.MaxStreamLen+1) + "#8"
+			return r
+		}(), codes.InvalidArgument, "longer than a ring's 56 bytes"},
 	} {
 		_, err := r.c.ModelInfer(ctx, tc.req)
 		wantCode(t, tc.name, err, tc.code, tc.msgHas)
@@ -369,6 +374,49 @@ func TestCancel(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// Requests that give up at random moments — before the ring, waiting for a token,
+// in the runtime — leave nothing behind: every slot and token comes back, and
+// the others get their own results.
+func TestCancelStorm(t *testing.T) {
+	r := newRig(t)
+	var wg sync.WaitGroup
+	var ok, cancelled atomic.Int64
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 20 {
+				frame := uint64(g*1000 + i)
+				in := pattern(50_000+i, byte(frame))
+				ctx, cancel := context.WithTimeout(context.Background(), time.Duration((g*7+i*13)%40)*time.Millisecond/2)
+				resp, err := r.c.ModelInfer(ctx, request("other", frame, in))
+				cancel()
+				switch status.Code(err) {
+				case codes.OK:
+					ok.Add(1)
+					checkOutput(t, "storm", resp, mockbackend.FrameID("cam", frame), [][]byte{in}, frame)
+				case codes.Canceled, codes.DeadlineExceeded:
+					cancelled.Add(1)
+				default:
+					t.Errorf("frame %d: %v", frame, err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	s := r.b.cur.Load()
+	waitFor(t, "every late result to be dropped", func() bool {
+		return r.b.pendingCalls() == 0 && len(s.tokens) == 0 && s.s.Responses.Held() == 0
+	})
+	t.Logf("%d answered, %d gave up", ok.Load(), cancelled.Load())
+	in := []byte("after the storm")
+	resp, err := r.c.ModelInfer(context.Background(), request("other", 1, in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkOutput(t, "after the storm", resp, "cam#1", [][]byte{in}, 1)
 }
 
 // Concurrent requests share the session; results, which the runtime finishes in
