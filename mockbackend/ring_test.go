@@ -266,3 +266,42 @@ func TestRingStop(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// A client whose region is a /dev/shm file (no memfd) is served when the listener
+// allows unsealed regions: its frame is copied out under the fault guard.
+func TestRingUnsealedRegion(t *testing.T) {
+	if _, err := shmring.Probe(); err != nil {
+		t.Skipf("no shared memory for rings on this machine: %v", err)
+	}
+	s, err := New(Config{Models: []Model{{Name: "m", Exec: time.Millisecond}}, Spin: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ln, err := shmring.Listen(fmt.Sprintf("@vig-mock-ring-%d-%d", os.Getpid(), ringSeq.Add(1)), shmring.ServerConfig{AllowUnsealed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.ServeRing(ln) }()
+	defer func() {
+		ln.Close()
+		if err := <-done; err != nil {
+			t.Errorf("ServeRing: %v", err)
+		}
+	}()
+	c, err := client.Dial(ln.Addr(), client.Options{Backend: shmring.BackendShmFile})
+	if err != nil {
+		t.Skipf("no /dev/shm region on this machine: %v", err)
+	}
+	defer c.Close()
+	if c.Session().Region().Sealed() {
+		t.Fatal("a /dev/shm region claims to be sealed")
+	}
+	in := pattern(150_000, 9)
+	res := submit(t, c, client.Request{Stream: "cam", Model: "m", Frame: 2}, in)
+	if d, f := decodeOutput(t, res.Payload()); res.Err() != nil || d != Digest([][]byte{in}) || f != 2 {
+		t.Errorf("unsealed region: %v, output (%x, %d)", res.Err(), d, f)
+	}
+	c.Release(&res)
+}
