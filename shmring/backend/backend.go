@@ -127,10 +127,13 @@ type Backend struct {
 // Dial starts connecting to the runtime listening on addr ("@name" for the
 // abstract namespace, else a socket path) and returns at once; requests fail
 // UNAVAILABLE until the session is up (see WaitUp). It fails only for options that
-// cannot work.
+// cannot work and on machines without shared memory for rings.
 func Dial(addr string, opts Options) (*Backend, error) {
 	if addr == "" {
 		return nil, errors.New("shmring/backend: no address")
+	}
+	if _, err := shmring.Probe(); err != nil {
+		return nil, fmt.Errorf("shmring/backend: no shared memory for a ring on this machine: %w", err)
 	}
 	if opts.Config == (shmring.Config{}) {
 		opts.Config = shmring.DefaultConfig
