@@ -43,9 +43,13 @@ type Listen struct {
 
 // Backend describes the inference server vig forwards to.
 type Backend struct {
-	// Address is host:port or unix:PATH of the Triton-protocol backend. With Embedded,
-	// it is the address the embedded mock backend listens on.
+	// Address is host:port or unix:PATH of the Triton-protocol backend, or ring:ADDR
+	// for an on-device runtime reachable only through a shared-memory ring (then
+	// only inference requests are forwarded). With Embedded, it is the address the
+	// embedded mock backend listens on.
 	Address string `yaml:"address"`
+	// Ring sizes the shared-memory ring to a ring: backend.
+	Ring BackendRing `yaml:"ring"`
 	// Slots is how many jobs the accelerator runs at once.
 	Slots int `yaml:"slots"`
 	// Embedded starts vig's mock backend inside the vig process, so that vig runs on a
@@ -57,6 +61,17 @@ type Backend struct {
 	// its execution-time estimates; a negative value turns the polling off.
 	StatsIntervalMs int `yaml:"stats_interval_ms"`
 }
+
+// BackendRing sizes the ring vig creates for a ring: backend. Zero values take the
+// defaults (8 MiB request slots, 4 of them; 64 KiB response slots).
+type BackendRing struct {
+	SlotKiB         int `yaml:"slot_kib"`          // request slot: the largest request's tensors together
+	Slots           int `yaml:"slots"`             // request slots: requests in flight
+	ResponseSlotKiB int `yaml:"response_slot_kib"` // response slot: the largest answer
+}
+
+// RingBackend reports whether the backend is a ring runtime, and its address.
+func (b Backend) RingBackend() (string, bool) { return strings.CutPrefix(b.Address, "ring:") }
 
 // GRPC sizes vig's gRPC transport. Camera frames reach 6+ MB: grpc-go's defaults
 // (4 MiB receive limit, 64 KiB windows grown by BDP probes) cut such a message off or

@@ -46,6 +46,19 @@ func TestParseScenario(t *testing.T) {
 	}
 }
 
+func TestRingBackend(t *testing.T) {
+	c, err := Parse("ring.yaml", []byte("backend: {address: \"ring:@npu\", ring: {slot_kib: 4096, slots: 2}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if addr, ok := c.Backend.RingBackend(); !ok || addr != "@npu" || c.Backend.Ring.SlotKiB != 4096 {
+		t.Errorf("ring backend %q %v %+v", addr, ok, c.Backend.Ring)
+	}
+	if _, ok := (Backend{Address: "127.0.0.1:8001"}).RingBackend(); ok {
+		t.Error("host:port taken for a ring")
+	}
+}
+
 func TestParseEmptyUsesDefaults(t *testing.T) {
 	c, err := Parse("empty.yaml", nil)
 	if err != nil {
@@ -70,7 +83,7 @@ func TestParseErrors(t *testing.T) {
 		want       []string // substrings of the error
 	}{
 		{"unknown top key", "listen: {grpc: \":1\"}\nbakend: {slots: 2}\n", 2, []string{`unknown key "bakend"`, "backend"}},
-		{"unknown nested key", "backend:\n  slots: 1\n  slot: 2\n", 3, []string{"backend.slot", `unknown key "slot"`, "known keys here: address, embedded, seed, slots, stats_interval_ms"}},
+		{"unknown nested key", "backend:\n  slots: 1\n  slot: 2\n", 3, []string{"backend.slot", `unknown key "slot"`, "known keys here: address, embedded, ring, seed, slots, stats_interval_ms"}},
 		{"unknown stream key", "models: {m: {exec_ms: 1}}\nstreams:\n  - name: a\n    model: m\n    class: high\n    period_ms: 10\n    max_age_ms: 10\n    maxage: 3\n", 8, []string{"streams[0].maxage"}},
 		{"unknown model key", "models:\n  m: {exec_ms: 1, exec: 2}\n", 2, []string{"models.m.exec"}},
 		{"wrong type", "backend:\n  slots: many\n", 2, []string{"wrong type", "many"}},
@@ -84,6 +97,8 @@ func TestParseErrors(t *testing.T) {
 		{"margin below 100", "scheduler: {safety_margin_pct: 90}\n", 0, []string{"outside 100..1000"}},
 		{"no listener", "listen: {grpc: \"off\"}\n", 0, []string{"accept no requests"}},
 		{"bad yaml", "listen: [\n", 0, []string{"bad yaml"}},
+		{"empty ring address", "backend: {address: \"ring:\"}\n", 0, []string{"ring: needs the runtime's socket"}},
+		{"embedded ring", "backend: {address: \"ring:@x\", embedded: true}\n", 0, []string{"speaks gRPC"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse(tc.name, []byte(tc.yaml))

@@ -27,9 +27,22 @@ func (c *Config) validate(file string) error {
 	if c.Listen.GRPC == "" && c.Listen.Unix == "" {
 		bad(0, "listen", "both listen.grpc and listen.unix are off: vig would accept no requests")
 	}
-	if a := c.Backend.Address; !strings.HasPrefix(a, "unix:") {
+	if ring, ok := c.Backend.RingBackend(); ok {
+		if ring == "" {
+			bad(0, "backend.address", "ring: needs the runtime's socket, e.g. ring:@npu-runtime")
+		}
+		if c.Backend.Embedded {
+			bad(0, "backend.embedded", "the embedded mock backend speaks gRPC; drop embedded or use a host:port address")
+		}
+	} else if a := c.Backend.Address; !strings.HasPrefix(a, "unix:") {
 		if _, _, err := net.SplitHostPort(a); err != nil {
-			bad(0, "backend.address", "%q is neither host:port nor unix:/path", a)
+			bad(0, "backend.address", "%q is neither host:port, unix:/path nor ring:ADDR", a)
+		}
+	}
+	for key, v := range map[string]int{"backend.ring.slot_kib": c.Backend.Ring.SlotKiB, "backend.ring.slots": c.Backend.Ring.Slots,
+		"backend.ring.response_slot_kib": c.Backend.Ring.ResponseSlotKiB} {
+		if v < 0 {
+			bad(0, key, "%d must not be negative (0 = default)", v)
 		}
 	}
 	if c.Backend.Slots < 1 {

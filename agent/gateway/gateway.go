@@ -85,6 +85,7 @@ type Gateway struct {
 	shm     shmRegistry
 
 	accepted, answered atomic.Uint64 // RPCs; equal once drained
+	backendUp          atomic.Bool   // ring backends only (SetBackendUp)
 
 	stop     context.CancelFunc
 	watchers sync.WaitGroup
@@ -105,16 +106,22 @@ func New(opts Options) (*Gateway, error) {
 	g := &Gateway{opts: opts, log: opts.Log, m: opts.Metrics, codec: newCodec()}
 	g.headers.New = func() any { return new(InferHeader) }
 
-	dopts := append(DialOptions(opts.Config.GRPC),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(opts.Dial),
-		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(g.codec)),
-	)
-	cc, err := grpc.NewClient(backendTarget(opts.Config.Backend.Address), dopts...)
-	if err != nil {
-		return nil, fmt.Errorf("gateway: backend %s: %w", opts.Config.Backend.Address, err)
+	_, ring := opts.Config.Backend.RingBackend()
+	if ring && opts.Infer == nil {
+		return nil, fmt.Errorf("gateway: backend %s is a ring runtime: Options.Infer is required", opts.Config.Backend.Address)
 	}
-	g.backend = cc
+	if !ring {
+		dopts := append(DialOptions(opts.Config.GRPC),
+			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithContextDialer(opts.Dial),
+			grpc.WithDefaultCallOptions(grpc.ForceCodecV2(g.codec)),
+		)
+		cc, err := grpc.NewClient(backendTarget(opts.Config.Backend.Address), dopts...)
+		if err != nil {
+			return nil, fmt.Errorf("gateway: backend %s: %w", opts.Config.Backend.Address, err)
+		}
+		g.backend = cc
+	}
 
 	g.health = health.NewServer()
 	g.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
@@ -128,10 +135,30 @@ func New(opts Options) (*Gateway, error) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	g.stop = cancel
-	g.watchers.Add(1)
-	go g.watchBackend(ctx)
-	cc.Connect()
+	if g.backend != nil {
+		g.watchers.Add(1)
+		go g.watchBackend(ctx)
+		g.backend.Connect()
+	} else {
+		g.m.BackendState("CONNECTING")
+	}
 	return g, nil
+}
+
+// SetBackendUp reports the state of a backend the gateway does not connect to itself
+// (a ring runtime): it drives the health status, the scheduler and the state metric.
+func (g *Gateway) SetBackendUp(up bool) {
+	g.backendUp.Store(up)
+	serving, state := healthpb.HealthCheckResponse_NOT_SERVING, "TRANSIENT_FAILURE"
+	if up {
+		serving, state = healthpb.HealthCheckResponse_SERVING, "READY"
+	}
+	g.m.BackendState(state)
+	g.health.SetServingStatus("", serving)
+	g.health.SetServingStatus(Service, serving)
+	if b, ok := g.opts.Admit.(backendAware); ok {
+		b.SetBackendAvailable(up)
+	}
 }
 
 // backendTarget turns vig's address notation into a gRPC target that reaches the
@@ -147,7 +174,7 @@ func (g *Gateway) Accepted() uint64 { return g.accepted.Load() }
 func (g *Gateway) Answered() uint64 { return g.answered.Load() }
 
 // Backend is the client connection to the backend (shared with the statistics
-// poller and doctor).
+// poller and the ring frontend); nil for a ring backend.
 func (g *Gateway) Backend() *grpc.ClientConn { return g.backend }
 
 // GracefulStop stops accepting, waits for every accepted RPC to be answered, then
@@ -165,7 +192,9 @@ func (g *Gateway) Stop() {
 
 func (g *Gateway) close() {
 	g.stop()
-	g.backend.Close()
+	if g.backend != nil {
+		g.backend.Close()
+	}
 	g.watchers.Wait()
 }
 
@@ -224,6 +253,8 @@ func (g *Gateway) handle(_ any, ss grpc.ServerStream) error {
 		err = g.infer(ss, m)
 	case full == methodStreamInfer:
 		err = g.streamInfer(ss, m)
+	case g.backend == nil:
+		err = g.answerLocally(ss, full, m)
 	case full == methodShmRegister:
 		err = g.shmRegister(ss, m)
 	case full == methodShmUnregister:

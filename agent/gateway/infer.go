@@ -437,6 +437,20 @@ func (h *InferHeader) Param(key string) (*Param, bool) {
 	return nil, false
 }
 
+// rebaseRaw shifts the raw tensor spans by the vig_ parameters removed before them.
+func (h *InferHeader) rebaseRaw() {
+	for i := range h.Raw {
+		removed := 0
+		for j := range h.Params {
+			p := &h.Params[j]
+			if p.end <= h.Raw[i].Off && bytes.HasPrefix(p.Key, []byte(vigPrefix)) {
+				removed += p.end - p.start
+			}
+		}
+		h.Raw[i].Off -= removed
+	}
+}
+
 // hasVigParams reports whether any vig_ parameter must be stripped.
 func (h *InferHeader) hasVigParams() bool {
 	for i := range h.Params {
@@ -449,8 +463,10 @@ func (h *InferHeader) hasVigParams() bool {
 
 // StripVig returns msg without vig's own parameters. The tensor data is not copied:
 // the result is a list of views of msg's buffers, each with its own reference; msg
-// keeps its references and must still be freed by its owner.
+// keeps its references and must still be freed by its owner. h.Raw is moved to the
+// offsets of the stripped message.
 func (h *InferHeader) StripVig(msg mem.BufferSlice) mem.BufferSlice {
+	defer h.rebaseRaw()
 	out := make(mem.BufferSlice, 0, len(msg)+2)
 	pos := 0 // absolute offset of b[0]
 	next := 0

@@ -100,6 +100,9 @@ func TestStripVig(t *testing.T) {
 		if out.Len() >= len(msg) {
 			t.Errorf("nothing stripped: %d >= %d", out.Len(), len(msg))
 		}
+		if len(h.Raw) != 1 || !bytes.Equal(h.Raw[0].Slice(out).Materialize(), req.RawInputContents[0]) {
+			t.Errorf("chunks %v: raw span %+v does not hold the tensor bytes in the stripped message", sizes, h.Raw)
+		}
 	}
 }
 

@@ -149,6 +149,9 @@ func (g *Gateway) shmAccess(ctx context.Context, name string) error {
 // the registry. A region vig has not seen (registered with the backend directly) is
 // looked up on the backend once before it is refused.
 func (g *Gateway) checkShm(ctx context.Context, h *InferHeader) error {
+	if g.backend == nil {
+		return status.Errorf(codes.Unimplemented, "backend %s is a shared-memory ring runtime: Triton system shared memory is not available there; send raw_input_contents", g.opts.Config.Backend.Address)
+	}
 	for _, ts := range [][]Tensor{h.Inputs, h.Outputs} {
 		for i := range ts {
 			if err := g.checkTensorShm(ctx, &ts[i]); err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/vig-edge/vig/agent/gateway"
 	"github.com/vig-edge/vig/mockbackend"
 	"github.com/vig-edge/vig/netopt"
+	"github.com/vig-edge/vig/shmring"
 )
 
 const mockBackendUsage = `Usage: vig mock-backend [flags]
@@ -82,6 +83,7 @@ func mockBackend(ctx context.Context, args []string, stdout, stderr io.Writer, r
 		slots     = fs.Int("slots", 1, "jobs that execute at once (default with -c: backend.slots)")
 		seed      = fs.Uint64("seed", 0, "seed of the per-frame execution times (default with -c: backend.seed)")
 		logFormat = fs.String("log-format", "text", "log format: text or json (default with -c: log.format)")
+		ringAddr  = fs.String("ring", "", "also serve shared-memory ring clients on the Unix socket `ADDR` (@name: abstract namespace), as an on-device runtime without gRPC")
 	)
 	fs.Var(&models, "model", "a model as `NAME=EXEC_MS` (base execution time in ms); repeatable")
 	fs.Usage = func() {
@@ -171,6 +173,29 @@ func mockBackend(ctx context.Context, args []string, stdout, stderr io.Writer, r
 	var desc []string
 	for _, m := range cfg.Models {
 		desc = append(desc, fmt.Sprintf("%s=%v", m.Name, m.Exec))
+	}
+	if *ringAddr != "" {
+		region, err := shmring.Probe()
+		if err != nil {
+			log.Error("mock backend: no shared memory for rings", "err", err)
+			r.Stop()
+			return 1
+		}
+		rln, err := shmring.Listen(*ringAddr, shmring.ServerConfig{AllowUnsealed: region == shmring.BackendShmFile, Logger: log})
+		if err != nil {
+			log.Error("mock backend: ring listener failed", "ring", *ringAddr, "err", err)
+			r.Stop()
+			return 1
+		}
+		ringDone := make(chan error, 1)
+		go func() { ringDone <- r.ServeRing(rln) }()
+		defer func() {
+			rln.Close()
+			if err := <-ringDone; err != nil {
+				log.Error("ring serving failed", "err", err)
+			}
+		}()
+		log.Info("mock backend serving rings", "ring", rln.Addr())
 	}
 	log.Info("mock backend serving", "addr", r.Addr(), "models", strings.Join(desc, ","),
 		"slots", cfg.Slots, "seed", cfg.Seed, "spin", r.Spin())

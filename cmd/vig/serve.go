@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 	"github.com/vig-edge/vig/platform/devicehost"
 	"github.com/vig-edge/vig/platform/profile"
 	"github.com/vig-edge/vig/shmring"
+	ringbackend "github.com/vig-edge/vig/shmring/backend"
 	"github.com/vig-edge/vig/shmring/frontend"
 )
 
@@ -184,11 +186,39 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready chan
 		return fmt.Errorf("scheduler: %w", err)
 	}
 	gov.SetObserver(reg.NewSched(gov.Snapshot))
-	gw, err := gateway.New(gateway.Options{Config: cfg, Dial: sockets.DialAddr, Metrics: reg, Log: log, Admit: gov})
+	// A ring backend reports its state from its own goroutine, possibly before the
+	// gateway exists: the last state is applied when it does.
+	var (
+		gwReady  atomic.Pointer[gateway.Gateway]
+		ringUp   atomic.Bool
+		ringConn *ringbackend.Backend
+		infer    gateway.InferBackend
+	)
+	ringAddr, ringBackend := cfg.Backend.RingBackend()
+	if ringBackend {
+		ringConn, err = ringbackend.Dial(ringAddr, ringbackend.Options{Config: ringConfig(cfg.Backend.Ring),
+			ConfigKey: "backend.ring.slot_kib", Logger: log,
+			OnState: func(up bool) {
+				ringUp.Store(up)
+				if g := gwReady.Load(); g != nil {
+					g.SetBackendUp(up)
+				}
+			}})
+		if err != nil {
+			return fmt.Errorf("ring backend %s: %w", ringAddr, err)
+		}
+		defer ringConn.Close()
+		infer = ringConn
+	}
+	gw, err := gateway.New(gateway.Options{Config: cfg, Dial: sockets.DialAddr, Metrics: reg, Log: log, Admit: gov, Infer: infer})
 	if err != nil {
 		return err
 	}
-	if cfg.Backend.StatsIntervalMs > 0 {
+	if ringBackend {
+		gwReady.Store(gw)
+		gw.SetBackendUp(ringUp.Load())
+	}
+	if cfg.Backend.StatsIntervalMs > 0 && !ringBackend { // a ring runtime has no ModelStatistics
 		poller := gateway.NewStatsPoller(gw, gov, time.Duration(cfg.Backend.StatsIntervalMs)*time.Millisecond, log)
 		pctx, pcancel := context.WithCancel(context.Background())
 		defer pcancel()
@@ -239,7 +269,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready chan
 			return fmt.Errorf("listen.ring %s: %w", cfg.Listen.Ring, err)
 		}
 		addrs["ring"] = rl.Addr()
-		ring = frontend.New(rl, gov, gw.Backend(), log)
+		ring = frontend.New(rl, gov, gw.Backend(), infer, log)
 		go func() { errc <- ring.Serve() }()
 	}
 	var metricsSrv *http.Server
@@ -281,6 +311,21 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready chan
 		scancel()
 	}
 	return err
+}
+
+// ringConfig sizes the ring to a ring backend from the config (0 = default).
+func ringConfig(r config.BackendRing) shmring.Config {
+	c := shmring.DefaultConfig
+	if r.SlotKiB > 0 {
+		c.Requests.SlotSize = r.SlotKiB << 10
+	}
+	if r.Slots > 0 {
+		c.Requests.Slots = r.Slots
+	}
+	if r.ResponseSlotKiB > 0 {
+		c.Responses.SlotSize = r.ResponseSlotKiB << 10
+	}
+	return c
 }
 
 func ignoreClosed(err error) error {

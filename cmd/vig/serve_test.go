@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -21,6 +24,7 @@ import (
 	"github.com/vig-edge/vig/mockbackend"
 	"github.com/vig-edge/vig/platform/clock"
 	pb "github.com/vig-edge/vig/proto/inference"
+	"github.com/vig-edge/vig/shmring"
 )
 
 func TestUnknownConfigKeyExits2(t *testing.T) {
@@ -148,4 +152,81 @@ streams:
 		}
 	}
 	t.Logf("outcomes: %v", outcomes)
+}
+
+// vig in front of a runtime reachable only through a shared-memory ring (the mock
+// backend's ring listener): inference goes over the ring, liveness is answered from
+// the ring's state, and RPCs the ring has no equivalent for say so.
+func TestServeRingBackend(t *testing.T) {
+	if _, err := shmring.Probe(); err != nil {
+		t.Skipf("no shared memory for rings: %v", err)
+	}
+	mcfg, err := config.Parse("m.yaml", []byte("models: {det: {exec_ms: 1}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := mockbackend.New(mockbackend.FromConfig(mcfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	ringAddr := fmt.Sprintf("@vig-serve-ring-test-%d-%d", os.Getpid(), time.Now().UnixNano())
+	rln, err := shmring.Listen(ringAddr, shmring.ServerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.ServeRing(rln)
+	defer rln.Close()
+
+	cfg, err := config.Parse("ring.yaml", []byte(fmt.Sprintf(`
+listen: {grpc: "127.0.0.1:0", metrics: "off"}
+backend: {address: "ring:%s", slots: 1}
+models: {det: {exec_ms: 1}}
+streams: [{name: cam, model: det, class: protected, period_ms: 50, max_age_ms: 5000}]
+`, rln.Addr())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan map[string]string, 1)
+	served := make(chan error, 1)
+	go func() { served <- serve(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), ready, nil) }()
+	addrs := <-ready
+	defer func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	}()
+	cc, err := grpc.NewClient("passthrough:///"+addrs["grpc"], append(gateway.DialOptions(cfg.GRPC), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	c := pb.NewGRPCInferenceServiceClient(cc)
+	cctx, ccancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer ccancel()
+	for { // the ring session is set up in the background
+		r, err := c.ServerReady(cctx, &pb.ServerReadyRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Ready {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	payload := []byte("a frame that crosses the ring")
+	r, err := c.ModelInfer(cctx, &pb.ModelInferRequest{ModelName: "det", Id: mockbackend.FrameID("cam", 3),
+		Inputs:           []*pb.ModelInferRequest_InferInputTensor{{Name: "INPUT0", Datatype: "UINT8", Shape: []int64{int64(len(payload))}}},
+		RawInputContents: [][]byte{payload}})
+	if err != nil {
+		t.Fatalf("ModelInfer over the ring: %v", err)
+	}
+	if len(r.RawOutputContents) != 1 || binary.LittleEndian.Uint64(r.RawOutputContents[0]) != mockbackend.Digest([][]byte{payload}) {
+		t.Errorf("ring result %x, want the digest of the frame", r.RawOutputContents)
+	}
+	if _, err := c.ModelConfig(cctx, &pb.ModelConfigRequest{Name: "det"}); status.Code(err) != codes.Unimplemented || !strings.Contains(err.Error(), "ring runtime") {
+		t.Errorf("ModelConfig on a ring backend: %v, want UNIMPLEMENTED saying why", err)
+	}
 }

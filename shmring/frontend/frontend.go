@@ -39,6 +39,7 @@ type Frontend struct {
 	ln      *shmring.Listener
 	admit   Admitter
 	backend *grpc.ClientConn
+	infer   gateway.InferBackend
 	log     *slog.Logger
 	codec   grpc.CallOption
 
@@ -49,12 +50,13 @@ type Frontend struct {
 }
 
 // New serves the clients of ln: admitted by admit (nil: forward at once), forwarded
-// on backend (the gateway's backend connection).
-func New(ln *shmring.Listener, admit Admitter, backend *grpc.ClientConn, log *slog.Logger) *Frontend {
+// on infer when it is set (a ring backend), else on backend (the gateway's backend
+// connection).
+func New(ln *shmring.Listener, admit Admitter, backend *grpc.ClientConn, infer gateway.InferBackend, log *slog.Logger) *Frontend {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Frontend{ln: ln, admit: admit, backend: backend, log: log,
+	return &Frontend{ln: ln, admit: admit, backend: backend, infer: infer, log: log,
 		codec: grpc.ForceCodecV2(gateway.RawCodec()), conns: map[*shmring.Conn]struct{}{}}
 }
 
@@ -170,16 +172,28 @@ func (f *Frontend) run(ctx context.Context, c *shmring.Conn, req *shmring.Reques
 		done(err)
 		return nil, err
 	}
-	var resp gateway.Frame
-	err = f.backend.Invoke(ctx, "/"+gateway.Service+"/ModelInfer", rawMessage(msg), &resp, f.codec)
+	var b []byte
+	if f.infer != nil {
+		var h gateway.InferHeader
+		if err = h.ParseInfer(msg); err == nil {
+			var out mem.BufferSlice
+			if out, err = f.infer.Infer(ctx, &h, msg); err == nil {
+				b = out.Materialize()
+				out.Free()
+			}
+		}
+	} else {
+		var resp gateway.Frame
+		if err = f.backend.Invoke(ctx, "/"+gateway.Service+"/ModelInfer", rawMessage(msg), &resp, f.codec); err == nil {
+			b = resp.Bytes()
+		}
+		resp.Free()
+	}
 	done(err)
 	if err != nil {
-		resp.Free()
 		return nil, err
 	}
 	var r pb.ModelInferResponse
-	b := resp.Bytes()
-	resp.Free()
 	if err := proto.Unmarshal(b, &r); err != nil {
 		return nil, status.Errorf(codes.Internal, "backend answer: %v", err)
 	}
