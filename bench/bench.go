@@ -203,6 +203,30 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	return res, Write(o.Out, res)
 }
 
+// ReadResults reads a results.json written by Write.
+func ReadResults(path string) (*Results, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var r Results
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &r, nil
+}
+
+// Rewrite re-renders report.md and the plots of a results folder from its
+// results.json, re-evaluating the targets (after the report's code changed).
+func Rewrite(dir string) error {
+	r, err := ReadResults(filepath.Join(dir, "results.json"))
+	if err != nil {
+		return err
+	}
+	r.Targets = Evaluate(r)
+	return Write(dir, r)
+}
+
 // Write writes results.json, report.md and the plots into dir.
 func Write(dir string, res *Results) error {
 	b, err := json.MarshalIndent(res, "", "  ")

@@ -131,89 +131,147 @@ streams:
 `, listenGRPC, listenUnix, backend, benchModel, float64(exec)/1e6, benchModel, benchModel)
 }
 
-// RunDatapath measures every path and payload.
+// RunDatapath measures every path and payload. All paths are set up first (one
+// mock backend and one proxy process each; idle ones cost nothing), then the
+// measurements interleave them: for each payload and run, every path in turn, so
+// that vig and nginx are compared under the same machine conditions.
 func RunDatapath(ctx context.Context, o DatapathOptions) (*DatapathResult, error) {
 	o.defaults()
 	res := &DatapathResult{Exec: o.Exec, Warmup: o.Warmup, Rounds: o.Rounds, Runs: o.Runs, Payload: o.Payloads}
+	var envs []*pathEnv
+	defer func() {
+		for _, e := range envs {
+			e.Close()
+		}
+	}()
 	for _, path := range o.Paths {
-		rows, pinned, err := runPath(ctx, &o, path)
+		if o.Progress != nil {
+			o.Progress("datapath: setting up %s", path)
+		}
+		e, err := setupPath(ctx, &o, path)
 		if err != nil {
 			return nil, fmt.Errorf("datapath %s: %w", path, err)
 		}
-		res.Pinned = res.Pinned || pinned
-		res.Rows = append(res.Rows, rows...)
+		envs = append(envs, e)
+		res.Pinned = res.Pinned || (e.proxy != nil && e.proxy.Pinned)
+	}
+	rows := map[string]map[int]*DatapathRow{}
+	for _, e := range envs {
+		rows[e.path] = map[int]*DatapathRow{}
+		for _, p := range o.Payloads {
+			rows[e.path][p] = &DatapathRow{Path: e.path, Proxy: e.proxyName, Payload: p, Skipped: e.skipped}
+		}
+	}
+	for _, payload := range o.Payloads {
+		for run := range o.Runs {
+			for _, e := range envs {
+				if e.skipped != "" {
+					continue
+				}
+				if o.Progress != nil {
+					o.Progress("datapath %s: run %d/%d, %s", sizeLabel(payload), run+1, o.Runs, e.path)
+				}
+				r, err := measureRow(ctx, &o, e.direct, e.via, e.proxy.PID, payload, e.shm, run)
+				if err != nil {
+					return nil, fmt.Errorf("datapath %s %s: %w", e.path, sizeLabel(payload), err)
+				}
+				row := rows[e.path][payload]
+				row.Runs = append(row.Runs, *r)
+			}
+		}
+	}
+	for _, e := range envs {
+		for _, p := range o.Payloads {
+			row := rows[e.path][p]
+			if row.Skipped == "" {
+				row.summarize()
+			}
+			res.Rows = append(res.Rows, *row)
+		}
 	}
 	return res, nil
 }
 
-func skippedRows(o *DatapathOptions, path, proxy, why string) []DatapathRow {
-	var rows []DatapathRow
-	for _, p := range o.Payloads {
-		rows = append(rows, DatapathRow{Path: path, Proxy: proxy, Payload: p, Skipped: why})
-	}
-	return rows
+// pathEnv is one path ready to measure: its mock backend, its proxy process and a
+// client connection to each.
+type pathEnv struct {
+	path, proxyName string
+	skipped         string // why the path cannot be measured here
+	direct, via     *grpc.ClientConn
+	proxy           *Proc
+	shm             *shmInput
+	closers         []func()
 }
 
-// runPath sets up one path (mock backend, proxy process) and measures its rows.
-func runPath(ctx context.Context, o *DatapathOptions, path string) ([]DatapathRow, bool, error) {
-	if path == PathShmring {
-		return skippedRows(o, path, "vig", shmringMissing), false, nil
+// Close releases everything in reverse order of setup.
+func (e *pathEnv) Close() {
+	for i := len(e.closers) - 1; i >= 0; i-- {
+		e.closers[i]()
 	}
+	e.closers = nil
+}
+
+// setupPath starts a path's mock backend and proxy and connects to both.
+func setupPath(ctx context.Context, o *DatapathOptions, path string) (_ *pathEnv, err error) {
+	e := &pathEnv{path: path, proxyName: "vig"}
+	if path == PathShmring {
+		e.skipped = shmringMissing
+		return e, nil
+	}
+	defer func() {
+		if err != nil {
+			e.Close()
+		}
+	}()
 	dir, err := os.MkdirTemp(o.TempDir, "vigbench-"+path+"-")
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
-	defer os.RemoveAll(dir)
+	e.closers = append(e.closers, func() { os.RemoveAll(dir) })
 	mockAddr := "127.0.0.1:0"
 	if path == PathUnix {
 		mockAddr = "unix:" + filepath.Join(dir, "mock.sock")
 	}
-	mctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	mb, err := startMock(mctx, mockAddr, mockbackend.Config{Models: []mockbackend.Model{{Name: benchModel, Exec: o.Exec}}, Slots: 1, Seed: 1})
+	mb, err := startMock(context.Background(), mockAddr, mockbackend.Config{Models: []mockbackend.Model{{Name: benchModel, Exec: o.Exec}}, Slots: 1, Seed: 1})
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
-	defer mb.Stop()
+	e.closers = append(e.closers, func() { mb.Stop() })
 
-	var proxy *Proc
 	var viaAddr string
-	proxyName := "vig"
 	switch path {
 	case PathNginx:
-		proxyName = "nginx"
-		proxy, viaAddr, err = StartNginx(ctx, dir, mb.Addr(), o.Pin)
+		e.proxyName = "nginx"
+		e.proxy, viaAddr, err = StartNginx(ctx, dir, mb.Addr(), o.Pin)
 		if errors.Is(err, errSkip) {
-			return skippedRows(o, path, proxyName, err.Error()), false, nil
+			e.skipped = err.Error()
+			return e, nil
 		}
 	case PathUnix:
-		proxy, err = StartVig(ctx, o.VigBinary, dir, vigDatapathConfig("off", filepath.Join(dir, "vig.sock"), mb.Addr(), o.Exec), o.Pin)
+		e.proxy, err = StartVig(ctx, o.VigBinary, dir, vigDatapathConfig("off", filepath.Join(dir, "vig.sock"), mb.Addr(), o.Exec), o.Pin)
 		if err == nil {
-			viaAddr = "unix:" + proxy.Addrs["unix"]
+			viaAddr = "unix:" + e.proxy.Addrs["unix"]
 		}
 	default:
-		proxy, err = StartVig(ctx, o.VigBinary, dir, vigDatapathConfig("127.0.0.1:0", "off", mb.Addr(), o.Exec), o.Pin)
+		e.proxy, err = StartVig(ctx, o.VigBinary, dir, vigDatapathConfig("127.0.0.1:0", "off", mb.Addr(), o.Exec), o.Pin)
 		if err == nil {
-			viaAddr = proxy.Addrs["grpc"]
+			viaAddr = e.proxy.Addrs["grpc"]
 		}
 	}
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
-	defer proxy.Stop()
+	e.closers = append(e.closers, e.proxy.Stop)
 
-	direct, err := dial(mb.Addr())
-	if err != nil {
-		return nil, false, err
+	if e.direct, err = dial(mb.Addr()); err != nil {
+		return nil, err
 	}
-	defer direct.Close()
-	via, err := dial(viaAddr)
-	if err != nil {
-		return nil, false, err
+	e.closers = append(e.closers, func() { e.direct.Close() })
+	if e.via, err = dial(viaAddr); err != nil {
+		return nil, err
 	}
-	defer via.Close()
+	e.closers = append(e.closers, func() { e.via.Close() })
 
-	var shm *shmInput
 	if path == PathShm {
 		maxPayload := 0
 		for _, p := range o.Payloads {
@@ -221,29 +279,12 @@ func runPath(ctx context.Context, o *DatapathOptions, path string) ([]DatapathRo
 		}
 		// Registered through vig, which forwards it to the backend and mirrors
 		// it: both paths then reference the same region.
-		if shm, err = newShmInput(ctx, via, maxPayload); err != nil {
-			return nil, false, fmt.Errorf("system shared memory: %w", err)
+		if e.shm, err = newShmInput(ctx, e.via, maxPayload); err != nil {
+			return nil, fmt.Errorf("system shared memory: %w", err)
 		}
-		defer shm.Close(via)
+		e.closers = append(e.closers, func() { e.shm.Close(e.via) })
 	}
-
-	var rows []DatapathRow
-	for _, payload := range o.Payloads {
-		row := DatapathRow{Path: path, Proxy: proxyName, Payload: payload}
-		for run := range o.Runs {
-			if o.Progress != nil {
-				o.Progress("datapath %s %s: run %d/%d", path, sizeLabel(payload), run+1, o.Runs)
-			}
-			r, err := measureRow(ctx, o, direct, via, proxy.PID, payload, shm, run)
-			if err != nil {
-				return nil, false, fmt.Errorf("%s: %w", sizeLabel(payload), err)
-			}
-			row.Runs = append(row.Runs, *r)
-		}
-		row.summarize()
-		rows = append(rows, row)
-	}
-	return rows, proxy.Pinned, nil
+	return e, nil
 }
 
 // summarize sets the row's figures to the medians over its runs.

@@ -339,14 +339,15 @@ func Report(r *Results, plots map[string]string) string {
 
 	if d := r.Datapath; d != nil {
 		w("## Datapath: what a request costs\n\n")
-		w("One call in flight; each round sends the same request DIRECT (client → mock backend) and VIA (client → proxy → mock backend), the order flipping every round; %d warm-up and %d measured rounds per run, %d runs per row, each figure the median of the runs. Mock backend compute %v per request (× [0.9, 1.3] per frame, the same frame on both paths). ",
+		w("One call in flight; each round sends the same request DIRECT (client → mock backend) and VIA (client → proxy → mock backend), the order flipping every round; paths interleaved (for each payload and run, every path in turn, all proxies up and idle meanwhile); %d warm-up and %d measured rounds per run, %d runs per row, each figure the median of the runs. Mock backend compute %v per request (× [0.9, 1.3] per frame, the same frame on both paths). ",
 			d.Warmup, d.Rounds, d.Runs, d.Exec)
 		if d.Pinned {
-			w("The proxy (vig or nginx) runs as its own process pinned to CPU %s with taskset; client and mock backend share the bench process. ", proxyCPU)
+			w("The proxy (vig or nginx) runs as its own process pinned to CPU %s with taskset (so Go gives vig GOMAXPROCS=1, and nginx runs one worker without a master); client and mock backend share the bench process, unpinned. ", proxyCPU)
 		} else {
 			w("The proxy runs as its own process, not pinned (taskset or a second CPU missing). ")
 		}
 		w("Added = VIA − DIRECT of the percentile; pair median = median over rounds of (VIA − DIRECT) of the same round. Cost columns are the proxy's per request, over the measured rounds: CPU µs (schedstat; user/kernel split by /proc/<pid>/stat ticks), context switches (voluntary + involuntary, all threads), syscalls (eBPF raw_syscalls tracepoints filtered to the proxy's tgid, via platform/profile).\n\n")
+		w("The eBPF syscall counter adds a little to every syscall on the machine while a run is measured, on both paths alike. ")
 		w("The mock backend hashes every input byte (FNV, roughly 1 ms per MB here) on both paths: it adds the same time to DIRECT and VIA and cancels in the difference, but it makes the absolute latencies of large payloads grow on every path, the shm path included.\n\n")
 		w("| path | payload | direct p50 ms | via p50 ms | added p50 ms | added p99 ms | pair median ms | CPU µs | user µs | kernel µs | ctx sw | syscalls |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, row := range d.Rows {
@@ -375,7 +376,7 @@ func Report(r *Results, plots map[string]string) string {
 
 	if wr := r.Wire; wr != nil {
 		w("## Wire: freshness under contention (SCENARIOS.md)\n\n")
-		w("Open-loop sensors (each frame sent at its capture time on its own schedule, never slowed by answers; a frame that finds `depth` requests of its stream outstanding is dropped at the client), %v per run, payload %d B per frame, client buffer depths %v, and for each policy and stream the best depth (highest coverage, then lowest AoI p95). Runs interleave the policies (direct, triton-policy, vig, direct, …), each on a fresh mock backend; a frame's execution time is a pure function of (seed, stream, frame). Coverage = share of complete period windows with a result of age < max_age delivered inside (agent/sched.Coverage); AoI percentiles over time (agent/sched.AoI). Inferences = the backend's inference_count. vig and the backend run in the bench process here (the wire benchmark is about scheduling, not process cost).\n\n",
+		w("Open-loop sensors (each frame sent at its capture time on its own schedule, never slowed by answers; a frame that finds `depth` requests of its stream outstanding is dropped at the client), %v per run, payload %d B per frame, client buffer depths %v, and for each policy and stream the best depth (highest coverage, then lowest AoI p95). Runs interleave the policies (direct, triton-policy, vig, direct, …), each on a fresh mock backend; a frame's execution time is a pure function of (seed, stream, frame). Coverage = share of complete period windows with a result of age < max_age delivered inside (agent/sched.Coverage); AoI percentiles over time (agent/sched.AoI). Inferences = the backend's inference_count. vig's gateway (with the governor, or with the emulation) and the mock backend run in the bench process here: the wire benchmark is about scheduling, not process cost, and both non-direct policies pay the same gateway hop. VLM (best_effort, no `min_rate_hz` in these scenarios) is allowed to starve under vig by design: SCENARIOS.md says the VLM must starve or be given an explicit minimum rate.\n\n",
 			wr.Duration, wr.Payload, wr.Depths)
 		w("**triton-policy is an emulation** of Triton's dynamic-batcher queue policy (priority level by class, `timeout_action: REJECT` after a queue timeout equal to the stream's max_age, `max_queue_size: 1` per level) written for this benchmark as a gateway admitter; it is not Triton, and unlike Triton (one queue per model) it orders all streams in one queue.\n\n")
 		for _, sc := range wr.Scenarios {

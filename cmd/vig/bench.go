@@ -27,6 +27,8 @@ plots into DIR (default bench/results/<date>-<host>/):
             Triton's queue policy, and vig
   idle      vig's CPU with 1, 5 and 10 idle clients, and idle-settled latency
   all       the three
+  report    re-render report.md and the plots of a results folder from its
+            results.json (vig bench report DIR)
 
 Full runs take about 20 minutes on 2 cores; --quick (make bench) a few. Run it on
 a quiet machine and never beside a build.
@@ -53,9 +55,21 @@ func runBench(args []string) int {
 	}
 	if which == "" && fs.NArg() > 0 {
 		which = fs.Arg(0)
-	} else if fs.NArg() > 0 {
+	} else if fs.NArg() > 0 && which != "report" {
 		fmt.Fprintf(os.Stderr, "vig bench: unexpected argument %q\n", fs.Arg(0))
 		return 2
+	}
+	if which == "report" {
+		// vig bench report DIR: re-render report.md and plots from results.json.
+		if fs.NArg() != 1 {
+			fmt.Fprintln(os.Stderr, "vig bench report: want exactly one results folder")
+			return 2
+		}
+		if err := bench.Rewrite(fs.Arg(0)); err != nil {
+			fmt.Fprintf(os.Stderr, "vig bench report: %v\n", err)
+			return 1
+		}
+		return 0
 	}
 	if which == "" {
 		fs.Usage()
