@@ -122,6 +122,9 @@ func Evaluate(r *Results) []Target {
 			}
 		}
 		t.Status, t.Detail = verdict(ok && len(parts) > 0), strings.Join(parts, "; ")
+		if !ok {
+			t.Detail += ". Coverage counts whole windows: a result 1–2 ms later can land in the next window and leave one empty (SCENARIOS.md); vig's requests pay a gateway hop that direct ones do not"
+		}
 	}
 	ts = append(ts, t)
 
