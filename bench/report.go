@@ -258,7 +258,7 @@ func Plots(r *Results) map[string]string {
 			}
 			name := strings.ToLower(sc.Name)
 			out["wire_"+name+"_coverage.svg"] = Bars(Plot{Title: fmt.Sprintf("Scenario %s: coverage per stream (best depth per side)", sc.Name),
-				YLabel: "coverage, %", Groups: groups, Series: series, YMin: 0, YMax: 100})
+				YLabel: "coverage, %", Groups: groups, Series: series, YMin: 0, YMax: 100, HLines: []Tick{{99, "99 %"}}})
 			for i, st := range sc.Best[PolicyVig] {
 				var cs []Series
 				for _, p := range Policies {
@@ -266,8 +266,14 @@ func Plots(r *Results) map[string]string {
 						cs = append(cs, Series{Name: PolicyLabel(p), X: sc.Best[p][i].AoICDF})
 					}
 				}
-				out["wire_"+name+"_aoi_"+st.Stream+".svg"] = CDF(Plot{Title: fmt.Sprintf("Scenario %s, %s: AoI CDF (max_age marks freshness)", sc.Name, st.Stream),
-					XLabel: "age of information, ms", YLabel: "fraction of time", Series: cs})
+				var marks []Tick
+				for _, sp := range sc.Streams {
+					if sp.Name == st.Stream && sp.MaxAgeMs > 0 {
+						marks = append(marks, Tick{sp.MaxAgeMs, fmt.Sprintf("max_age %g ms", sp.MaxAgeMs)})
+					}
+				}
+				out["wire_"+name+"_aoi_"+st.Stream+".svg"] = CDF(Plot{Title: fmt.Sprintf("Scenario %s, %s: AoI over time, CDF", sc.Name, st.Stream),
+					XLabel: "age of information, ms", YLabel: "fraction of time", Series: cs, VLines: marks})
 			}
 		}
 	}
@@ -283,7 +289,8 @@ func Plots(r *Results) map[string]string {
 			lat[0].Y = append(lat[0].Y, row.Via.P99)
 			lat[1].Y = append(lat[1].Y, row.Direct.P99)
 		}
-		out["idle_cpu.svg"] = Bars(Plot{Title: "vig idle CPU (median of samples)", YLabel: "% of one core", Groups: groups, Series: []Series{cpu, stat}})
+		out["idle_cpu.svg"] = Bars(Plot{Title: "vig idle CPU (median of samples)", YLabel: "% of one core", Groups: groups, Series: []Series{cpu, stat},
+			HLines: []Tick{{0.05, "target 0.05 %"}}})
 		out["idle_latency_p99.svg"] = Bars(Plot{Title: "Idle-settled round trip p99", YLabel: "ms", Groups: groups, Series: lat})
 	}
 	return out
@@ -384,6 +391,13 @@ func Report(r *Results, plots map[string]string) string {
 		w("**triton-policy is an emulation** of Triton's dynamic-batcher queue policy (priority level by class, `timeout_action: REJECT` after a queue timeout equal to the stream's max_age, `max_queue_size: 1` per level) written for this benchmark as a gateway admitter; it is not Triton, and unlike Triton (one queue per model) it orders all streams in one queue.\n\n")
 		for _, sc := range wr.Scenarios {
 			w("### Scenario %s (%d slot%s)\n\n", sc.Name, sc.Slots, map[bool]string{true: "s", false: ""}[sc.Slots > 1])
+			if len(sc.Streams) > 0 {
+				w("| stream | class | frame ms | period ms | max_age ms | exec ms (× 0.9–1.3) |\n|---|---|---|---|---|---|\n")
+				for _, sp := range sc.Streams {
+					w("| %s | %s | %g | %g | %g | %g |\n", sp.Name, sp.Class, sp.FrameMs, sp.PeriodMs, sp.MaxAgeMs, sp.ExecMs)
+				}
+				w("\n")
+			}
 			w("| stream | class | policy | depth | coverage | AoI p50 ms | AoI p95 ms | AoI p99 ms | delivered | inferences | superseded | late-dropped | deferred | client-dropped | queue-full / timeout (emulation) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 			for i := range sc.Best[PolicyVig] {
 				for _, p := range Policies {

@@ -10,8 +10,8 @@ import (
 // The plots are written by hand: a few hundred lines of SVG are easier to audit
 // than a plotting dependency. Every plot is 720×400 with the legend at the right.
 const (
-	svgW, svgH               = 720, 400
-	padL, padR, padT, padB   = 64, 170, 40, 56
+	svgW, svgH               = 800, 400
+	padL, padR, padT, padB   = 64, 220, 40, 56
 	plotW, plotH             = svgW - padL - padR, svgH - padT - padB
 	svgFont                  = `font-family="sans-serif" font-size="12"`
 	legendX                  = svgW - padR + 16
@@ -46,6 +46,8 @@ type Plot struct {
 	Series []Series
 	// YMin and YMax fix the y range when YMax > YMin; otherwise it is fitted.
 	YMin, YMax float64
+	// HLines and VLines are labelled reference lines (a target, a max_age).
+	HLines, VLines []Tick
 }
 
 type svgBuf struct{ strings.Builder }
@@ -66,6 +68,28 @@ func (b *svgBuf) open(p *Plot) {
 
 func (b *svgBuf) close() { b.WriteString("</svg>\n") }
 
+const svgRef = `stroke="#555" stroke-width="1.5" stroke-dasharray="4 4"`
+
+// refLines draws the plot's reference lines with their labels.
+func (b *svgBuf) refLines(p *Plot, x, y func(float64) float64) {
+	for _, h := range p.HLines {
+		yy := y(h.At)
+		b.f(`<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" %s/>`+"\n", padL, yy, padL+plotW, yy, svgRef)
+		b.text(padL+plotW-4, yy-4, "end", h.Label, ` fill="#555"`)
+	}
+	if x == nil {
+		return
+	}
+	for _, v := range p.VLines {
+		xx := x(v.At)
+		if xx < padL || xx > padL+plotW {
+			continue
+		}
+		b.f(`<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" %s/>`+"\n", xx, padT, xx, padT+plotH, svgRef)
+		b.text(xx+4, padT+12, "start", v.Label, ` fill="#555"`)
+	}
+}
+
 // yRange fits a y range to the data (from 0 when all values are positive) unless
 // the plot fixes one.
 func (p *Plot) yRange() (lo, hi float64) {
@@ -80,6 +104,9 @@ func (p *Plot) yRange() (lo, hi float64) {
 			}
 			lo, hi = min(lo, y), max(hi, y)
 		}
+	}
+	for _, h := range p.HLines {
+		lo, hi = min(lo, h.At), max(hi, h.At)
 	}
 	if math.IsInf(lo, 1) {
 		return 0, 1
@@ -152,6 +179,9 @@ func Lines(p Plot) string {
 	for _, t := range p.XTicks {
 		xlo, xhi = min(xlo, t.At), max(xhi, t.At)
 	}
+	for _, t := range p.VLines {
+		xlo, xhi = min(xlo, t.At), max(xhi, t.At)
+	}
 	if math.IsInf(xlo, 1) {
 		xlo, xhi = 0, 1
 	}
@@ -204,6 +234,7 @@ func Lines(p Plot) string {
 			}
 		}
 	}
+	b.refLines(&p, x, y)
 	b.legend(p.Series, dash)
 	b.close()
 	return b.String()
@@ -238,6 +269,7 @@ func Bars(p Plot) string {
 				x0, top, bw*0.92, base-top, palette[i%maxSeries], html.EscapeString(s.Name), html.EscapeString(name), trimFloat(s.Y[g]))
 		}
 	}
+	b.refLines(&p, nil, y)
 	b.legend(p.Series, func(int) string { return "" })
 	b.close()
 	return b.String()

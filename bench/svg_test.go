@@ -39,14 +39,14 @@ func TestSVGPlots(t *testing.T) {
 	if n["path"] != 2 || n["circle"] != 5 {
 		t.Errorf("lines: %d paths, %d markers; want 2 and 5 (the NaN point left out)", n["path"], n["circle"])
 	}
-	bars := Bars(Plot{Title: "coverage", YLabel: "%", Groups: []string{"detector", "pose"}, YMin: 0, YMax: 100,
+	bars := Bars(Plot{Title: "coverage", YLabel: "%", Groups: []string{"detector", "pose"}, YMin: 0, YMax: 100, HLines: []Tick{{99, "target"}},
 		Series: []Series{{Name: "direct", Y: []float64{50, 60}}, {Name: "vig", Y: []float64{99, 100}}}})
-	if n := wellFormed(t, bars); n["rect"] != 1+4 {
-		t.Errorf("bars: %d rects, want background + 4", n["rect"])
+	if n := wellFormed(t, bars); n["rect"] != 1+4 || !strings.Contains(bars, ">target<") {
+		t.Errorf("bars: %d rects, want background + 4, and the target line", n["rect"])
 	}
-	cdf := CDF(Plot{Title: "AoI", Series: []Series{{Name: "a", X: []float64{3, 1, 2}}}})
-	if n := wellFormed(t, cdf); n["circle"] != 3 {
-		t.Errorf("cdf: %d markers, want 3", n["circle"])
+	cdf := CDF(Plot{Title: "AoI", Series: []Series{{Name: "a", X: []float64{3, 1, 2}}}, VLines: []Tick{{50, "max_age"}}})
+	if n := wellFormed(t, cdf); n["circle"] != 3 || !strings.Contains(cdf, ">max_age<") {
+		t.Errorf("cdf: %d markers, want 3, and the max_age line", n["circle"])
 	}
 }
 

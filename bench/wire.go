@@ -89,6 +89,30 @@ type StreamResult struct {
 	AoICDF []float64 `json:"aoi_quantiles_ms,omitempty"`
 }
 
+// StreamSpec is one stream of a scenario as configured.
+type StreamSpec struct {
+	Name     string  `json:"name"`
+	Class    string  `json:"class"`
+	Model    string  `json:"model"`
+	FrameMs  float64 `json:"frame_ms"`
+	PeriodMs float64 `json:"period_ms"`
+	MaxAgeMs float64 `json:"max_age_ms"`
+	ExecMs   float64 `json:"exec_ms"`
+}
+
+func specsOf(cfg *config.Config) []StreamSpec {
+	var out []StreamSpec
+	for _, s := range cfg.Streams {
+		frame := s.FrameInterval()
+		if frame <= 0 {
+			frame = s.Period()
+		}
+		out = append(out, StreamSpec{Name: s.Name, Class: s.Class, Model: s.Model, FrameMs: ms(frame),
+			PeriodMs: ms(s.Period()), MaxAgeMs: ms(s.MaxAge()), ExecMs: cfg.Models[s.Model].ExecMs})
+	}
+	return out
+}
+
 // WireRun is one (policy, depth) run of a scenario.
 type WireRun struct {
 	Policy  string         `json:"policy"`
@@ -99,10 +123,11 @@ type WireRun struct {
 // WireScenario holds every run of a scenario and each policy's best depth per
 // stream.
 type WireScenario struct {
-	Name  string                    `json:"name"`
-	Slots int                       `json:"slots"`
-	Runs  []WireRun                 `json:"runs"`
-	Best  map[string][]StreamResult `json:"best"` // policy → streams in config order
+	Name    string                    `json:"name"`
+	Slots   int                       `json:"slots"`
+	Streams []StreamSpec              `json:"streams"` // the workload, from its YAML
+	Runs    []WireRun                 `json:"runs"`
+	Best    map[string][]StreamResult `json:"best"` // policy → streams in config order
 }
 
 // WireResult is the wire benchmark's output.
@@ -124,7 +149,7 @@ func RunWire(ctx context.Context, o WireOptions) (*WireResult, error) {
 	}
 	res := &WireResult{Duration: o.Duration, Depths: o.Depths, Payload: wirePayload}
 	for _, sc := range o.Scenarios {
-		ws := WireScenario{Name: sc.Name, Slots: sc.Config.Backend.Slots}
+		ws := WireScenario{Name: sc.Name, Slots: sc.Config.Backend.Slots, Streams: specsOf(sc.Config)}
 		for _, d := range o.Depths {
 			for _, p := range Policies {
 				if o.Progress != nil {
