@@ -62,11 +62,20 @@ func TestEvaluate(t *testing.T) {
 	}
 	for name, tg := range got {
 		if strings.HasPrefix(name, "Triton shm path flat") && tg.Status != Holds {
-			t.Errorf("shm spread 0.05 ms: %s (%s), want holds", tg.Status, tg.Detail)
+			t.Errorf("shm growth 0.05 ms: %s (%s), want holds", tg.Status, tg.Detail)
 		}
 	}
 	if d := got["vig's added p50 on the TCP copy path lower than nginx's"].Detail; !strings.Contains(d, "6.2 MB") || !strings.Contains(d, "0.100 ms more") {
 		t.Errorf("detail does not say where and by how much: %q", d)
+	}
+
+	// A by-reference path whose added latency grows with size is not flat.
+	r0 := synthetic()
+	r0.Datapath.Rows[5].AddedP50 = 0.6
+	for _, tg := range Evaluate(r0) {
+		if strings.HasPrefix(tg.Name, "Triton shm path flat") && tg.Status != Fails {
+			t.Errorf("shm growth 0.3 ms: %s (%s), want %s", tg.Status, tg.Detail, Fails)
+		}
 	}
 
 	// A stream of C that loses a point against direct fails the C target, and

@@ -71,3 +71,27 @@ func Summarize(xs []float64) Dist {
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 func sortFloats(xs []float64) { slices.Sort(xs) }
+
+// Slope returns the least-squares slope of ys against xs (0 when xs has no
+// spread).
+func Slope(xs, ys []float64) float64 {
+	n := min(len(xs), len(ys))
+	if n < 2 {
+		return 0
+	}
+	var mx, my float64
+	for i := range n {
+		mx += xs[i]
+		my += ys[i]
+	}
+	mx, my = mx/float64(n), my/float64(n)
+	var sxy, sxx float64
+	for i := range n {
+		sxy += (xs[i] - mx) * (ys[i] - my)
+		sxx += (xs[i] - mx) * (xs[i] - mx)
+	}
+	if sxx == 0 {
+		return 0
+	}
+	return sxy / sxx
+}

@@ -69,3 +69,20 @@ func TestSummarize(t *testing.T) {
 		t.Error("NaN")
 	}
 }
+
+func TestSlope(t *testing.T) {
+	for _, tc := range []struct {
+		xs, ys []float64
+		want   float64
+	}{
+		{[]float64{0, 1, 2}, []float64{1, 3, 5}, 2},
+		{[]float64{0, 1, 2, 3}, []float64{5, 5, 5, 5}, 0},
+		{[]float64{0, 1, 2, 3}, []float64{0, 1, 0, 1}, 0.2},
+		{[]float64{2, 2}, []float64{1, 3}, 0},
+		{[]float64{1}, []float64{1}, 0},
+	} {
+		if got := Slope(tc.xs, tc.ys); math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("Slope(%v, %v) = %v, want %v", tc.xs, tc.ys, got, tc.want)
+		}
+	}
+}
