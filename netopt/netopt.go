@@ -24,7 +24,17 @@ type Stats struct {
 	UnixAccepted, UnixDialed atomic.Uint64
 	NoDelayVerified          atomic.Uint64 // TCP connections whose TCP_NODELAY read back as on
 	NoDelayFailed            atomic.Uint64 // TCP connections refused: NODELAY could not be set or verified
+	// UnixSendBuffer is the send buffer the kernel granted the last Unix-socket
+	// connection (bytes, as SO_SNDBUF reads back), after asking for UnixBuffer.
+	UnixSendBuffer atomic.Int64
 }
+
+// UnixBuffer is the send and receive buffer size asked for on Unix-socket
+// connections. The kernel's default (net.core.wmem_default, 208 KiB on most
+// systems) splits a 6 MB camera frame into ~30 sleeps and wake-ups of the sender;
+// a buffer of a few frames lets it cross in one go. The kernel caps the request at
+// net.core.wmem_max / rmem_max; what was granted is recorded in Stats.
+var UnixBuffer = 4 << 20
 
 // count records an opened connection by network and role.
 func (st *Stats) count(c net.Conn, accepted bool) {
@@ -129,9 +139,13 @@ func (st *Stats) DialAddr(ctx context.Context, address string) (net.Conn, error)
 	return Dial(ctx, network, addr, st)
 }
 
-// enforce sets TCP_NODELAY on a TCP connection and verifies it took effect.
-// Non-TCP connections pass unchanged.
+// enforce sets TCP_NODELAY on a TCP connection and verifies it took effect, and
+// sizes a Unix-socket connection's buffers for camera frames.
 func (st *Stats) enforce(c net.Conn) error {
+	if uc, ok := c.(*net.UnixConn); ok {
+		st.sizeUnix(uc)
+		return nil
+	}
 	tc, ok := c.(*net.TCPConn)
 	if !ok {
 		return nil
@@ -146,6 +160,22 @@ func (st *Stats) enforce(c net.Conn) error {
 	}
 	st.NoDelayVerified.Add(1)
 	return nil
+}
+
+// sizeUnix asks for UnixBuffer-sized buffers; best effort: the kernel caps them, and
+// a smaller buffer only costs wake-ups, so a failure is recorded, not fatal.
+func (st *Stats) sizeUnix(uc *net.UnixConn) {
+	// Errors are ignored on purpose: the granted size read back below is the
+	// outcome that matters, and it is exported.
+	uc.SetWriteBuffer(UnixBuffer)
+	uc.SetReadBuffer(UnixBuffer)
+	if raw, err := uc.SyscallConn(); err == nil {
+		raw.Control(func(fd uintptr) {
+			if n, err := getSendBuffer(fd); err == nil {
+				st.UnixSendBuffer.Store(int64(n))
+			}
+		})
+	}
 }
 
 // NoDelay reads TCP_NODELAY back from a TCP connection.

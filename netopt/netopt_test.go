@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -125,6 +127,9 @@ func TestUnixListener(t *testing.T) {
 	s.Close()
 	c.Close()
 	ln.Close()
+	if st.UnixSendBuffer.Load() <= 212992 && runtime.GOOS == "linux" && readInt("/proc/sys/net/core/wmem_max") >= UnixBuffer {
+		t.Errorf("Unix send buffer %d: asked for %d and the kernel allows it", st.UnixSendBuffer.Load(), UnixBuffer)
+	}
 	if st.UnixDialed.Load() != 1 || st.NoDelayVerified.Load() != 0 {
 		t.Errorf("unix dial counted as %d, verified %d", st.UnixDialed.Load(), st.NoDelayVerified.Load())
 	}
@@ -163,4 +168,13 @@ func TestSplit(t *testing.T) {
 			t.Errorf("Split(%q) = %q %q, want %q", in, n, a, want)
 		}
 	}
+}
+
+func readInt(path string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return n
 }

@@ -19,3 +19,7 @@ func setNoDelayRaw(fd uintptr, on bool) error {
 	}
 	return unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_NODELAY, v)
 }
+
+func getSendBuffer(fd uintptr) (int, error) {
+	return unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF)
+}

@@ -135,5 +135,8 @@ func (r *Registry) Sockets(st *netopt.Stats) {
 		counter(opened, openedHelp, st.UnixDialed.Load, prometheus.Labels{"role": "dialed", "network": "unix"}),
 		counter("vig_sockets_nodelay_verified_total", "TCP connections whose TCP_NODELAY was read back as on.", st.NoDelayVerified.Load, nil),
 		counter("vig_sockets_nodelay_failed_total", "TCP connections refused because TCP_NODELAY was not in effect.", st.NoDelayFailed.Load, nil),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "vig_sockets_unix_send_buffer_bytes",
+			Help: "Send buffer the kernel granted the last Unix-socket connection (SO_SNDBUF; capped by net.core.wmem_max)."},
+			func() float64 { return float64(st.UnixSendBuffer.Load()) }),
 	)
 }
