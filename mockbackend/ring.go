@@ -77,51 +77,15 @@ func (s *Server) ServeRing(ln *shmring.Listener) error {
 // (the slots bound how many execute); it returns when the session has ended and
 // every request has been answered or dropped.
 func (s *Server) serveRingConn(ctx context.Context, c *shmring.Conn) {
-	ctx, cancel := context.WithCancel(ctx)
-	var inflight sync.WaitGroup
-	defer func() {
-		cancel() // requests waiting for a slot leave the queue
-		inflight.Wait()
-		c.Close()
-	}()
-	go func() {
-		select {
-		case <-c.Done():
-			cancel()
-		case <-ctx.Done():
+	defer c.Close()
+	err := c.Serve(ctx, func(ctx context.Context, req *shmring.Request) {
+		res := s.ringInfer(ctx, c, req)
+		if err := c.Respond(req, &res); err != nil && !errors.Is(err, shmring.ErrClosed) {
+			slog.Warn("mockbackend: ring response dropped", "pid", c.Peer().PID, "stream", req.Stream, "frame", req.Frame, "err", err)
 		}
-	}()
-	// A request holds its payload slot until answered; the pool bounds the
-	// requests in flight by what the client can have outstanding.
-	lay := c.Layout().Rings[shmring.RequestRing]
-	pool := make(chan *shmring.Request, int(lay.Descriptors)+int(lay.Slots))
-	for range cap(pool) {
-		pool <- new(shmring.Request)
-	}
-	for {
-		var req *shmring.Request
-		select {
-		case req = <-pool:
-		case <-c.Done():
-			return
-		}
-		if err := c.Recv(req); err != nil {
-			if !errors.Is(err, shmring.ErrClosed) {
-				slog.Warn("mockbackend: ring client dropped", "pid", c.Peer().PID, "err", err)
-			}
-			return
-		}
-		inflight.Add(1)
-		go func() {
-			defer inflight.Done()
-			res := s.ringInfer(ctx, c, req)
-			if err := c.Respond(req, &res); err != nil && !errors.Is(err, shmring.ErrClosed) {
-				slog.Warn("mockbackend: ring response dropped", "pid", c.Peer().PID, "stream", req.Stream, "frame", req.Frame, "err", err)
-			}
-			c.Release(req) // no-op when Respond released it
-			*req = shmring.Request{}
-			pool <- req
-		}()
+	})
+	if err != nil {
+		slog.Warn("mockbackend: ring client dropped", "pid", c.Peer().PID, "err", err)
 	}
 }
 

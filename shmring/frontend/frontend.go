@@ -105,43 +105,14 @@ func (f *Frontend) Close() {
 
 func (f *Frontend) serveConn(c *shmring.Conn) {
 	defer f.wg.Done()
-	ctx, cancel := context.WithCancel(context.Background())
-	var inflight sync.WaitGroup
 	defer func() {
-		cancel()
-		inflight.Wait()
 		c.Close()
 		f.mu.Lock()
 		delete(f.conns, c)
 		f.mu.Unlock()
 	}()
-	// Requests hold a payload slot until answered; the pool bounds them by what the
-	// client can have outstanding.
-	lay := c.Layout().Rings[0]
-	pool := make(chan *shmring.Request, int(lay.Descriptors)+int(lay.Slots))
-	for range cap(pool) {
-		pool <- new(shmring.Request)
-	}
-	for {
-		var req *shmring.Request
-		select {
-		case req = <-pool:
-		case <-c.Done():
-			return
-		}
-		if err := c.Recv(req); err != nil {
-			if !errors.Is(err, shmring.ErrClosed) {
-				f.log.Warn("ring client dropped", "pid", c.Peer().PID, "err", err)
-			}
-			return
-		}
-		inflight.Add(1)
-		go func() {
-			defer inflight.Done()
-			f.handle(ctx, c, req)
-			*req = shmring.Request{}
-			pool <- req
-		}()
+	if err := c.Serve(context.Background(), func(ctx context.Context, req *shmring.Request) { f.handle(ctx, c, req) }); err != nil {
+		f.log.Warn("ring client dropped", "pid", c.Peer().PID, "err", err)
 	}
 }
 
@@ -153,9 +124,8 @@ func (f *Frontend) handle(ctx context.Context, c *shmring.Conn, req *shmring.Req
 		st := status.Convert(err)
 		res = shmring.Response{Status: shmring.Status(st.Code()), Message: st.Message()}
 	}
-	if err := c.Respond(req, &res); err != nil {
+	if err := c.Respond(req, &res); err != nil && !errors.Is(err, shmring.ErrClosed) {
 		f.log.Warn("ring response dropped", "pid", c.Peer().PID, "stream", req.Stream, "err", err)
-		c.Release(req)
 	}
 }
 
