@@ -29,10 +29,6 @@ const (
 // DatapathPaths lists the paths in report order.
 var DatapathPaths = []string{PathTCP, PathUnix, PathShm, PathShmring, PathNginx}
 
-// shmringMissing is the shmring row's reason: never a made-up number.
-const shmringMissing = "not built yet: `vig serve` has no shmring frontend, so no request can travel " +
-	"sensor → ring → vig → backend; the ring's own hand-off cost is measured by `go test -bench . ./shmring/...`"
-
 // DatapathOptions configures the datapath benchmark.
 type DatapathOptions struct {
 	VigBinary string // the vig executable to run as its own process
@@ -120,15 +116,23 @@ const benchModel = "m"
 // vigDatapathConfig is vig's configuration for the datapath and idle benchmarks: one
 // governed model with a loose contract, so the scheduler admits every request at
 // once — the full governed path, with nothing dropped.
-func vigDatapathConfig(listenGRPC, listenUnix, backend string, exec time.Duration) string {
-	return fmt.Sprintf(`listen: {grpc: %q, unix: %q, metrics: "off"}
+//
+// With ring set, vig also listens for ring clients there, and the stream the ring
+// requests name (ringStream) gets the same contract.
+func vigDatapathConfig(listenGRPC, listenUnix, ring, backend string, exec time.Duration) string {
+	listenRing, ringStreamLine := "", ""
+	if ring != "" {
+		listenRing = fmt.Sprintf(", ring: %q", ring)
+		ringStreamLine = fmt.Sprintf("  - {name: %s, model: %s, class: protected, period_ms: 1000, max_age_ms: 60000}\n", ringStream, benchModel)
+	}
+	return fmt.Sprintf(`listen: {grpc: %q, unix: %q%s, metrics: "off"}
 backend: {address: %q, slots: 1}
 log: {format: json, level: info}
 models:
   %s: {exec_ms: %g}
 streams:
   - {name: %s, model: %s, class: protected, period_ms: 1000, max_age_ms: 60000}
-`, listenGRPC, listenUnix, backend, benchModel, float64(exec)/1e6, benchModel, benchModel)
+%s`, listenGRPC, listenUnix, listenRing, backend, benchModel, float64(exec)/1e6, benchModel, benchModel, ringStreamLine)
 }
 
 // RunDatapath measures every path and payload. All paths are set up first (one
@@ -171,7 +175,7 @@ func RunDatapath(ctx context.Context, o DatapathOptions) (*DatapathResult, error
 				if o.Progress != nil {
 					o.Progress("datapath %s: run %d/%d, %s", sizeLabel(payload), run+1, o.Runs, e.path)
 				}
-				r, err := measureRow(ctx, &o, e.direct, e.via, e.proxy.PID, payload, e.shm, run)
+				r, err := measureRow(ctx, &o, e, payload, run)
 				if err != nil {
 					return nil, fmt.Errorf("datapath %s %s: %w", e.path, sizeLabel(payload), err)
 				}
@@ -193,14 +197,25 @@ func RunDatapath(ctx context.Context, o DatapathOptions) (*DatapathResult, error
 }
 
 // pathEnv is one path ready to measure: its mock backend, its proxy process and a
-// client connection to each.
+// client connection to each (for the shmring path, VIA is a ring client).
 type pathEnv struct {
 	path, proxyName string
 	skipped         string // why the path cannot be measured here
 	direct, via     *grpc.ClientConn
+	ring            *ringSensor
 	proxy           *Proc
 	shm             *shmInput
 	closers         []func()
+}
+
+// callVia times one VIA round trip of frame: msg through the proxy's gRPC
+// listener, or data through vig's ring on the shmring path.
+func (e *pathEnv) callVia(ctx context.Context, frame uint64, data []byte, msg rawMsg) (time.Duration, error) {
+	if e.ring != nil {
+		d, _, err := e.ring.call(frame, data)
+		return d, err
+	}
+	return call(ctx, e.via, msg)
 }
 
 // Close releases everything in reverse order of setup.
@@ -215,8 +230,10 @@ func (e *pathEnv) Close() {
 func setupPath(ctx context.Context, o *DatapathOptions, path string) (_ *pathEnv, err error) {
 	e := &pathEnv{path: path, proxyName: "vig"}
 	if path == PathShmring {
-		e.skipped = shmringMissing
-		return e, nil
+		if err := ringSupport(); err != nil {
+			e.skipped = err.Error()
+			return e, nil
+		}
 	}
 	defer func() {
 		if err != nil {
@@ -248,12 +265,15 @@ func setupPath(ctx context.Context, o *DatapathOptions, path string) (_ *pathEnv
 			return e, nil
 		}
 	case PathUnix:
-		e.proxy, err = StartVig(ctx, o.VigBinary, dir, vigDatapathConfig("off", filepath.Join(dir, "vig.sock"), mb.Addr(), o.Exec), o.Pin)
+		e.proxy, err = StartVig(ctx, o.VigBinary, dir, vigDatapathConfig("off", filepath.Join(dir, "vig.sock"), "", mb.Addr(), o.Exec), o.Pin)
 		if err == nil {
 			viaAddr = "unix:" + e.proxy.Addrs["unix"]
 		}
+	case PathShmring:
+		// The gRPC listener is only there because vig wants one; nothing uses it.
+		e.proxy, err = StartVig(ctx, o.VigBinary, dir, vigDatapathConfig("127.0.0.1:0", "off", ringAddr(), mb.Addr(), o.Exec), o.Pin)
 	default:
-		e.proxy, err = StartVig(ctx, o.VigBinary, dir, vigDatapathConfig("127.0.0.1:0", "off", mb.Addr(), o.Exec), o.Pin)
+		e.proxy, err = StartVig(ctx, o.VigBinary, dir, vigDatapathConfig("127.0.0.1:0", "off", "", mb.Addr(), o.Exec), o.Pin)
 		if err == nil {
 			viaAddr = e.proxy.Addrs["grpc"]
 		}
@@ -267,6 +287,13 @@ func setupPath(ctx context.Context, o *DatapathOptions, path string) (_ *pathEnv
 		return nil, err
 	}
 	e.closers = append(e.closers, func() { e.direct.Close() })
+	if path == PathShmring {
+		if e.ring, err = dialRing(e.proxy.Addrs["ring"]); err != nil {
+			return nil, err
+		}
+		e.closers = append(e.closers, e.ring.Close)
+		return e, nil
+	}
 	if e.via, err = dial(viaAddr); err != nil {
 		return nil, err
 	}
@@ -347,7 +374,7 @@ func call(ctx context.Context, cc *grpc.ClientConn, req rawMsg) (time.Duration, 
 
 // measureRow runs warm-up and measured rounds, DIRECT and VIA alternating (the
 // order flips every round), profiling the proxy over the measured rounds.
-func measureRow(ctx context.Context, o *DatapathOptions, direct, via *grpc.ClientConn, pid, payload int, shm *shmInput, run int) (*DatapathRun, error) {
+func measureRow(ctx context.Context, o *DatapathOptions, e *pathEnv, payload, run int) (*DatapathRun, error) {
 	data := make([]byte, payload)
 	for i := range data {
 		data[i] = byte(i * 7)
@@ -363,12 +390,12 @@ func measureRow(ctx context.Context, o *DatapathOptions, direct, via *grpc.Clien
 	total := o.Warmup + o.Rounds
 	for i := range total {
 		if i == o.Warmup {
-			sess, profErr = profile.Start(profile.Options{PID: pid, EBPF: profile.Auto})
+			sess, profErr = profile.Start(profile.Options{PID: e.proxy.PID, EBPF: profile.Auto})
 		}
 		frame := uint64(run*total + i)
 		req := frameRequest(benchModel, "datapath", frame, 0, data)
-		if shm != nil {
-			req = shm.request(frame, payload)
+		if e.shm != nil {
+			req = e.shm.request(frame, payload)
 		}
 		req.Parameters = nil // the loose contract needs no capture time
 		b, err := proto.Marshal(req)
@@ -377,12 +404,12 @@ func measureRow(ctx context.Context, o *DatapathOptions, direct, via *grpc.Clien
 		}
 		var td, tv time.Duration
 		if i%2 == 0 {
-			if td, err = call(ctx, direct, b); err == nil {
-				tv, err = call(ctx, via, b)
+			if td, err = call(ctx, e.direct, b); err == nil {
+				tv, err = e.callVia(ctx, frame, data, b)
 			}
 		} else {
-			if tv, err = call(ctx, via, b); err == nil {
-				td, err = call(ctx, direct, b)
+			if tv, err = e.callVia(ctx, frame, data, b); err == nil {
+				td, err = call(ctx, e.direct, b)
 			}
 		}
 		if err != nil {

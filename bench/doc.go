@@ -7,16 +7,18 @@
 //     backend directly, and compared with nginx as a plain gRPC proxy. A client
 //     alternates DIRECT and VIA on every round (one call in flight), against a mock
 //     backend with 5 ms compute, for payloads from 0 B to 6.2 MB, on the gRPC copy
-//     path over TCP and over a Unix socket and on the Triton system-shm path. vig
-//     runs as its own process, pinned with taskset when it is available, so that
+//     path over TCP and over a Unix socket, on the Triton system-shm path, and on
+//     vig's shared-memory ring (a shmring/client sensor attached to vig's ring
+//     frontend; vig forwards the frame to the backend over gRPC). vig runs as its
+//     own process, pinned with taskset when it is available, so that
 //     the CPU time, context switches and syscalls read for it (platform/profile:
 //     /proc, schedstat and eBPF) are vig's alone.
 //   - Wire: the workloads of SCENARIOS.md (examples/scenarios/{a,b,c}.yaml) driven
 //     by open-loop sensors (Sensor) against three policies in the same run: direct
 //     (FIFO in the backend), an emulation of Triton's queue policy (TritonPolicy)
 //     and vig's governor. Coverage and age of information come from agent/sched.
-//   - Idle: vig's CPU with 1, 5 and 10 idle clients attached, and the latency of a
-//     request after a quiet period.
+//   - Idle: vig's CPU with 1, 5 and 10 idle gRPC clients and as many idle ring
+//     sessions attached, and the latency of a request after a quiet period.
 //
 // Timing claims live here and in the reports, never in unit tests: the tests of
 // this package check the measurement code (percentiles, best-depth selection, the

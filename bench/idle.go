@@ -30,7 +30,9 @@ type IdleOptions struct {
 
 // IdleRow is vig's idle cost with some clients attached.
 type IdleRow struct {
-	Clients int `json:"clients"`
+	Clients int `json:"clients"` // idle gRPC clients
+	// RingClients is the number of idle ring sessions attached beside them.
+	RingClients int `json:"ring_clients"`
 	// CPU as a fraction of one core per sample: from /proc/<pid>/stat (user +
 	// system ticks, 10 ms resolution: one tick in a 10 s sample is 0.1 %) and from
 	// the threads' schedstat (nanoseconds), which resolves what the ticks cannot.
@@ -58,7 +60,7 @@ type IdleResult struct {
 	Samples int           `json:"samples"`
 	Pinned  bool          `json:"pinned"`
 	Rows    []IdleRow     `json:"rows"`
-	// RingClients says why no shmring clients were attached.
+	// RingClients says how ring clients were attached, or why none were.
 	RingClients string `json:"ring_clients"`
 }
 
@@ -90,11 +92,17 @@ func Quiescence(seq int) time.Duration {
 }
 
 // RunIdle measures vig's idle CPU and idle-settled latency with growing numbers of
-// idle clients attached (one vig process; clients are added, never removed).
+// idle clients attached (one vig process; clients are added, never removed): as
+// many gRPC clients as ring clients, each ring client a session with its own
+// shared-memory region, held open and silent.
 func RunIdle(ctx context.Context, o IdleOptions) (*IdleResult, error) {
 	o.defaults()
 	res := &IdleResult{Settle: o.Settle, Sample: o.Sample, Samples: o.Samples,
-		RingClients: "not attached: " + shmringMissing}
+		RingClients: "as many as gRPC clients, each a ring session (its own shared-memory region, default ring sizes) attached to vig's ring listener and held open, silent"}
+	ring := ringAddr()
+	if err := ringSupport(); err != nil {
+		ring, res.RingClients = "", "not attached: "+err.Error()
+	}
 	dir, err := os.MkdirTemp(o.TempDir, "vigbench-idle-")
 	if err != nil {
 		return nil, err
@@ -107,7 +115,7 @@ func RunIdle(ctx context.Context, o IdleOptions) (*IdleResult, error) {
 		return nil, err
 	}
 	defer mb.Stop()
-	vig, err := StartVig(ctx, o.VigBinary, dir, vigDatapathConfig("127.0.0.1:0", "off", mb.Addr(), o.Exec), o.Pin)
+	vig, err := StartVig(ctx, o.VigBinary, dir, vigDatapathConfig("127.0.0.1:0", "off", ring, mb.Addr(), o.Exec), o.Pin)
 	if err != nil {
 		return nil, err
 	}
@@ -115,9 +123,13 @@ func RunIdle(ctx context.Context, o IdleOptions) (*IdleResult, error) {
 	res.Pinned = vig.Pinned
 
 	var idle []*grpc.ClientConn
+	var rings []*ringSensor
 	defer func() {
 		for _, c := range idle {
 			c.Close()
+		}
+		for _, r := range rings {
+			r.Close()
 		}
 	}()
 	probeVia, err := dial(vig.Addrs["grpc"])
@@ -143,9 +155,18 @@ func RunIdle(ctx context.Context, o IdleOptions) (*IdleResult, error) {
 				return nil, fmt.Errorf("attach idle client: %w", err)
 			}
 		}
-		row := IdleRow{Clients: n}
+		// Dial completes the ring handshake: the session is established and
+		// vig serves it (waits on its request ring) from then on.
+		for ring != "" && len(rings) < n {
+			r, err := dialRing(vig.Addrs["ring"])
+			if err != nil {
+				return nil, err
+			}
+			rings = append(rings, r)
+		}
+		row := IdleRow{Clients: n, RingClients: len(rings)}
 		if o.Progress != nil {
-			o.Progress("idle: %d clients, settling %v", n, o.Settle)
+			o.Progress("idle: %d gRPC + %d ring clients, settling %v", n, len(rings), o.Settle)
 		}
 		if err := sleepCtx(ctx, o.Settle); err != nil {
 			return nil, err

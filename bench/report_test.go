@@ -34,9 +34,9 @@ func synthetic() *Results {
 		{Path: PathTCP, Payload: 0, AddedP50: 0.3}, {Path: PathTCP, Payload: 6_200_000, AddedP50: 4},
 		{Path: PathNginx, Payload: 0, AddedP50: 0.45}, {Path: PathNginx, Payload: 6_200_000, AddedP50: 3.9},
 		{Path: PathShm, Payload: 0, AddedP50: 0.30}, {Path: PathShm, Payload: 6_200_000, AddedP50: 0.35},
-		{Path: PathShmring, Payload: 0, Skipped: shmringMissing},
+		{Path: PathShmring, Payload: 0, AddedP50: 0.25}, {Path: PathShmring, Payload: 6_200_000, AddedP50: 3.2},
 	}}
-	r.Idle = &IdleResult{Rows: []IdleRow{{Clients: 1, CPUSchedMedian: 0.0001, AddedP99: 0.2}, {Clients: 10, CPUSchedMedian: 0.0004, AddedP99: 1.5}}}
+	r.Idle = &IdleResult{Rows: []IdleRow{{Clients: 1, RingClients: 1, CPUSchedMedian: 0.0001, AddedP99: 0.2}, {Clients: 10, RingClients: 10, CPUSchedMedian: 0.0004, AddedP99: 1.5}}}
 	return r
 }
 
@@ -47,7 +47,6 @@ func TestEvaluate(t *testing.T) {
 		"vig ≥ triton-policy emulation on every protected and high stream": Holds,
 		"C: no stream loses coverage with vig against direct":              Holds,
 		"vig's added p50 on the TCP copy path lower than nginx's":          Fails, // 4 ms ≥ 3.9 ms at 6.2 MB
-		"shmring path flat in payload size":                                NotMeasured,
 		"idle CPU below 0.05 % of a core at 10 clients":                    Holds,
 		"idle-settled p99 below 1 ms added":                                Fails,
 	}
@@ -64,17 +63,47 @@ func TestEvaluate(t *testing.T) {
 		if strings.HasPrefix(name, "Triton shm path flat") && tg.Status != Holds {
 			t.Errorf("shm growth 0.05 ms: %s (%s), want holds", tg.Status, tg.Detail)
 		}
+		// The ring row is judged by the same rule, and a ring row that grows
+		// says which leg carries the bytes.
+		if strings.HasPrefix(name, "shmring path flat") && (tg.Status != Fails || !strings.Contains(tg.Detail, "vig → backend leg")) {
+			t.Errorf("shmring growth 2.95 ms: %s (%s), want %s naming the vig → backend leg", tg.Status, tg.Detail, Fails)
+		}
+	}
+	if d := got["idle CPU below 0.05 % of a core at 10 clients"].Detail; !strings.Contains(d, "10 gRPC + 10 ring") {
+		t.Errorf("idle CPU detail does not name the ring clients: %q", d)
 	}
 	if d := got["vig's added p50 on the TCP copy path lower than nginx's"].Detail; !strings.Contains(d, "6.2 MB") || !strings.Contains(d, "0.100 ms more") {
 		t.Errorf("detail does not say where and by how much: %q", d)
 	}
 
-	// A by-reference path whose added latency grows with size is not flat.
+	// A by-reference path whose added latency grows with size is not flat; a
+	// flat ring row holds, without the explanation of a failure; a skipped ring
+	// row is not measured and says why.
 	r0 := synthetic()
 	r0.Datapath.Rows[5].AddedP50 = 0.6
+	r0.Datapath.Rows[7].AddedP50 = 0.28
 	for _, tg := range Evaluate(r0) {
 		if strings.HasPrefix(tg.Name, "Triton shm path flat") && tg.Status != Fails {
 			t.Errorf("shm growth 0.3 ms: %s (%s), want %s", tg.Status, tg.Detail, Fails)
+		}
+		if strings.HasPrefix(tg.Name, "shmring path flat") && (tg.Status != Holds || strings.Contains(tg.Detail, "Not flat")) {
+			t.Errorf("shmring growth 0.03 ms: %s (%s), want %s", tg.Status, tg.Detail, Holds)
+		}
+	}
+	// A ring row that gets faster than DIRECT as frames grow holds the rule, and
+	// says that it falls rather than stays level.
+	r0.Datapath.Rows[6].AddedP50, r0.Datapath.Rows[7].AddedP50 = 0.4, -0.15
+	for _, tg := range Evaluate(r0) {
+		if strings.HasPrefix(tg.Name, "shmring path flat") && (tg.Status != Holds || !strings.Contains(tg.Detail, "falls")) {
+			t.Errorf("shmring growth −0.55 ms: %s (%s), want %s saying it falls", tg.Status, tg.Detail, Holds)
+		}
+	}
+	r1 := synthetic()
+	r1.Datapath.Rows[6] = DatapathRow{Path: PathShmring, Payload: 0, Skipped: "no shared-memory ring on this machine"}
+	r1.Datapath.Rows[7] = DatapathRow{Path: PathShmring, Payload: 6_200_000, Skipped: "no shared-memory ring on this machine"}
+	for _, tg := range Evaluate(r1) {
+		if strings.HasPrefix(tg.Name, "shmring path flat") && (tg.Status != NotMeasured || !strings.Contains(tg.Detail, "no shared-memory ring")) {
+			t.Errorf("skipped shmring rows: %s (%s), want %s with the reason", tg.Status, tg.Detail, NotMeasured)
 		}
 	}
 
@@ -118,7 +147,7 @@ func TestWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"triton-policy (emulation)", "does not hold", "not built yet", "## Targets"} {
+	for _, want := range []string{"triton-policy (emulation)", "does not hold", "vig shmring", "10 gRPC + 10 ring", "## Targets"} {
 		if !strings.Contains(string(report), want) {
 			t.Errorf("report.md lacks %q", want)
 		}

@@ -19,13 +19,15 @@ plots into DIR (default bench/results/<date>-<host>/):
 
   datapath  added latency per request (VIA vig − DIRECT to the backend) and vig's
             CPU, context switches and syscalls per request, for payloads 0 B–6.2 MB
-            on gRPC over TCP and Unix sockets and on Triton system shared memory,
-            against nginx grpc_pass as the reference proxy (vig and nginx run as
+            on gRPC over TCP and Unix sockets, on Triton system shared memory and
+            on vig's shared-memory ring (a ring client sensor), against nginx
+            grpc_pass as the reference proxy (vig and nginx run as
             their own processes, pinned with taskset when there is a second CPU)
   wire      coverage and age of information for the SCENARIOS.md workloads A, B, C
             (examples/scenarios) with open-loop sensors: direct, an emulation of
             Triton's queue policy, and vig
-  idle      vig's CPU with 1, 5 and 10 idle clients, and idle-settled latency
+  idle      vig's CPU with 1, 5 and 10 idle gRPC clients and as many idle ring
+            sessions, and idle-settled latency
   all       the three
   report    re-render report.md and the plots of a results folder from its
             results.json (vig bench report DIR)
