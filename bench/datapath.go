@@ -393,7 +393,7 @@ func measureRow(ctx context.Context, o *DatapathOptions, e *pathEnv, payload, ru
 			sess, profErr = profile.Start(profile.Options{PID: e.proxy.PID, EBPF: profile.Auto})
 		}
 		frame := uint64(run*total + i)
-		req := frameRequest(benchModel, "datapath", frame, 0, data)
+		req := frameRequest(benchModel, ringStream, frame, 0, data) // the ring row's id too
 		if e.shm != nil {
 			req = e.shm.request(frame, payload)
 		}
