@@ -1,0 +1,23 @@
+package version
+
+import (
+	"runtime"
+	"strings"
+	"testing"
+)
+
+func TestStampedVersionWins(t *testing.T) {
+	orig := version
+	t.Cleanup(func() { version = orig })
+	version = "v1.2.3"
+	if got := String(); got != "v1.2.3" {
+		t.Errorf("String() = %q with a stamped version", got)
+	}
+	if got := Full(); !strings.HasPrefix(got, "vig v1.2.3 ") || !strings.HasSuffix(got, runtime.GOOS+"/"+runtime.GOARCH) {
+		t.Errorf("Full() = %q", got)
+	}
+	version = ""
+	if got := String(); got == "" || strings.Contains(got, " ") {
+		t.Errorf("unstamped String() = %q: want the build info's version or devel", got)
+	}
+}
