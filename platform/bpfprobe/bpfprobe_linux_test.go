@@ -198,6 +198,12 @@ func testCollectorChild(t *testing.T, probe string) {
 		t.Fatal(err)
 	}
 	expect("done")
+	// Detach before reading: the child's runtime threads may still wake while the
+	// maps are read one after another, and the counts compared below must come from
+	// one instant.
+	if err := c.Detach(); err != nil {
+		t.Fatalf("Detach: %v", err)
+	}
 	counts, err := c.Read()
 	if err != nil {
 		t.Fatal(err)
