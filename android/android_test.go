@@ -3,26 +3,16 @@ package android
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"testing/fstest"
+
+	"github.com/vig-edge/vig/platform/toolexec/toolexectest"
 )
 
-// fixtureRunner answers a command with testdata/<dir>/cmd/<name>_<args…>, and as a
-// missing tool when there is no such file.
-func fixtureRunner(dir string) Runner {
-	return func(_ context.Context, name string, args ...string) ([]byte, error) {
-		b, err := os.ReadFile(filepath.Join(dir, "cmd", strings.Join(append([]string{name}, args...), "_")))
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("%s: %w (not installed here)", name, errors.ErrUnsupported)
-		}
-		return b, err
-	}
-}
+var fixtureRunner = toolexectest.FixtureRunner
 
 func TestCheckFixtures(t *testing.T) {
 	tests := []struct {
