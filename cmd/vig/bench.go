@@ -52,8 +52,8 @@ func runBench(args []string) int {
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		which, args = args[0], args[1:]
 	}
-	if err := fs.Parse(args); err != nil {
-		return exitUsage(err)
+	if code, ok := parseFlags(fs, args, os.Stdout); !ok {
+		return code
 	}
 	if which == "" && fs.NArg() > 0 {
 		which = fs.Arg(0)

@@ -31,8 +31,8 @@ func runDemo(args []string) int {
 	cfgPath := fs.String("c", filepath.Join(bench.DefaultScenarioDir, "b.yaml"), "workload `FILE` (a vig config; its backend is replaced by the in-process mock)")
 	refresh := fs.Duration("refresh", time.Second, "table refresh interval")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), demoUsage); fs.PrintDefaults() }
-	if err := fs.Parse(args); err != nil {
-		return exitUsage(err)
+	if code, ok := parseFlags(fs, args, os.Stdout); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "vig demo: unexpected argument %q\n", fs.Arg(0))

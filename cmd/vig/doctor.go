@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -48,11 +47,8 @@ func doctorMain(ctx context.Context, args []string, stdout, stderr io.Writer, tt
 		fmt.Fprint(fs.Output(), doctorUsage)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := parseFlags(fs, args, stdout); !ok {
+		return code
 	}
 	if path == "" || fs.NArg() > 0 {
 		if fs.NArg() > 0 {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -59,13 +58,8 @@ func profileCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprint(fs.Output(), profileUsage)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stdout)
-			fs.Usage()
-			return 0
-		}
-		return 2
+	if code, ok := parseFlags(fs, args, stdout); !ok {
+		return code
 	}
 	switch {
 	case fs.NArg() > 0:

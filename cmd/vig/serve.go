@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -47,8 +48,8 @@ func runServe(args []string) int {
 	noDevice := fs.Bool("no-device-checks", false, "skip doctor's device checks at start (the static analysis still runs)")
 	profilePath := fs.String("profile", "", "profile vig itself while it serves and write the report to `FILE` on drain (.zst: compressed)")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), serveUsage); fs.PrintDefaults() }
-	if err := fs.Parse(args); err != nil {
-		return exitUsage(err)
+	if code, ok := parseFlags(fs, args, os.Stdout); !ok {
+		return code
 	}
 	cfg, code := loadConfig(*cfgPath)
 	if cfg == nil {
@@ -146,11 +147,26 @@ func loadConfig(path string) (*config.Config, int) {
 	return cfg, 0
 }
 
-func exitUsage(err error) int {
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
+// parseFlags parses a subcommand's flags. --help prints the usage once, to stdout,
+// and asks for exit 0; a bad flag is reported on the flag set's output (stderr) with
+// the usage, and asks for exit 2.
+func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) (code int, ok bool) {
+	usage := fs.Usage
+	fs.Usage = func() {} // printed below, once, on the right stream
+	err := fs.Parse(args)
+	fs.Usage = usage
+	switch {
+	case err == nil:
+		return 0, true
+	case errors.Is(err, flag.ErrHelp):
+		out := fs.Output()
+		fs.SetOutput(stdout)
+		fs.Usage()
+		fs.SetOutput(out)
+		return 0, false
 	}
-	return 2
+	fs.Usage()
+	return 2, false
 }
 
 func newLogger(c config.Log) *slog.Logger {
