@@ -12,6 +12,7 @@ import (
 	"github.com/vig-edge/vig/mockbackend"
 	"github.com/vig-edge/vig/netopt"
 	pb "github.com/vig-edge/vig/proto/inference"
+	"github.com/vig-edge/vig/wire"
 )
 
 // defaultGRPC is vig's default transport sizing (config defaults), used for every
@@ -45,8 +46,8 @@ func frameRequest(model, stream string, frame uint64, capture int64, payload []b
 		ModelName: model,
 		Id:        mockbackend.FrameID(stream, frame),
 		Parameters: map[string]*pb.InferParameter{
-			gateway.ParamStream:  {ParameterChoice: &pb.InferParameter_StringParam{StringParam: stream}},
-			gateway.ParamCapture: {ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: capture}},
+			wire.ParamStream:  {ParameterChoice: &pb.InferParameter_StringParam{StringParam: stream}},
+			wire.ParamCapture: {ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: capture}},
 		},
 		Inputs:           []*pb.ModelInferRequest_InferInputTensor{{Name: "INPUT0", Datatype: "UINT8", Shape: []int64{int64(len(payload))}}},
 		RawInputContents: [][]byte{payload},

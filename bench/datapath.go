@@ -11,10 +11,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/vig-edge/vig/agent/gateway"
 	"github.com/vig-edge/vig/mockbackend"
 	"github.com/vig-edge/vig/platform/profile"
 	pb "github.com/vig-edge/vig/proto/inference"
+	"github.com/vig-edge/vig/wire"
 )
 
 // Datapath paths.
@@ -358,13 +358,13 @@ func medianCost(cs []*ProxyCost) *ProxyCost {
 // the client's encoding cost stays out of the timed call.
 type rawMsg []byte
 
-var rawCodec = grpc.ForceCodecV2(gateway.RawCodec())
+var rawCodec = grpc.ForceCodecV2(wire.RawCodec())
 
-const inferMethod = "/" + gateway.Service + "/ModelInfer"
+const inferMethod = "/" + wire.Service + "/ModelInfer"
 
 // call times one ModelInfer round trip of a pre-encoded request.
 func call(ctx context.Context, cc *grpc.ClientConn, req rawMsg) (time.Duration, error) {
-	var resp gateway.Frame
+	var resp wire.Frame
 	t0 := time.Now()
 	err := cc.Invoke(ctx, inferMethod, req, &resp, rawCodec)
 	d := time.Since(t0)

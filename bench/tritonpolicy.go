@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/vig-edge/vig/agent/config"
-	"github.com/vig-edge/vig/agent/gateway"
+	"github.com/vig-edge/vig/wire"
 )
 
 // TritonPolicy is an EMULATION of Triton's dynamic-batcher queue policy, the
@@ -76,7 +76,7 @@ func NewTritonPolicy(cfg *config.Config) *TritonPolicy {
 }
 
 // Admit implements gateway.Admitter.
-func (p *TritonPolicy) Admit(ctx context.Context, h *gateway.InferHeader) (func(error), error) {
+func (p *TritonPolicy) Admit(ctx context.Context, h *wire.InferHeader) (func(error), error) {
 	name := string(h.Stream)
 	p.mu.Lock()
 	st, ok := p.streams[name]

@@ -8,7 +8,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/vig-edge/vig/agent/config"
-	"github.com/vig-edge/vig/agent/gateway"
+	"github.com/vig-edge/vig/wire"
 )
 
 const tpConfig = `
@@ -32,7 +32,7 @@ func parseConfig(t *testing.T, y string) *config.Config {
 	return cfg
 }
 
-func hdr(stream string) *gateway.InferHeader { return &gateway.InferHeader{Stream: []byte(stream)} }
+func hdr(stream string) *wire.InferHeader { return &wire.InferHeader{Stream: []byte(stream)} }
 
 type admitted struct {
 	stream string

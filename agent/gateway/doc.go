@@ -4,10 +4,10 @@
 //
 // Every RPC of inference.GRPCInferenceService reaches the backend. vig registers no
 // typed service for it: all methods arrive at one unknown-service handler that uses
-// a raw codec (Frame), so methods vig has no message types for (ModelConfig,
+// a raw codec (wire.Frame), so methods vig has no message types for (ModelConfig,
 // Repository*, Cuda*, TraceSetting, LogSettings, or RPCs added to the protocol later)
 // pass through byte for byte. ModelInfer is the one vig reads: it scans the header
-// fields it needs straight out of gRPC's receive buffers (InferHeader), never the
+// fields it needs straight out of gRPC's receive buffers (wire.InferHeader), never the
 // tensor data, removes its own vig_* parameters by splicing buffer views, and
 // forwards the rest. ModelStreamInfer requests are forwarded one by one as ModelInfer
 // calls and their answers spliced into ModelStreamInferResponse messages, so that

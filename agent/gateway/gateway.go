@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/mem"
@@ -22,17 +23,17 @@ import (
 
 	"github.com/vig-edge/vig/agent/config"
 	"github.com/vig-edge/vig/agent/metrics"
+	"github.com/vig-edge/vig/wire"
 )
 
 // Service is the fully qualified name of the Triton inference service.
-const Service = "inference.GRPCInferenceService"
+const Service = wire.Service
 
 const (
-	methodInfer       = "/" + Service + "/ModelInfer"
-	methodStreamInfer = "/" + Service + "/ModelStreamInfer"
-
-	methodShmRegister   = "/" + Service + "/SystemSharedMemoryRegister"
-	methodShmUnregister = "/" + Service + "/SystemSharedMemoryUnregister"
+	methodInfer         = wire.MethodInfer
+	methodStreamInfer   = wire.MethodStreamInfer
+	methodShmRegister   = wire.MethodShmRegister
+	methodShmUnregister = wire.MethodShmUnregister
 )
 
 // Options configures a Gateway.
@@ -53,18 +54,18 @@ type Options struct {
 }
 
 // InferBackend runs one ModelInfer request. h is the parsed header of req (valid
-// while req is held; Span.Slice extracts raw tensor bytes without copying); req is
+// while req is held; wire.Span.Slice extracts raw tensor bytes without copying); req is
 // the request with vig's parameters removed. It returns the ModelInferResponse
 // message, or an error carrying a gRPC status. It must not keep req after returning.
 type InferBackend interface {
-	Infer(ctx context.Context, h *InferHeader, req mem.BufferSlice) (mem.BufferSlice, error)
+	Infer(ctx context.Context, h *wire.InferHeader, req mem.BufferSlice) (mem.BufferSlice, error)
 }
 
 // Admitter gates inference requests. Admit blocks until the request may run, or
 // returns the status to answer it with; on success the caller must call done exactly
 // once with the backend's outcome.
 type Admitter interface {
-	Admit(ctx context.Context, h *InferHeader) (done func(err error), err error)
+	Admit(ctx context.Context, h *wire.InferHeader) (done func(err error), err error)
 }
 
 // backendAware is implemented by an Admitter that wants to know whether the backend
@@ -79,9 +80,9 @@ type Gateway struct {
 	backend *grpc.ClientConn
 	server  *grpc.Server
 	health  *health.Server
-	codec   codec
+	codec   encoding.CodecV2
 
-	headers sync.Pool // *InferHeader
+	headers sync.Pool // *wire.InferHeader
 	shm     shmRegistry
 
 	accepted, answered atomic.Uint64 // RPCs; equal once drained
@@ -103,8 +104,8 @@ func New(opts Options) (*Gateway, error) {
 	if opts.Metrics == nil {
 		opts.Metrics = metrics.New()
 	}
-	g := &Gateway{opts: opts, log: opts.Log, m: opts.Metrics, codec: newCodec()}
-	g.headers.New = func() any { return new(InferHeader) }
+	g := &Gateway{opts: opts, log: opts.Log, m: opts.Metrics, codec: wire.RawCodec()}
+	g.headers.New = func() any { return new(wire.InferHeader) }
 
 	_, ring := opts.Config.Backend.RingBackend()
 	if ring && opts.Infer == nil {
@@ -307,7 +308,7 @@ func outgoing(ctx context.Context) context.Context {
 
 // forwardUnary passes a unary RPC through as bytes.
 func (g *Gateway) forwardUnary(ss grpc.ServerStream, method string, m *metrics.Method) error {
-	var req, resp Frame
+	var req, resp wire.Frame
 	if err := ss.RecvMsg(&req); err != nil {
 		return err
 	}
@@ -316,7 +317,7 @@ func (g *Gateway) forwardUnary(ss grpc.ServerStream, method string, m *metrics.M
 }
 
 // invoke calls the backend with req (consumed) and sends its answer on ss.
-func (g *Gateway) invoke(ss grpc.ServerStream, method string, req, resp *Frame, m *metrics.Method) error {
+func (g *Gateway) invoke(ss grpc.ServerStream, method string, req, resp *wire.Frame, m *metrics.Method) error {
 	var header, trailer metadata.MD
 	err := g.backend.Invoke(outgoing(ss.Context()), method, req, resp, grpc.Header(&header), grpc.Trailer(&trailer))
 	req.Free() // no-op when gRPC consumed it
@@ -370,7 +371,7 @@ func (g *Gateway) forwardStream(ss grpc.ServerStream, method string, m *metrics.
 	upErr := make(chan error, 1)
 	go func() {
 		for {
-			var f Frame
+			var f wire.Frame
 			if err := ss.RecvMsg(&f); err != nil {
 				if errors.Is(err, errEOF) {
 					err = cs.CloseSend()
@@ -392,7 +393,7 @@ func (g *Gateway) forwardStream(ss grpc.ServerStream, method string, m *metrics.
 		ss.SendHeader(md)
 	}
 	for {
-		var f Frame
+		var f wire.Frame
 		err := cs.RecvMsg(&f)
 		if err != nil {
 			ss.SetTrailer(cs.Trailer())

@@ -29,6 +29,7 @@ import (
 	"github.com/vig-edge/vig/mockbackend"
 	"github.com/vig-edge/vig/netopt"
 	pb "github.com/vig-edge/vig/proto/inference"
+	"github.com/vig-edge/vig/wire"
 )
 
 // env is vig in front of a real mock backend, over real sockets.
@@ -113,7 +114,7 @@ func inferRequest(model, id string, payload int) *pb.ModelInferRequest {
 	return &pb.ModelInferRequest{
 		ModelName: model, Id: id,
 		Parameters: map[string]*pb.InferParameter{
-			gateway.ParamStream: {ParameterChoice: &pb.InferParameter_StringParam{StringParam: "cam0"}},
+			wire.ParamStream: {ParameterChoice: &pb.InferParameter_StringParam{StringParam: "cam0"}},
 		},
 		Inputs:           []*pb.ModelInferRequest_InferInputTensor{{Name: "INPUT0", Datatype: "UINT8", Shape: []int64{int64(payload)}}},
 		RawInputContents: [][]byte{data},
@@ -311,7 +312,7 @@ func TestHealthFollowsBackend(t *testing.T) {
 // waitHealth waits for a status with Watch (a stream, no polling).
 func waitHealth(t *testing.T, ctx context.Context, h healthpb.HealthClient, want healthpb.HealthCheckResponse_ServingStatus) {
 	t.Helper()
-	w, err := h.Watch(ctx, &healthpb.HealthCheckRequest{Service: gateway.Service})
+	w, err := h.Watch(ctx, &healthpb.HealthCheckRequest{Service: wire.Service})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,8 +361,8 @@ func TestBadRequests(t *testing.T) {
 	ctx := ctxT(t)
 
 	// Bytes that are not a ModelInferRequest, sent with a raw codec.
-	var resp gateway.Frame
-	err := cc.Invoke(ctx, "/inference.GRPCInferenceService/ModelInfer", rawBytes{0x0a, 0xff, 0xff, 0xff}, &resp, grpc.ForceCodecV2(gateway.RawCodec()))
+	var resp wire.Frame
+	err := cc.Invoke(ctx, "/inference.GRPCInferenceService/ModelInfer", rawBytes{0x0a, 0xff, 0xff, 0xff}, &resp, grpc.ForceCodecV2(wire.RawCodec()))
 	if status.Code(err) != codes.InvalidArgument {
 		t.Errorf("malformed request: %v, want INVALID_ARGUMENT", err)
 	}
@@ -371,8 +372,8 @@ func TestBadRequests(t *testing.T) {
 		t.Errorf("oversized request: %v, want RESOURCE_EXHAUSTED", err)
 	}
 	bad := inferRequest("detector", "cam0#1", 10)
-	bad.Parameters[gateway.ParamCapture] = &pb.InferParameter{ParameterChoice: &pb.InferParameter_StringParam{StringParam: "yesterday"}}
-	if _, err := c.ModelInfer(ctx, bad); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), gateway.ParamCapture) {
+	bad.Parameters[wire.ParamCapture] = &pb.InferParameter{ParameterChoice: &pb.InferParameter_StringParam{StringParam: "yesterday"}}
+	if _, err := c.ModelInfer(ctx, bad); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), wire.ParamCapture) {
 		t.Errorf("bad vig_capture_ns: %v, want INVALID_ARGUMENT naming it", err)
 	}
 	if _, err := c.ModelInfer(ctx, inferRequest("detector", "cam0#2", 10)); err != nil {
@@ -389,11 +390,11 @@ func TestMetadataDeadlineAndStatus(t *testing.T) {
 		_, hasDeadline := ss.Context().Deadline()
 		ss.SetHeader(metadata.Pairs("x-echo-trace", strings.Join(md.Get("x-trace"), ","), "x-echo-deadline", strconv.FormatBool(hasDeadline)))
 		ss.SetTrailer(metadata.Pairs("x-echo-trailer", "t"))
-		var f gateway.Frame
+		var f wire.Frame
 		ss.RecvMsg(&f)
 		f.Free()
 		return status.Error(codes.FailedPrecondition, "echo backend says no")
-	}), grpc.ForceServerCodecV2(gateway.RawCodec()))
+	}), grpc.ForceServerCodecV2(wire.RawCodec()))
 	ln, err := netopt.Listen("tcp", "127.0.0.1:0", nil)
 	if err != nil {
 		t.Fatal(err)

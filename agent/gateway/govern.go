@@ -12,6 +12,7 @@ import (
 
 	"github.com/vig-edge/vig/agent/config"
 	"github.com/vig-edge/vig/agent/sched"
+	"github.com/vig-edge/vig/wire"
 )
 
 // Governor drives the freshness scheduler from the gateway's request goroutines.
@@ -133,7 +134,7 @@ func NewGovernor(o GovernorOptions) (*Governor, error) {
 }
 
 // Admit implements Admitter.
-func (g *Governor) Admit(ctx context.Context, h *InferHeader) (func(error), error) {
+func (g *Governor) Admit(ctx context.Context, h *wire.InferHeader) (func(error), error) {
 	if !g.known[string(h.Model)] {
 		return g.ungoverned(string(h.Model)), nil
 	}
@@ -141,18 +142,18 @@ func (g *Governor) Admit(ctx context.Context, h *InferHeader) (func(error), erro
 	if h.HasCapture {
 		req.Capture = g.capture(h.Capture)
 	}
-	if p, ok := h.Param(paramPriority); ok {
+	if p, ok := h.Param(wire.ParamPriority); ok {
 		switch {
-		case p.Kind == ParamUint64:
+		case p.Kind == wire.ParamUint64:
 			req.Priority, req.HasPriority = p.Uint, true
-		case p.Kind == ParamInt64 && p.Int >= 0:
+		case p.Kind == wire.ParamInt64 && p.Int >= 0:
 			req.Priority, req.HasPriority = uint64(p.Int), true
 		default:
 			return nil, status.Error(codes.InvalidArgument, "parameter priority must be a non-negative uint64_param or int64_param")
 		}
 	}
-	if p, ok := h.Param(paramTimeout); ok {
-		if p.Kind != ParamInt64 {
+	if p, ok := h.Param(wire.ParamTimeout); ok {
+		if p.Kind != wire.ParamInt64 {
 			return nil, status.Error(codes.InvalidArgument, "parameter timeout must be an int64_param (microseconds)")
 		}
 		req.Timeout = time.Duration(p.Int) * time.Microsecond // negative: the scheduler refuses it

@@ -20,6 +20,7 @@ import (
 	"github.com/vig-edge/vig/netopt"
 	"github.com/vig-edge/vig/platform/clock"
 	pb "github.com/vig-edge/vig/proto/inference"
+	"github.com/vig-edge/vig/wire"
 )
 
 const governedConfig = `
@@ -70,8 +71,8 @@ func startGoverned(t *testing.T, yaml string) (*env, *gateway.Governor, *metrics
 
 func streamRequest(stream, model string, frame uint64, capture int64) *pb.ModelInferRequest {
 	r := inferRequest(model, mockbackend.FrameID(stream, frame), 64)
-	r.Parameters[gateway.ParamStream] = &pb.InferParameter{ParameterChoice: &pb.InferParameter_StringParam{StringParam: stream}}
-	r.Parameters[gateway.ParamCapture] = &pb.InferParameter{ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: capture}}
+	r.Parameters[wire.ParamStream] = &pb.InferParameter{ParameterChoice: &pb.InferParameter_StringParam{StringParam: stream}}
+	r.Parameters[wire.ParamCapture] = &pb.InferParameter{ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: capture}}
 	return r
 }
 
@@ -194,13 +195,13 @@ func TestGovernedBadInput(t *testing.T) {
 		t.Errorf("capture on the wrong clock: %v, want INVALID_ARGUMENT", err)
 	}
 	neg := inferRequest("fast", "x#1", 8)
-	delete(neg.Parameters, gateway.ParamStream)
+	delete(neg.Parameters, wire.ParamStream)
 	neg.Parameters["timeout"] = &pb.InferParameter{ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: -5}}
 	if _, err := c.ModelInfer(ctx, neg); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("negative timeout: %v, want INVALID_ARGUMENT", err)
 	}
 	wrong := inferRequest("fast", "x#2", 8)
-	delete(wrong.Parameters, gateway.ParamStream)
+	delete(wrong.Parameters, wire.ParamStream)
 	wrong.Parameters["priority"] = &pb.InferParameter{ParameterChoice: &pb.InferParameter_StringParam{StringParam: "high"}}
 	if _, err := c.ModelInfer(ctx, wrong); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("priority as string: %v, want INVALID_ARGUMENT", err)
@@ -211,7 +212,7 @@ func TestGovernedBadInput(t *testing.T) {
 	}
 	// Plain Triton request without a contract: default contract, honoured priority.
 	plain := inferRequest("fast", "x#4", 8)
-	delete(plain.Parameters, gateway.ParamStream)
+	delete(plain.Parameters, wire.ParamStream)
 	plain.Parameters["priority"] = &pb.InferParameter{ParameterChoice: &pb.InferParameter_Uint64Param{Uint64Param: 1}}
 	if _, err := c.ModelInfer(ctx, plain); err != nil {
 		t.Errorf("plain Triton request: %v", err)

@@ -12,18 +12,19 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/vig-edge/vig/agent/metrics"
+	"github.com/vig-edge/vig/wire"
 )
 
 var errEOF = io.EOF
 
 // infer handles ModelInfer: read the header, ask the scheduler, forward.
 func (g *Gateway) infer(ss grpc.ServerStream, m *metrics.Method) error {
-	var req, resp Frame
+	var req, resp wire.Frame
 	if err := ss.RecvMsg(&req); err != nil {
 		return err
 	}
 	m.Received(req.Len())
-	h := g.headers.Get().(*InferHeader)
+	h := g.headers.Get().(*wire.InferHeader)
 	defer g.headers.Put(h)
 	if err := g.prepare(ss.Context(), h, &req); err != nil {
 		req.Free()
@@ -44,13 +45,14 @@ func (g *Gateway) infer(ss grpc.ServerStream, m *metrics.Method) error {
 }
 
 // inferOther runs a request on Options.Infer and sends its answer.
-func (g *Gateway) inferOther(ss grpc.ServerStream, h *InferHeader, req *Frame, m *metrics.Method) error {
-	out, err := g.opts.Infer.Infer(ss.Context(), h, req.buf)
+func (g *Gateway) inferOther(ss grpc.ServerStream, h *wire.InferHeader, req *wire.Frame, m *metrics.Method) error {
+	out, err := g.opts.Infer.Infer(ss.Context(), h, req.Buffers())
 	req.Free()
 	if err != nil {
 		return err
 	}
-	resp := Frame{buf: out}
+	var resp wire.Frame
+	resp.Set(out)
 	n := resp.Len()
 	if err := ss.SendMsg(&resp); err != nil {
 		resp.Free()
@@ -61,25 +63,25 @@ func (g *Gateway) inferOther(ss grpc.ServerStream, h *InferHeader, req *Frame, m
 }
 
 // prepare parses a ModelInfer request and removes vig's parameters from it.
-func (g *Gateway) prepare(ctx context.Context, h *InferHeader, req *Frame) error {
-	if err := h.ParseInfer(req.buf); err != nil {
+func (g *Gateway) prepare(ctx context.Context, h *wire.InferHeader, req *wire.Frame) error {
+	if err := h.ParseInfer(req.Buffers()); err != nil {
 		return status.Errorf(codes.InvalidArgument, "ModelInfer: %v", err)
 	}
-	if h.shm {
+	if h.Shm {
 		if err := g.checkShm(ctx, h); err != nil {
 			return err
 		}
 	}
-	if h.hasVigParams() {
+	if h.HasVigParams() {
 		// The header's views stay valid: they point into buffers the stripped
 		// message still references.
-		stripped := h.StripVig(req.buf)
+		stripped := h.StripVig(req.Buffers())
 		req.Set(stripped)
 	}
 	return nil
 }
 
-func (g *Gateway) admit(ss grpc.ServerStream, h *InferHeader) (func(error), error) {
+func (g *Gateway) admit(ss grpc.ServerStream, h *wire.InferHeader) (func(error), error) {
 	if g.opts.Admit == nil {
 		return func(error) {}, nil
 	}
@@ -95,7 +97,7 @@ func (g *Gateway) streamInfer(ss grpc.ServerStream, m *metrics.Method) error {
 		sendErr error
 		wg      sync.WaitGroup
 	)
-	send := func(f *Frame) {
+	send := func(f *wire.Frame) {
 		sendMu.Lock()
 		defer sendMu.Unlock()
 		n := f.Len()
@@ -111,7 +113,7 @@ func (g *Gateway) streamInfer(ss grpc.ServerStream, m *metrics.Method) error {
 	}
 	defer wg.Wait()
 	for {
-		var req Frame
+		var req wire.Frame
 		if err := ss.RecvMsg(&req); err != nil {
 			wg.Wait()
 			if err == errEOF {
@@ -123,7 +125,7 @@ func (g *Gateway) streamInfer(ss grpc.ServerStream, m *metrics.Method) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var out Frame
+			var out wire.Frame
 			g.streamOne(ss, &req, &out)
 			send(&out)
 		}()
@@ -132,8 +134,8 @@ func (g *Gateway) streamInfer(ss grpc.ServerStream, m *metrics.Method) error {
 
 // streamOne runs one request of a stream and leaves the ModelStreamInferResponse
 // to send in out.
-func (g *Gateway) streamOne(ss grpc.ServerStream, req, out *Frame) {
-	h := g.headers.Get().(*InferHeader)
+func (g *Gateway) streamOne(ss grpc.ServerStream, req, out *wire.Frame) {
+	h := g.headers.Get().(*wire.InferHeader)
 	defer g.headers.Put(h)
 	if err := g.prepare(ss.Context(), h, req); err != nil {
 		req.Free()
@@ -147,11 +149,11 @@ func (g *Gateway) streamOne(ss grpc.ServerStream, req, out *Frame) {
 		out.Set(streamError(id, err))
 		return
 	}
-	var resp Frame
+	var resp wire.Frame
 	if g.opts.Infer != nil {
 		var out mem.BufferSlice
-		out, err = g.opts.Infer.Infer(ss.Context(), h, req.buf)
-		resp.buf = out
+		out, err = g.opts.Infer.Infer(ss.Context(), h, req.Buffers())
+		resp.Set(out)
 	} else {
 		err = g.backend.Invoke(outgoing(ss.Context()), methodInfer, req, &resp)
 	}
@@ -164,8 +166,7 @@ func (g *Gateway) streamOne(ss grpc.ServerStream, req, out *Frame) {
 	}
 	// ModelStreamInferResponse{infer_response = 2: <the backend's bytes>}, spliced.
 	prefix := protowire.AppendVarint(protowire.AppendTag(make([]byte, 0, 12), 2, protowire.BytesType), uint64(resp.Len()))
-	buf := append(mem.BufferSlice{mem.SliceBuffer(prefix)}, resp.buf...)
-	resp.buf = nil
+	buf := append(mem.BufferSlice{mem.SliceBuffer(prefix)}, resp.Take()...)
 	out.Set(buf)
 }
 

@@ -8,13 +8,14 @@ import (
 
 	"github.com/vig-edge/vig/agent/metrics"
 	pb "github.com/vig-edge/vig/proto/inference"
+	"github.com/vig-edge/vig/wire"
 )
 
 // answerLocally serves the RPCs a ring backend cannot: a runtime behind a
 // shared-memory ring has no Triton control plane, so vig answers liveness and
 // readiness from the ring's state and says plainly that the rest does not exist.
 func (g *Gateway) answerLocally(ss grpc.ServerStream, method string, m *metrics.Method) error {
-	var req Frame
+	var req wire.Frame
 	if err := ss.RecvMsg(&req); err != nil {
 		return err
 	}

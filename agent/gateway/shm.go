@@ -14,6 +14,7 @@ import (
 
 	"github.com/vig-edge/vig/agent/metrics"
 	pb "github.com/vig-edge/vig/proto/inference"
+	"github.com/vig-edge/vig/wire"
 )
 
 // System shared memory (Triton's protocol): the client creates an object with
@@ -70,13 +71,13 @@ func validShmKey(key string) bool {
 // shmRegister forwards SystemSharedMemoryRegister and records the region if the
 // backend accepted it.
 func (g *Gateway) shmRegister(ss grpc.ServerStream, m *metrics.Method) error {
-	var req, resp Frame
+	var req, resp wire.Frame
 	if err := ss.RecvMsg(&req); err != nil {
 		return err
 	}
 	m.Received(req.Len())
 	var r pb.SystemSharedMemoryRegisterRequest
-	if err := proto.Unmarshal(req.buf.Materialize(), &r); err != nil {
+	if err := proto.Unmarshal(req.Buffers().Materialize(), &r); err != nil {
 		req.Free()
 		return status.Errorf(codes.InvalidArgument, "SystemSharedMemoryRegister: %v", err)
 	}
@@ -104,13 +105,13 @@ func (g *Gateway) shmRegister(ss grpc.ServerStream, m *metrics.Method) error {
 // shmUnregister forwards SystemSharedMemoryUnregister and forgets the region (all
 // regions for an empty name) once the backend has.
 func (g *Gateway) shmUnregister(ss grpc.ServerStream, m *metrics.Method) error {
-	var req, resp Frame
+	var req, resp wire.Frame
 	if err := ss.RecvMsg(&req); err != nil {
 		return err
 	}
 	m.Received(req.Len())
 	var r pb.SystemSharedMemoryUnregisterRequest
-	if err := proto.Unmarshal(req.buf.Materialize(), &r); err != nil {
+	if err := proto.Unmarshal(req.Buffers().Materialize(), &r); err != nil {
 		req.Free()
 		return status.Errorf(codes.InvalidArgument, "SystemSharedMemoryUnregister: %v", err)
 	}
@@ -148,11 +149,11 @@ func (g *Gateway) shmAccess(ctx context.Context, name string) error {
 // checkShm validates the shared-memory references of a ModelInfer request against
 // the registry. A region vig has not seen (registered with the backend directly) is
 // looked up on the backend once before it is refused.
-func (g *Gateway) checkShm(ctx context.Context, h *InferHeader) error {
+func (g *Gateway) checkShm(ctx context.Context, h *wire.InferHeader) error {
 	if g.backend == nil {
 		return status.Errorf(codes.Unimplemented, "backend %s is a shared-memory ring runtime: Triton system shared memory is not available there; send raw_input_contents", g.opts.Config.Backend.Address)
 	}
-	for _, ts := range [][]Tensor{h.Inputs, h.Outputs} {
+	for _, ts := range [][]wire.Tensor{h.Inputs, h.Outputs} {
 		for i := range ts {
 			if err := g.checkTensorShm(ctx, &ts[i]); err != nil {
 				return err
@@ -162,16 +163,16 @@ func (g *Gateway) checkShm(ctx context.Context, h *InferHeader) error {
 	return nil
 }
 
-func (g *Gateway) checkTensorShm(ctx context.Context, t *Tensor) error {
+func (g *Gateway) checkTensorShm(ctx context.Context, t *wire.Tensor) error {
 	var name []byte
 	var size, offset int64
 	for _, p := range t.Params {
 		switch string(p.Key) {
-		case paramShmRegion:
+		case wire.ParamShmRegion:
 			name = p.Str
-		case paramShmByteSize:
+		case wire.ParamShmByteSize:
 			size = p.Int
-		case paramShmOffset:
+		case wire.ParamShmOffset:
 			offset = p.Int
 		}
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/vig-edge/vig/platform/clock"
 	pb "github.com/vig-edge/vig/proto/inference"
 	"github.com/vig-edge/vig/shmring"
+	"github.com/vig-edge/vig/wire"
 )
 
 func TestUnknownConfigKeyExits2(t *testing.T) {
@@ -110,8 +111,8 @@ streams:
 				cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
 				r := &pb.ModelInferRequest{ModelName: model, Id: mockbackend.FrameID(stream, f),
 					Parameters: map[string]*pb.InferParameter{
-						gateway.ParamStream:  {ParameterChoice: &pb.InferParameter_StringParam{StringParam: stream}},
-						gateway.ParamCapture: {ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: clock.Monotonic()}},
+						wire.ParamStream:  {ParameterChoice: &pb.InferParameter_StringParam{StringParam: stream}},
+						wire.ParamCapture: {ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: clock.Monotonic()}},
 					}}
 				_, err := c.ModelInfer(cctx, r)
 				ccancel()

@@ -73,8 +73,8 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 
-	"github.com/vig-edge/vig/agent/gateway"
 	"github.com/vig-edge/vig/shmring"
+	"github.com/vig-edge/vig/wire"
 )
 
 // Options configures a Backend.
@@ -406,7 +406,7 @@ func (b *Backend) putCall(c *call) {
 }
 
 // Infer implements gateway.InferBackend.
-func (b *Backend) Infer(ctx context.Context, h *gateway.InferHeader, req mem.BufferSlice) (mem.BufferSlice, error) {
+func (b *Backend) Infer(ctx context.Context, h *wire.InferHeader, req mem.BufferSlice) (mem.BufferSlice, error) {
 	s := b.cur.Load()
 	if s == nil {
 		return nil, b.downError()
@@ -421,7 +421,7 @@ func (b *Backend) Infer(ctx context.Context, h *gateway.InferHeader, req mem.Buf
 
 // infer runs one request on the session. keep reports that c now belongs to the
 // reader (the request was abandoned with its result outstanding).
-func (s *session) infer(ctx context.Context, c *call, h *gateway.InferHeader, req mem.BufferSlice) (_ mem.BufferSlice, keep bool, _ error) {
+func (s *session) infer(ctx context.Context, c *call, h *wire.InferHeader, req mem.BufferSlice) (_ mem.BufferSlice, keep bool, _ error) {
 	if err := checkHeader(h); err != nil {
 		return nil, false, err
 	}
@@ -493,7 +493,7 @@ func (s *session) infer(ctx context.Context, c *call, h *gateway.InferHeader, re
 }
 
 // checkHeader refuses what a ring descriptor cannot carry.
-func checkHeader(h *gateway.InferHeader) error {
+func checkHeader(h *wire.InferHeader) error {
 	switch {
 	case len(h.Model) > shmring.MaxModelLen:
 		return status.Errorf(codes.InvalidArgument, "model name of %d bytes: a ring carries at most %d", len(h.Model), shmring.MaxModelLen)
@@ -521,7 +521,7 @@ func checkHeader(h *gateway.InferHeader) error {
 	return nil
 }
 
-func hasShm(t *gateway.Tensor) bool {
+func hasShm(t *wire.Tensor) bool {
 	for _, p := range t.Params {
 		if string(p.Key) == "shared_memory_region" {
 			return true
@@ -532,7 +532,7 @@ func hasShm(t *gateway.Tensor) bool {
 
 // post copies the request's tensors into a payload slot and posts the descriptor.
 // On success the call is pending under the returned tag.
-func (s *session) post(ctx context.Context, c *call, h *gateway.InferHeader, req mem.BufferSlice, total int, stream []byte, frame uint64) (uint64, error) {
+func (s *session) post(ctx context.Context, c *call, h *wire.InferHeader, req mem.BufferSlice, total int, stream []byte, frame uint64) (uint64, error) {
 	slot, buf, err := s.loan(ctx, total)
 	if err != nil {
 		return 0, err
@@ -661,7 +661,7 @@ func (s *session) intern(b []byte) string {
 
 // finish turns a delivered result into the answer and gives the slot and the
 // token back.
-func (s *session) finish(c *call, h *gateway.InferHeader, err error) (out mem.BufferSlice, _ error) {
+func (s *session) finish(c *call, h *wire.InferHeader, err error) (out mem.BufferSlice, _ error) {
 	if c.ended {
 		return nil, err // no slot, and the tokens ended with the session
 	}
@@ -691,7 +691,7 @@ func (s *session) finish(c *call, h *gateway.InferHeader, err error) (out mem.Bu
 
 // encode builds the ModelInferResponse from the result in c.d; it runs under the
 // session's guard since it reads the response slot.
-func (s *session) encode(c *call, h *gateway.InferHeader) (mem.BufferSlice, error) {
+func (s *session) encode(c *call, h *wire.InferHeader) (mem.BufferSlice, error) {
 	d := &c.d
 	payload := s.s.Responses.Payload(d)
 	outs := c.outs[:0]
@@ -722,7 +722,7 @@ func (s *session) encode(c *call, h *gateway.InferHeader) (mem.BufferSlice, erro
 	return mem.BufferSlice{mem.NewBuffer(buf, pool)}, nil
 }
 
-func requested(h *gateway.InferHeader, name string) bool {
+func requested(h *wire.InferHeader, name string) bool {
 	if len(h.Outputs) == 0 {
 		return true
 	}

@@ -10,9 +10,9 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/vig-edge/vig/agent/gateway"
 	pb "github.com/vig-edge/vig/proto/inference"
 	"github.com/vig-edge/vig/shmring"
+	"github.com/vig-edge/vig/wire"
 )
 
 // seen is what the scripted runtime received.
@@ -88,7 +88,7 @@ func scriptedRuntime(t *testing.T, region shmring.Backend) (addr string, got cha
 func infer(t *testing.T, b *Backend, req *pb.ModelInferRequest) (*pb.ModelInferResponse, error) {
 	t.Helper()
 	msg := mem.BufferSlice{mem.SliceBuffer(marshal(t, req))}
-	var h gateway.InferHeader
+	var h wire.InferHeader
 	if err := h.ParseInfer(msg); err != nil {
 		t.Fatal(err)
 	}

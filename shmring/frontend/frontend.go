@@ -27,6 +27,7 @@ import (
 	"github.com/vig-edge/vig/agent/gateway"
 	pb "github.com/vig-edge/vig/proto/inference"
 	"github.com/vig-edge/vig/shmring"
+	"github.com/vig-edge/vig/wire"
 )
 
 // Admitter is the scheduler's entry for frames (gateway.Governor.AdmitFrame).
@@ -57,7 +58,7 @@ func New(ln *shmring.Listener, admit Admitter, backend *grpc.ClientConn, infer g
 		log = slog.Default()
 	}
 	return &Frontend{ln: ln, admit: admit, backend: backend, infer: infer, log: log,
-		codec: grpc.ForceCodecV2(gateway.RawCodec()), conns: map[*shmring.Conn]struct{}{}}
+		codec: grpc.ForceCodecV2(wire.RawCodec()), conns: map[*shmring.Conn]struct{}{}}
 }
 
 // Serve accepts clients until the listener is closed.
@@ -144,7 +145,7 @@ func (f *Frontend) run(ctx context.Context, c *shmring.Conn, req *shmring.Reques
 	}
 	var b []byte
 	if f.infer != nil {
-		var h gateway.InferHeader
+		var h wire.InferHeader
 		if err = h.ParseInfer(msg); err == nil {
 			var out mem.BufferSlice
 			if out, err = f.infer.Infer(ctx, &h, msg); err == nil {
@@ -153,8 +154,8 @@ func (f *Frontend) run(ctx context.Context, c *shmring.Conn, req *shmring.Reques
 			}
 		}
 	} else {
-		var resp gateway.Frame
-		if err = f.backend.Invoke(ctx, "/"+gateway.Service+"/ModelInfer", rawMessage(msg), &resp, f.codec); err == nil {
+		var resp wire.Frame
+		if err = f.backend.Invoke(ctx, "/"+wire.Service+"/ModelInfer", rawMessage(msg), &resp, f.codec); err == nil {
 			b = resp.Bytes()
 		}
 		resp.Free()
@@ -175,8 +176,8 @@ func (f *Frontend) run(ctx context.Context, c *shmring.Conn, req *shmring.Reques
 
 // rawMessage is a ModelInfer message as buffers; gateway's codec sends *Frame only,
 // so it is wrapped into one.
-func rawMessage(b mem.BufferSlice) *gateway.Frame {
-	var f gateway.Frame
+func rawMessage(b mem.BufferSlice) *wire.Frame {
+	var f wire.Frame
 	f.Set(b)
 	return &f
 }

@@ -1,4 +1,4 @@
-package gateway
+package wire
 
 import (
 	"errors"
@@ -8,8 +8,8 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
-// errMalformed reports bytes that are not a valid protobuf message.
-var errMalformed = errors.New("malformed protobuf message")
+// ErrMalformed reports bytes that are not a valid protobuf message.
+var ErrMalformed = errors.New("malformed protobuf message")
 
 // cursor reads protobuf fields out of a message that gRPC delivered as a list of
 // buffers (one per HTTP/2 data frame, 16 KiB each for a large message), without
@@ -39,7 +39,7 @@ func (c *cursor) varint() (uint64, error) {
 	var v uint64
 	for shift := uint(0); shift < 64; shift += 7 {
 		if c.done() {
-			return 0, errMalformed
+			return 0, ErrMalformed
 		}
 		b := c.cur[0]
 		c.skipIn(1)
@@ -48,7 +48,7 @@ func (c *cursor) varint() (uint64, error) {
 			return v, nil
 		}
 	}
-	return 0, errMalformed
+	return 0, ErrMalformed
 }
 
 // skipIn consumes n bytes known to lie in the current buffer.
@@ -72,7 +72,7 @@ func (c *cursor) advanceEmpty() {
 func (c *cursor) skip(n int) error {
 	for n > 0 {
 		if c.done() {
-			return errMalformed
+			return ErrMalformed
 		}
 		k := min(n, len(c.cur))
 		c.skipIn(k)
@@ -91,7 +91,7 @@ func (c *cursor) take(n int) ([]byte, error) {
 	start := len(c.arena)
 	for n > 0 {
 		if c.done() {
-			return nil, errMalformed
+			return nil, ErrMalformed
 		}
 		k := min(n, len(c.cur))
 		c.arena = append(c.arena, c.cur[:k]...)
@@ -110,12 +110,12 @@ func (c *cursor) field(limit int) (num protowire.Number, typ protowire.Type, n i
 	}
 	num, typ = protowire.DecodeTag(tag)
 	if num < protowire.MinValidNumber || num > protowire.MaxValidNumber {
-		return 0, 0, 0, errMalformed
+		return 0, 0, 0, ErrMalformed
 	}
 	if typ == protowire.BytesType {
 		l, err := c.varint()
 		if err != nil || l > uint64(limit-c.pos) {
-			return 0, 0, 0, errMalformed
+			return 0, 0, 0, ErrMalformed
 		}
 		n = int(l)
 	}
@@ -140,12 +140,12 @@ func (c *cursor) skipValueDepth(num protowire.Number, typ protowire.Type, depth 
 	case protowire.BytesType:
 		l, err := c.varint()
 		if err != nil || l > uint64(1<<31) {
-			return errMalformed
+			return ErrMalformed
 		}
 		return c.skip(int(l))
 	case protowire.StartGroupType:
 		if depth > 64 {
-			return errMalformed
+			return ErrMalformed
 		}
 		for {
 			tag, err := c.varint()
@@ -154,11 +154,11 @@ func (c *cursor) skipValueDepth(num protowire.Number, typ protowire.Type, depth 
 			}
 			n, t := protowire.DecodeTag(tag)
 			if n < protowire.MinValidNumber {
-				return errMalformed
+				return ErrMalformed
 			}
 			if t == protowire.EndGroupType {
 				if n != num {
-					return errMalformed
+					return ErrMalformed
 				}
 				return nil
 			}
@@ -167,7 +167,7 @@ func (c *cursor) skipValueDepth(num protowire.Number, typ protowire.Type, depth 
 			}
 		}
 	}
-	return errMalformed // a stray end-group
+	return ErrMalformed // a stray end-group
 }
 
 // sizeVarint is the encoded size of v.

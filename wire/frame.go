@@ -1,4 +1,4 @@
-package gateway
+package wire
 
 import (
 	"fmt"
@@ -88,3 +88,14 @@ func RawCodec() encoding.CodecV2 { return newCodec() }
 
 // Bytes returns the frame's bytes as one slice (a copy when they span buffers).
 func (f *Frame) Bytes() []byte { return f.buf.Materialize() }
+
+// Buffers returns the frame's buffers without giving up ownership.
+func (f *Frame) Buffers() mem.BufferSlice { return f.buf }
+
+// Take returns the frame's buffers and leaves the frame empty: the caller now owns
+// (and must free or send) them.
+func (f *Frame) Take() mem.BufferSlice {
+	b := f.buf
+	f.buf = nil
+	return b
+}

@@ -1,4 +1,4 @@
-package gateway
+package wire
 
 import (
 	"bytes"
@@ -127,15 +127,15 @@ func TestParseInferErrors(t *testing.T) {
 		{"capture negative", mk(func(r *pb.ModelInferRequest) { r.Parameters[ParamCapture] = intParam(-1) }), ParamCapture},
 		{"capture type", mk(func(r *pb.ModelInferRequest) { r.Parameters[ParamCapture] = strParam("now") }), ParamCapture},
 		{"shm size without region", mk(func(r *pb.ModelInferRequest) {
-			r.Inputs[0].Parameters = map[string]*pb.InferParameter{paramShmByteSize: intParam(16)}
+			r.Inputs[0].Parameters = map[string]*pb.InferParameter{ParamShmByteSize: intParam(16)}
 			r.RawInputContents = nil
 		}), "without"},
 		{"shm region without size", mk(func(r *pb.ModelInferRequest) {
-			r.Inputs[0].Parameters = map[string]*pb.InferParameter{paramShmRegion: strParam("r")}
+			r.Inputs[0].Parameters = map[string]*pb.InferParameter{ParamShmRegion: strParam("r")}
 			r.RawInputContents = nil
 		}), "requires"},
 		{"shm region and contents", mk(func(r *pb.ModelInferRequest) {
-			r.Inputs[0].Parameters = map[string]*pb.InferParameter{paramShmRegion: strParam("r"), paramShmByteSize: intParam(4)}
+			r.Inputs[0].Parameters = map[string]*pb.InferParameter{ParamShmRegion: strParam("r"), ParamShmByteSize: intParam(4)}
 			r.Inputs[0].Contents = &pb.InferTensorContents{IntContents: []int32{1}}
 			r.RawInputContents = nil
 		}), "also sets contents"},
@@ -182,7 +182,7 @@ func FuzzParseInfer(f *testing.F) {
 			return
 		}
 		if vigErr != nil {
-			if errors.Is(vigErr, errMalformed) {
+			if errors.Is(vigErr, ErrMalformed) {
 				t.Fatalf("valid protobuf refused as malformed: %v", vigErr)
 			}
 			return // one of vig's own rules

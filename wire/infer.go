@@ -1,4 +1,4 @@
-package gateway
+package wire
 
 import (
 	"bytes"
@@ -16,11 +16,11 @@ const (
 	ParamStream        = "vig_stream"     // stream id; default: the model name
 	ParamCapture       = "vig_capture_ns" // capture time of the frame (int64 or uint64 ns)
 	vigPrefix          = "vig_"
-	paramPriority      = "priority"
-	paramTimeout       = "timeout"
-	paramShmRegion     = "shared_memory_region"
-	paramShmOffset     = "shared_memory_offset"
-	paramShmByteSize   = "shared_memory_byte_size"
+	ParamPriority      = "priority"
+	ParamTimeout       = "timeout"
+	ParamShmRegion     = "shared_memory_region"
+	ParamShmOffset     = "shared_memory_offset"
+	ParamShmByteSize   = "shared_memory_byte_size"
 	maxTensorsPerInfer = 4096
 )
 
@@ -94,7 +94,7 @@ type InferHeader struct {
 	Capture    int64  // vig_capture_ns; valid when HasCapture
 	HasCapture bool
 
-	shm bool // some tensor names a shared-memory region
+	Shm bool // some tensor names a shared-memory region
 
 	cur cursor
 }
@@ -182,7 +182,7 @@ func (h *InferHeader) reset() {
 	h.RawInputs, h.RawBytes, h.Size = 0, 0, 0
 	h.Raw = h.Raw[:0]
 	h.Capture, h.HasCapture = 0, false
-	h.shm = false
+	h.Shm = false
 }
 
 // nextTensor extends ts by one element, reusing its parameter storage.
@@ -236,7 +236,7 @@ func (h *InferHeader) parseTensor(t *Tensor, end int, input bool) error {
 		}
 	}
 	if c.pos != end {
-		return errMalformed
+		return ErrMalformed
 	}
 	return nil
 }
@@ -247,19 +247,19 @@ func parseParamEntry(b []byte) (Param, error) {
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
-			return p, errMalformed
+			return p, ErrMalformed
 		}
 		b = b[n:]
 		if typ != protowire.BytesType {
 			if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
-				return p, errMalformed
+				return p, ErrMalformed
 			}
 			b = b[n:]
 			continue
 		}
 		v, n := protowire.ConsumeBytes(b)
 		if n < 0 {
-			return p, errMalformed
+			return p, ErrMalformed
 		}
 		b = b[n:]
 		switch num {
@@ -281,7 +281,7 @@ func parseParamValue(p *Param, b []byte) error {
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
-			return errMalformed
+			return ErrMalformed
 		}
 		b = b[n:]
 		var v uint64
@@ -296,7 +296,7 @@ func parseParamValue(p *Param, b []byte) error {
 			n = protowire.ConsumeFieldValue(num, typ, b)
 		}
 		if n < 0 {
-			return errMalformed
+			return ErrMalformed
 		}
 		b = b[n:]
 		if w, known := paramWireType(num); known && w != typ {
@@ -382,7 +382,7 @@ func (h *InferHeader) check() error {
 }
 
 // errUTF8: proto3 strings must be valid UTF-8 (protobuf libraries refuse the message).
-var errUTF8 = fmt.Errorf("%w: string field is not valid UTF-8", errMalformed)
+var errUTF8 = fmt.Errorf("%w: string field is not valid UTF-8", ErrMalformed)
 
 // takeString is take for a string field.
 func (c *cursor) takeString(n int) ([]byte, error) {
@@ -398,32 +398,32 @@ func (h *InferHeader) checkTensorShm(t *Tensor) error {
 	var region, size, offset bool
 	for _, p := range t.Params {
 		switch string(p.Key) {
-		case paramShmRegion:
+		case ParamShmRegion:
 			if p.Kind != ParamString {
-				return fmt.Errorf("%s must be a string_param", paramShmRegion)
+				return fmt.Errorf("%s must be a string_param", ParamShmRegion)
 			}
 			region = true
-		case paramShmByteSize:
+		case ParamShmByteSize:
 			if p.Kind != ParamInt64 || p.Int < 0 {
-				return fmt.Errorf("%s must be a non-negative int64_param", paramShmByteSize)
+				return fmt.Errorf("%s must be a non-negative int64_param", ParamShmByteSize)
 			}
 			size = true
-		case paramShmOffset:
+		case ParamShmOffset:
 			if p.Kind != ParamInt64 || p.Int < 0 {
-				return fmt.Errorf("%s must be a non-negative int64_param", paramShmOffset)
+				return fmt.Errorf("%s must be a non-negative int64_param", ParamShmOffset)
 			}
 			offset = true
 		}
 	}
 	switch {
 	case !region && (size || offset):
-		return fmt.Errorf("%s or %s given without %s", paramShmByteSize, paramShmOffset, paramShmRegion)
+		return fmt.Errorf("%s or %s given without %s", ParamShmByteSize, ParamShmOffset, ParamShmRegion)
 	case region && !size:
-		return fmt.Errorf("%s requires %s", paramShmRegion, paramShmByteSize)
+		return fmt.Errorf("%s requires %s", ParamShmRegion, ParamShmByteSize)
 	case region && t.HasContents:
 		return fmt.Errorf("tensor names a shared-memory region and also sets contents")
 	}
-	h.shm = h.shm || region
+	h.Shm = h.Shm || region
 	return nil
 }
 
@@ -451,8 +451,8 @@ func (h *InferHeader) rebaseRaw() {
 	}
 }
 
-// hasVigParams reports whether any vig_ parameter must be stripped.
-func (h *InferHeader) hasVigParams() bool {
+// HasVigParams reports whether any vig_ parameter must be stripped.
+func (h *InferHeader) HasVigParams() bool {
 	for i := range h.Params {
 		if bytes.HasPrefix(h.Params[i].Key, []byte(vigPrefix)) {
 			return true
