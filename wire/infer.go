@@ -103,7 +103,7 @@ type InferHeader struct {
 // data, and checks the rules every Triton server enforces. The error is meant for the
 // client (it becomes INVALID_ARGUMENT).
 func (h *InferHeader) ParseInfer(msg mem.BufferSlice) error {
-	h.reset()
+	h.Reset()
 	c := &h.cur
 	c.reset(msg, c.arena)
 	h.Size = msg.Len()
@@ -174,7 +174,9 @@ func (h *InferHeader) ParseInfer(msg mem.BufferSlice) error {
 	return h.check()
 }
 
-func (h *InferHeader) reset() {
+// Reset empties the header for reuse, keeping its storage (a frontend that fills a
+// header itself, rather than parsing a message, starts here).
+func (h *InferHeader) Reset() {
 	h.Model, h.Version, h.ID, h.Stream = nil, nil, nil, nil
 	h.Params = h.Params[:0]
 	h.Inputs = h.Inputs[:0]

@@ -51,6 +51,9 @@ type Options struct {
 	// ModelStreamInfer) instead of the gRPC backend connection: a backend reachable
 	// through a shared-memory ring. Other RPCs still use the connection.
 	Infer InferBackend
+	// Backend, when set, runs inference calls submitted with Submit (a ring
+	// runtime); nil: the gRPC backend connection.
+	Backend Backend
 }
 
 // InferBackend runs one ModelInfer request. h is the parsed header of req (valid
