@@ -35,6 +35,10 @@ func (g *Gateway) infer(ss grpc.ServerStream, m *metrics.Method) error {
 		req.Free()
 		return err
 	}
+	if g.opts.Backend != nil {
+		done(nil) // the call is admitted again by Submit
+		return g.inferCall(ss, &req, m)
+	}
 	if g.opts.Infer != nil {
 		err = g.inferOther(ss, h, &req, m)
 	} else {
@@ -42,6 +46,49 @@ func (g *Gateway) infer(ss grpc.ServerStream, m *metrics.Method) error {
 	}
 	done(err)
 	return err
+}
+
+// inferCall runs a request through Submit and sends its answer (interim: the
+// inline pipeline replaces it).
+func (g *Gateway) inferCall(ss grpc.ServerStream, req *wire.Frame, m *metrics.Method) error {
+	c := g.NewCall()
+	c.Msg = req.Take()
+	if err := c.Header.ParseInfer(c.Msg); err != nil {
+		c.release()
+		return status.Errorf(codes.InvalidArgument, "ModelInfer: %v", err)
+	}
+	w := &waitReply{ch: make(chan struct{})}
+	c.Replier = w
+	g.Submit(c)
+	select {
+	case <-w.ch:
+	case <-ss.Context().Done():
+		g.Cancel(c)
+		<-w.ch
+	}
+	if w.err != nil {
+		return w.err
+	}
+	var resp wire.Frame
+	resp.Set(w.resp)
+	n := resp.Len()
+	if err := ss.SendMsg(&resp); err != nil {
+		resp.Free()
+		return err
+	}
+	m.Sent(n)
+	return nil
+}
+
+type waitReply struct {
+	ch   chan struct{}
+	resp mem.BufferSlice
+	err  error
+}
+
+func (w *waitReply) Reply(_ *Call, resp mem.BufferSlice, err error) {
+	w.resp, w.err = resp, err
+	close(w.ch)
 }
 
 // inferOther runs a request on Options.Infer and sends its answer.
