@@ -24,6 +24,9 @@ func (g *Gateway) infer(ss grpc.ServerStream, m *metrics.Method) error {
 		return err
 	}
 	m.Received(req.Len())
+	if g.opts.Backend != nil {
+		return g.inferCall(ss, &req, m)
+	}
 	h := g.headers.Get().(*wire.InferHeader)
 	defer g.headers.Put(h)
 	if err := g.prepare(ss.Context(), h, &req); err != nil {
@@ -34,10 +37,6 @@ func (g *Gateway) infer(ss grpc.ServerStream, m *metrics.Method) error {
 	if err != nil {
 		req.Free()
 		return err
-	}
-	if g.opts.Backend != nil {
-		done(nil) // the call is admitted again by Submit
-		return g.inferCall(ss, &req, m)
 	}
 	if g.opts.Infer != nil {
 		err = g.inferOther(ss, h, &req, m)
@@ -52,11 +51,12 @@ func (g *Gateway) infer(ss grpc.ServerStream, m *metrics.Method) error {
 // inline pipeline replaces it).
 func (g *Gateway) inferCall(ss grpc.ServerStream, req *wire.Frame, m *metrics.Method) error {
 	c := g.NewCall()
-	c.Msg = req.Take()
-	if err := c.Header.ParseInfer(c.Msg); err != nil {
+	if err := g.prepare(ss.Context(), &c.Header, req); err != nil {
+		req.Free()
 		c.release()
-		return status.Errorf(codes.InvalidArgument, "ModelInfer: %v", err)
+		return err
 	}
+	c.Msg = req.Take()
 	w := &waitReply{ch: make(chan struct{})}
 	c.Replier = w
 	g.Submit(c)
