@@ -44,7 +44,7 @@ func ringVig(t *testing.T, backend string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fe := frontend.New(rl, gov, gw.Backend(), nil, quiet)
+	fe := frontend.New(rl, gov, gw, nil, quiet)
 	done := make(chan error, 1)
 	go func() { done <- fe.Serve() }()
 	t.Cleanup(func() {

@@ -3,6 +3,7 @@ package netopt
 import (
 	"fmt"
 	"net"
+	"syscall"
 )
 
 // UnixPeer is the remote address of an accepted Unix-socket connection: the peer
@@ -34,6 +35,11 @@ type peerConn struct {
 }
 
 func (c *peerConn) RemoteAddr() net.Addr { return c.peer }
+
+// SyscallConn exposes the socket (for TryWriter).
+func (c *peerConn) SyscallConn() (syscall.RawConn, error) {
+	return c.Conn.(syscall.Conn).SyscallConn()
+}
 
 // withPeer wraps an accepted Unix-socket connection with its peer's credentials.
 func withPeer(c net.Conn) net.Conn {

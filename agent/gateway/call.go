@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/grpc/mem"
 
+	"github.com/vig-edge/vig/agent/sched"
 	"github.com/vig-edge/vig/wire"
 )
 
@@ -44,11 +45,34 @@ type Call struct {
 	// request), for the Replier's use.
 	Tag any
 
-	gw     *Gateway
-	token  uint64 // the scheduler's id of the request; 0 when ungoverned
-	done   func(error)
-	cancel func()
+	// RespMeta and TrailMeta are the backend's response header and trailer
+	// metadata (name, value pairs), set by a gRPC backend before Finish.
+	RespMeta, TrailMeta []string
+
+	gw *Gateway
+	bs *bstream // the call's stream on the gRPC backend, while it runs there
+
+	// Scheduling state, guarded by the Governor's lock.
+	token   uint64 // the scheduler's id of the request; 0 when ungoverned
+	phase   callPhase
+	stream  int        // stream index, from the dispatch decision
+	capture sched.Time // as scheduled
+	arrival sched.Time
+	started sched.Time
+	ctx     context.Context    // for a blocking Admitter only
+	cancel  context.CancelFunc // for a blocking Admitter only
+	done    func(error)        // for a blocking Admitter only
+	wake    chan sched.Action  // for Governor.Admit: the decision
 }
+
+type callPhase uint8
+
+const (
+	phaseNew     callPhase = iota
+	phaseWaiting           // in the scheduler's queues
+	phaseRunning           // started on the backend
+	phaseDone              // answered
+)
 
 // Replier answers a Call. resp is a ModelInferResponse whose buffers the replier
 // now owns (nil with err); err carries a gRPC status.
@@ -101,84 +125,10 @@ func (g *Gateway) NewCall() *Call {
 	return c
 }
 
-// release frees what the call still holds and returns it to the pool.
+// release frees what the call still holds and returns it to the pool, keeping its
+// storage.
 func (c *Call) release() {
 	c.Msg.Free()
-	meta := c.Meta[:0]
-	*c = Call{Header: c.Header, Meta: meta}
+	*c = Call{Header: c.Header, Meta: c.Meta[:0], RespMeta: c.RespMeta[:0], TrailMeta: c.TrailMeta[:0]}
 	callPool.Put(c)
-}
-
-// Submit runs c through the scheduler to the backend and answers it exactly once
-// through c.Replier.
-//
-// Interim implementation over the gRPC-go pipeline (a goroutine per call); the
-// inline pipeline replaces it.
-func (g *Gateway) Submit(c *Call) {
-	ctx, cancel := context.WithCancel(context.Background())
-	c.cancel = cancel
-	go func() {
-		done, err := g.admit0(ctx, &c.Header)
-		if err != nil {
-			g.reply(c, nil, err)
-			return
-		}
-		c.done = done
-		if g.opts.Backend != nil {
-			g.opts.Backend.Start(c)
-			return
-		}
-		msg, err := c.Message()
-		if err != nil {
-			c.Finish(nil, err)
-			return
-		}
-		c.Msg = nil
-		req := new(wire.Frame)
-		req.Set(msg)
-		var resp wire.Frame
-		err = g.backend.Invoke(ctx, methodInfer, req, &resp)
-		req.Free()
-		c.Finish(resp.Take(), backendErr(err))
-	}()
-}
-
-// Cancel tells the gateway that the client of a submitted call has left. The call
-// is still answered exactly once (its Replier may ignore the answer).
-func (g *Gateway) Cancel(c *Call) {
-	if c.cancel != nil {
-		c.cancel()
-	}
-	if g.opts.Backend != nil {
-		g.opts.Backend.Abort(c)
-	}
-}
-
-func backendErr(err error) error {
-	if err == nil {
-		return nil
-	}
-	return backendError(err)
-}
-
-func (g *Gateway) admit0(ctx context.Context, h *wire.InferHeader) (func(error), error) {
-	if g.opts.Admit == nil {
-		return func(error) {}, nil
-	}
-	return g.opts.Admit.Admit(ctx, h)
-}
-
-func (g *Gateway) finish(c *Call, resp mem.BufferSlice, err error) {
-	if c.done != nil {
-		c.done(err)
-	}
-	g.reply(c, resp, err)
-}
-
-func (g *Gateway) reply(c *Call, resp mem.BufferSlice, err error) {
-	if c.cancel != nil {
-		c.cancel()
-	}
-	c.Replier.Reply(c, resp, err)
-	c.release()
 }

@@ -9,16 +9,9 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/connectivity"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/encoding"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/mem"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/vig-edge/vig/agent/config"
@@ -44,24 +37,15 @@ type Options struct {
 	// Metrics receives the gateway's counters; nil creates a private registry.
 	Metrics *metrics.Registry
 	Log     *slog.Logger
-	// Admit, when set, decides for every inference request whether and when it runs
-	// (the freshness scheduler). Without it requests are forwarded at once.
+	// Admit, when set, decides for every inference request whether and when it
+	// runs. The freshness scheduler (*Governor) decides inline, on the goroutine
+	// the request arrived on; any other Admitter (the benchmark's emulation of
+	// Triton's queue policy) is called on a goroutine of its own per request.
+	// Without it requests are forwarded at once.
 	Admit Admitter
-	// Infer, when set, carries inference requests (ModelInfer, and each request of
-	// ModelStreamInfer) instead of the gRPC backend connection: a backend reachable
-	// through a shared-memory ring. Other RPCs still use the connection.
-	Infer InferBackend
-	// Backend, when set, runs inference calls submitted with Submit (a ring
-	// runtime); nil: the gRPC backend connection.
+	// Backend runs inference calls: a ring runtime. Nil: the gRPC backend at
+	// Config.Backend.Address, which also carries every other RPC.
 	Backend Backend
-}
-
-// InferBackend runs one ModelInfer request. h is the parsed header of req (valid
-// while req is held; wire.Span.Slice extracts raw tensor bytes without copying); req is
-// the request with vig's parameters removed. It returns the ModelInferResponse
-// message, or an error carrying a gRPC status. It must not keep req after returning.
-type InferBackend interface {
-	Infer(ctx context.Context, h *wire.InferHeader, req mem.BufferSlice) (mem.BufferSlice, error)
 }
 
 // Admitter gates inference requests. Admit blocks until the request may run, or
@@ -71,34 +55,38 @@ type Admitter interface {
 	Admit(ctx context.Context, h *wire.InferHeader) (done func(err error), err error)
 }
 
-// backendAware is implemented by an Admitter that wants to know whether the backend
-// is reachable (the Governor answers waiting requests UNAVAILABLE when it is not).
-type backendAware interface{ SetBackendAvailable(up bool) }
-
 // Gateway forwards the Triton protocol to one backend.
 type Gateway struct {
 	opts    Options
 	log     *slog.Logger
 	m       *metrics.Registry
-	backend *grpc.ClientConn
-	server  *grpc.Server
-	health  *health.Server
-	codec   encoding.CodecV2
-
-	headers sync.Pool // *wire.InferHeader
+	backend Backend    // chosen once: inference calls go here
+	relay   *h2Backend // the gRPC backend, for everything else; nil for a ring backend
+	gov     *Governor  // inline scheduling, when Admit is the freshness scheduler
 	shm     shmRegistry
 
-	accepted, answered atomic.Uint64 // RPCs; equal once drained
-	backendUp          atomic.Bool   // ring backends only (SetBackendUp)
+	window, connWindow uint32
+	maxMsg, readBuf    int
+	handshakeTimeout   time.Duration
 
-	stop     context.CancelFunc
-	watchers sync.WaitGroup
+	accepted, answered atomic.Uint64 // RPCs; equal once drained
+	streams            sync.WaitGroup
+	conns              sync.WaitGroup
+	up                 atomic.Bool
+
+	mu       sync.Mutex
+	lns      map[net.Listener]struct{}
+	live     map[*sconn]struct{}
+	draining bool
+	watchers map[*sstream]string // health Watch streams → service
+
+	stopOnce sync.Once
 }
 
 // New builds a gateway and starts connecting to the backend. It does not listen;
 // call Serve with each listener.
 func New(opts Options) (*Gateway, error) {
-	if opts.Config == nil || opts.Dial == nil {
+	if opts.Config == nil || (opts.Dial == nil && opts.Backend == nil) {
 		return nil, errors.New("gateway: Options.Config and Options.Dial are required")
 	}
 	if opts.Log == nil {
@@ -107,316 +95,189 @@ func New(opts Options) (*Gateway, error) {
 	if opts.Metrics == nil {
 		opts.Metrics = metrics.New()
 	}
-	g := &Gateway{opts: opts, log: opts.Log, m: opts.Metrics, codec: wire.RawCodec()}
-	g.headers.New = func() any { return new(wire.InferHeader) }
+	c := opts.Config.GRPC
+	g := &Gateway{opts: opts, log: opts.Log, m: opts.Metrics,
+		window: uint32(min(c.WindowMiB<<20, 1<<31-1)), maxMsg: c.MaxMessageMiB << 20, readBuf: max(c.ReadBufferKiB<<10, 16<<10),
+		handshakeTimeout: 10 * time.Second,
+		lns:              map[net.Listener]struct{}{}, live: map[*sconn]struct{}{}, watchers: map[*sstream]string{}}
+	g.connWindow = g.window
+	if gov, ok := opts.Admit.(*Governor); ok {
+		g.gov = gov
+		gov.gw = g
+	}
 
 	_, ring := opts.Config.Backend.RingBackend()
-	if ring && opts.Infer == nil {
-		return nil, fmt.Errorf("gateway: backend %s is a ring runtime: Options.Infer is required", opts.Config.Backend.Address)
+	if ring && opts.Backend == nil {
+		return nil, fmt.Errorf("gateway: backend %s is a ring runtime: Options.Backend is required", opts.Config.Backend.Address)
 	}
 	if !ring {
-		dopts := append(DialOptions(opts.Config.GRPC),
-			grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithContextDialer(opts.Dial),
-			grpc.WithDefaultCallOptions(grpc.ForceCodecV2(g.codec)),
-		)
-		cc, err := grpc.NewClient(backendTarget(opts.Config.Backend.Address), dopts...)
-		if err != nil {
-			return nil, fmt.Errorf("gateway: backend %s: %w", opts.Config.Backend.Address, err)
-		}
-		g.backend = cc
+		g.relay = newH2Backend(opts.Config.Backend.Address, opts.Dial, g.window, g.maxMsg, g.readBuf, nowNs, g.log)
 	}
-
-	g.health = health.NewServer()
-	g.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
-	g.health.SetServingStatus(Service, healthpb.HealthCheckResponse_NOT_SERVING)
-	sopts := append(ServerOptions(opts.Config.GRPC),
-		grpc.ForceServerCodecV2(g.codec),
-		grpc.UnknownServiceHandler(g.handle),
-	)
-	g.server = grpc.NewServer(sopts...)
-	healthpb.RegisterHealthServer(g.server, g.health)
-
-	ctx, cancel := context.WithCancel(context.Background())
-	g.stop = cancel
-	if g.backend != nil {
-		g.watchers.Add(1)
-		go g.watchBackend(ctx)
-		g.backend.Connect()
-	} else {
-		g.m.BackendState("CONNECTING")
+	g.backend = opts.Backend
+	g.m.BackendState("CONNECTING")
+	switch {
+	case g.backend == nil:
+		g.backend = g.relay
+	case g.relay != nil:
+		// Inference goes to Options.Backend, which reports the state; the
+		// rest of the protocol to the gRPC backend.
+		g.relay.Open(func(bool) {})
 	}
+	g.backend.Open(g.setBackendUp)
 	return g, nil
 }
 
-// SetBackendUp reports the state of a backend the gateway does not connect to itself
-// (a ring runtime): it drives the health status, the scheduler and the state metric.
-func (g *Gateway) SetBackendUp(up bool) {
-	g.backendUp.Store(up)
-	serving, state := healthpb.HealthCheckResponse_NOT_SERVING, "TRANSIENT_FAILURE"
+// epoch anchors nowNs: Go's monotonic clock, in nanoseconds since the process
+// started. Deadlines and the backend's timeouts are measured on it.
+var epoch = time.Now()
+
+func nowNs() int64 { return int64(time.Since(epoch)) }
+
+// clock is the gateway's monotonic clock (nanoseconds).
+func (g *Gateway) clock() int64 { return nowNs() }
+
+// setBackendUp is the one place backend reachability is recorded: health, the
+// scheduler and the state metric follow it.
+func (g *Gateway) setBackendUp(up bool) {
+	g.up.Store(up)
+	state := "TRANSIENT_FAILURE"
 	if up {
-		serving, state = healthpb.HealthCheckResponse_SERVING, "READY"
+		state = "READY"
 	}
 	g.m.BackendState(state)
-	g.health.SetServingStatus("", serving)
-	g.health.SetServingStatus(Service, serving)
-	if b, ok := g.opts.Admit.(backendAware); ok {
-		b.SetBackendAvailable(up)
+	g.notifyHealth()
+	if g.gov != nil {
+		g.gov.SetBackendAvailable(up)
 	}
 }
 
-// backendTarget turns vig's address notation into a gRPC target that reaches the
-// context dialer unchanged ("passthrough" skips name resolution: the dialer resolves).
-func backendTarget(addr string) string { return "passthrough:///" + addr }
+// BackendUp reports whether the backend is reachable now.
+func (g *Gateway) BackendUp() bool { return g.up.Load() }
 
 // Serve accepts connections on ln until Stop or GracefulStop.
-func (g *Gateway) Serve(ln net.Listener) error { return g.server.Serve(ln) }
+func (g *Gateway) Serve(ln net.Listener) error {
+	g.mu.Lock()
+	if g.draining {
+		g.mu.Unlock()
+		ln.Close()
+		return nil
+	}
+	g.lns[ln] = struct{}{}
+	g.mu.Unlock()
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			g.mu.Lock()
+			draining := g.draining
+			delete(g.lns, ln)
+			g.mu.Unlock()
+			if draining || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return err
+		}
+		g.conns.Add(1)
+		go g.serveConn(nc)
+	}
+}
+
+// track registers a live client connection; false once the gateway stops.
+func (g *Gateway) track(c *sconn) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.draining {
+		return false
+	}
+	g.live[c] = struct{}{}
+	return true
+}
+
+func (g *Gateway) untrack(c *sconn) {
+	g.mu.Lock()
+	delete(g.live, c)
+	g.mu.Unlock()
+}
 
 // Accepted and Answered count RPCs; after GracefulStop they are equal: nothing
 // accepted was lost.
 func (g *Gateway) Accepted() uint64 { return g.accepted.Load() }
 func (g *Gateway) Answered() uint64 { return g.answered.Load() }
 
-// Backend is the client connection to the backend (shared with the statistics
-// poller and the ring frontend); nil for a ring backend.
-func (g *Gateway) Backend() *grpc.ClientConn { return g.backend }
+// Invoke makes one unary call of vig's own on the gRPC backend (statistics,
+// shared-memory registration) and returns the answer's bytes.
+func (g *Gateway) Invoke(ctx context.Context, method string, req []byte) ([]byte, error) {
+	if g.relay == nil {
+		return nil, status.Errorf(codes.Unimplemented, "backend %s is a ring runtime: %s has no equivalent there", g.opts.Config.Backend.Address, shortName(method))
+	}
+	return g.relay.Invoke(ctx, method, req)
+}
 
 // GracefulStop stops accepting, waits for every accepted RPC to be answered, then
-// closes the backend connection.
+// closes the connections and the backend.
 func (g *Gateway) GracefulStop() {
-	g.server.GracefulStop()
-	g.close()
+	g.mu.Lock()
+	g.draining = true
+	for ln := range g.lns {
+		ln.Close()
+	}
+	live := make([]*sconn, 0, len(g.live))
+	for c := range g.live {
+		live = append(live, c)
+	}
+	g.mu.Unlock()
+	for _, c := range live {
+		c.drain()
+	}
+	g.mu.Lock()
+	watchers := make([]*sstream, 0, len(g.watchers))
+	for s := range g.watchers {
+		watchers = append(watchers, s)
+	}
+	g.watchers = map[*sstream]string{}
+	g.mu.Unlock()
+	for _, s := range watchers { // health watches never end by themselves
+		s.c.failStream(s, status.Error(codes.Unavailable, "vig is draining"))
+	}
+	g.streams.Wait()
+	g.closeAll()
 }
 
-// Stop closes everything at once; RPCs in flight fail.
+// Stop closes everything at once; RPCs in flight are cancelled.
 func (g *Gateway) Stop() {
-	g.server.Stop()
-	g.close()
+	g.mu.Lock()
+	g.draining = true
+	for ln := range g.lns {
+		ln.Close()
+	}
+	g.mu.Unlock()
+	g.closeAll()
 }
 
-func (g *Gateway) close() {
-	g.stop()
-	if g.backend != nil {
+func (g *Gateway) closeAll() {
+	g.stopOnce.Do(func() {
+		g.mu.Lock()
+		for c := range g.live {
+			c.nc.Close()
+		}
+		g.mu.Unlock()
+		g.conns.Wait()
 		g.backend.Close()
-	}
-	g.watchers.Wait()
-}
-
-// watchBackend follows the backend connection's state: it drives the health status
-// and the state metric, and logs transitions. It blocks on state changes; it never
-// polls.
-func (g *Gateway) watchBackend(ctx context.Context) {
-	defer g.watchers.Done()
-	state := g.backend.GetState()
-	for {
-		g.m.BackendState(state.String())
-		serving := healthpb.HealthCheckResponse_NOT_SERVING
-		if state == connectivity.Ready {
-			serving = healthpb.HealthCheckResponse_SERVING
+		if g.relay != nil && Backend(g.relay) != g.backend {
+			g.relay.Close()
 		}
-		g.health.SetServingStatus("", serving)
-		g.health.SetServingStatus(Service, serving)
-		if b, ok := g.opts.Admit.(backendAware); ok {
-			switch state {
-			case connectivity.Ready:
-				b.SetBackendAvailable(true)
-			case connectivity.TransientFailure:
-				b.SetBackendAvailable(false)
-			}
-		}
-		if state == connectivity.Idle {
-			g.backend.Connect()
-		}
-		if !g.backend.WaitForStateChange(ctx, state) {
-			return
-		}
-		next := g.backend.GetState()
-		switch {
-		case next == connectivity.Ready:
-			g.log.Info("backend connected", "address", g.opts.Config.Backend.Address)
-		case state == connectivity.Ready:
-			g.log.Warn("backend connection lost", "address", g.opts.Config.Backend.Address, "state", next.String())
-		}
-		state = next
-	}
-}
-
-// handle receives every RPC.
-func (g *Gateway) handle(_ any, ss grpc.ServerStream) error {
-	full, ok := grpc.MethodFromServerStream(ss)
-	if !ok {
-		return status.Error(codes.Internal, "gateway: no method on stream")
-	}
-	g.accepted.Add(1)
-	defer g.answered.Add(1)
-	m := g.m.Method(shortName(full))
-	m.Start()
-	var err error
-	switch {
-	case full == methodInfer:
-		err = g.infer(ss, m)
-	case full == methodStreamInfer:
-		err = g.streamInfer(ss, m)
-	case g.backend == nil:
-		err = g.answerLocally(ss, full, m)
-	case full == methodShmRegister:
-		err = g.shmRegister(ss, m)
-	case full == methodShmUnregister:
-		err = g.shmUnregister(ss, m)
-	case unary[full]:
-		err = g.forwardUnary(ss, full, m)
-	default:
-		err = g.forwardStream(ss, full, m)
-	}
-	m.Done(status.Code(err))
-	return err
+	})
 }
 
 func shortName(full string) string {
 	if i := strings.LastIndexByte(full, '/'); i >= 0 && strings.HasPrefix(full[1:], Service+"/") {
 		return full[i+1:]
 	}
+	if strings.HasPrefix(full, "/grpc.health.v1.Health/") {
+		return "Health"
+	}
 	return "other"
-}
-
-// unary lists the service's unary methods; anything else is forwarded as a stream.
-var unary = func() map[string]bool {
-	m := map[string]bool{}
-	for _, n := range []string{"ServerLive", "ServerReady", "ModelReady", "ServerMetadata", "ModelMetadata",
-		"ModelInfer", "ModelConfig", "ModelStatistics", "RepositoryIndex", "RepositoryModelLoad",
-		"RepositoryModelUnload", "SystemSharedMemoryStatus", "SystemSharedMemoryRegister",
-		"SystemSharedMemoryUnregister", "CudaSharedMemoryStatus", "CudaSharedMemoryRegister",
-		"CudaSharedMemoryUnregister", "TraceSetting", "LogSettings"} {
-		m["/"+Service+"/"+n] = true
-	}
-	return m
-}()
-
-// outgoing copies the client's metadata to the backend call, minus the headers the
-// transport owns. The deadline travels with ctx.
-func outgoing(ctx context.Context) context.Context {
-	in, _ := metadata.FromIncomingContext(ctx)
-	if len(in) == 0 {
-		return ctx
-	}
-	out := make(metadata.MD, len(in))
-	for k, v := range in {
-		if strings.HasPrefix(k, ":") || strings.HasPrefix(k, "grpc-") || k == "content-type" || k == "user-agent" || k == "te" {
-			continue
-		}
-		out[k] = v
-	}
-	return metadata.NewOutgoingContext(ctx, out)
-}
-
-// forwardUnary passes a unary RPC through as bytes.
-func (g *Gateway) forwardUnary(ss grpc.ServerStream, method string, m *metrics.Method) error {
-	var req, resp wire.Frame
-	if err := ss.RecvMsg(&req); err != nil {
-		return err
-	}
-	m.Received(req.Len())
-	return g.invoke(ss, method, &req, &resp, m)
-}
-
-// invoke calls the backend with req (consumed) and sends its answer on ss.
-func (g *Gateway) invoke(ss grpc.ServerStream, method string, req, resp *wire.Frame, m *metrics.Method) error {
-	var header, trailer metadata.MD
-	err := g.backend.Invoke(outgoing(ss.Context()), method, req, resp, grpc.Header(&header), grpc.Trailer(&trailer))
-	req.Free() // no-op when gRPC consumed it
-	if len(trailer) > 0 {
-		ss.SetTrailer(trailer)
-	}
-	if len(header) > 0 {
-		if err := ss.SetHeader(header); err != nil {
-			resp.Free()
-			return err
-		}
-	}
-	if err != nil {
-		resp.Free()
-		return backendError(err)
-	}
-	n := resp.Len()
-	if err := ss.SendMsg(resp); err != nil {
-		resp.Free()
-		return err
-	}
-	m.Sent(n)
-	return nil
-}
-
-// backendError keeps the backend's status; transport failures that carry no status
-// are reported as UNAVAILABLE.
-func backendError(err error) error {
-	if _, ok := status.FromError(err); ok {
-		return err
-	}
-	if errors.Is(err, context.Canceled) {
-		return status.Error(codes.Canceled, err.Error())
-	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		return status.Error(codes.DeadlineExceeded, err.Error())
-	}
-	return status.Errorf(codes.Unavailable, "backend: %v", err)
-}
-
-// forwardStream passes a streaming RPC (or a method vig does not know) through,
-// message by message in both directions.
-func (g *Gateway) forwardStream(ss grpc.ServerStream, method string, m *metrics.Method) error {
-	ctx, cancel := context.WithCancel(outgoing(ss.Context()))
-	defer cancel()
-	cs, err := g.backend.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}, method)
-	if err != nil {
-		return backendError(err)
-	}
-	// Client → backend on a second goroutine; backend → client here.
-	upErr := make(chan error, 1)
-	go func() {
-		for {
-			var f wire.Frame
-			if err := ss.RecvMsg(&f); err != nil {
-				if errors.Is(err, errEOF) {
-					err = cs.CloseSend()
-				} else {
-					cancel()
-				}
-				upErr <- err
-				return
-			}
-			m.Received(f.Len())
-			if err := cs.SendMsg(&f); err != nil {
-				f.Free()
-				upErr <- nil // the backend's status arrives on RecvMsg
-				return
-			}
-		}
-	}()
-	if md, err := cs.Header(); err == nil && len(md) > 0 {
-		ss.SendHeader(md)
-	}
-	for {
-		var f wire.Frame
-		err := cs.RecvMsg(&f)
-		if err != nil {
-			ss.SetTrailer(cs.Trailer())
-			if errors.Is(err, errEOF) {
-				if uerr := <-upErr; uerr != nil {
-					return uerr
-				}
-				return nil
-			}
-			cancel()
-			<-upErr
-			return backendError(err)
-		}
-		n := f.Len()
-		if err := ss.SendMsg(&f); err != nil {
-			f.Free()
-			cancel()
-			<-upErr
-			return err
-		}
-		m.Sent(n)
-	}
 }

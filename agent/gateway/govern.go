@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -15,29 +14,33 @@ import (
 	"github.com/vig-edge/vig/wire"
 )
 
-// Governor drives the freshness scheduler from the gateway's request goroutines.
+// Governor drives the freshness scheduler from the goroutines the events happen on.
 //
 // There is no scheduler goroutine: the goroutine an event happens on (a request
 // arriving, a backend answer, a client leaving) takes the lock, feeds the event to
-// the state machine, and carries out the resulting actions before unlocking. A
-// request that can start at once therefore starts on its own goroutine with no
-// hand-off at all; only a request that waited is woken (one channel send). The lock
-// is never held across I/O. One timer, armed only while some waiting request depends
-// on time (sched.NextWake), drives Tick: an idle vig has no timer and no ticker.
+// the state machine, and carries out the resulting decisions after unlocking: a
+// request that may start is written to the backend by the goroutine that received
+// it; one that waited is started by the goroutine whose event freed its slot. The
+// lock is never held across I/O. One timer, armed only while some waiting request
+// depends on time (sched.NextWake), drives Tick: an idle vig has no timer and no
+// ticker. The scheduler keeps the one record of a request's timing; the Call
+// carries its token and what the dispatch decision said.
 type Governor struct {
 	clock  func() sched.Time
 	toMono func(ns int64) int64 // converts a wall-clock capture time; nil for monotonic
 	log    *slog.Logger
-	known  map[string]bool // models with a prior; others pass ungoverned
+	known  map[string]bool   // models with a prior; others pass ungoverned
+	names  map[string]string // configured stream and model names, interned
 
-	mu      sync.Mutex
-	s       *sched.Scheduler
-	waiters map[uint64]*waiter
-	acts    []sched.Action
-	next    uint64
-	timer   *time.Timer
-	wakeAt  sched.Time
-	obs     Observer
+	mu     sync.Mutex
+	s      *sched.Scheduler
+	calls  map[uint64]*Call // waiting or running, by token
+	acts   []sched.Action
+	next   uint64
+	timer  *time.Timer
+	wakeAt sched.Time
+	obs    Observer
+	gw     *Gateway // carries out decisions; set by gateway.New
 
 	warnedUngoverned sync.Map // model → struct{}
 	onComplete       func()   // set before serving (StatsPoller.Kick)
@@ -51,14 +54,6 @@ type Observer interface {
 	Finished(stream int, wait, total, age time.Duration)
 	// Ungoverned counts a request for a model vig has no contract or prior for.
 	Ungoverned(model string)
-}
-
-type waiter struct {
-	ch      chan sched.Action // the decision for a waiting request
-	arrival sched.Time
-	capture sched.Time
-	stream  int
-	started sched.Time
 }
 
 // GovernorOptions configures NewGovernor.
@@ -114,12 +109,13 @@ func NewGovernor(o GovernorOptions) (*Governor, error) {
 		o.Log = slog.Default()
 	}
 	g := &Governor{
-		clock:   func() sched.Time { return sched.Time(o.Clock()) },
-		log:     o.Log,
-		known:   map[string]bool{},
-		s:       s,
-		waiters: map[uint64]*waiter{},
-		obs:     o.Observer,
+		clock: func() sched.Time { return sched.Time(o.Clock()) },
+		log:   o.Log,
+		known: map[string]bool{},
+		names: map[string]string{},
+		s:     s,
+		calls: map[uint64]*Call{},
+		obs:   o.Observer,
 	}
 	if o.Config.Scheduler.CaptureClock == "realtime" {
 		wd := o.WallDiff
@@ -127,18 +123,28 @@ func NewGovernor(o GovernorOptions) (*Governor, error) {
 	}
 	for name := range o.Config.Models {
 		g.known[name] = true
+		g.names[name] = name
+	}
+	for _, st := range o.Config.Streams {
+		g.names[st.Name] = st.Name
 	}
 	g.timer = time.AfterFunc(time.Hour, g.tick)
 	g.timer.Stop()
 	return g, nil
 }
 
-// Admit implements Admitter.
-func (g *Governor) Admit(ctx context.Context, h *wire.InferHeader) (func(error), error) {
-	if !g.known[string(h.Model)] {
-		return g.ungoverned(string(h.Model)), nil
+// intern returns b as a string without allocating when it names a configured
+// stream or model.
+func (g *Governor) intern(b []byte) string {
+	if s, ok := g.names[string(b)]; ok {
+		return s
 	}
-	req := sched.Request{Stream: string(h.Stream), Model: string(h.Model)}
+	return string(b)
+}
+
+// request reads the scheduler's view of a request from its header.
+func (g *Governor) request(h *wire.InferHeader) (sched.Request, error) {
+	req := sched.Request{Stream: g.intern(h.Stream), Model: g.intern(h.Model)}
 	if h.HasCapture {
 		req.Capture = g.capture(h.Capture)
 	}
@@ -149,30 +155,16 @@ func (g *Governor) Admit(ctx context.Context, h *wire.InferHeader) (func(error),
 		case p.Kind == wire.ParamInt64 && p.Int >= 0:
 			req.Priority, req.HasPriority = uint64(p.Int), true
 		default:
-			return nil, status.Error(codes.InvalidArgument, "parameter priority must be a non-negative uint64_param or int64_param")
+			return req, status.Error(codes.InvalidArgument, "parameter priority must be a non-negative uint64_param or int64_param")
 		}
 	}
 	if p, ok := h.Param(wire.ParamTimeout); ok {
 		if p.Kind != wire.ParamInt64 {
-			return nil, status.Error(codes.InvalidArgument, "parameter timeout must be an int64_param (microseconds)")
+			return req, status.Error(codes.InvalidArgument, "parameter timeout must be an int64_param (microseconds)")
 		}
 		req.Timeout = time.Duration(p.Int) * time.Microsecond // negative: the scheduler refuses it
 	}
-	return g.admit(ctx, req)
-}
-
-// AdmitFrame is Admit for requests that do not arrive as gRPC messages (the
-// shared-memory ring): stream, model and capture time (0 = arrival), on the
-// configured capture clock.
-func (g *Governor) AdmitFrame(ctx context.Context, stream, model string, captureNs int64) (func(error), error) {
-	if !g.known[model] {
-		return g.ungoverned(model), nil
-	}
-	req := sched.Request{Stream: stream, Model: model}
-	if captureNs != 0 {
-		req.Capture = g.capture(captureNs)
-	}
-	return g.admit(ctx, req)
+	return req, nil
 }
 
 func (g *Governor) capture(ns int64) sched.Time {
@@ -182,64 +174,109 @@ func (g *Governor) capture(ns int64) sched.Time {
 	return sched.Time(ns)
 }
 
-func (g *Governor) admit(ctx context.Context, req sched.Request) (func(error), error) {
-	w := &waiter{ch: make(chan sched.Action, 1), capture: req.Capture}
+// submit feeds a call's arrival to the scheduler and carries out what it decides.
+func (g *Governor) submit(c *Call) {
+	h := &c.Header
+	if !g.known[string(h.Model)] {
+		g.ungoverned(string(h.Model))
+		c.phase = phaseRunning
+		g.gw.backend.Start(c)
+		return
+	}
+	req, err := g.request(h)
+	if err != nil {
+		g.gw.reply(c, nil, err)
+		return
+	}
+	var buf [4]decision
 	g.mu.Lock()
 	now := g.clock()
 	g.next++
-	req.Token = g.next
-	w.arrival = now
-	g.waiters[req.Token] = w
+	c.token, req.Token = g.next, g.next
+	c.phase, c.arrival = phaseWaiting, now
+	g.calls[c.token] = c
 	g.acts = g.s.Arrive(now, req, g.acts[:0])
-	mine, decided := g.apply(now, req.Token)
+	ds := g.collect(now, buf[:0])
 	g.mu.Unlock()
-
-	if !decided {
-		select {
-		case mine = <-w.ch:
-		case <-ctx.Done():
-			g.mu.Lock()
-			now := g.clock()
-			g.acts = g.s.Cancel(now, req.Token, g.acts[:0])
-			g.apply(now, 0)
-			g.mu.Unlock()
-			select {
-			case mine = <-w.ch: // decided just before the cancel: honour it
-			default:
-				g.mu.Lock()
-				delete(g.waiters, req.Token)
-				g.mu.Unlock()
-				return nil, status.FromContextError(ctx.Err()).Err()
-			}
-		}
-	}
-	if mine.Kind == sched.Answer {
-		return nil, answerError(mine)
-	}
-	w.started = g.clock()
-	return func(err error) { g.complete(req.Token, w, err) }, nil
+	g.gw.carry(ds)
 }
 
-// apply carries out actions: answers and dispatches reach their waiters. The action
-// for own (the caller's token) is returned instead of sent. Called with mu held.
-func (g *Governor) apply(now sched.Time, own uint64) (mine sched.Action, decided bool) {
+// collect turns the scheduler's actions into decisions to carry out after the
+// lock, and re-arms the timer. Called with mu held.
+func (g *Governor) collect(now sched.Time, ds []decision) []decision {
 	for _, a := range g.acts {
-		w := g.waiters[a.Token]
-		if w == nil {
+		c := g.calls[a.Token]
+		if c == nil {
 			continue
 		}
-		w.stream = a.Stream
 		if a.Kind == sched.Answer {
-			delete(g.waiters, a.Token) // finished
+			delete(g.calls, a.Token)
+			c.phase = phaseDone
+		} else {
+			c.phase, c.stream, c.capture, c.started = phaseRunning, a.Stream, a.Capture, now
 		}
-		if a.Token == own {
-			mine, decided = a, true
-			continue
-		}
-		w.ch <- a // buffered 1; each token gets exactly one decision
+		ds = append(ds, decision{c, a})
 	}
 	g.rearm(now)
-	return mine, decided
+	return ds
+}
+
+// complete reports the backend's answer for a dispatched call.
+func (g *Governor) complete(c *Call, err error) {
+	var buf [4]decision
+	g.mu.Lock()
+	now := g.clock()
+	delete(g.calls, c.token)
+	if err == nil && g.obs != nil {
+		capture := c.capture
+		if capture == 0 {
+			capture = c.arrival
+		}
+		g.obs.Finished(c.stream, c.started.Sub(c.arrival), now.Sub(c.arrival), now.Sub(capture))
+	}
+	g.acts = g.acts[:0]
+	if status.Code(err) == codes.Canceled {
+		// The client left while the backend ran: the slot is freed and the request
+		// counted cancelled, and its truncated run teaches the estimator nothing.
+		g.acts = g.s.Cancel(now, c.token, g.acts)
+	}
+	g.acts = g.s.Complete(now, c.token, err == nil, g.acts)
+	ds := g.collect(now, buf[:0])
+	g.mu.Unlock()
+	g.carryTo(ds)
+	if g.onComplete != nil {
+		g.onComplete()
+	}
+}
+
+// cancel answers a call that still waits (CANCELLED) and reports true; a call
+// already on the backend is left to the backend (false).
+func (g *Governor) cancel(c *Call) bool {
+	if c.token == 0 {
+		return false
+	}
+	var buf [4]decision
+	g.mu.Lock()
+	if c.phase != phaseWaiting {
+		g.mu.Unlock()
+		return false
+	}
+	now := g.clock()
+	g.acts = g.s.Cancel(now, c.token, g.acts[:0])
+	ds := g.collect(now, buf[:0])
+	g.mu.Unlock()
+	g.carryTo(ds)
+	return true
+}
+
+// event runs a scheduler event that is not about one call.
+func (g *Governor) event(f func(now sched.Time, acts []sched.Action) []sched.Action) {
+	g.mu.Lock()
+	now := g.clock()
+	g.acts = f(now, g.acts[:0])
+	ds := g.collect(now, nil)
+	g.mu.Unlock()
+	g.carryTo(ds)
 }
 
 // rearm sets the timer to the scheduler's next wake-up, or stops it.
@@ -260,42 +297,14 @@ func (g *Governor) rearm(now sched.Time) {
 }
 
 func (g *Governor) tick() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	now := g.clock()
-	g.wakeAt = 0
-	g.acts = g.s.Tick(now, g.acts[:0])
-	g.apply(now, 0)
-}
-
-// complete reports the backend's answer for a dispatched request.
-func (g *Governor) complete(token uint64, w *waiter, err error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	now := g.clock()
-	delete(g.waiters, token)
-	if err == nil && g.obs != nil {
-		capture := w.capture
-		if capture == 0 {
-			capture = w.arrival
-		}
-		g.obs.Finished(w.stream, w.started.Sub(w.arrival), now.Sub(w.arrival), now.Sub(capture))
-	}
-	g.acts = g.acts[:0]
-	if status.Code(err) == codes.Canceled {
-		// The client left while the backend ran: the slot is freed and the request
-		// counted cancelled, and its truncated run teaches the estimator nothing.
-		g.acts = g.s.Cancel(now, token, g.acts)
-	}
-	g.acts = g.s.Complete(now, token, err == nil, g.acts)
-	g.apply(now, 0)
-	if g.onComplete != nil {
-		g.onComplete()
-	}
+	g.event(func(now sched.Time, acts []sched.Action) []sched.Action {
+		g.wakeAt = 0
+		return g.s.Tick(now, acts)
+	})
 }
 
 // ungoverned forwards a request for a model vig knows nothing about, saying so once.
-func (g *Governor) ungoverned(model string) func(error) {
+func (g *Governor) ungoverned(model string) {
 	if _, warned := g.warnedUngoverned.LoadOrStore(model, struct{}{}); !warned {
 		g.log.Warn("model has no exec_ms prior in the config: its requests are forwarded without freshness scheduling",
 			"model", model, "fix", fmt.Sprintf("add `%s: {exec_ms: N}` under models:", model))
@@ -303,26 +312,19 @@ func (g *Governor) ungoverned(model string) func(error) {
 	if g.obs != nil {
 		g.obs.Ungoverned(model)
 	}
-	return func(error) {}
 }
 
 // SetBackendAvailable tells the scheduler whether the backend is reachable.
 func (g *Governor) SetBackendAvailable(up bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	now := g.clock()
-	g.acts = g.s.SetBackendAvailable(now, up, g.acts[:0])
-	g.apply(now, 0)
+	g.event(func(now sched.Time, acts []sched.Action) []sched.Action {
+		return g.s.SetBackendAvailable(now, up, acts)
+	})
 }
 
 // Drain answers every waiting request UNAVAILABLE and refuses new ones; requests
 // on the backend complete normally.
 func (g *Governor) Drain() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	now := g.clock()
-	g.acts = g.s.Drain(now, g.acts[:0])
-	g.apply(now, 0)
+	g.event(func(now sched.Time, acts []sched.Action) []sched.Action { return g.s.Drain(now, acts) })
 }
 
 // ObserveBackendStats feeds the backend's compute-time deltas to the estimator.
@@ -338,8 +340,4 @@ func (g *Governor) Snapshot(dst *sched.Snapshot) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.s.Snapshot(g.clock(), dst)
-}
-
-func answerError(a sched.Action) error {
-	return status.Errorf(codes.Code(a.Code), "vig: %s (%s)", a.Reason, a.Outcome)
 }

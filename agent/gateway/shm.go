@@ -5,14 +5,13 @@ import (
 	"math"
 	"strings"
 	"sync"
+	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/vig-edge/vig/agent/metrics"
 	pb "github.com/vig-edge/vig/proto/inference"
 	"github.com/vig-edge/vig/wire"
 )
@@ -33,6 +32,8 @@ import (
 // (netopt's Unix-socket connections).
 type PeerUID interface{ PeerUID() (uid uint32, ok bool) }
 
+const shmSyncTimeout = 2 * time.Second
+
 type shmRegion struct {
 	key          string
 	offset, size uint64
@@ -52,95 +53,63 @@ func (r *shmRegistry) lookup(name []byte) (shmRegion, bool) {
 	return reg, ok
 }
 
-func peerUID(ctx context.Context) (uint32, bool) {
-	p, ok := peer.FromContext(ctx)
-	if !ok {
-		return 0, false
-	}
-	if a, ok := p.Addr.(PeerUID); ok {
-		return a.PeerUID()
-	}
-	return 0, false
-}
-
 // validShmKey applies Triton's rule: a leading '/', no other '/'.
 func validShmKey(key string) bool {
 	return len(key) > 1 && key[0] == '/' && !strings.Contains(key[1:], "/")
 }
 
-// shmRegister forwards SystemSharedMemoryRegister and records the region if the
-// backend accepted it.
-func (g *Gateway) shmRegister(ss grpc.ServerStream, m *metrics.Method) error {
-	var req, resp wire.Frame
-	if err := ss.RecvMsg(&req); err != nil {
-		return err
+// shmCheck reads a SystemSharedMemoryRegister or Unregister request before it is
+// forwarded, and returns what to do to vig's registry once the backend has
+// accepted it.
+func (g *Gateway) shmCheck(method string, msg mem.BufferSlice, uid uint32, bound bool) (func(), error) {
+	b := msg.Materialize()
+	if method == methodShmRegister {
+		var r pb.SystemSharedMemoryRegisterRequest
+		if err := proto.Unmarshal(b, &r); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "SystemSharedMemoryRegister: %v", err)
+		}
+		if !validShmKey(r.Key) {
+			return nil, status.Errorf(codes.InvalidArgument, "shared memory key %q must start with '/' and contain no other '/'", r.Key)
+		}
+		if r.Offset > math.MaxUint64-r.ByteSize {
+			return nil, status.Errorf(codes.InvalidArgument, "shared memory region %q: offset + byte_size overflows", r.Name)
+		}
+		return func() {
+			g.shm.mu.Lock()
+			if g.shm.regions == nil {
+				g.shm.regions = map[string]shmRegion{}
+			}
+			g.shm.regions[r.Name] = shmRegion{key: r.Key, offset: r.Offset, size: r.ByteSize, uid: uid, bound: bound}
+			g.shm.mu.Unlock()
+		}, nil
 	}
-	m.Received(req.Len())
-	var r pb.SystemSharedMemoryRegisterRequest
-	if err := proto.Unmarshal(req.Buffers().Materialize(), &r); err != nil {
-		req.Free()
-		return status.Errorf(codes.InvalidArgument, "SystemSharedMemoryRegister: %v", err)
-	}
-	if !validShmKey(r.Key) {
-		req.Free()
-		return status.Errorf(codes.InvalidArgument, "shared memory key %q must start with '/' and contain no other '/'", r.Key)
-	}
-	if r.Offset > math.MaxUint64-r.ByteSize {
-		req.Free()
-		return status.Errorf(codes.InvalidArgument, "shared memory region %q: offset + byte_size overflows", r.Name)
-	}
-	if err := g.invoke(ss, "/"+Service+"/SystemSharedMemoryRegister", &req, &resp, m); err != nil {
-		return err
-	}
-	uid, bound := peerUID(ss.Context())
-	g.shm.mu.Lock()
-	if g.shm.regions == nil {
-		g.shm.regions = map[string]shmRegion{}
-	}
-	g.shm.regions[r.Name] = shmRegion{key: r.Key, offset: r.Offset, size: r.ByteSize, uid: uid, bound: bound}
-	g.shm.mu.Unlock()
-	return nil
-}
-
-// shmUnregister forwards SystemSharedMemoryUnregister and forgets the region (all
-// regions for an empty name) once the backend has.
-func (g *Gateway) shmUnregister(ss grpc.ServerStream, m *metrics.Method) error {
-	var req, resp wire.Frame
-	if err := ss.RecvMsg(&req); err != nil {
-		return err
-	}
-	m.Received(req.Len())
 	var r pb.SystemSharedMemoryUnregisterRequest
-	if err := proto.Unmarshal(req.Buffers().Materialize(), &r); err != nil {
-		req.Free()
-		return status.Errorf(codes.InvalidArgument, "SystemSharedMemoryUnregister: %v", err)
+	if err := proto.Unmarshal(b, &r); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "SystemSharedMemoryUnregister: %v", err)
 	}
 	if r.Name != "" {
-		if err := g.shmAccess(ss.Context(), r.Name); err != nil {
-			req.Free()
-			return err
+		if err := g.shmAccess(r.Name, uid, bound); err != nil {
+			return nil, err
 		}
 	}
-	if err := g.invoke(ss, "/"+Service+"/SystemSharedMemoryUnregister", &req, &resp, m); err != nil {
-		return err
-	}
-	g.shm.mu.Lock()
-	if r.Name == "" {
-		g.shm.regions = nil
-	} else {
-		delete(g.shm.regions, r.Name)
-	}
-	g.shm.mu.Unlock()
-	return nil
+	return func() {
+		g.shm.mu.Lock()
+		if r.Name == "" {
+			g.shm.regions = nil
+		} else {
+			delete(g.shm.regions, r.Name)
+		}
+		g.shm.mu.Unlock()
+	}, nil
 }
 
 // shmAccess refuses a peer access to a region bound to another uid.
-func (g *Gateway) shmAccess(ctx context.Context, name string) error {
+func (g *Gateway) shmAccess(name string, uid uint32, known bool) error {
 	reg, ok := g.shm.lookup([]byte(name))
 	if !ok || !reg.bound {
 		return nil
 	}
-	if uid, known := peerUID(ctx); !known || uid != reg.uid {
+	if !known || uid != reg.uid {
 		return status.Errorf(codes.PermissionDenied, "shared memory region %q belongs to uid %d", name, reg.uid)
 	}
 	return nil
@@ -149,13 +118,13 @@ func (g *Gateway) shmAccess(ctx context.Context, name string) error {
 // checkShm validates the shared-memory references of a ModelInfer request against
 // the registry. A region vig has not seen (registered with the backend directly) is
 // looked up on the backend once before it is refused.
-func (g *Gateway) checkShm(ctx context.Context, h *wire.InferHeader) error {
-	if g.backend == nil {
+func (g *Gateway) checkShm(h *wire.InferHeader, uid uint32, known bool) error {
+	if g.relay == nil {
 		return status.Errorf(codes.Unimplemented, "backend %s is a shared-memory ring runtime: Triton system shared memory is not available there; send raw_input_contents", g.opts.Config.Backend.Address)
 	}
 	for _, ts := range [][]wire.Tensor{h.Inputs, h.Outputs} {
 		for i := range ts {
-			if err := g.checkTensorShm(ctx, &ts[i]); err != nil {
+			if err := g.checkTensorShm(&ts[i], uid, known); err != nil {
 				return err
 			}
 		}
@@ -163,7 +132,7 @@ func (g *Gateway) checkShm(ctx context.Context, h *wire.InferHeader) error {
 	return nil
 }
 
-func (g *Gateway) checkTensorShm(ctx context.Context, t *wire.Tensor) error {
+func (g *Gateway) checkTensorShm(t *wire.Tensor, uid uint32, known bool) error {
 	var name []byte
 	var size, offset int64
 	for _, p := range t.Params {
@@ -181,7 +150,7 @@ func (g *Gateway) checkTensorShm(ctx context.Context, t *wire.Tensor) error {
 	}
 	reg, ok := g.shm.lookup(name)
 	if !ok {
-		if err := g.shmSync(ctx); err != nil {
+		if err := g.shmSync(); err != nil {
 			return err
 		}
 		if reg, ok = g.shm.lookup(name); !ok {
@@ -189,7 +158,7 @@ func (g *Gateway) checkTensorShm(ctx context.Context, t *wire.Tensor) error {
 		}
 	}
 	if reg.bound {
-		if uid, known := peerUID(ctx); !known || uid != reg.uid {
+		if !known || uid != reg.uid {
 			return status.Errorf(codes.PermissionDenied, "shared memory region %q belongs to uid %d", name, reg.uid)
 		}
 	}
@@ -206,10 +175,19 @@ func (g *Gateway) checkTensorShm(ctx context.Context, t *wire.Tensor) error {
 
 // shmSync adds the backend's regions that vig does not know (registered directly
 // with the backend, or before vig started); they are usable by any peer.
-func (g *Gateway) shmSync(ctx context.Context) error {
+//
+// It runs on the client connection's reader goroutine: a request naming a region
+// vig has never seen waits for one backend round trip (bounded by shmSyncTimeout).
+func (g *Gateway) shmSync() error {
+	ctx, cancel := context.WithTimeout(context.Background(), shmSyncTimeout)
+	defer cancel()
+	b, err := g.Invoke(ctx, wire.MethodShmStatus, nil)
+	if err != nil {
+		return err
+	}
 	var resp pb.SystemSharedMemoryStatusResponse
-	if err := g.backend.Invoke(ctx, "/"+Service+"/SystemSharedMemoryStatus", &pb.SystemSharedMemoryStatusRequest{}, &resp); err != nil {
-		return backendError(err)
+	if err := proto.Unmarshal(b, &resp); err != nil {
+		return status.Errorf(codes.Internal, "backend SystemSharedMemoryStatus: %v", err)
 	}
 	g.shm.mu.Lock()
 	defer g.shm.mu.Unlock()

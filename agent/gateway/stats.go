@@ -6,7 +6,10 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	pb "github.com/vig-edge/vig/proto/inference"
+	"github.com/vig-edge/vig/wire"
 )
 
 // StatsPoller corrects the scheduler's estimates from the backend's own
@@ -66,7 +69,10 @@ func (p *StatsPoller) poll(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, p.interval)
 	defer cancel()
 	var resp pb.ModelStatisticsResponse
-	err := p.g.backend.Invoke(ctx, "/"+Service+"/ModelStatistics", &pb.ModelStatisticsRequest{}, &resp)
+	b, err := p.g.Invoke(ctx, wire.MethodStatistics, nil)
+	if err == nil {
+		err = proto.Unmarshal(b, &resp)
+	}
 	if err != nil {
 		p.warn.Warn("*", "backend statistics unavailable: estimates rely on vig's own measurements", "err", err)
 		return

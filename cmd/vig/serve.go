@@ -226,7 +226,11 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready chan
 		defer ringConn.Close()
 		infer = ringConn
 	}
-	gw, err := gateway.New(gateway.Options{Config: cfg, Dial: sockets.DialAddr, Metrics: reg, Log: log, Admit: gov, Infer: infer})
+	var be gateway.Backend
+	if infer != nil {
+		be = gateway.SyncBackend{B: infer}
+	}
+	gw, err := gateway.New(gateway.Options{Config: cfg, Dial: sockets.DialAddr, Metrics: reg, Log: log, Admit: gov, Backend: be})
 	if err != nil {
 		return err
 	}
@@ -285,7 +289,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready chan
 			return fmt.Errorf("listen.ring %s: %w", cfg.Listen.Ring, err)
 		}
 		addrs["ring"] = rl.Addr()
-		ring = frontend.New(rl, gov, gw.Backend(), infer, log)
+		ring = frontend.New(rl, gov, gw, infer, log)
 		go func() { errc <- ring.Serve() }()
 	}
 	var metricsSrv *http.Server

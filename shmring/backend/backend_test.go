@@ -101,7 +101,7 @@ streams:
 		t.Fatal(err)
 	}
 	var st netopt.Stats
-	r.gw, err = gateway.New(gateway.Options{Config: cfg, Dial: st.DialAddr, Admit: gov, Infer: r.b})
+	r.gw, err = gateway.New(gateway.Options{Config: cfg, Dial: st.DialAddr, Admit: gov, Backend: gateway.SyncBackend{B: r.b}})
 	if err != nil {
 		t.Fatal(err)
 	}

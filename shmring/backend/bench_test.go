@@ -62,7 +62,7 @@ func BenchmarkViaVig(b *testing.B) {
 			b.Fatal(err)
 		}
 		var st netopt.Stats
-		gw, err := gateway.New(gateway.Options{Config: cfg, Dial: st.DialAddr, Admit: gov, Infer: path.infer})
+		gw, err := gateway.New(gateway.Options{Config: cfg, Dial: st.DialAddr, Admit: gov, Backend: syncOrNil(path.infer)})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -104,4 +104,11 @@ func BenchmarkViaVig(b *testing.B) {
 		cc.Close()
 		gw.Stop()
 	}
+}
+
+func syncOrNil(b gateway.InferBackend) gateway.Backend {
+	if b == nil {
+		return nil
+	}
+	return gateway.SyncBackend{B: b}
 }

@@ -39,7 +39,7 @@ type Admitter interface {
 type Frontend struct {
 	ln      *shmring.Listener
 	admit   Admitter
-	backend *grpc.ClientConn
+	backend *gateway.Gateway
 	infer   gateway.InferBackend
 	log     *slog.Logger
 	codec   grpc.CallOption
@@ -53,7 +53,7 @@ type Frontend struct {
 // New serves the clients of ln: admitted by admit (nil: forward at once), forwarded
 // on infer when it is set (a ring backend), else on backend (the gateway's backend
 // connection).
-func New(ln *shmring.Listener, admit Admitter, backend *grpc.ClientConn, infer gateway.InferBackend, log *slog.Logger) *Frontend {
+func New(ln *shmring.Listener, admit Admitter, backend *gateway.Gateway, infer gateway.InferBackend, log *slog.Logger) *Frontend {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -154,11 +154,7 @@ func (f *Frontend) run(ctx context.Context, c *shmring.Conn, req *shmring.Reques
 			}
 		}
 	} else {
-		var resp wire.Frame
-		if err = f.backend.Invoke(ctx, "/"+wire.Service+"/ModelInfer", rawMessage(msg), &resp, f.codec); err == nil {
-			b = resp.Bytes()
-		}
-		resp.Free()
+		b, err = f.backend.InvokeRaw(ctx, "/"+wire.Service+"/ModelInfer", msg)
 	}
 	done(err)
 	if err != nil {

@@ -55,7 +55,7 @@ streams:
 	if err != nil {
 		t.Fatal(err)
 	}
-	fe := frontend.New(ln, gov, gw.Backend(), nil, nil)
+	fe := frontend.New(ln, gov, gw, nil, nil)
 	go fe.Serve()
 	defer fe.Close()
 

@@ -1,0 +1,856 @@
+package gateway
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/status"
+)
+
+// The backend leg: one HTTP/2 connection to Triton (or any server of its gRPC
+// protocol) carries every call, multiplexed. Calls are written by the goroutine
+// that dispatches them; one reader goroutine per connection takes the answers and
+// finishes the calls on the spot. A lost connection fails its calls UNAVAILABLE and
+// is dialled again with capped exponential backoff.
+
+// h2Backend is the gRPC backend. It implements Backend, and relays the RPCs vig
+// does not govern.
+type h2Backend struct {
+	addr   string
+	dial   func(ctx context.Context, addr string) (net.Conn, error)
+	log    *slog.Logger
+	window uint32 // receive window per stream and for the connection
+	maxMsg int
+	rbuf   int
+	clock  func() int64
+
+	cur    atomic.Pointer[bconn]
+	state  func(up bool)
+	first  chan struct{} // closed once the first connection attempt has ended
+
+	// While a connection is being dialled right after a working one (the backend
+	// sent GOAWAY: it restarts gracefully), calls wait for it instead of failing.
+	mu         sync.Mutex
+	connecting bool
+	parked     []*Call
+	ctx    context.Context
+	cancel context.CancelFunc
+	redial chan struct{}
+	done   chan struct{}
+}
+
+// Reconnect backoff: a backend that restarts is found again within about a
+// second; one that stays down is not dialled more than once a second.
+const (
+	backoffBase = 50 * time.Millisecond
+	backoffMax  = time.Second
+)
+
+func newH2Backend(addr string, dial func(context.Context, string) (net.Conn, error), window uint32, maxMsg, rbuf int, clock func() int64, log *slog.Logger) *h2Backend {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &h2Backend{addr: addr, dial: dial, log: log, window: window, maxMsg: maxMsg, rbuf: rbuf, clock: clock,
+		ctx: ctx, cancel: cancel, redial: make(chan struct{}, 1), done: make(chan struct{}), first: make(chan struct{})}
+}
+
+// Open implements Backend: it starts the connection manager and waits for its
+// first attempt (at most the dial timeout), so that the first requests find the
+// connection ready rather than failing UNAVAILABLE; after a failed attempt it keeps
+// trying in the background.
+func (b *h2Backend) Open(state func(up bool)) {
+	b.state = state
+	go b.run()
+	<-b.first
+}
+
+// settle ends a connection attempt: calls parked during it start on c, or fail.
+func (b *h2Backend) settle(c *bconn) {
+	b.mu.Lock()
+	parked := b.parked
+	b.parked, b.connecting = nil, false
+	b.mu.Unlock()
+	for _, call := range parked {
+		if c == nil {
+			call.Finish(nil, errBackendDown)
+		} else {
+			b.Start(call)
+		}
+	}
+}
+
+// Close implements Backend.
+func (b *h2Backend) Close() error {
+	b.cancel()
+	<-b.done
+	return nil
+}
+
+// run keeps one usable connection: it dials, waits until the connection becomes
+// unusable (lost, or GOAWAY from the backend), and dials again.
+func (b *h2Backend) run() {
+	defer close(b.done)
+	delay := time.Duration(0)
+	up := false
+	setUp := func(v bool) {
+		if v != up {
+			up = v
+			b.state(v)
+		}
+	}
+	for {
+		if delay > 0 {
+			t := time.NewTimer(delay)
+			select {
+			case <-b.ctx.Done():
+				t.Stop()
+				setUp(false)
+				return
+			case <-t.C:
+			}
+		}
+		c, err := b.connect()
+		if err != nil {
+			b.settle(nil)
+			b.firstDone()
+			setUp(false)
+			if b.ctx.Err() != nil {
+				return
+			}
+			delay = min(max(delay*8/5, backoffBase), backoffMax)
+			delay += time.Duration(rand.Int64N(int64(delay) / 5))
+			continue
+		}
+		b.cur.Store(c)
+		b.settle(c)
+		b.firstDone()
+		setUp(true)
+		b.log.Info("backend connected", "address", b.addr)
+		delay = 0
+		select {
+		case <-b.ctx.Done():
+			b.cur.CompareAndSwap(c, nil)
+			c.close(status.Error(codes.Unavailable, "vig is shutting down"))
+			<-c.readerDone
+			b.settle(nil)
+			setUp(false)
+			return
+		case <-c.unusable:
+		}
+		select {
+		case <-c.readerDone:
+			b.cur.CompareAndSwap(c, nil)
+			b.log.Warn("backend connection lost", "address", b.addr, "err", c.err())
+			setUp(false)
+			delay = backoffBase
+		default: // GOAWAY: the old connection drains while a new one is dialled
+			b.mu.Lock()
+			b.connecting = true
+			b.mu.Unlock()
+			b.cur.CompareAndSwap(c, nil)
+		}
+	}
+}
+
+// connect dials and opens the HTTP/2 session: preface and settings sent, the
+// backend's first SETTINGS received.
+func (b *h2Backend) connect() (*bconn, error) {
+	ctx, cancel := context.WithTimeout(b.ctx, 2*time.Second)
+	defer cancel()
+	nc, err := b.dial(ctx, b.addr)
+	if err != nil {
+		return nil, err
+	}
+	w, err := newH2Writer(nc)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	c := &bconn{b: b, nc: nc, w: w, r: newH2Reader(nc, b.rbuf), streams: map[uint32]*bstream{}, nextID: 1,
+		maxStreams: 1 << 31, recvConn: int64(b.window), unusable: make(chan struct{}), readerDone: make(chan struct{}), ready: make(chan error, 1)}
+	w.eachStream = func(f func(*sendState)) {
+		for _, bs := range c.streams {
+			f(&bs.send)
+		}
+	}
+	w.mu.Lock()
+	w.raw([]byte(clientPreface))
+	w.buf = appendSettings(w.buf,
+		http2.Setting{ID: http2.SettingEnablePush, Val: 0},
+		http2.Setting{ID: http2.SettingInitialWindowSize, Val: b.window},
+		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: maxHeaderList})
+	w.buf = appendWindowUpdate(w.buf, 0, b.window-initialWindow)
+	w.flush()
+	w.mu.Unlock()
+	go c.read()
+	select {
+	case err := <-c.ready:
+		if err != nil {
+			c.close(err)
+			<-c.readerDone
+			return nil, err
+		}
+		return c, nil
+	case <-ctx.Done():
+		c.close(ctx.Err())
+		<-c.readerDone
+		return nil, ctx.Err()
+	}
+}
+
+// bconn is one connection to the backend.
+type bconn struct {
+	b  *h2Backend
+	nc net.Conn
+	w  *h2writer
+	r  *h2reader
+
+	// Guarded by w.mu.
+	streams    map[uint32]*bstream
+	nextID     uint32
+	maxStreams uint32
+	goAway     bool
+	failErr    error
+
+	// Reader goroutine only.
+	recvConn int64
+	settled  bool
+
+	unusable   chan struct{} // closed once no new call may start here
+	unusableMu sync.Once
+	readerDone chan struct{}
+	ready      chan error
+}
+
+// bstream is one RPC on the backend connection: an inference call, a relayed RPC,
+// or one of vig's own unary calls.
+type bstream struct {
+	c     *bconn
+	id    uint32
+	send  sendState // guarded by c.w.mu
+	call  *Call
+	relay *sstream
+	unary chan unaryResult
+
+	// Reader goroutine only.
+	asm     msgAssembler
+	gotHdr  bool
+	resp    mem.BufferSlice
+	owed    uint32
+	recvWin int64
+}
+
+type unaryResult struct {
+	resp []byte
+	err  error
+}
+
+func (c *bconn) err() error {
+	c.w.mu.Lock()
+	defer c.w.mu.Unlock()
+	if c.failErr != nil {
+		return c.failErr
+	}
+	return c.w.err
+}
+
+func (c *bconn) markUnusable() { c.unusableMu.Do(func() { close(c.unusable) }) }
+
+var errBackendDown = status.Error(codes.Unavailable, "backend not connected")
+
+func (b *h2Backend) firstDone() {
+	select {
+	case <-b.first:
+	default:
+		close(b.first)
+	}
+}
+
+// Start implements Backend.
+func (b *h2Backend) Start(call *Call) {
+	c := b.cur.Load()
+	if c == nil {
+		b.mu.Lock()
+		if b.connecting {
+			b.parked = append(b.parked, call)
+			b.mu.Unlock()
+			return
+		}
+		b.mu.Unlock()
+		call.Finish(nil, errBackendDown)
+		return
+	}
+	msg, err := call.Message()
+	if err != nil {
+		call.Finish(nil, err)
+		return
+	}
+	msg.Ref() // the Call keeps its own references (its header views them)
+	bs, err := c.open(methodInfer, call.Meta, call.Deadline, func(bs *bstream) { bs.call = call })
+	if err != nil {
+		msg.Free()
+		call.Finish(nil, err)
+		return
+	}
+	c.w.mu.Lock()
+	call.bs = bs
+	c.w.queueData(&bs.send, append(mem.BufferSlice{mem.SliceBuffer(grpcPrefix(msg.Len()))}, msg...))
+	c.w.finish(&bs.send, nil)
+	c.w.flush()
+	c.w.mu.Unlock()
+}
+
+// Abort implements Backend: the client left; the backend stream is reset and the
+// call finished CANCELLED.
+func (b *h2Backend) Abort(call *Call) {
+	bs := call.bs
+	if bs == nil {
+		return
+	}
+	bs.c.abort(bs, http2.ErrCodeCancel)
+}
+
+func grpcPrefix(n int) []byte {
+	p := make([]byte, 5)
+	binary.BigEndian.PutUint32(p[1:], uint32(n))
+	return p
+}
+
+// open starts a stream: HEADERS for method with the client's metadata. init
+// attaches the stream's owner before any answer can arrive.
+func (c *bconn) open(method string, meta []string, deadline int64, init func(*bstream)) (*bstream, error) {
+	c.w.mu.Lock()
+	defer c.w.mu.Unlock()
+	if c.goAway || c.w.err != nil || c.failErr != nil {
+		return nil, errBackendDown
+	}
+	if uint32(len(c.streams)) >= c.maxStreams {
+		return nil, status.Errorf(codes.Unavailable, "backend allows %d concurrent streams and all are in use", c.maxStreams)
+	}
+	if c.nextID >= 1<<31-1 {
+		c.goAway = true
+		c.markUnusable()
+		return nil, errBackendDown
+	}
+	bs := &bstream{c: c, id: c.nextID, recvWin: int64(c.b.window)}
+	c.nextID += 2
+	bs.send = sendState{id: bs.id, win: c.w.initWin}
+	init(bs)
+	c.streams[bs.id] = bs
+	req := reqHeaders(method, c.b.addr)
+	if deadline != 0 {
+		req = append(req, hpack.HeaderField{Name: "grpc-timeout", Value: formatTimeout(time.Duration(deadline - c.b.clock()))})
+	}
+	c.w.headers(bs.id, false, req, metaFields(meta))
+	return bs, nil
+}
+
+func reqHeaders(method, authority string) []hpack.HeaderField {
+	return []hpack.HeaderField{
+		{Name: ":method", Value: "POST"},
+		{Name: ":scheme", Value: "http"},
+		{Name: ":path", Value: method},
+		{Name: ":authority", Value: authority},
+		{Name: "content-type", Value: "application/grpc"},
+		{Name: "te", Value: "trailers"},
+	}
+}
+
+// sendMessage queues one message of a relayed stream (body owned).
+func (c *bconn) sendMessage(bs *bstream, body mem.BufferSlice, compressed bool) {
+	p := grpcPrefix(body.Len())
+	if compressed {
+		p[0] = 1
+	}
+	c.w.mu.Lock()
+	c.w.queueData(&bs.send, append(mem.BufferSlice{mem.SliceBuffer(p)}, body...))
+	c.w.flush()
+	c.w.mu.Unlock()
+}
+
+// closeSend half-closes a relayed stream.
+func (c *bconn) closeSend(bs *bstream) {
+	c.w.mu.Lock()
+	c.w.finish(&bs.send, nil)
+	c.w.flush()
+	c.w.mu.Unlock()
+}
+
+// abort resets a stream vig no longer wants and finishes its owner.
+func (c *bconn) abort(bs *bstream, code http2.ErrCode) {
+	c.w.mu.Lock()
+	if c.streams[bs.id] != bs {
+		c.w.mu.Unlock()
+		return // already finished
+	}
+	delete(c.streams, bs.id)
+	c.w.forget(&bs.send)
+	c.w.reset(&bs.send, code)
+	c.w.flush()
+	c.w.mu.Unlock()
+	bs.finish(nil, nil, nil, status.Error(codes.Canceled, "cancelled by the client"))
+}
+
+// finish delivers a stream's outcome to its owner, once, after it has left the
+// stream table.
+func (bs *bstream) finish(resp mem.BufferSlice, hdr, trail []hpack.HeaderField, err error) {
+	switch {
+	case bs.call != nil:
+		call := bs.call
+		if hdr != nil {
+			call.RespMeta = appendMeta(call.RespMeta[:0], hdr)
+		}
+		call.TrailMeta = appendMeta(call.TrailMeta[:0], trail)
+		if err == nil && resp == nil {
+			err = status.Error(codes.Internal, "backend answered ModelInfer without a message")
+		}
+		if err != nil {
+			resp.Free()
+			resp = nil
+		}
+		call.Finish(resp, err)
+	case bs.relay != nil:
+		bs.relay.c.relayEnd(bs.relay, trail, err)
+	case bs.unary != nil:
+		var b []byte
+		if err == nil {
+			b = resp.Materialize()
+		}
+		resp.Free()
+		bs.unary <- unaryResult{b, err}
+	}
+}
+
+// appendMeta keeps the metadata of a response's header fields.
+func appendMeta(dst []string, fields []hpack.HeaderField) []string {
+	for _, f := range fields {
+		if !reservedHeader(f.Name) {
+			dst = append(dst, f.Name, f.Value)
+		}
+	}
+	return dst
+}
+
+// read is the connection's reader goroutine.
+func (c *bconn) read() {
+	defer close(c.readerDone)
+	err := c.readLoop()
+	if !c.settled {
+		c.ready <- err
+	}
+	c.close(err)
+}
+
+func (c *bconn) readLoop() error {
+	for {
+		h, err := c.r.readHeader()
+		if err != nil {
+			return err
+		}
+		switch h.typ {
+		case http2.FrameSettings:
+			if err := settingsFrame(c.r, c.w, h); err != nil {
+				return err
+			}
+			if !c.settled && !h.has(http2.FlagSettingsAck) {
+				c.settled = true
+				c.ready <- nil
+			}
+		case http2.FrameHeaders:
+			err = c.headersFrame(h)
+		case http2.FrameData:
+			err = c.data(h)
+		case http2.FrameRSTStream:
+			err = c.rstFrame(h)
+		case http2.FramePing:
+			err = pingFrame(c.r, c.w, h)
+		case http2.FrameWindowUpdate:
+			err = c.windowUpdate(h)
+		case http2.FrameGoAway:
+			err = c.goAwayFrame(h)
+		case http2.FramePushPromise, http2.FrameContinuation:
+			return protocolError("unexpected %v frame from the backend", h.typ)
+		default:
+			err = c.r.discard(int(h.length))
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func (c *bconn) lookup(id uint32) *bstream {
+	c.w.mu.Lock()
+	bs := c.streams[id]
+	c.w.mu.Unlock()
+	return bs
+}
+
+// take removes a stream that ends now; nil if it had ended already.
+func (c *bconn) take(id uint32) *bstream {
+	c.w.mu.Lock()
+	bs := c.streams[id]
+	if bs != nil {
+		delete(c.streams, id)
+		c.w.forget(&bs.send)
+		c.w.drop(&bs.send)
+		bs.send.closed = true
+	}
+	c.w.mu.Unlock()
+	return bs
+}
+
+func (c *bconn) headersFrame(h frameHeader) error {
+	err := c.r.headerBlock(h)
+	if err != nil && err != errHeaderListTooBig {
+		return err
+	}
+	bs := c.lookup(h.stream)
+	if bs == nil {
+		return nil
+	}
+	if err == errHeaderListTooBig {
+		if bs = c.take(h.stream); bs != nil {
+			c.w.mu.Lock()
+			c.w.buf = appendRST(c.w.buf, h.stream, http2.ErrCodeCancel)
+			c.w.flush()
+			c.w.mu.Unlock()
+			bs.asm.reset()
+			bs.finish(nil, nil, nil, status.Errorf(codes.Internal, "backend sent a header list larger than %d bytes", maxHeaderList))
+		}
+		return nil
+	}
+	fields := c.r.fields
+	end := h.has(http2.FlagHeadersEndStream)
+	if !bs.gotHdr {
+		bs.gotHdr = true
+		if err := httpStatus(fields); err != nil && !end {
+			if bs = c.take(h.stream); bs != nil {
+				bs.finish(nil, nil, nil, err)
+			}
+			return nil
+		}
+		if !end {
+			if bs.relay != nil {
+				bs.relay.c.relayHeaders(bs.relay, fields)
+			} else if bs.call != nil {
+				bs.call.RespMeta = appendMeta(bs.call.RespMeta[:0], fields)
+			}
+			return nil
+		}
+		// A trailers-only response.
+	}
+	if !end {
+		return protocolError("backend sent a second header block without END_STREAM on stream %d", h.stream)
+	}
+	if bs = c.take(h.stream); bs == nil {
+		return nil
+	}
+	st, ok := statusFromTrailers(fields)
+	if !ok {
+		st = status.Error(codes.Internal, "backend ended the stream without grpc-status")
+	}
+	resp := bs.resp
+	bs.resp = nil
+	bs.finish(resp, nil, fields, st)
+	return nil
+}
+
+// httpStatus checks a response's :status (gRPC maps other HTTP statuses to codes).
+func httpStatus(fields []hpack.HeaderField) error {
+	for _, f := range fields {
+		if f.Name != ":status" {
+			continue
+		}
+		if f.Value == "200" {
+			return nil
+		}
+		code := codes.Unknown
+		switch f.Value {
+		case "400":
+			code = codes.Internal
+		case "401":
+			code = codes.Unauthenticated
+		case "403":
+			code = codes.PermissionDenied
+		case "404":
+			code = codes.Unimplemented
+		case "429", "502", "503", "504":
+			code = codes.Unavailable
+		}
+		return status.Errorf(code, "backend answered HTTP status %s", f.Value)
+	}
+	return status.Error(codes.Internal, "backend response without :status")
+}
+
+func (c *bconn) data(h frameHeader) error {
+	n := int(h.length)
+	c.recvConn -= int64(n)
+	if c.recvConn < 0 {
+		return connError{http2.ErrCodeFlowControl, "backend sent more than the connection window"}
+	}
+	pad := 0
+	if h.has(http2.FlagDataPadded) {
+		if n < 1 {
+			return protocolError("padded DATA without a pad length")
+		}
+		b, err := c.r.br.ReadByte()
+		if err != nil {
+			return err
+		}
+		pad, n = int(b), n-1
+		if pad > n {
+			return protocolError("DATA padding exceeds the frame")
+		}
+		n -= pad
+	}
+	bs := c.lookup(h.stream)
+	var err error
+	if bs == nil {
+		err = c.r.discard(n)
+	} else {
+		bs.recvWin -= int64(h.length)
+		if bs.recvWin < 0 {
+			return connError{http2.ErrCodeFlowControl, "backend sent more than the stream window"}
+		}
+		var left int
+		left, err = bs.asm.read(c.r.br, n, c.b.maxMsg, func(msg mem.BufferSlice, compressed bool) error {
+			if bs.relay != nil {
+				bs.relay.c.relayMessage(bs.relay, msg, compressed)
+				return nil
+			}
+			if compressed {
+				msg.Free()
+				return errCompressed
+			}
+			if bs.resp != nil {
+				bs.resp.Free()
+			}
+			bs.resp = msg
+			return nil
+		})
+		var tl errMsgTooLarge
+		if errors.As(err, &tl) || errors.Is(err, errCompressed) {
+			msg := "backend answer: compressed, and vig asked for none"
+			if errors.As(err, &tl) {
+				msg = "backend answer: " + tl.Error()
+			}
+			if t := c.take(h.stream); t != nil {
+				c.w.mu.Lock()
+				c.w.buf = appendRST(c.w.buf, h.stream, http2.ErrCodeCancel)
+				c.w.mu.Unlock()
+				bs.asm.reset()
+				resp := bs.resp
+				bs.resp = nil
+				resp.Free()
+				bs.finish(nil, nil, nil, status.Error(codes.ResourceExhausted, msg))
+			}
+			err = c.r.discard(left)
+		}
+		if err == nil {
+			bs.owed += h.length
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if err := c.r.discard(pad); err != nil {
+		return err
+	}
+	c.w.mu.Lock()
+	if bs != nil && bs.relay != nil && bs.owed >= c.b.window/4 && !h.has(http2.FlagDataEndStream) {
+		c.w.buf = appendWindowUpdate(c.w.buf, bs.id, bs.owed)
+		bs.recvWin += int64(bs.owed)
+		bs.owed = 0
+	}
+	c.recvConn += int64(h.length)
+	if c.w.credit(int(h.length), c.b.window) {
+		c.w.flush()
+	}
+	c.w.mu.Unlock()
+	if h.has(http2.FlagDataEndStream) && bs != nil {
+		if t := c.take(h.stream); t != nil {
+			resp := bs.resp
+			bs.resp = nil
+			resp.Free()
+			bs.finish(nil, nil, nil, status.Error(codes.Internal, "backend ended the stream without trailers"))
+		}
+	}
+	return nil
+}
+
+func (c *bconn) rstFrame(h frameHeader) error {
+	p, err := c.r.payload(h)
+	if err != nil {
+		return err
+	}
+	if len(p) != 4 || h.stream == 0 {
+		return protocolError("malformed RST_STREAM")
+	}
+	bs := c.take(h.stream)
+	if bs == nil {
+		return nil
+	}
+	code := http2.ErrCode(binary.BigEndian.Uint32(p))
+	bs.asm.reset()
+	resp := bs.resp
+	bs.resp = nil
+	resp.Free()
+	bs.finish(nil, nil, nil, rstError(code))
+	return nil
+}
+
+func rstError(code http2.ErrCode) error {
+	switch code {
+	case http2.ErrCodeRefusedStream:
+		return status.Error(codes.Unavailable, "backend refused the stream")
+	case http2.ErrCodeCancel:
+		return status.Error(codes.Canceled, "backend cancelled the stream")
+	case http2.ErrCodeEnhanceYourCalm:
+		return status.Error(codes.ResourceExhausted, "backend: enhance your calm")
+	}
+	return status.Errorf(codes.Internal, "backend reset the stream: %v", code)
+}
+
+func (c *bconn) windowUpdate(h frameHeader) error {
+	p, err := c.r.payload(h)
+	if err != nil {
+		return err
+	}
+	if len(p) != 4 {
+		return connError{http2.ErrCodeFrameSize, "WINDOW_UPDATE of the wrong size"}
+	}
+	inc := binary.BigEndian.Uint32(p) & 0x7fffffff
+	c.w.mu.Lock()
+	defer c.w.mu.Unlock()
+	var st *sendState
+	if h.stream != 0 {
+		bs := c.streams[h.stream]
+		if bs == nil {
+			return nil
+		}
+		st = &bs.send
+	}
+	err = c.w.windowUpdate(st, inc)
+	c.w.flush()
+	return err
+}
+
+// goAwayFrame: the backend will take no new streams. Those above its last stream
+// id were not processed and fail UNAVAILABLE; the rest finish here while a new
+// connection is dialled for new calls.
+func (c *bconn) goAwayFrame(h frameHeader) error {
+	p, err := c.r.payload(h)
+	if err != nil {
+		return err
+	}
+	if len(p) < 8 {
+		return connError{http2.ErrCodeFrameSize, "GOAWAY too short"}
+	}
+	last := binary.BigEndian.Uint32(p) & 0x7fffffff
+	c.w.mu.Lock()
+	c.goAway = true
+	var refused []*bstream
+	for id, bs := range c.streams {
+		if id > last {
+			delete(c.streams, id)
+			c.w.forget(&bs.send)
+			c.w.drop(&bs.send)
+			bs.send.closed = true
+			refused = append(refused, bs)
+		}
+	}
+	idle := len(c.streams) == 0
+	c.w.mu.Unlock()
+	c.markUnusable()
+	for _, bs := range refused {
+		bs.asm.reset()
+		bs.finish(nil, nil, nil, status.Error(codes.Unavailable, "backend is going away"))
+	}
+	if idle {
+		return errConnClosed
+	}
+	return nil
+}
+
+// close ends the connection and fails every stream on it.
+func (c *bconn) close(err error) {
+	if err == nil || errors.Is(err, errConnClosed) {
+		err = errConnClosed
+	}
+	c.w.mu.Lock()
+	if c.failErr == nil {
+		c.failErr = err
+	}
+	streams := make([]*bstream, 0, len(c.streams))
+	for id, bs := range c.streams {
+		delete(c.streams, id)
+		c.w.forget(&bs.send)
+		c.w.drop(&bs.send)
+		bs.send.closed = true
+		streams = append(streams, bs)
+	}
+	c.w.fail(errConnClosed)
+	c.w.mu.Unlock()
+	c.markUnusable()
+	msg := fmt.Sprintf("backend connection lost: %v", err)
+	for _, bs := range streams {
+		resp := bs.resp
+		bs.resp = nil
+		resp.Free()
+		bs.finish(nil, nil, nil, status.Error(codes.Unavailable, msg))
+	}
+}
+
+// Invoke makes one unary call of vig's own (statistics, shared-memory
+// registration) and returns the answer's bytes.
+func (b *h2Backend) Invoke(ctx context.Context, method string, req []byte) ([]byte, error) {
+	c := b.cur.Load()
+	if c == nil {
+		return nil, errBackendDown
+	}
+	var deadline int64
+	if d, ok := ctx.Deadline(); ok {
+		deadline = b.clock() + int64(time.Until(d))
+	}
+	ch := make(chan unaryResult, 1)
+	bs, err := c.open(method, nil, deadline, func(bs *bstream) { bs.unary = ch })
+	if err != nil {
+		return nil, err
+	}
+	c.w.mu.Lock()
+	c.w.queueData(&bs.send, mem.BufferSlice{mem.SliceBuffer(grpcPrefix(len(req))), mem.SliceBuffer(req)})
+	c.w.finish(&bs.send, nil)
+	c.w.flush()
+	c.w.mu.Unlock()
+	select {
+	case r := <-ch:
+		return r.resp, r.err
+	case <-ctx.Done():
+		c.abort(bs, http2.ErrCodeCancel)
+		<-ch
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+}
+
+// openRelay opens the backend stream of a relayed client stream.
+func (b *h2Backend) openRelay(s *sstream) (*bstream, error) {
+	c := b.cur.Load()
+	if c == nil {
+		return nil, errBackendDown
+	}
+	return c.open(s.method, s.meta, s.deadline, func(bs *bstream) { bs.relay = s })
+}
+
+var _ = strconv.Itoa

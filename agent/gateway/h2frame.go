@@ -1,0 +1,663 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc/mem"
+
+	"github.com/vig-edge/vig/netopt"
+)
+
+// vig speaks HTTP/2 itself, on both legs, instead of through grpc-go's transport.
+//
+// grpc-go gives every connection a reader goroutine, every RPC a handler goroutine
+// and every connection a writer goroutine (loopy), so one proxied request crosses
+// four hand-offs between goroutines, each a futex wake-up of another thread on a
+// multi-core machine. vig needs none of that machinery: it reads a request's
+// frames on the connection's reader goroutine, decides there (the scheduler is a
+// state machine taken under a lock), and writes the request to the backend from
+// that same goroutine; the backend connection's reader writes the answer to the
+// client. A request therefore costs a read and a write on each side and the
+// netpoller's wake-ups, as in an event-driven proxy.
+//
+// This file holds what both legs share: frame headers, the sending half of a
+// connection (h2writer: frames assembled under a lock and written with one writev
+// that never parks the caller) with flow control, and the receiving half
+// (h2reader: frames read from a buffered reader, DATA straight into the
+// message's buffer).
+
+const (
+	frameHeaderLen = 9
+	// defaultMaxFrame is the frame size every HTTP/2 peer accepts (RFC 9113
+	// §4.2); vig neither asks for more nor sends more than its peer allows.
+	defaultMaxFrame = 16384
+	// initialWindow is HTTP/2's initial flow-control window.
+	initialWindow = 65535
+	// maxHeaderBlock bounds a header block (HEADERS + CONTINUATION), compressed.
+	maxHeaderBlock = 1 << 20
+	// maxHeaderList bounds the decoded header fields of one block (names and
+	// values, plus 32 bytes each as RFC 9113 §6.5.2 counts them).
+	maxHeaderList = 1 << 20
+)
+
+const clientPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+// errConnClosed: the connection ended (peer, error, or vig).
+var errConnClosed = errors.New("connection closed")
+
+// connError is an HTTP/2 connection error: the connection is ended with GOAWAY.
+type connError struct {
+	code http2.ErrCode
+	msg  string
+}
+
+func (e connError) Error() string { return fmt.Sprintf("http2 %v: %s", e.code, e.msg) }
+
+func protocolError(format string, args ...any) error {
+	return connError{http2.ErrCodeProtocol, fmt.Sprintf(format, args...)}
+}
+
+// frameHeader is a decoded frame header.
+type frameHeader struct {
+	length uint32
+	typ    http2.FrameType
+	flags  http2.Flags
+	stream uint32
+}
+
+func (h frameHeader) has(f http2.Flags) bool { return h.flags&f != 0 }
+
+func appendFrameHeader(b []byte, length int, typ http2.FrameType, flags http2.Flags, stream uint32) []byte {
+	return append(b, byte(length>>16), byte(length>>8), byte(length), byte(typ), byte(flags),
+		byte(stream>>24)&0x7f, byte(stream>>16), byte(stream>>8), byte(stream))
+}
+
+func appendSettings(b []byte, settings ...http2.Setting) []byte {
+	b = appendFrameHeader(b, 6*len(settings), http2.FrameSettings, 0, 0)
+	for _, s := range settings {
+		b = binary.BigEndian.AppendUint16(b, uint16(s.ID))
+		b = binary.BigEndian.AppendUint32(b, s.Val)
+	}
+	return b
+}
+
+func appendWindowUpdate(b []byte, stream, inc uint32) []byte {
+	b = appendFrameHeader(b, 4, http2.FrameWindowUpdate, 0, stream)
+	return binary.BigEndian.AppendUint32(b, inc&0x7fffffff)
+}
+
+func appendRST(b []byte, stream uint32, code http2.ErrCode) []byte {
+	b = appendFrameHeader(b, 4, http2.FrameRSTStream, 0, stream)
+	return binary.BigEndian.AppendUint32(b, uint32(code))
+}
+
+func appendGoAway(b []byte, last uint32, code http2.ErrCode, debug string) []byte {
+	b = appendFrameHeader(b, 8+len(debug), http2.FrameGoAway, 0, 0)
+	b = binary.BigEndian.AppendUint32(b, last&0x7fffffff)
+	b = binary.BigEndian.AppendUint32(b, uint32(code))
+	return append(b, debug...)
+}
+
+// h2reader is the receiving half of a connection. It is used by the connection's
+// reader goroutine only.
+type h2reader struct {
+	br      *bufio.Reader
+	dec     *hpack.Decoder
+	fields  []hpack.HeaderField // decoded fields of the last header block
+	listLen int
+	tooBig  bool
+	block   []byte // header block being assembled (HEADERS + CONTINUATION)
+	scratch []byte // payload of a control frame
+}
+
+func newH2Reader(r io.Reader, bufSize int) *h2reader {
+	rd := &h2reader{br: bufio.NewReaderSize(r, bufSize)}
+	rd.dec = hpack.NewDecoder(4096, rd.emit)
+	rd.dec.SetMaxStringLength(maxHeaderList)
+	return rd
+}
+
+func (r *h2reader) emit(f hpack.HeaderField) {
+	r.listLen += len(f.Name) + len(f.Value) + 32
+	if r.listLen > maxHeaderList {
+		r.tooBig = true
+		return
+	}
+	r.fields = append(r.fields, f)
+}
+
+// readHeader reads the next frame header.
+func (r *h2reader) readHeader() (frameHeader, error) {
+	var b [frameHeaderLen]byte
+	if _, err := io.ReadFull(r.br, b[:]); err != nil {
+		return frameHeader{}, err
+	}
+	h := frameHeader{
+		length: uint32(b[0])<<16 | uint32(b[1])<<8 | uint32(b[2]),
+		typ:    http2.FrameType(b[3]),
+		flags:  http2.Flags(b[4]),
+		stream: binary.BigEndian.Uint32(b[5:]) & 0x7fffffff,
+	}
+	if h.length > defaultMaxFrame {
+		return h, connError{http2.ErrCodeFrameSize, fmt.Sprintf("%v frame of %d bytes exceeds the %d-byte frame size", h.typ, h.length, defaultMaxFrame)}
+	}
+	return h, nil
+}
+
+// payload reads a whole (control) frame payload into scratch.
+func (r *h2reader) payload(h frameHeader) ([]byte, error) {
+	if cap(r.scratch) < int(h.length) {
+		r.scratch = make([]byte, h.length)
+	}
+	b := r.scratch[:h.length]
+	_, err := io.ReadFull(r.br, b)
+	return b, err
+}
+
+// discard skips n bytes of payload.
+func (r *h2reader) discard(n int) error {
+	_, err := r.br.Discard(n)
+	return err
+}
+
+// headerBlock reads the header block that starts with HEADERS frame h (its
+// CONTINUATION frames included) and decodes it into r.fields. endStream reports
+// the HEADERS frame's END_STREAM flag.
+func (r *h2reader) headerBlock(h frameHeader) error {
+	p, err := r.payload(h)
+	if err != nil {
+		return err
+	}
+	if h.has(http2.FlagHeadersPadded) {
+		if len(p) < 1 || int(p[0]) > len(p)-1 {
+			return protocolError("HEADERS padding exceeds the frame")
+		}
+		p = p[1 : len(p)-int(p[0])]
+	}
+	if h.has(http2.FlagHeadersPriority) {
+		if len(p) < 5 {
+			return protocolError("HEADERS priority field truncated")
+		}
+		p = p[5:]
+	}
+	r.block = append(r.block[:0], p...)
+	for end := h.has(http2.FlagHeadersEndHeaders); !end; {
+		c, err := r.readHeader()
+		if err != nil {
+			return err
+		}
+		if c.typ != http2.FrameContinuation || c.stream != h.stream {
+			return protocolError("expected CONTINUATION of stream %d, got %v on stream %d", h.stream, c.typ, c.stream)
+		}
+		p, err := r.payload(c)
+		if err != nil {
+			return err
+		}
+		if len(r.block)+len(p) > maxHeaderBlock {
+			return connError{http2.ErrCodeEnhanceYourCalm, fmt.Sprintf("header block larger than %d bytes", maxHeaderBlock)}
+		}
+		r.block = append(r.block, p...)
+		end = c.has(http2.FlagContinuationEndHeaders)
+	}
+	r.fields, r.listLen, r.tooBig = r.fields[:0], 0, false
+	if _, err := r.dec.Write(r.block); err != nil {
+		return connError{http2.ErrCodeCompression, err.Error()}
+	}
+	if err := r.dec.Close(); err != nil {
+		return connError{http2.ErrCodeCompression, err.Error()}
+	}
+	if r.tooBig {
+		r.fields = r.fields[:0]
+		return errHeaderListTooBig
+	}
+	if cap(r.block) > 64<<10 {
+		r.block = nil // a huge block once must not pin its buffer
+	}
+	return nil
+}
+
+// errHeaderListTooBig refuses one stream, not the connection: the block was still
+// decoded, so the HPACK state stays in step with the peer.
+var errHeaderListTooBig = errors.New("header list too large")
+
+// msgAssembler collects one gRPC message (5-byte prefix + body) of a stream from
+// its DATA frames, reading the body straight from the connection's buffer into a
+// pooled buffer of the message's size.
+type msgAssembler struct {
+	prefix  [5]byte
+	pn      int
+	buf     *[]byte
+	n, want int
+}
+
+// errMsgTooLarge is the sentinel for a message above the configured limit.
+type errMsgTooLarge struct{ size, limit int }
+
+func (e errMsgTooLarge) Error() string {
+	return fmt.Sprintf("grpc: received message larger than max (%d vs. %d)", e.size, e.limit)
+}
+
+var errCompressed = errors.New("compressed message")
+
+// read consumes n bytes of DATA payload from r, calling deliver for every message
+// it completes. A message above limit stops it with errMsgTooLarge, leaving the
+// rest of the n bytes (left) unread.
+func (a *msgAssembler) read(r *bufio.Reader, n, limit int, deliver func(mem.BufferSlice, bool) error) (left int, err error) {
+	for n > 0 {
+		if a.pn < 5 {
+			k := min(5-a.pn, n)
+			if _, err := io.ReadFull(r, a.prefix[a.pn:a.pn+k]); err != nil {
+				return n, err
+			}
+			a.pn += k
+			n -= k
+			if a.pn < 5 {
+				return 0, nil
+			}
+			size := int(binary.BigEndian.Uint32(a.prefix[1:]))
+			if size > limit {
+				a.pn = 0
+				return n, errMsgTooLarge{size, limit}
+			}
+			a.want, a.n = size, 0
+			if size > 0 {
+				a.buf = mem.DefaultBufferPool().Get(size)
+			}
+		}
+		if k := min(a.want-a.n, n); k > 0 {
+			if _, err := io.ReadFull(r, (*a.buf)[a.n:a.n+k]); err != nil {
+				return n, err
+			}
+			a.n += k
+			n -= k
+		}
+		if a.n == a.want {
+			var msg mem.BufferSlice
+			if a.want > 0 {
+				msg = mem.BufferSlice{mem.NewBuffer(a.buf, mem.DefaultBufferPool())}
+			}
+			compressed := a.prefix[0] != 0
+			a.pn, a.buf, a.n, a.want = 0, nil, 0, 0
+			if err := deliver(msg, compressed); err != nil {
+				return n, err
+			}
+		}
+	}
+	return 0, nil
+}
+
+// partial reports whether a message is half received.
+func (a *msgAssembler) partial() bool { return a.pn > 0 }
+
+// reset drops a half-received message.
+func (a *msgAssembler) reset() {
+	if a.buf != nil {
+		mem.DefaultBufferPool().Put(a.buf)
+	}
+	*a = msgAssembler{}
+}
+
+// sendState is the sending side of one stream: DATA waiting for flow-control
+// window, and what ends the stream once it is sent. Guarded by its h2writer's mu.
+type sendState struct {
+	id     uint32
+	win    int64           // stream send window
+	data   mem.BufferSlice // queued DATA payload, owned
+	off    int             // bytes of data[0] already sent
+	end    bool            // end the stream once data is sent
+	trail  []hpack.HeaderField
+	closed bool // END_STREAM or RST_STREAM sent
+	queued bool // in the writer's blocked list
+}
+
+// h2writer is the sending half of a connection. Any goroutine may send: frames are
+// assembled under mu and written at once with one writev, without parking the
+// caller (netopt.TryWriter). What the socket does not take now is queued for a
+// flusher goroutine that exists only while that queue is not empty.
+type h2writer struct {
+	mu sync.Mutex
+	nc net.Conn
+	tw *netopt.TryWriter
+
+	enc  *hpack.Encoder
+	hbuf bytes.Buffer
+
+	buf  []byte       // small frames of the batch being assembled
+	vec  [][]byte     // the batch, in order: slices of buf and payload views
+	refs []mem.Buffer // payload buffers referenced by vec, freed once written
+	mark int          // start of buf not yet referenced by vec
+
+	flushing bool // a flusher goroutine owns queue
+	queue    [][]byte
+	qrefs    []mem.Buffer
+	err      error // the connection failed; nothing more is sent
+
+	maxFrame int   // peer's SETTINGS_MAX_FRAME_SIZE
+	initWin  int64 // peer's SETTINGS_INITIAL_WINDOW_SIZE
+	connWin  int64 // connection send window
+	blocked  []*sendState
+	owedConn uint32 // WINDOW_UPDATE increment owed to the peer on stream 0
+
+	// eachStream visits the send state of every open stream (set by the
+	// connection that owns the writer; called with mu held).
+	eachStream func(func(*sendState))
+}
+
+func newH2Writer(nc net.Conn) (*h2writer, error) {
+	tw, err := netopt.NewTryWriter(nc)
+	if err != nil {
+		return nil, err
+	}
+	w := &h2writer{nc: nc, tw: tw, maxFrame: defaultMaxFrame, initWin: initialWindow, connWin: initialWindow}
+	w.enc = hpack.NewEncoder(&w.hbuf)
+	return w, nil
+}
+
+// raw appends bytes (whole small frames) to the batch. Called with mu held.
+func (w *h2writer) raw(b []byte) { w.buf = append(w.buf, b...) }
+
+// cut closes the run of buf appended since the last cut into one vec entry.
+func (w *h2writer) cut() {
+	if len(w.buf) > w.mark {
+		w.vec = append(w.vec, w.buf[w.mark:len(w.buf):len(w.buf)])
+		w.mark = len(w.buf)
+	}
+}
+
+// headers encodes fields as a header block on stream id (HEADERS, then
+// CONTINUATION frames as the peer's frame size requires). Called with mu held;
+// encoding under the lock keeps the HPACK state in the order blocks are sent.
+func (w *h2writer) headers(id uint32, endStream bool, fields ...[]hpack.HeaderField) {
+	w.hbuf.Reset()
+	for _, fs := range fields {
+		for _, f := range fs {
+			w.enc.WriteField(f)
+		}
+	}
+	block := w.hbuf.Bytes()
+	typ, flags := http2.FrameHeaders, http2.Flags(0)
+	if endStream {
+		flags = http2.FlagHeadersEndStream
+	}
+	for first := true; first || len(block) > 0; first = false {
+		n := min(len(block), w.maxFrame)
+		f := flags
+		if n == len(block) {
+			f |= http2.FlagHeadersEndHeaders
+		}
+		w.buf = appendFrameHeader(w.buf, n, typ, f, id)
+		w.buf = append(w.buf, block[:n]...)
+		block = block[n:]
+		typ, flags = http2.FrameContinuation, 0
+	}
+}
+
+// queueData appends payload to s and sends what the windows allow. Ownership of
+// payload passes to the writer. Called with mu held.
+func (w *h2writer) queueData(s *sendState, payload mem.BufferSlice) {
+	if s.closed {
+		payload.Free()
+		return
+	}
+	s.data = append(s.data, payload...)
+	w.pump(s)
+}
+
+// finish ends s after its queued data: with trailers, or with an empty END_STREAM
+// DATA frame when trailers is nil. Called with mu held.
+func (w *h2writer) finish(s *sendState, trailers []hpack.HeaderField) {
+	if s.closed {
+		return
+	}
+	s.end, s.trail = true, trailers
+	w.pump(s)
+}
+
+// pump sends as much of s's data as the stream and connection windows allow, and
+// the stream's end once its data is out. Called with mu held.
+func (w *h2writer) pump(s *sendState) {
+	for len(s.data) > 0 {
+		avail := min(s.win, w.connWin)
+		if avail <= 0 {
+			if !s.queued {
+				s.queued = true
+				w.blocked = append(w.blocked, s)
+			}
+			return
+		}
+		b := s.data[0]
+		rest := b.Len() - s.off
+		n := int(min(int64(min(rest, w.maxFrame)), avail))
+		w.buf = appendFrameHeader(w.buf, n, http2.FrameData, 0, s.id)
+		w.cut()
+		w.vec = append(w.vec, b.ReadOnlyData()[s.off:s.off+n])
+		s.win -= int64(n)
+		w.connWin -= int64(n)
+		s.off += n
+		if s.off == b.Len() {
+			w.refs = append(w.refs, b) // freed once written
+			s.data[0] = nil
+			s.data = s.data[1:]
+			s.off = 0
+		}
+	}
+	s.data = nil
+	if !s.end || s.closed {
+		return
+	}
+	s.closed = true
+	if s.trail != nil {
+		w.headers(s.id, true, s.trail)
+		s.trail = nil
+		return
+	}
+	w.buf = appendFrameHeader(w.buf, 0, http2.FrameData, http2.FlagDataEndStream, s.id)
+}
+
+// reset ends s with RST_STREAM and drops what it had queued. Called with mu held.
+func (w *h2writer) reset(s *sendState, code http2.ErrCode) {
+	if s.closed {
+		return
+	}
+	w.drop(s)
+	s.closed = true
+	w.buf = appendRST(w.buf, s.id, code)
+}
+
+// drop frees what s has queued, without sending anything. Called with mu held.
+func (w *h2writer) drop(s *sendState) {
+	s.data.Free()
+	s.data, s.off, s.trail = nil, 0, nil
+}
+
+// windowUpdate applies a WINDOW_UPDATE from the peer (s nil: the connection's) and
+// sends what it unblocks. Called with mu held.
+func (w *h2writer) windowUpdate(s *sendState, inc uint32) error {
+	if s != nil {
+		if s.win+int64(inc) > 1<<31-1 {
+			return errFlowControl
+		}
+		s.win += int64(inc)
+		if !s.queued {
+			w.pump(s)
+		}
+	} else {
+		if w.connWin+int64(inc) > 1<<31-1 {
+			return errFlowControl
+		}
+		w.connWin += int64(inc)
+	}
+	w.unblock()
+	return nil
+}
+
+var errFlowControl = connError{http2.ErrCodeFlowControl, "window exceeds 2^31-1"}
+
+// unblock retries the streams waiting for window. Called with mu held.
+func (w *h2writer) unblock() {
+	if len(w.blocked) == 0 {
+		return
+	}
+	list := w.blocked
+	w.blocked = nil
+	for i, s := range list {
+		s.queued = false
+		list[i] = nil
+		w.pump(s)
+	}
+	if w.blocked == nil {
+		w.blocked = list[:0]
+	}
+}
+
+// forget removes a finished stream from the blocked list. Called with mu held.
+func (w *h2writer) forget(s *sendState) {
+	if !s.queued {
+		return
+	}
+	for i, b := range w.blocked {
+		if b == s {
+			w.blocked = append(w.blocked[:i], w.blocked[i+1:]...)
+			break
+		}
+	}
+	s.queued = false
+}
+
+// credit owes the peer n bytes of connection window; the WINDOW_UPDATE rides with
+// the next batch, or goes now once half the window is owed.
+func (w *h2writer) credit(n int, window uint32) (sendNow bool) {
+	w.owedConn += uint32(n)
+	return w.owedConn >= window/2
+}
+
+// flush writes the batch. Called with mu held; never parks the caller.
+func (w *h2writer) flush() {
+	if w.owedConn > 0 {
+		w.buf = appendWindowUpdate(w.buf, 0, w.owedConn)
+		w.owedConn = 0
+	}
+	w.cut()
+	if len(w.vec) == 0 {
+		return
+	}
+	if w.err != nil {
+		w.freeBatch()
+		return
+	}
+	if w.flushing {
+		w.queue = append(w.queue, w.vec...)
+		w.qrefs = append(w.qrefs, w.refs...)
+		w.newBatch()
+		return
+	}
+	n, err := w.tw.Writev(w.vec)
+	if err != nil {
+		w.fail(err)
+		w.freeBatch()
+		return
+	}
+	total := 0
+	for _, v := range w.vec {
+		total += len(v)
+	}
+	if n == total {
+		w.freeBatch()
+		return
+	}
+	// The socket is full: a flusher takes the rest, blocking on its own goroutine.
+	for n > 0 {
+		if n >= len(w.vec[0]) {
+			n -= len(w.vec[0])
+			w.vec = w.vec[1:]
+			continue
+		}
+		w.vec[0] = w.vec[0][n:]
+		n = 0
+	}
+	w.queue = append(w.queue[:0], w.vec...)
+	w.qrefs = append(w.qrefs[:0], w.refs...)
+	w.newBatch()
+	w.flushing = true
+	go w.flusher()
+}
+
+// freeBatch releases a written (or abandoned) batch and reuses its storage.
+func (w *h2writer) freeBatch() {
+	for i, r := range w.refs {
+		r.Free()
+		w.refs[i] = nil
+	}
+	clear(w.vec)
+	w.buf, w.vec, w.refs, w.mark = w.buf[:0], w.vec[:0], w.refs[:0], 0
+}
+
+// newBatch starts a batch in fresh storage: the old one now belongs to the queue.
+func (w *h2writer) newBatch() {
+	w.buf, w.vec, w.refs, w.mark = make([]byte, 0, 512), nil, nil, 0
+}
+
+func (w *h2writer) flusher() {
+	for {
+		w.mu.Lock()
+		q, refs := w.queue, w.qrefs
+		if len(q) == 0 || w.err != nil {
+			for _, r := range refs {
+				r.Free()
+			}
+			w.queue, w.qrefs, w.flushing = nil, nil, false
+			w.mu.Unlock()
+			return
+		}
+		w.queue, w.qrefs = nil, nil
+		w.mu.Unlock()
+		bufs := net.Buffers(q)
+		_, err := bufs.WriteTo(w.nc)
+		for _, r := range refs {
+			r.Free()
+		}
+		if err != nil {
+			w.mu.Lock()
+			w.fail(err)
+			w.mu.Unlock()
+		}
+	}
+}
+
+// fail marks the connection dead and closes it, so its reader ends too. Called
+// with mu held.
+func (w *h2writer) fail(err error) {
+	if w.err == nil {
+		w.err = err
+		w.nc.Close()
+	}
+}
+
+// goAway sends GOAWAY and, for an error, closes the connection once it is out.
+func (w *h2writer) goAway(last uint32, code http2.ErrCode, debug string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = appendGoAway(w.buf, last, code, debug)
+	w.flush()
+}
+
+// initWindowChanged applies a new SETTINGS_INITIAL_WINDOW_SIZE of the peer: every
+// open stream's send window moves by the difference (RFC 9113 §6.9.2). Called with
+// mu held.
+func (w *h2writer) initWindowChanged(v int64) {
+	delta := v - w.initWin
+	w.initWin = v
+	if w.eachStream != nil {
+		w.eachStream(func(s *sendState) { s.win += delta })
+	}
+	w.unblock()
+}

@@ -1,0 +1,941 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/status"
+
+	"github.com/vig-edge/vig/agent/metrics"
+	"github.com/vig-edge/vig/wire"
+)
+
+// The client leg: one sconn per accepted connection, served by one goroutine that
+// reads its frames. A request is handled on that goroutine as soon as its message
+// is complete; its answer is written by whichever goroutine has it (normally the
+// backend connection's reader). Nothing else runs per connection or per stream.
+
+// rpcKind says how vig treats an RPC.
+type rpcKind uint8
+
+const (
+	kindRelay       rpcKind = iota // passed through to the backend, message by message
+	kindInfer                      // ModelInfer: governed
+	kindStreamInfer                // ModelStreamInfer: each message governed
+	kindLocal                      // answered by vig itself (health; liveness for a ring backend)
+)
+
+const maxConcurrentStreams = 1000
+
+// sconn is one client connection.
+type sconn struct {
+	g      *Gateway
+	nc     net.Conn
+	w      *h2writer
+	r      *h2reader
+	uid    uint32 // the peer's uid (Unix sockets), for shared-memory regions
+	hasUID bool
+
+	// Guarded by w.mu.
+	streams map[uint32]*sstream
+	goAway  bool // GOAWAY sent: no new streams
+
+	// Reader goroutine only.
+	lastID   uint32
+	recvConn int64 // connection receive window left
+}
+
+// sstream is one RPC on a client connection.
+type sstream struct {
+	c      *sconn
+	id     uint32
+	kind   rpcKind
+	method string // full path
+	m      *metrics.Method
+
+	// Reader goroutine only.
+	asm      msgAssembler
+	recvWin  int64
+	owed     uint32 // stream window to give back
+	gotMsg   bool
+	meta     []string
+	deadline int64
+	half     bool // the client half-closed
+
+	// Guarded by c.w.mu.
+	send     sendState
+	hdrSent  bool
+	pending  int  // ModelStreamInfer: requests not yet answered
+	halfSeen bool // the client half-closed (copy for repliers)
+	done     bool // answered (trailers or RST sent)
+	call     *Call
+	relay    *bstream
+	onOK     func() // run when a relayed call succeeds (shared-memory mirror)
+}
+
+func (g *Gateway) serveConn(nc net.Conn) {
+	defer g.conns.Done()
+	w, err := newH2Writer(nc)
+	if err != nil {
+		nc.Close()
+		return
+	}
+	c := &sconn{g: g, nc: nc, w: w, r: newH2Reader(nc, g.readBuf), streams: map[uint32]*sstream{}}
+	w.eachStream = func(f func(*sendState)) {
+		for _, s := range c.streams {
+			f(&s.send)
+		}
+	}
+	if a, ok := nc.RemoteAddr().(PeerUID); ok {
+		c.uid, c.hasUID = a.PeerUID()
+	}
+	if !g.track(c) {
+		nc.Close()
+		return
+	}
+	defer g.untrack(c)
+	err = c.serve()
+	c.shutdown(err)
+}
+
+func (c *sconn) serve() error {
+	var pre [len(clientPreface)]byte
+	c.nc.SetReadDeadline(time.Now().Add(c.g.handshakeTimeout))
+	if _, err := io.ReadFull(c.r.br, pre[:]); err != nil {
+		return err
+	}
+	c.nc.SetReadDeadline(time.Time{})
+	if string(pre[:]) != clientPreface {
+		return errors.New("not an HTTP/2 client preface")
+	}
+	c.recvConn = int64(c.g.connWindow)
+	c.w.mu.Lock()
+	c.w.buf = appendSettings(c.w.buf,
+		http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: maxConcurrentStreams},
+		http2.Setting{ID: http2.SettingInitialWindowSize, Val: c.g.window},
+		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: maxHeaderList})
+	c.w.buf = appendWindowUpdate(c.w.buf, 0, c.g.connWindow-initialWindow)
+	c.w.flush()
+	c.w.mu.Unlock()
+
+	for {
+		h, err := c.r.readHeader()
+		if err != nil {
+			return err
+		}
+		if err := c.frame(h); err != nil {
+			return err
+		}
+	}
+}
+
+// frame handles one frame whose header has been read.
+func (c *sconn) frame(h frameHeader) error {
+	switch h.typ {
+	case http2.FrameData:
+		return c.data(h)
+	case http2.FrameHeaders:
+		return c.headersFrame(h)
+	case http2.FrameRSTStream:
+		p, err := c.r.payload(h)
+		if err != nil {
+			return err
+		}
+		if len(p) != 4 || h.stream == 0 {
+			return protocolError("malformed RST_STREAM")
+		}
+		c.reset(h.stream)
+		return nil
+	case http2.FrameSettings:
+		return settingsFrame(c.r, c.w, h)
+	case http2.FramePing:
+		return pingFrame(c.r, c.w, h)
+	case http2.FrameWindowUpdate:
+		return c.windowUpdate(h)
+	case http2.FrameGoAway:
+		// The client will open no more streams; those it has finish normally.
+		_, err := c.r.payload(h)
+		return err
+	case http2.FramePushPromise, http2.FrameContinuation:
+		return protocolError("unexpected %v frame from a client", h.typ)
+	default: // PRIORITY and unknown extension frames are ignored
+		return c.r.discard(int(h.length))
+	}
+}
+
+func (c *sconn) lookup(id uint32) *sstream {
+	c.w.mu.Lock()
+	s := c.streams[id]
+	c.w.mu.Unlock()
+	return s
+}
+
+func (c *sconn) windowUpdate(h frameHeader) error {
+	p, err := c.r.payload(h)
+	if err != nil {
+		return err
+	}
+	if len(p) != 4 {
+		return connError{http2.ErrCodeFrameSize, "WINDOW_UPDATE of the wrong size"}
+	}
+	inc := binary.BigEndian.Uint32(p) & 0x7fffffff
+	if inc == 0 {
+		return protocolError("WINDOW_UPDATE with increment 0")
+	}
+	c.w.mu.Lock()
+	defer c.w.mu.Unlock()
+	var st *sendState
+	if h.stream != 0 {
+		s := c.streams[h.stream]
+		if s == nil {
+			return nil // a stream that ended
+		}
+		st = &s.send
+	}
+	err = c.w.windowUpdate(st, inc)
+	c.w.flush()
+	return err
+}
+
+// data reads a DATA frame into its stream's message.
+func (c *sconn) data(h frameHeader) error {
+	if h.stream == 0 {
+		return protocolError("DATA on stream 0")
+	}
+	n := int(h.length)
+	c.recvConn -= int64(n)
+	if c.recvConn < 0 {
+		return connError{http2.ErrCodeFlowControl, "client sent more than the connection window"}
+	}
+	pad := 0
+	if h.has(http2.FlagDataPadded) {
+		if n < 1 {
+			return protocolError("padded DATA without a pad length")
+		}
+		b, err := c.r.br.ReadByte()
+		if err != nil {
+			return err
+		}
+		pad = int(b)
+		n--
+		if pad > n {
+			return protocolError("DATA padding exceeds the frame")
+		}
+		n -= pad
+	}
+	s := c.lookup(h.stream)
+	var err error
+	if s == nil || s.half {
+		if h.stream > c.lastID {
+			return protocolError("DATA on idle stream %d", h.stream)
+		}
+		err = c.r.discard(n) // the stream ended (vig answered early or it was reset)
+	} else {
+		s.recvWin -= int64(h.length)
+		if s.recvWin < 0 {
+			return connError{http2.ErrCodeFlowControl, "client sent more than the stream window"}
+		}
+		var left int
+		left, err = s.asm.read(c.r.br, n, c.g.maxMsg, func(msg mem.BufferSlice, compressed bool) error {
+			return c.message(s, msg, compressed)
+		})
+		if tl, ok := err.(errMsgTooLarge); ok {
+			c.failStream(s, status.Error(codes.ResourceExhausted, tl.Error()))
+			err = c.r.discard(left)
+		}
+		if err == nil && !h.has(http2.FlagDataEndStream) && !s.half {
+			s.owed += h.length
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if err := c.r.discard(pad); err != nil {
+		return err
+	}
+	c.w.mu.Lock()
+	if s != nil && s.owed >= c.g.window/4 && !s.send.closed {
+		c.w.buf = appendWindowUpdate(c.w.buf, s.id, s.owed)
+		s.recvWin += int64(s.owed)
+		s.owed = 0
+	}
+	c.recvConn += int64(h.length)
+	if c.w.credit(int(h.length), c.g.connWindow) {
+		c.w.flush()
+	}
+	c.w.mu.Unlock()
+	if h.has(http2.FlagDataEndStream) && s != nil && !s.half {
+		c.halfClose(s)
+	}
+	return nil
+}
+
+// headersFrame opens a stream (or carries a client's trailers, which gRPC does not
+// use but HTTP/2 allows).
+func (c *sconn) headersFrame(h frameHeader) error {
+	if h.stream == 0 || h.stream%2 == 0 {
+		return protocolError("HEADERS on stream %d: client streams are odd", h.stream)
+	}
+	err := c.r.headerBlock(h)
+	if err != nil && err != errHeaderListTooBig {
+		return err
+	}
+	if s := c.lookup(h.stream); s != nil || h.stream <= c.lastID {
+		if s != nil && h.has(http2.FlagHeadersEndStream) && !s.half {
+			c.halfClose(s)
+		}
+		return nil
+	}
+	c.lastID = h.stream
+	s := &sstream{c: c, id: h.stream, recvWin: int64(c.g.window)}
+	c.w.mu.Lock()
+	s.send = sendState{id: h.stream, win: c.w.initWin}
+	refuse := c.goAway || len(c.streams) >= maxConcurrentStreams
+	if !refuse {
+		c.streams[s.id] = s
+		c.g.streams.Add(1)
+		c.g.accepted.Add(1)
+	} else {
+		c.w.buf = appendRST(c.w.buf, s.id, http2.ErrCodeRefusedStream)
+		c.w.flush()
+	}
+	c.w.mu.Unlock()
+	if refuse {
+		return nil
+	}
+	if err == errHeaderListTooBig {
+		s.m = c.g.m.Method("other")
+		s.m.Start()
+		c.failStream(s, status.Errorf(codes.ResourceExhausted, "header list larger than %d bytes", maxHeaderList))
+		return nil
+	}
+	if err := c.request(s, c.r.fields); err != nil {
+		c.failStream(s, err)
+		return nil
+	}
+	if h.has(http2.FlagHeadersEndStream) {
+		c.halfClose(s)
+	}
+	return nil
+}
+
+// reservedHeader reports headers the transport owns, which are not forwarded as
+// metadata.
+func reservedHeader(name string) bool {
+	switch name {
+	case "content-type", "te", "user-agent", "grpc-timeout", "grpc-encoding", "grpc-accept-encoding",
+		"grpc-status", "grpc-message", "grpc-status-details-bin", "connection", "host":
+		return true
+	}
+	return strings.HasPrefix(name, ":")
+}
+
+// request reads a stream's request headers and decides what vig does with it.
+func (c *sconn) request(s *sstream, fields []hpack.HeaderField) error {
+	var method, path, ctype string
+	for _, f := range fields {
+		switch f.Name {
+		case ":method":
+			method = f.Value
+		case ":path":
+			path = f.Value
+		case "content-type":
+			ctype = f.Value
+		case "grpc-timeout":
+			d, ok := parseTimeout(f.Value)
+			if !ok {
+				return status.Errorf(codes.Internal, "malformed grpc-timeout %q", f.Value)
+			}
+			s.deadline = int64(c.g.clock()) + int64(d)
+		default:
+			if !reservedHeader(f.Name) {
+				s.meta = append(s.meta, f.Name, f.Value)
+			}
+		}
+	}
+	s.method = path
+	s.m = c.g.m.Method(shortName(path))
+	s.m.Start()
+	if method != "POST" {
+		return status.Errorf(codes.Unimplemented, "%s %s: gRPC needs POST", method, path)
+	}
+	if ctype != "application/grpc" && !strings.HasPrefix(ctype, "application/grpc+") && !strings.HasPrefix(ctype, "application/grpc;") {
+		return status.Errorf(codes.Unimplemented, "content-type %q is not gRPC", ctype)
+	}
+	g := c.g
+	switch {
+	case path == methodInfer:
+		s.kind = kindInfer
+	case path == methodStreamInfer:
+		s.kind = kindStreamInfer
+	case strings.HasPrefix(path, "/grpc.health.v1.Health/"):
+		s.kind = kindLocal
+	case g.relay == nil:
+		s.kind = kindLocal // a ring backend: vig answers what it can
+	default:
+		s.kind = kindRelay
+		if path == methodShmUnregister || path == methodShmRegister {
+			return nil // opened once the request message has been checked
+		}
+		return c.openRelay(s)
+	}
+	return nil
+}
+
+// openRelay starts the backend stream of a relayed RPC.
+func (c *sconn) openRelay(s *sstream) error {
+	bs, err := c.g.relay.openRelay(s)
+	if err != nil {
+		return err
+	}
+	c.w.mu.Lock()
+	s.relay = bs
+	c.w.mu.Unlock()
+	return nil
+}
+
+// message handles one complete request message of s (on the reader goroutine).
+func (c *sconn) message(s *sstream, msg mem.BufferSlice, compressed bool) error {
+	s.m.Received(msg.Len())
+	switch s.kind {
+	case kindInfer, kindStreamInfer:
+		if compressed {
+			msg.Free()
+			c.failStream(s, status.Error(codes.Unimplemented, "vig reads ModelInfer requests: send them uncompressed (no grpc-encoding on the channel)"))
+			return nil
+		}
+		if s.kind == kindInfer {
+			if s.gotMsg {
+				msg.Free()
+				c.failStream(s, status.Error(codes.Internal, "ModelInfer is unary: a second request message"))
+				return nil
+			}
+			s.gotMsg = true
+		}
+		c.infer(s, msg)
+	case kindLocal:
+		if s.gotMsg {
+			msg.Free()
+			return nil
+		}
+		s.gotMsg = true
+		c.local(s, msg)
+	default:
+		if s.method == methodShmRegister || s.method == methodShmUnregister {
+			if s.gotMsg {
+				msg.Free()
+				return nil
+			}
+			s.gotMsg = true
+			hook, err := c.g.shmCheck(s.method, msg, c.uid, c.hasUID)
+			if err == nil {
+				err = c.openRelay(s)
+			}
+			if err != nil {
+				msg.Free()
+				c.failStream(s, err)
+				return nil
+			}
+			c.w.mu.Lock()
+			s.onOK = hook
+			c.w.mu.Unlock()
+		}
+		c.w.mu.Lock()
+		bs := s.relay
+		c.w.mu.Unlock()
+		if bs == nil {
+			msg.Free()
+			return nil
+		}
+		bs.c.sendMessage(bs, msg, compressed)
+	}
+	return nil
+}
+
+// infer turns one ModelInfer request into a Call and submits it.
+func (c *sconn) infer(s *sstream, msg mem.BufferSlice) {
+	call := c.g.NewCall()
+	if err := c.g.prepare(call, msg, c.uid, c.hasUID); err != nil {
+		call.release()
+		if s.kind == kindStreamInfer {
+			c.streamAnswer(s, nil, nil, err)
+			return
+		}
+		c.failStream(s, err)
+		return
+	}
+	call.Meta = append(call.Meta[:0], s.meta...)
+	call.Deadline = s.deadline
+	call.Replier = s
+	c.w.mu.Lock()
+	if s.kind == kindInfer {
+		s.call = call
+	}
+	s.pending++
+	c.w.mu.Unlock()
+	c.g.Submit(call)
+}
+
+// halfClose: the client sent END_STREAM on s.
+func (c *sconn) halfClose(s *sstream) {
+	s.half = true
+	if s.asm.partial() {
+		s.asm.reset()
+		c.failStream(s, status.Error(codes.Internal, "stream ended inside a message"))
+		return
+	}
+	switch s.kind {
+	case kindInfer, kindLocal:
+		if !s.gotMsg {
+			c.failStream(s, status.Error(codes.Internal, "no request message"))
+		}
+	case kindStreamInfer:
+		c.w.mu.Lock()
+		s.halfSeen = true
+		if s.pending == 0 {
+			c.finishLocked(s, nil)
+		}
+		c.w.mu.Unlock()
+		c.w.mu.Lock()
+		c.w.flush()
+		c.w.mu.Unlock()
+	default:
+		c.w.mu.Lock()
+		bs := s.relay
+		c.w.mu.Unlock()
+		if bs != nil {
+			bs.c.closeSend(bs)
+		} else if !s.gotMsg {
+			c.failStream(s, status.Error(codes.Internal, "no request message"))
+		}
+	}
+}
+
+// reset: the client sent RST_STREAM (it cancelled).
+func (c *sconn) reset(id uint32) {
+	c.w.mu.Lock()
+	s := c.streams[id]
+	if s == nil {
+		c.w.mu.Unlock()
+		return
+	}
+	s.half = true
+	s.send.closed = true // nothing more may be sent on it
+	c.w.drop(&s.send)
+	call, bs := s.call, s.relay
+	c.endLocked(s, codes.Canceled)
+	c.w.mu.Unlock()
+	s.asm.reset()
+	if call != nil {
+		c.g.Cancel(call)
+	}
+	if bs != nil {
+		bs.c.abort(bs, http2.ErrCodeCancel)
+	}
+}
+
+// Reply answers a ModelInfer (or one message of ModelStreamInfer) on its stream.
+func (s *sstream) Reply(call *Call, resp mem.BufferSlice, err error) {
+	c := s.c
+	if s.kind == kindStreamInfer {
+		c.streamAnswer(s, call, resp, err)
+		return
+	}
+	c.w.mu.Lock()
+	s.call = nil
+	s.pending--
+	if s.done {
+		c.w.mu.Unlock()
+		resp.Free()
+		return
+	}
+	if err != nil {
+		c.answerLocked(s, err, call.TrailMeta)
+	} else {
+		c.headLocked(s, call.RespMeta)
+		c.msgLocked(s, resp)
+		c.finishLocked(s, call.TrailMeta)
+	}
+	c.w.flush()
+	c.w.mu.Unlock()
+}
+
+// streamAnswer sends one ModelStreamInferResponse: the backend's ModelInferResponse
+// spliced in as infer_response, or the error in-band (Triton's convention).
+func (c *sconn) streamAnswer(s *sstream, call *Call, resp mem.BufferSlice, err error) {
+	var id []byte
+	if call != nil {
+		id = call.Header.ID
+	}
+	var out mem.BufferSlice
+	if err != nil {
+		out = streamError(id, err)
+	} else {
+		prefix := protowireBytesPrefix(2, resp.Len())
+		out = append(mem.BufferSlice{mem.SliceBuffer(prefix)}, resp...)
+	}
+	c.w.mu.Lock()
+	if call != nil {
+		s.pending--
+	}
+	if s.done {
+		c.w.mu.Unlock()
+		out.Free()
+		return
+	}
+	c.headLocked(s, nil)
+	c.msgLocked(s, out)
+	if s.halfSeen && s.pending == 0 {
+		c.finishLocked(s, nil)
+	}
+	c.w.flush()
+	c.w.mu.Unlock()
+}
+
+// headLocked sends the response headers once. Called with w.mu held.
+func (c *sconn) headLocked(s *sstream, meta []string) {
+	if s.hdrSent {
+		return
+	}
+	s.hdrSent = true
+	c.w.headers(s.id, false, respHeaders, metaFields(meta))
+}
+
+var respHeaders = []hpack.HeaderField{{Name: ":status", Value: "200"}, {Name: "content-type", Value: "application/grpc"}}
+
+// msgLocked queues one gRPC message (prefix + body; body owned) on s.
+func (c *sconn) msgLocked(s *sstream, body mem.BufferSlice) {
+	n := body.Len()
+	prefix := make([]byte, 5)
+	binary.BigEndian.PutUint32(prefix[1:], uint32(n))
+	c.w.queueData(&s.send, append(mem.BufferSlice{mem.SliceBuffer(prefix)}, body...))
+	s.m.Sent(n)
+}
+
+// finishLocked ends s with status OK (err nil) after its queued messages.
+func (c *sconn) finishLocked(s *sstream, trailMeta []string) {
+	if s.done {
+		return
+	}
+	tr := make([]hpack.HeaderField, 0, 2+len(trailMeta)/2)
+	tr = append(tr, hpack.HeaderField{Name: "grpc-status", Value: "0"})
+	tr = append(tr, metaFields(trailMeta)...)
+	c.w.finish(&s.send, tr)
+	c.endLocked(s, codes.OK)
+}
+
+// answerLocked ends s with an error status: in the trailers after the response
+// headers if they were sent, else as a trailers-only response.
+func (c *sconn) answerLocked(s *sstream, err error, trailMeta []string) {
+	if s.done {
+		return
+	}
+	st := status.Convert(err)
+	code := st.Code()
+	fields := make([]hpack.HeaderField, 0, 4+len(trailMeta)/2)
+	if !s.hdrSent {
+		s.hdrSent = true
+		fields = append(fields, respHeaders...)
+	}
+	fields = append(fields, hpack.HeaderField{Name: "grpc-status", Value: strconv.Itoa(int(code))})
+	if msg := st.Message(); msg != "" {
+		fields = append(fields, hpack.HeaderField{Name: "grpc-message", Value: encodeGrpcMessage(msg)})
+	}
+	fields = append(fields, metaFields(trailMeta)...)
+	c.w.drop(&s.send)
+	c.w.finish(&s.send, fields)
+	c.endLocked(s, code)
+}
+
+// failStream answers s with err now (on any goroutine) and stops whatever it had
+// started.
+func (c *sconn) failStream(s *sstream, err error) {
+	c.w.mu.Lock()
+	call, bs := s.call, s.relay
+	s.relay = nil
+	c.answerLocked(s, err, nil)
+	c.w.flush()
+	c.w.mu.Unlock()
+	if call != nil {
+		c.g.Cancel(call)
+	}
+	if bs != nil {
+		bs.c.abort(bs, http2.ErrCodeCancel)
+	}
+}
+
+// endLocked records that s is answered. Called with w.mu held.
+func (c *sconn) endLocked(s *sstream, code codes.Code) {
+	if s.done {
+		return
+	}
+	s.done = true
+	c.w.forget(&s.send)
+	delete(c.streams, s.id)
+	s.m.Done(code)
+	c.g.answered.Add(1)
+	c.g.streams.Done()
+	if c.goAway && len(c.streams) == 0 {
+		c.w.fail(errConnClosed) // drained: nothing more will be sent
+	}
+}
+
+// shutdown ends the connection: every open stream is cancelled.
+func (c *sconn) shutdown(err error) {
+	var ce connError
+	if errors.As(err, &ce) {
+		c.w.goAway(c.lastID, ce.code, ce.msg)
+	}
+	c.w.mu.Lock()
+	var calls []*Call
+	var relays []*bstream
+	for _, s := range c.streams {
+		s.send.closed = true
+		c.w.drop(&s.send)
+		if s.call != nil {
+			calls = append(calls, s.call)
+		}
+		if s.relay != nil {
+			relays = append(relays, s.relay)
+		}
+		c.endLocked(s, codes.Canceled)
+	}
+	c.w.fail(errConnClosed)
+	c.w.mu.Unlock()
+	for _, call := range calls {
+		c.g.Cancel(call)
+	}
+	for _, bs := range relays {
+		bs.c.abort(bs, http2.ErrCodeCancel)
+	}
+}
+
+// drain sends GOAWAY: the client opens no more streams, and the connection closes
+// once those it has are answered.
+func (c *sconn) drain() {
+	c.w.mu.Lock()
+	c.goAway = true
+	c.w.buf = appendGoAway(c.w.buf, c.lastIDLocked(), http2.ErrCodeNo, "vig draining")
+	c.w.flush()
+	if len(c.streams) == 0 {
+		c.w.fail(errConnClosed)
+	}
+	c.w.mu.Unlock()
+}
+
+// lastIDLocked is the highest stream id the reader has seen. The reader updates
+// lastID without the lock; the streams map (under the lock) holds every stream it
+// opened, and GOAWAY needs an id at least as high as those.
+func (c *sconn) lastIDLocked() uint32 {
+	var last uint32
+	for id := range c.streams {
+		last = max(last, id)
+	}
+	return last
+}
+
+// metaFields turns name, value pairs into header fields.
+func metaFields(meta []string) []hpack.HeaderField {
+	if len(meta) == 0 {
+		return nil
+	}
+	fs := make([]hpack.HeaderField, 0, len(meta)/2)
+	for i := 0; i+1 < len(meta); i += 2 {
+		fs = append(fs, hpack.HeaderField{Name: meta[i], Value: meta[i+1]})
+	}
+	return fs
+}
+
+// settingsFrame applies a peer's SETTINGS and acknowledges them.
+func settingsFrame(r *h2reader, w *h2writer, h frameHeader) error {
+	if h.stream != 0 {
+		return protocolError("SETTINGS on stream %d", h.stream)
+	}
+	p, err := r.payload(h)
+	if err != nil {
+		return err
+	}
+	if h.has(http2.FlagSettingsAck) {
+		if len(p) != 0 {
+			return connError{http2.ErrCodeFrameSize, "SETTINGS ACK with a payload"}
+		}
+		return nil
+	}
+	if len(p)%6 != 0 {
+		return connError{http2.ErrCodeFrameSize, "SETTINGS payload not a multiple of 6"}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for ; len(p) > 0; p = p[6:] {
+		id, v := http2.SettingID(binary.BigEndian.Uint16(p)), binary.BigEndian.Uint32(p[2:])
+		switch id {
+		case http2.SettingMaxFrameSize:
+			if v < defaultMaxFrame || v > 1<<24-1 {
+				return protocolError("SETTINGS_MAX_FRAME_SIZE %d out of range", v)
+			}
+			// vig's frames stay at the default size: larger ones save nothing on
+			// a socket written with writev.
+		case http2.SettingInitialWindowSize:
+			if v > 1<<31-1 {
+				return errFlowControl
+			}
+			w.initWindowChanged(int64(v))
+		case http2.SettingHeaderTableSize:
+			w.enc.SetMaxDynamicTableSizeLimit(min(v, 4096))
+		case http2.SettingEnablePush:
+			if v > 1 {
+				return protocolError("SETTINGS_ENABLE_PUSH %d", v)
+			}
+		}
+	}
+	w.buf = appendFrameHeader(w.buf, 0, http2.FrameSettings, http2.FlagSettingsAck, 0)
+	w.flush()
+	return nil
+}
+
+// pingFrame answers a PING.
+func pingFrame(r *h2reader, w *h2writer, h frameHeader) error {
+	p, err := r.payload(h)
+	if err != nil {
+		return err
+	}
+	if len(p) != 8 || h.stream != 0 {
+		return connError{http2.ErrCodeFrameSize, "malformed PING"}
+	}
+	if h.has(http2.FlagPingAck) {
+		return nil
+	}
+	w.mu.Lock()
+	w.buf = appendFrameHeader(w.buf, 8, http2.FramePing, http2.FlagPingAck, 0)
+	w.buf = append(w.buf, p...)
+	w.flush()
+	w.mu.Unlock()
+	return nil
+}
+
+// parseTimeout reads a grpc-timeout value ("<1-8 digits><unit>").
+func parseTimeout(v string) (time.Duration, bool) {
+	if len(v) < 2 || len(v) > 9 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(v[:len(v)-1], 10, 64)
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	var unit time.Duration
+	switch v[len(v)-1] {
+	case 'H':
+		unit = time.Hour
+	case 'M':
+		unit = time.Minute
+	case 'S':
+		unit = time.Second
+	case 'm':
+		unit = time.Millisecond
+	case 'u':
+		unit = time.Microsecond
+	case 'n':
+		unit = time.Nanosecond
+	default:
+		return 0, false
+	}
+	return time.Duration(n) * unit, true
+}
+
+// formatTimeout writes d as a grpc-timeout value.
+func formatTimeout(d time.Duration) string {
+	if d <= 0 {
+		return "1n"
+	}
+	if us := d / time.Microsecond; us < 1e8 {
+		return strconv.FormatInt(int64(us)+1, 10) + "u"
+	}
+	return strconv.FormatInt(int64(d/time.Millisecond)+1, 10) + "m"
+}
+
+// encodeGrpcMessage percent-encodes a status message as gRPC's wire format asks.
+func encodeGrpcMessage(msg string) string {
+	clean := true
+	for i := 0; i < len(msg); i++ {
+		if c := msg[i]; c < 0x20 || c > 0x7e || c == '%' {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return msg
+	}
+	var b strings.Builder
+	for i := 0; i < len(msg); i++ {
+		if c := msg[i]; c < 0x20 || c > 0x7e || c == '%' {
+			b.WriteString("%" + strings.ToUpper(strconv.FormatUint(uint64(c)|0x100, 16)[1:]))
+		} else {
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+// decodeGrpcMessage undoes encodeGrpcMessage.
+func decodeGrpcMessage(msg string) string {
+	if !strings.Contains(msg, "%") {
+		return msg
+	}
+	var b bytes.Buffer
+	for i := 0; i < len(msg); i++ {
+		if msg[i] == '%' && i+2 < len(msg) {
+			if v, err := strconv.ParseUint(msg[i+1:i+3], 16, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 2
+				continue
+			}
+		}
+		b.WriteByte(msg[i])
+	}
+	return b.String()
+}
+
+// statusFromTrailers reads grpc-status and grpc-message.
+func statusFromTrailers(fields []hpack.HeaderField) (error, bool) {
+	code, msg, have := codes.Unknown, "", false
+	for _, f := range fields {
+		switch f.Name {
+		case "grpc-status":
+			v, err := strconv.ParseUint(f.Value, 10, 32)
+			if err != nil {
+				return status.Errorf(codes.Internal, "malformed grpc-status %q", f.Value), true
+			}
+			code, have = codes.Code(v), true
+		case "grpc-message":
+			msg = decodeGrpcMessage(f.Value)
+		}
+	}
+	if !have {
+		return nil, false
+	}
+	if code == codes.OK {
+		return nil, true
+	}
+	return status.Error(code, msg), true
+}
+
+// protowireBytesPrefix is the tag and length of a length-delimited field.
+func protowireBytesPrefix(field int, n int) []byte {
+	b := make([]byte, 0, 12)
+	b = binary.AppendUvarint(b, uint64(field)<<3|2)
+	return binary.AppendUvarint(b, uint64(n))
+}
+
+var _ = wire.Service
+var _ sync.Locker

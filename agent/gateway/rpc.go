@@ -1,0 +1,235 @@
+package gateway
+
+import (
+	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/vig-edge/vig/wire"
+
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	pb "github.com/vig-edge/vig/proto/inference"
+)
+
+// What vig does with each kind of RPC once its transport has delivered it.
+
+// prepare reads a ModelInfer request into call: its header parsed once, its
+// shared-memory references checked against the registry, vig's own parameters
+// removed. msg is owned by call from here on (freed with it on error).
+func (g *Gateway) prepare(call *Call, msg mem.BufferSlice, uid uint32, hasUID bool) error {
+	call.Msg = msg
+	h := &call.Header
+	if err := h.ParseInfer(msg); err != nil {
+		return status.Errorf(codes.InvalidArgument, "ModelInfer: %v", err)
+	}
+	if h.Shm {
+		if err := g.checkShm(h, uid, hasUID); err != nil {
+			return err
+		}
+	}
+	if h.HasVigParams() {
+		// The header's views stay valid: they point into buffers the stripped
+		// message still references.
+		stripped := h.StripVig(msg)
+		msg.Free()
+		call.Msg = stripped
+	}
+	return nil
+}
+
+// relayHeaders forwards a relayed RPC's response headers to its client.
+func (c *sconn) relayHeaders(s *sstream, fields []hpack.HeaderField) {
+	meta := appendMeta(nil, fields)
+	c.w.mu.Lock()
+	if !s.done {
+		c.headLocked(s, meta)
+		c.w.flush()
+	}
+	c.w.mu.Unlock()
+}
+
+// relayMessage forwards one response message of a relayed RPC (body owned).
+func (c *sconn) relayMessage(s *sstream, body mem.BufferSlice, compressed bool) {
+	c.w.mu.Lock()
+	defer c.w.mu.Unlock()
+	if s.done {
+		body.Free()
+		return
+	}
+	c.headLocked(s, nil)
+	n := body.Len()
+	p := grpcPrefix(n)
+	if compressed {
+		p[0] = 1
+	}
+	c.w.queueData(&s.send, append(mem.BufferSlice{mem.SliceBuffer(p)}, body...))
+	s.m.Sent(n)
+	c.w.flush()
+}
+
+// relayEnd ends a relayed RPC with the backend's status and trailers.
+func (c *sconn) relayEnd(s *sstream, trail []hpack.HeaderField, err error) {
+	c.w.mu.Lock()
+	defer c.w.mu.Unlock()
+	s.relay = nil
+	if s.done {
+		return
+	}
+	meta := appendMeta(nil, trail)
+	if err != nil {
+		c.answerLocked(s, err, meta)
+	} else {
+		if s.onOK != nil {
+			s.onOK()
+		}
+		c.headLocked(s, nil)
+		c.finishLocked(s, meta)
+	}
+	c.w.flush()
+}
+
+// local answers the RPCs vig serves itself: health, and for a ring backend
+// (which has no Triton control plane) liveness and readiness from the ring's
+// state; the rest does not exist there, and vig says so.
+func (c *sconn) local(s *sstream, msg mem.BufferSlice) {
+	b := msg.Materialize()
+	msg.Free()
+	g := c.g
+	var resp proto.Message
+	up := g.up.Load()
+	switch s.method {
+	case "/grpc.health.v1.Health/Check", "/grpc.health.v1.Health/Watch":
+		var r healthpb.HealthCheckRequest
+		if err := proto.Unmarshal(b, &r); err != nil {
+			c.failStream(s, status.Errorf(codes.InvalidArgument, "health: %v", err))
+			return
+		}
+		st, known := g.health(r.Service)
+		if s.method == "/grpc.health.v1.Health/Watch" {
+			if !known {
+				st = healthpb.HealthCheckResponse_SERVICE_UNKNOWN
+			}
+			g.watch(s, r.Service, st)
+			return
+		}
+		if !known {
+			c.failStream(s, status.Errorf(codes.NotFound, "unknown service %q", r.Service))
+			return
+		}
+		resp = &healthpb.HealthCheckResponse{Status: st}
+	case "/" + Service + "/ServerLive":
+		resp = &pb.ServerLiveResponse{Live: true}
+	case "/" + Service + "/ServerReady":
+		resp = &pb.ServerReadyResponse{Ready: up}
+	case "/" + Service + "/ModelReady":
+		var r pb.ModelReadyRequest
+		if err := proto.Unmarshal(b, &r); err != nil {
+			c.failStream(s, status.Errorf(codes.InvalidArgument, "ModelReady: %v", err))
+			return
+		}
+		_, known := g.opts.Config.Models[r.Name]
+		resp = &pb.ModelReadyResponse{Ready: up && known}
+	default:
+		c.failStream(s, status.Errorf(codes.Unimplemented, "backend %s is a shared-memory ring runtime: vig forwards inference (ModelInfer, ModelStreamInfer) and answers ServerLive, ServerReady and ModelReady; %s has no equivalent there",
+			g.opts.Config.Backend.Address, shortName(s.method)))
+		return
+	}
+	out, err := proto.Marshal(resp)
+	if err != nil {
+		c.failStream(s, status.Errorf(codes.Internal, "%v", err))
+		return
+	}
+	c.w.mu.Lock()
+	if !s.done {
+		c.headLocked(s, nil)
+		c.msgLocked(s, mem.BufferSlice{mem.SliceBuffer(out)})
+		c.finishLocked(s, nil)
+		c.w.flush()
+	}
+	c.w.mu.Unlock()
+}
+
+// health is the serving status of a service: SERVING while the backend is
+// reachable.
+func (g *Gateway) health(service string) (healthpb.HealthCheckResponse_ServingStatus, bool) {
+	if service != "" && service != Service {
+		return healthpb.HealthCheckResponse_SERVICE_UNKNOWN, false
+	}
+	if g.up.Load() {
+		return healthpb.HealthCheckResponse_SERVING, true
+	}
+	return healthpb.HealthCheckResponse_NOT_SERVING, true
+}
+
+// watch keeps a health Watch stream open and sends it st now and on every change.
+func (g *Gateway) watch(s *sstream, service string, st healthpb.HealthCheckResponse_ServingStatus) {
+	g.mu.Lock()
+	g.watchers[s] = service
+	g.mu.Unlock()
+	s.c.sendHealth(s, st)
+}
+
+func (c *sconn) sendHealth(s *sstream, st healthpb.HealthCheckResponse_ServingStatus) {
+	out, _ := proto.Marshal(&healthpb.HealthCheckResponse{Status: st})
+	c.w.mu.Lock()
+	if !s.done {
+		c.headLocked(s, nil)
+		c.msgLocked(s, mem.BufferSlice{mem.SliceBuffer(out)})
+		c.w.flush()
+	}
+	c.w.mu.Unlock()
+}
+
+// notifyHealth pushes the current status to every Watch stream.
+func (g *Gateway) notifyHealth() {
+	g.mu.Lock()
+	type w struct {
+		s       *sstream
+		service string
+	}
+	list := make([]w, 0, len(g.watchers))
+	for s, svc := range g.watchers {
+		if s.doneLocked() {
+			delete(g.watchers, s)
+			continue
+		}
+		list = append(list, w{s, svc})
+	}
+	g.mu.Unlock()
+	for _, x := range list {
+		st, known := g.health(x.service)
+		if known {
+			x.s.c.sendHealth(x.s, st)
+		}
+	}
+}
+
+// doneLocked reports whether s is answered (takes its connection's lock).
+func (s *sstream) doneLocked() bool {
+	s.c.w.mu.Lock()
+	defer s.c.w.mu.Unlock()
+	return s.done
+}
+
+// streamError encodes ModelStreamInferResponse{error_message, infer_response{id}}:
+// a stream cannot carry a status per request, so Triton reports errors in-band.
+func streamError(id []byte, err error) mem.BufferSlice {
+	msg := status.Convert(err).Message()
+	if c := status.Code(err); c != codes.Unknown {
+		msg = c.String() + ": " + msg
+	}
+	b := protowire.AppendTag(nil, 1, protowire.BytesType)
+	b = protowire.AppendString(b, msg)
+	if len(id) > 0 {
+		inner := protowire.AppendString(protowire.AppendTag(nil, 3, protowire.BytesType), string(id))
+		b = protowire.AppendTag(b, 2, protowire.BytesType)
+		b = protowire.AppendBytes(b, inner)
+	}
+	return mem.BufferSlice{mem.SliceBuffer(b)}
+}
+
+var _ = wire.Service

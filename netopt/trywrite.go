@@ -1,0 +1,76 @@
+package netopt
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"syscall"
+)
+
+// TryWriter writes to a connection without ever parking the calling goroutine.
+//
+// vig's gateway writes an answer on the goroutine that has it — the reader of
+// another connection (the backend's) — instead of handing it to a writer goroutine:
+// one thread hand-off less per request. A client that stops reading must not stall
+// that goroutine, and with it every other client: TryWriter takes what the socket
+// accepts now and says how much that was; the caller queues the rest for a goroutine
+// of its own that may block.
+type TryWriter struct {
+	rc syscall.RawConn
+}
+
+// NewTryWriter returns a TryWriter for c, which must be a socket (TCP or Unix).
+func NewTryWriter(c net.Conn) (*TryWriter, error) {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return nil, fmt.Errorf("netopt: %T is not a socket: %w", c, errors.ErrUnsupported)
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	return &TryWriter{rc: rc}, nil
+}
+
+// maxIOV is the kernel's limit of iovecs per writev (UIO_MAXIOV).
+const maxIOV = 1024
+
+// Writev writes bufs in order, as much as the socket takes without blocking, with
+// as few writev calls as the kernel's iovec limit allows. It returns the number of
+// bytes written; n smaller than the total with a nil error means the socket's send
+// buffer is full.
+func (w *TryWriter) Writev(bufs [][]byte) (n int, err error) {
+	for len(bufs) > 0 {
+		batch := bufs[:min(len(bufs), maxIOV)]
+		want := 0
+		for _, b := range batch {
+			want += len(b)
+		}
+		var k int
+		var werr error
+		cerr := w.rc.Write(func(fd uintptr) bool {
+			k, werr = writev(fd, batch)
+			return true // never wait for writability: the caller queues the rest
+		})
+		if cerr != nil {
+			return n, cerr
+		}
+		if k > 0 {
+			n += k
+		}
+		if werr != nil {
+			if errors.Is(werr, syscall.EAGAIN) {
+				return n, nil
+			}
+			if errors.Is(werr, syscall.EINTR) {
+				continue
+			}
+			return n, werr
+		}
+		if k < want {
+			return n, nil
+		}
+		bufs = bufs[len(batch):]
+	}
+	return n, nil
+}
