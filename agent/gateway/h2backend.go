@@ -37,19 +37,19 @@ type h2Backend struct {
 	rbuf   int
 	clock  func() int64
 
-	cur    atomic.Pointer[bconn]
-	state  func(up bool)
-	first  chan struct{} // closed once the first connection attempt has ended
+	cur   atomic.Pointer[bconn]
+	state func(up bool)
+	first chan struct{} // closed once the first connection attempt has ended
 
 	// While a connection is being dialled right after a working one (the backend
 	// sent GOAWAY: it restarts gracefully), calls wait for it instead of failing.
 	mu         sync.Mutex
 	connecting bool
 	parked     []*Call
-	ctx    context.Context
-	cancel context.CancelFunc
-	redial chan struct{}
-	done   chan struct{}
+	ctx        context.Context
+	cancel     context.CancelFunc
+	redial     chan struct{}
+	done       chan struct{}
 }
 
 // Reconnect backoff: a backend that restarts is found again within about a
