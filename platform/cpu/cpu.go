@@ -61,10 +61,32 @@ type Cluster struct {
 	Pinned bool `json:"pinned,omitempty"`
 }
 
-// Topology is the CPUs of a machine and their clusters.
+// Topology is the CPUs of a machine and their clusters. CPUs and Clusters hold the
+// online CPUs only; Offline lists the present CPUs the kernel has taken offline
+// (hotplug, or a phone's thermal and power policy parking a core).
 type Topology struct {
 	CPUs     []CPU     `json:"cpus"`
 	Clusters []Cluster `json:"clusters"`
+	Offline  []int     `json:"offline,omitempty"`
+}
+
+// OnlineIDs returns the ids of the online CPUs, sorted.
+func (t Topology) OnlineIDs() []int {
+	ids := make([]int, 0, len(t.CPUs))
+	for _, c := range t.CPUs {
+		ids = append(ids, c.ID)
+	}
+	return ids
+}
+
+// ClusterOf returns the index in Clusters of the cluster holding cpu, or -1.
+func (t Topology) ClusterOf(cpu int) int {
+	for i, c := range t.Clusters {
+		if slices.Contains(c.CPUs, cpu) {
+			return i
+		}
+	}
+	return -1
 }
 
 // ReadTopology reads every online CPU below SysCPU in root and groups them.
@@ -79,6 +101,11 @@ func ReadTopology(root fs.FS) (Topology, error) {
 		t.CPUs = append(t.CPUs, readCPU(root, fmt.Sprintf("%s/cpu%d", dir, id), id))
 	}
 	t.Clusters = Group(t.CPUs)
+	if b, err := fs.ReadFile(root, dir+"/present"); err == nil {
+		if present, err := ParseList(b); err == nil {
+			t.Offline = without(present, ids)
+		}
+	}
 	return t, nil
 }
 
