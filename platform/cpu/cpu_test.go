@@ -36,8 +36,8 @@ func TestFixtures(t *testing.T) {
 				"mid cpu4-6 (capacity 871, 2.42 GHz, schedutil)",
 				"big cpu7 (capacity 1024, 2.84 GHz, schedutil)",
 			},
-			advice:  []string{"", "", ""},
-			clock:   "arch_sys_counter", clockOK: true,
+			advice: []string{"", "", ""},
+			clock:  "arch_sys_counter", clockOK: true,
 			offline: []int{2},
 		},
 		{
