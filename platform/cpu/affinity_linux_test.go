@@ -58,7 +58,8 @@ func TestLockHotRestricts(t *testing.T) {
 			for range 2000 {
 				got, err := CurrentCPU()
 				if err != nil {
-					t.Fatalf("getcpu: %v", err)
+					t.Errorf("getcpu: %v", err)
+					return
 				}
 				seen[got]++
 				if got%256 == 0 {
@@ -87,11 +88,13 @@ func gettid(t *testing.T) int {
 	t.Helper()
 	b, err := os.Readlink("/proc/thread-self")
 	if err != nil {
-		t.Fatalf("/proc/thread-self: %v", err)
+		t.Errorf("/proc/thread-self: %v", err)
+		return -1
 	}
 	var pid, tid int
 	if _, err := fmt.Sscanf(b, "%d/task/%d", &pid, &tid); err != nil {
-		t.Fatalf("/proc/thread-self -> %q", b)
+		t.Errorf("/proc/thread-self -> %q", b)
+		return -1
 	}
 	return tid
 }
@@ -126,7 +129,8 @@ func TestUclamp(t *testing.T) {
 	onGoroutine(func() {
 		rep, undo, err := LockHot(HotOptions{UclampMin: 512})
 		if err != nil {
-			t.Fatalf("uclamp alone never fails the placement: %v", err)
+			t.Errorf("uclamp alone never fails the placement: %v", err)
+			return
 		}
 		defer func() {
 			if err := undo(); err != nil {
@@ -135,7 +139,8 @@ func TestUclamp(t *testing.T) {
 		}()
 		if rep.UclampErr != nil {
 			if !errors.Is(rep.UclampErr, errors.ErrUnsupported) {
-				t.Fatalf("uclamp failed for a reason other than a missing feature: %v", rep.UclampErr)
+				t.Errorf("uclamp failed for a reason other than a missing feature: %v", rep.UclampErr)
+				return
 			}
 			if rep.UclampMin != -1 {
 				t.Errorf("unsupported, yet report says clamp %d", rep.UclampMin)
@@ -145,7 +150,8 @@ func TestUclamp(t *testing.T) {
 				t.Errorf("error lacks the kernel and the minimum: %q", msg)
 			}
 			if uclampConfigured() {
-				t.Fatalf("kernel config has CONFIG_UCLAMP_TASK=y, yet: %v", rep.UclampErr)
+				t.Errorf("kernel config has CONFIG_UCLAMP_TASK=y, yet: %v", rep.UclampErr)
+				return
 			}
 			t.Logf("unsupported, as expected here: %v", rep.UclampErr)
 			return
@@ -157,7 +163,8 @@ func TestUclamp(t *testing.T) {
 	onGoroutine(func() {
 		rep, undo, err := LockHot(HotOptions{UclampMin: UclampMax + 1})
 		if err != nil {
-			t.Fatal(err)
+			t.Error(err)
+			return
 		}
 		defer undo()
 		if rep.UclampErr == nil || errors.Is(rep.UclampErr, errors.ErrUnsupported) || !strings.Contains(rep.UclampErr.Error(), "out of range") {
