@@ -37,6 +37,9 @@ type Host struct {
 	BPF func() error
 	// Since measures the latency of the ServerLive call (time.Since on a device).
 	Since func(time.Time) time.Duration
+	// CPUPlacement tries the cpu: section on a scratch thread and reads back what
+	// the kernel granted (cmd/vig's cpuTrial on a device).
+	CPUPlacement func(config.CPU) CPUTrial
 }
 
 // Locations the eBPF check looks at. Variables so that tests and odd kernels can
@@ -77,6 +80,7 @@ func DeviceChecks(ctx context.Context, cfg *config.Config, h *Host) []Check {
 	cs = append(cs, noDelayCheck(ctx, h))
 	cs = append(cs, shmChecks(h)...)
 	cs = append(cs, cpuChecks(h)...)
+	cs = append(cs, cpuPlacementChecks(cfg, h)...)
 	cs = append(cs, androidChecks(ctx, h)...)
 	cs = append(cs, jetsonChecks(ctx, h)...)
 	cs = append(cs, bpfCheck(h))
@@ -168,7 +172,11 @@ func cpuChecks(h *Host) []Check {
 		for _, c := range topo.Clusters {
 			parts = append(parts, c.String())
 		}
-		cs = append(cs, Check{Name: "cpu topology", Status: OK, Detail: fmt.Sprintf("%d CPUs: %s", len(topo.CPUs), strings.Join(parts, "; "))})
+		detail := fmt.Sprintf("%d CPUs: %s", len(topo.CPUs), strings.Join(parts, "; "))
+		if len(topo.Offline) > 0 {
+			detail += fmt.Sprintf("; cpu%s offline", cpu.FormatList(topo.Offline))
+		}
+		cs = append(cs, Check{Name: "cpu topology", Status: OK, Detail: detail})
 		governed := false
 		for _, c := range topo.Clusters {
 			if len(c.Governors) == 0 {

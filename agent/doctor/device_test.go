@@ -120,12 +120,12 @@ func TestDeviceFixtures(t *testing.T) {
 			},
 			want: map[string]Status{
 				"backend": Skipped, "tcp_nodelay": OK, "shm /dev/shm": Skipped, "shm memfd": OK,
-				"cpu topology": OK, "governor cpu0-3": OK, "governor cpu4-6": OK, "governor cpu7": OK, "clocksource": OK,
+				"cpu topology": OK, "governor cpu0-1,3": OK, "governor cpu4-6": OK, "governor cpu7": OK, "clocksource": OK,
 				"android": OK, "android doze": OK, "android wakefulness": OK, "android thermal": OK, "android perf_harden": Warn,
 				"jetson": Skipped, "ebpf": Skipped,
 			},
 			details: map[string]string{
-				"cpu topology": "little cpu0-3 (capacity 261", "shm /dev/shm": "vig's ring uses memfd instead",
+				"cpu topology": "little cpu0-1,3 (capacity 261, 1.80 GHz, schedutil); mid cpu4-6 (capacity 871, 2.42 GHz, schedutil); big cpu7 (capacity 1024, 2.84 GHz, schedutil); cpu2 offline", "shm /dev/shm": "vig's ring uses memfd instead",
 				"android": "linker64", "android perf_harden": "setprop security.perf_harden 0", "android doze": "ACTIVE",
 			},
 		},
