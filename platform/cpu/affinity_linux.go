@@ -315,3 +315,10 @@ func threads() ([]int, error) {
 	}
 	return ids, nil
 }
+
+// ProcessAffinity returns the CPUs the process's main thread may run on: the mask
+// new threads start from unless something changed them one by one.
+func ProcessAffinity() ([]int, error) { return getAffinity(os.Getpid()) }
+
+// onMainThread reports whether the calling thread is the process's main thread.
+func onMainThread() bool { return unix.Gettid() == os.Getpid() }

@@ -30,3 +30,8 @@ func SetProcessCPUs(cpus []int) (ProcessReport, func() error, error) {
 
 // ProcessThreads is only implemented on Linux.
 func ProcessThreads() ([]int, error) { return nil, errNotLinux("listing threads") }
+
+// ProcessAffinity is only implemented on Linux.
+func ProcessAffinity() ([]int, error) { return nil, errNotLinux("sched_getaffinity") }
+
+func onMainThread() bool { return false }

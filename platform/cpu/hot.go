@@ -23,7 +23,8 @@ import (
 //     unlocks. If restoring fails it leaves the goroutine locked, so that Go
 //     ends the thread when the goroutine exits instead of handing a pinned
 //     thread to other goroutines. A goroutine that returns while still locked
-//     ends its thread the same way: the placement never leaks.
+//     ends its thread the same way (the process's main thread, which cannot
+//     end, is parked for good instead): the placement never leaks.
 //
 //   - StartThread, which owns a goroutine placed with LockHot and runs functions
 //     on it: Thread.Do(f) runs f on the hot thread and waits for it. Do costs a
@@ -53,7 +54,7 @@ type Thread struct {
 // thread is gone again); a clamp that could not be set is not an error but
 // Report().UclampErr.
 func StartThread(opts HotOptions) (*Thread, error) {
-	t := &Thread{work: make(chan func()), done: make(chan struct{}), quit: make(chan struct{}), exit: make(chan error, 1)}
+	t := newThread()
 	ready := make(chan error, 1)
 	go t.loop(opts, ready)
 	if err := <-ready; err != nil {
@@ -62,16 +63,39 @@ func StartThread(opts HotOptions) (*Thread, error) {
 	return t, nil
 }
 
-// loop owns the placed thread. It locks once more than LockHot does, so that after
+func newThread() *Thread {
+	return &Thread{work: make(chan func()), done: make(chan struct{}), quit: make(chan struct{}), exit: make(chan error, 1)}
+}
+
+// loop starts the goroutine that owns the placed thread. Go cannot end the
+// process's main thread (a locked goroutine that exits on it wedges it instead),
+// so when loop finds itself there it keeps that thread busy while it starts the
+// owner, which the runtime then has to run on another thread.
+func (t *Thread) loop(opts HotOptions, ready chan<- error) {
+	runtime.LockOSThread()
+	if !onMainThread() {
+		t.run(opts, ready, nil)
+		return
+	}
+	locked := make(chan struct{})
+	go t.run(opts, ready, locked)
+	<-locked
+	runtime.UnlockOSThread()
+}
+
+// run owns the placed thread. It locks once more than LockHot does, so that after
 // the undo unlocks the goroutine is still locked and its exit ends the thread: no
 // other goroutine ever runs on it, even with the restored placement.
-func (t *Thread) loop(opts HotOptions, ready chan<- error) {
+func (t *Thread) run(opts HotOptions, ready chan<- error, locked chan<- struct{}) {
+	runtime.LockOSThread()
+	if locked != nil {
+		close(locked)
+	}
 	rep, undo, err := LockHot(opts)
 	if err != nil {
 		ready <- err
 		return
 	}
-	runtime.LockOSThread() // see above: the goroutine's exit ends the thread
 	t.rep = rep
 	ready <- nil
 	for {
