@@ -43,7 +43,7 @@ func fixtureExec(dir string) func(context.Context, string, ...string) ([]byte, e
 }
 
 func procStatus(capEff string) fstest.MapFS {
-	return fstest.MapFS{"proc/self/status": {Data: []byte("Name:\tvig\nUid:\t0\t0\t0\t0\nCapInh:\t0000000000000000\nCapPrm:\t" + capEff + "\nCapEff:\t" + capEff + "\n")}}
+	return fstest.MapFS{"proc/self/status": {Data: []byte("Name:\tvig\nTgid:\t4242\nPid:\t4242\nUid:\t0\t0\t0\t0\nCapInh:\t0000000000000000\nCapPrm:\t" + capEff + "\nCapEff:\t" + capEff + "\n")}}
 }
 
 // fixtureHost builds a Host from fixture trees; the live probes report what such a
@@ -217,29 +217,4 @@ func TestShmNeitherPath(t *testing.T) {
 	if cs := shmChecks(h); cs[1].Status != Warn || cs[0].Status != OK {
 		t.Errorf("broken memfd must not pass or skip: %+v", cs)
 	}
-}
-
-func TestParseCapEff(t *testing.T) {
-	v, err := ParseCapEff([]byte("Name:\tx\nCapEff:\t000001ffffffffff\n"))
-	if err != nil || v != 0x1ffffffffff {
-		t.Errorf("%x %v", v, err)
-	}
-	if _, err := ParseCapEff([]byte("Name:\tx\n")); err == nil {
-		t.Error("no CapEff: want an error")
-	}
-	if _, err := ParseCapEff([]byte("CapEff:\tzz\n")); err == nil {
-		t.Error("bad hex: want an error")
-	}
-}
-
-func FuzzParseCapEff(f *testing.F) {
-	f.Add([]byte("Name:\tvig\nCapEff:\t000001ffffffffff\n"))
-	f.Add([]byte("CapEff:\t\n"))
-	f.Add([]byte("CapEff:\tfffffffffffffffffffff\n"))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		v, err := ParseCapEff(b)
-		if err != nil && v != 0 {
-			t.Fatalf("error with a value: %x %v", v, err)
-		}
-	})
 }
