@@ -25,11 +25,14 @@ import (
 type Sampler struct {
 	on       atomic.Bool
 	interval atomic.Int64 // ns between samples
+	// last is when the last sample was taken (ns since base). Checked before the
+	// lock so that a call inside the interval costs a clock read and two loads.
+	last atomic.Int64
+	base time.Time
 
 	topo Topology
 
 	mu      sync.Mutex // guards everything below; Observe and Stats take it
-	last    time.Time
 	total   uint64
 	per     []uint64 // samples per cluster of topo; the last entry counts CPUs in none
 	mhz     []uint32 // the last len(mhz) frequencies, a ring
@@ -44,7 +47,7 @@ const SampleWindow = 1024
 
 // NewSampler returns a disabled sampler for the CPUs of topo.
 func NewSampler(topo Topology) *Sampler {
-	return &Sampler{topo: topo, per: make([]uint64, len(topo.Clusters)+1), mhz: make([]uint32, 0, SampleWindow), files: map[int]*os.File{}}
+	return &Sampler{base: time.Now(), topo: topo, per: make([]uint64, len(topo.Clusters)+1), mhz: make([]uint32, 0, SampleWindow), files: map[int]*os.File{}}
 }
 
 // Enable starts sampling, at most once per interval (≥ 1 µs).
@@ -73,13 +76,13 @@ func (s *Sampler) Observe() {
 	if !s.on.Load() {
 		return
 	}
-	now := time.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.last.IsZero() && now.Sub(s.last) < time.Duration(s.interval.Load()) {
+	now := int64(time.Since(s.base)) + 1 // > 0: last == 0 means no sample yet
+	if last := s.last.Load(); last != 0 && now-last < s.interval.Load() {
 		return
 	}
-	s.last = now
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.last.Store(now)
 	cpu, err := CurrentCPU()
 	if err != nil {
 		s.freqErr = err.Error()
