@@ -1,8 +1,12 @@
 package cpu
 
 import (
+	"fmt"
+	"os"
 	"testing"
 	"time"
+
+	"github.com/vig-edge/vig/platform/proc"
 )
 
 // BenchmarkThreadDo is the hand-off cost of Thread.Do (two channel operations
@@ -56,4 +60,65 @@ func BenchmarkCurrentCPU(b *testing.B) {
 	for range b.N {
 		CurrentCPU()
 	}
+}
+
+// BenchmarkPingPong measures a request/answer hand-off between two goroutines,
+// the shape of a reader goroutine waking the code that answers: with the
+// answering goroutine unlocked, and locked to its thread (LockHot without a
+// pin). A locked goroutine that blocks cannot let its thread run anything else,
+// so Go hands its P to another thread and back on every block: it reports
+// context switches per round trip beside the time.
+func BenchmarkPingPong(b *testing.B) {
+	for _, locked := range []bool{false, true} {
+		name := "unlocked"
+		if locked {
+			name = "locked"
+		}
+		b.Run(name, func(b *testing.B) {
+			req, resp := make(chan int), make(chan int)
+			go func() {
+				if locked {
+					_, undo, err := LockHot(HotOptions{UclampMin: -1})
+					if err != nil {
+						panic(err)
+					}
+					defer undo()
+				}
+				for v := range req {
+					resp <- v + 1
+				}
+			}()
+			before := ctxSwitches(b)
+			b.ResetTimer()
+			for i := range b.N {
+				req <- i
+				<-resp
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(ctxSwitches(b)-before)/float64(b.N), "ctxsw/op")
+			close(req)
+		})
+	}
+}
+
+// ctxSwitches sums the voluntary and involuntary context switches of the
+// process's threads.
+func ctxSwitches(b *testing.B) uint64 {
+	tids, err := ProcessThreads()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var n uint64
+	for _, tid := range tids {
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/status", tid))
+		if err != nil {
+			continue // exited
+		}
+		st, err := proc.ParseStatus(raw)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n += st.VoluntaryCtxtSwitches + st.NonvoluntaryCtxtSwitches
+	}
+	return n
 }
