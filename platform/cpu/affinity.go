@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/vig-edge/vig/platform/sysinfo"
 )
 
 // Placement controls. vig's per-request path is a burst: spread over many threads
@@ -131,6 +133,15 @@ func without(all, keep []int) []int {
 		}
 	}
 	return out
+}
+
+// uclampByVersion refuses kernel releases older than UclampMinKernel. An
+// unparsable release is given the benefit of the doubt: the syscall then decides.
+func uclampByVersion(release string) error {
+	if ma, mi, ok := sysinfo.ParseVersion(release); ok && !(ma > 5 || ma == 5 && mi >= 3) {
+		return errUnsupportedUclamp(release, "too old")
+	}
+	return nil
 }
 
 // errUnsupportedUclamp explains why utilization clamping is not available.

@@ -190,13 +190,7 @@ func schedSetUclampMin(v int) error {
 // uclampProbe refuses kernels older than 5.3 by version before any syscall:
 // they have sched_setattr but not the clamp fields, and some vendor kernels
 // misbehave on flags they do not know.
-var uclampProbe = sync.OnceValue(func() error {
-	rel := sysinfo.Release()
-	if ma, mi, ok := sysinfo.ParseVersion(rel); ok && !(ma > 5 || ma == 5 && mi >= 3) {
-		return errUnsupportedUclamp(rel, "too old")
-	}
-	return nil
-})
+var uclampProbe = sync.OnceValue(func() error { return uclampByVersion(sysinfo.Release()) })
 
 // SetProcessCPUs restricts every thread of the process to cpus and sets
 // GOMAXPROCS to the number of CPUs the threads read back, explicitly: since Go

@@ -1,11 +1,24 @@
 package cpu
 
 import (
+	"errors"
 	"os"
 	"slices"
 	"strings"
 	"testing"
 )
+
+func TestUclampByVersion(t *testing.T) {
+	for rel, ok := range map[string]bool{"4.19.157-perf": false, "5.2.21": false, "5.3.0": true, "5.10.43+": true, "6.1.0-18-arm64": true, "vendor-weird": true} {
+		err := uclampByVersion(rel)
+		if (err == nil) != ok {
+			t.Errorf("%s: %v", rel, err)
+		}
+		if err != nil && (!errors.Is(err, errors.ErrUnsupported) || !strings.Contains(err.Error(), "kernel "+rel+": too old") || !strings.Contains(err.Error(), "needs 5.3")) {
+			t.Errorf("%s: error %q lacks the kernel, the reason or the minimum", rel, err)
+		}
+	}
+}
 
 func TestResolvePin(t *testing.T) {
 	read := func(machine string) Topology {

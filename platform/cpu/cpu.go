@@ -1,7 +1,10 @@
-// Package cpu reads how the device's CPUs are built and driven: the topology (which
-// cores are little, mid or big, from cpu_capacity, cpuinfo_max_freq and
-// topology/cluster_id), the cpufreq governor of each cluster, and the clock source
-// behind the monotonic clock.
+// Package cpu reads how the device's CPUs are built and driven, and places vig's
+// threads on them: the topology (which cores are little, mid or big, from
+// cpu_capacity, cpuinfo_max_freq and topology/cluster_id; which are offline), the
+// cpufreq governor of each cluster, the clock source behind the monotonic clock;
+// the hot thread (LockHot, Thread: locked, pinned, clamped), the process mask with
+// GOMAXPROCS to match (SetProcessCPUs), and a sampler of where the hot thread runs
+// and at what clock (Sampler). Every placement is read back from the kernel.
 //
 // Reading is split from parsing: every reader takes the machine's root as an fs.FS
 // (os.DirFS("/") on the device, a fixture tree in tests), and the sysfs locations are
