@@ -190,7 +190,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready chan
 	if err != nil {
 		return err
 	}
-	defer cpuc.Close()
+	defer cpuc.Close() // cpuc.Hot, cpuc.HotOptions and cpuc.Sampler are for the gateway's hot loop
 
 	if cfg.Backend.Embedded {
 		mb, err := mockbackend.Start(ctx, cfg.Backend.Address, mockbackend.FromConfig(cfg), gateway.ServerOptions(cfg.GRPC), &sockets)
