@@ -117,7 +117,9 @@ func (t *Thread) Report() ThreadReport { return t.rep }
 var ErrThreadClosed = errors.New("cpu: hot thread closed")
 
 // Do runs f on the hot thread and returns when f has returned. Calls from several
-// goroutines run one after another.
+// goroutines run one after another; a call from f itself would wait for itself.
+// Each call is a hand-off between threads (BenchmarkThreadDo): give Do a loop,
+// not a request.
 func (t *Thread) Do(f func()) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
