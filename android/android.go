@@ -16,12 +16,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vig-edge/vig/platform/sysinfo"
 	"github.com/vig-edge/vig/platform/toolexec"
 )
 
 // Locations and tools. Variables so that tests and unusual builds can change them.
 var (
-	LinkerPath   = "/system/bin/linker64"
 	ThermalZones = "/sys/class/thermal"
 	Dumpsys      = "dumpsys"
 	Getprop      = "getprop"
@@ -37,15 +37,10 @@ func Exec(ctx context.Context, name string, args ...string) ([]byte, error) {
 }
 
 // Detect reports whether this is Android and what showed it. root is the machine's
-// "/"; getenv is os.Getenv on the device.
+// "/"; getenv is os.Getenv on the device. The detection itself is
+// platform/sysinfo's, shared with everything else that asks.
 func Detect(root fs.FS, getenv func(string) string) (bool, string) {
-	if v := getenv("ANDROID_ROOT"); v != "" {
-		return true, "ANDROID_ROOT=" + v
-	}
-	if _, err := fs.Stat(root, strings.TrimPrefix(LinkerPath, "/")); err == nil {
-		return true, LinkerPath + " exists"
-	}
-	return false, "no ANDROID_ROOT and no " + LinkerPath
+	return sysinfo.DetectAndroid(root, getenv)
 }
 
 // Reading is one fact about the device and what it means for vig.

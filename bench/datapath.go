@@ -13,6 +13,7 @@ import (
 
 	"github.com/vig-edge/vig/mockbackend"
 	"github.com/vig-edge/vig/platform/profile"
+	"github.com/vig-edge/vig/platform/shmprobe"
 	pb "github.com/vig-edge/vig/proto/inference"
 	"github.com/vig-edge/vig/wire"
 )
@@ -480,7 +481,7 @@ type shmInput struct {
 func newShmInput(ctx context.Context, cc *grpc.ClientConn, size int) (*shmInput, error) {
 	size = max(size, 4096)
 	s := &shmInput{name: fmt.Sprintf("vigbench_in_%d", os.Getpid()), key: fmt.Sprintf("/vigbench-in-%d", os.Getpid())}
-	s.path = filepath.Join("/dev/shm", s.key[1:])
+	s.path = filepath.Join(shmprobe.DevShm, s.key[1:])
 	data := make([]byte, size)
 	for i := range data {
 		data[i] = byte(i * 7)

@@ -8,12 +8,13 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/vig-edge/vig/platform/shmprobe"
 	"github.com/vig-edge/vig/proto/inference"
 )
 
-// shmDir is where POSIX shared-memory objects live (shm_open(key) opens shmDir+key);
-// a variable for tests.
-var shmDir = "/dev/shm"
+// shmDir is where POSIX shared-memory objects live (shm_open(key) opens shmDir+key):
+// platform/shmprobe's one spelling of it; a variable for tests.
+var shmDir = shmprobe.DevShm
 
 // region is one registered system shared-memory region, mapped read-write.
 type region struct {

@@ -47,9 +47,27 @@ func withPeer(c net.Conn) net.Conn {
 	if !ok {
 		return c
 	}
-	p := UnixPeer{Path: uc.LocalAddr().String()}
-	if raw, err := uc.SyscallConn(); err == nil {
-		raw.Control(func(fd uintptr) { p.UID, p.GID, p.PID, p.Known = peerCred(fd) })
-	}
+	p, _ := PeerCredentials(uc) // unreadable: Known stays false, and uid-bound regions are refused
 	return &peerConn{Conn: c, peer: p}
+}
+
+// PeerCredentials reads the credentials of a Unix-socket connection's peer with
+// SO_PEERCRED: the kernel's record of who connected, which the peer cannot forge.
+// It is vig's one reader of peer credentials (the gRPC listener and the
+// shared-memory rings both use it).
+func PeerCredentials(uc *net.UnixConn) (UnixPeer, error) {
+	p := UnixPeer{Path: uc.LocalAddr().String()}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return p, err
+	}
+	var cerr error
+	if err := raw.Control(func(fd uintptr) { p.UID, p.GID, p.PID, cerr = peerCred(fd) }); err != nil {
+		return p, err
+	}
+	if cerr != nil {
+		return p, cerr
+	}
+	p.Known = true
+	return p, nil
 }

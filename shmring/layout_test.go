@@ -357,19 +357,3 @@ func FuzzDecodeHeader(f *testing.F) {
 		}
 	})
 }
-
-func TestParseKernelVersion(t *testing.T) {
-	for _, c := range []struct {
-		rel      string
-		maj, min int
-		ok       bool
-	}{
-		{"6.18.44-fc-v857", 6, 18, true}, {"3.17.0", 3, 17, true}, {"4.4.302-perf+", 4, 4, true},
-		{"3.10.49-g4b3d5a1", 3, 10, true}, {"5.10", 5, 10, true}, {"garbage", 0, 0, false}, {"x.1", 0, 0, false},
-	} {
-		maj, min, ok := parseKernelVersion(c.rel)
-		if maj != c.maj || min != c.min || ok != c.ok {
-			t.Errorf("parseKernelVersion(%q) = %d, %d, %v", c.rel, maj, min, ok)
-		}
-	}
-}

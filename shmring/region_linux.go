@@ -7,49 +7,24 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 
 	"golang.org/x/sys/unix"
-)
 
-// shmDir is where BackendShmFile creates its files; a variable for tests.
-var shmDir = "/dev/shm"
+	"github.com/vig-edge/vig/platform/shmprobe"
+	"github.com/vig-edge/vig/platform/sysinfo"
+)
 
 const requiredSeals = unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_SEAL
 
-// kernelRelease is uname -r, read once.
-var kernelRelease = sync.OnceValue(func() string {
-	var u unix.Utsname
-	if err := unix.Uname(&u); err != nil {
-		return "unknown"
-	}
-	return unix.ByteSliceToString(u.Release[:])
-})
+// probeMemfd is platform/shmprobe's sealed-memfd probe (run once per process,
+// the same one doctor reports), with the kernel release for messages.
+func probeMemfd() (string, error) { return sysinfo.Release(), shmprobe.Memfd() }
 
-// probeMemfd checks once that sealed memfds work. Some old Android kernels
-// crash on unknown syscalls instead of returning ENOSYS, so the kernel version
-// is checked before the syscall is tried.
-var probeMemfd = sync.OnceValues(func() (string, error) {
-	rel := kernelRelease()
-	if maj, min, ok := parseKernelVersion(rel); ok && (maj < 3 || maj == 3 && min < 17) {
-		return rel, fmt.Errorf("memfd sealing: %w (kernel %s; needs 3.17)", errors.ErrUnsupported, rel)
-	}
-	fd, err := unix.MemfdCreate("vig-probe", unix.MFD_ALLOW_SEALING|unix.MFD_CLOEXEC)
-	if err != nil {
-		return rel, fmt.Errorf("memfd_create: %w (kernel %s: %v)", errors.ErrUnsupported, rel, err)
-	}
-	defer unix.Close(fd)
-	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, requiredSeals); err != nil {
-		return rel, fmt.Errorf("memfd sealing: %w (kernel %s: F_ADD_SEALS: %v)", errors.ErrUnsupported, rel, err)
-	}
-	return rel, nil
-})
-
-// probeShmDir checks that shmDir exists (Android has none).
+// probeShmDir checks that shmprobe.DevShm exists (Android has none).
 func probeShmDir() error {
-	st, err := os.Stat(shmDir)
+	st, err := os.Stat(shmprobe.DevShm)
 	if err != nil || !st.IsDir() {
-		return fmt.Errorf("shared-memory directory %s: %w (kernel %s: %v)", shmDir, errors.ErrUnsupported, kernelRelease(), err)
+		return fmt.Errorf("shared-memory directory %s: %w (kernel %s: %v)", shmprobe.DevShm, errors.ErrUnsupported, sysinfo.Release(), err)
 	}
 	return nil
 }
@@ -123,7 +98,7 @@ func CreateRegion(cfg Config, b Backend) (*Region, error) {
 func createShmFile() (int, error) {
 	var rnd [8]byte
 	rand.Read(rnd[:])
-	name := filepath.Join(shmDir, "vig-shmring-"+hex.EncodeToString(rnd[:]))
+	name := filepath.Join(shmprobe.DevShm, "vig-shmring-"+hex.EncodeToString(rnd[:]))
 	fd, err := unix.Open(name, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return -1, fmt.Errorf("shmring: creating %s: %w", name, err)

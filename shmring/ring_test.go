@@ -8,6 +8,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"unsafe"
+
+	"github.com/vig-edge/vig/platform/shmprobe"
+	"github.com/vig-edge/vig/platform/sysinfo"
 )
 
 // localPair wires a Sender and a Receiver to one ring of a fresh region, with
@@ -278,12 +281,12 @@ func TestParseBackend(t *testing.T) {
 // probe picks memfd; creating a /dev/shm region then fails with
 // errors.ErrUnsupported and the kernel release in the message.
 func TestProbeErrorsWrapUnsupported(t *testing.T) {
-	old := shmDir
-	shmDir = t.TempDir() + "/absent"
-	defer func() { shmDir = old }()
+	old := shmprobe.DevShm
+	shmprobe.DevShm = t.TempDir() + "/absent"
+	defer func() { shmprobe.DevShm = old }()
 	_, err := CreateRegion(testConfig, BackendShmFile)
-	if !errors.Is(err, errors.ErrUnsupported) || !containsStr(err.Error(), kernelRelease()) {
-		t.Fatalf("CreateRegion without %s: %v", shmDir, err)
+	if !errors.Is(err, errors.ErrUnsupported) || !containsStr(err.Error(), sysinfo.Release()) {
+		t.Fatalf("CreateRegion without %s: %v", shmprobe.DevShm, err)
 	}
 	if _, merr := probeMemfd(); merr == nil {
 		if b, err := Probe(); err != nil || b != BackendMemfd {

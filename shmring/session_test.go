@@ -18,6 +18,8 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/vig-edge/vig/platform/sysinfo"
 )
 
 var testConfig = Config{
@@ -88,14 +90,14 @@ func requireRing(t testing.TB) {
 	if perr == nil {
 		return
 	}
-	if maj, min, ok := parseKernelVersion(kernelRelease()); ok && (maj > 3 || maj == 3 && min >= 17) {
+	if sysinfo.AtLeast(sysinfo.Release(), 3, 17) {
 		fd, err := unix.MemfdCreate("vig-test", unix.MFD_CLOEXEC)
 		if err == nil {
 			unix.Close(fd)
 			t.Fatalf("memfd_create works but the probe fails: %v", perr)
 		}
 		if err != unix.ENOSYS && err != unix.EPERM { // a sandbox may block it
-			t.Fatalf("memfd_create fails on kernel %s: %v", kernelRelease(), err)
+			t.Fatalf("memfd_create fails on kernel %s: %v", sysinfo.Release(), err)
 		}
 	}
 	t.Skipf("no shared-memory backend: %v", perr)

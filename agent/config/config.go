@@ -28,6 +28,7 @@ type Config struct {
 	Scheduler Scheduler        `yaml:"scheduler"`
 	Models    map[string]Model `yaml:"models"`
 	Streams   []Stream         `yaml:"streams"`
+	CPU       CPU              `yaml:"cpu"`
 }
 
 // Listen holds the addresses vig serves on. "off" turns a listener off; an absent key
@@ -286,6 +287,8 @@ func (c *Config) locate(doc *yaml.Node) {
 	for i := 0; i+1 < len(doc.Content); i += 2 {
 		k, v := doc.Content[i], doc.Content[i+1]
 		switch k.Value {
+		case "cpu":
+			c.CPU.locate(v)
 		case "streams":
 			for j, item := range v.Content {
 				if j < len(c.Streams) {
@@ -323,6 +326,7 @@ func (c *Config) applyDefaults() {
 	setDefaultInt(&c.Scheduler.SafetyMarginPct, DefaultSafetyMarginPct)
 	setDefault(&c.Scheduler.UnknownStreams, "default")
 	setDefault(&c.Scheduler.CaptureClock, "monotonic")
+	c.CPU.applyDefaults()
 	for i := range c.Streams {
 		s := &c.Streams[i]
 		setDefault(&s.Queue, QueueLatest)

@@ -137,6 +137,7 @@ func (c *Config) validate(file string) error {
 			bad(s.Line, key+".min_rate_hz", "only best_effort streams take a budgeted minimum rate; %s streams are scheduled by contract", s.Class)
 		}
 	}
+	c.CPU.validate(bad)
 	// Map iteration above is unordered; report in file order.
 	sort.SliceStable(errs, func(i, j int) bool {
 		a, b := errs[i].(*Error), errs[j].(*Error)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"strconv"
 	"strings"
 	"time"
 
@@ -13,6 +12,8 @@ import (
 	"github.com/vig-edge/vig/android"
 	"github.com/vig-edge/vig/jetson"
 	"github.com/vig-edge/vig/platform/cpu"
+	"github.com/vig-edge/vig/platform/proc"
+	"github.com/vig-edge/vig/platform/sysinfo"
 	"github.com/vig-edge/vig/proto/inference"
 )
 
@@ -37,6 +38,9 @@ type Host struct {
 	BPF func() error
 	// Since measures the latency of the ServerLive call (time.Since on a device).
 	Since func(time.Time) time.Duration
+	// CPUPlacement tries the cpu: section on a scratch thread and reads back what
+	// the kernel granted (cmd/vig's cpuTrial on a device).
+	CPUPlacement func(config.CPU) CPUTrial
 }
 
 // Locations the eBPF check looks at. Variables so that tests and odd kernels can
@@ -44,7 +48,6 @@ type Host struct {
 var (
 	ProcSelfStatus = "/proc/self/status"
 	BTFVmlinux     = "/sys/kernel/btf/vmlinux"
-	TracefsDirs    = []string{"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}
 )
 
 // Options selects what Run checks.
@@ -77,6 +80,7 @@ func DeviceChecks(ctx context.Context, cfg *config.Config, h *Host) []Check {
 	cs = append(cs, noDelayCheck(ctx, h))
 	cs = append(cs, shmChecks(h)...)
 	cs = append(cs, cpuChecks(h)...)
+	cs = append(cs, cpuPlacementChecks(cfg, h)...)
 	cs = append(cs, androidChecks(ctx, h)...)
 	cs = append(cs, jetsonChecks(ctx, h)...)
 	cs = append(cs, bpfCheck(h))
@@ -168,7 +172,11 @@ func cpuChecks(h *Host) []Check {
 		for _, c := range topo.Clusters {
 			parts = append(parts, c.String())
 		}
-		cs = append(cs, Check{Name: "cpu topology", Status: OK, Detail: fmt.Sprintf("%d CPUs: %s", len(topo.CPUs), strings.Join(parts, "; "))})
+		detail := fmt.Sprintf("%d CPUs: %s", len(topo.CPUs), strings.Join(parts, "; "))
+		if len(topo.Offline) > 0 {
+			detail += fmt.Sprintf("; cpu%s offline", cpu.FormatList(topo.Offline))
+		}
+		cs = append(cs, Check{Name: "cpu topology", Status: OK, Detail: detail})
 		governed := false
 		for _, c := range topo.Clusters {
 			if len(c.Governors) == 0 {
@@ -261,27 +269,6 @@ func skippable(err error) (Status, string) {
 	return Warn, err.Error()
 }
 
-// Capability bits (linux/capability.h) the eBPF profiler needs.
-const (
-	capSysAdmin = 21
-	capPerfmon  = 38
-	capBPF      = 39
-)
-
-// ParseCapEff returns the effective capability set from /proc/<pid>/status.
-func ParseCapEff(status []byte) (uint64, error) {
-	for _, line := range strings.Split(string(status), "\n") {
-		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
-			caps, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			if err != nil {
-				return 0, fmt.Errorf("CapEff: %w", err)
-			}
-			return caps, nil
-		}
-	}
-	return 0, errors.New("no CapEff line")
-}
-
 // bpfCheck says whether `vig profile` can use eBPF here: privileges (root, or
 // CAP_BPF with CAP_PERFMON), tracefs for the tracepoints, and BTF (optional: vig's
 // probes use classic tracepoints with fixed layouts, not CO-RE).
@@ -292,20 +279,24 @@ func bpfCheck(h *Host) Check {
 		c.Status, c.Detail = Skipped, "not supported here: cannot read "+ProcSelfStatus+": "+err.Error()
 		return c
 	}
-	caps, err := ParseCapEff(status)
+	st, err := proc.ParseStatus(status)
+	if err == nil && !st.HaveCapEff {
+		err = errors.New("no CapEff line")
+	}
 	if err != nil {
 		c.Status, c.Detail = Warn, ProcSelfStatus+": "+err.Error()
 		return c
 	}
-	has := func(bit int) bool { return caps&(1<<bit) != 0 }
-	privileged := has(capSysAdmin) || (has(capBPF) && has(capPerfmon))
+	caps := st.CapEff
+	has := func(bit int) bool { return proc.HasCap(caps, bit) }
+	privileged := has(proc.CapSysAdmin) || (has(proc.CapBPF) && has(proc.CapPerfmon))
 	if !privileged {
 		c.Status = Skipped
 		c.Detail = fmt.Sprintf("needs root (or CAP_BPF+CAP_PERFMON; uid %d, CapEff %016x): vig profile uses /proc and perf counters instead", h.EUID, caps)
 		return c
 	}
 	tracefs := ""
-	for _, d := range TracefsDirs {
+	for _, d := range sysinfo.TracefsDirs {
 		if _, err := fs.Stat(h.Root, rel(d)+"/events/raw_syscalls"); err == nil {
 			tracefs = d
 			break
@@ -326,7 +317,7 @@ func bpfCheck(h *Host) Check {
 	if tracefs == "" {
 		c.Status = Warn
 		c.Detail = fmt.Sprintf("privileged, but tracefs is not mounted (no events/raw_syscalls under %s): mount -t tracefs nodev %s; %s",
-			strings.Join(TracefsDirs, " or "), TracefsDirs[0], btf)
+			strings.Join(sysinfo.TracefsDirs, " or "), sysinfo.TracefsDirs[0], btf)
 		return c
 	}
 	c.Status, c.Detail = OK, fmt.Sprintf("privileged, tracepoint programs load, tracefs at %s, %s", tracefs, btf)

@@ -74,7 +74,7 @@ func doctorMain(ctx context.Context, args []string, stdout, stderr io.Writer, tt
 			r.Slots = cfg.Backend.Slots
 		}
 	} else {
-		r = doctor.Run(ctx, cfg, doctor.Options{Device: !*noDevice, Host: devicehost.New()})
+		r = doctor.Run(ctx, cfg, doctor.Options{Device: !*noDevice, Host: cpuHost(devicehost.New())})
 	}
 	r.Config = path
 	if *asJSON {

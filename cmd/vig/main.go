@@ -21,6 +21,7 @@ Commands:
   mock-backend   run a Triton-protocol mock inference server (tests, benchmarks, demos)
   bench          measure vig: datapath cost, freshness under contention, idle cost
   demo           the scenario-B sensors against vig, with a live per-stream table
+  topology       this device's CPUs: clusters (little/mid/big), governors, frequencies
   version        print vig's version
 
 Run 'vig <command> --help' for a command's flags.
@@ -49,6 +50,8 @@ func run(args []string) int {
 		return runBench(rest)
 	case "demo":
 		return runDemo(rest)
+	case "topology":
+		return runTopology(rest)
 	case "version", "--version", "-version":
 		fmt.Println(version.Full())
 		return 0

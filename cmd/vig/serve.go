@@ -64,7 +64,7 @@ func runServe(args []string) int {
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer cancel()
 
-	report := doctor.Run(ctx, cfg, doctor.Options{Device: !*noDevice, Host: devicehost.New()})
+	report := doctor.Run(ctx, cfg, doctor.Options{Device: !*noDevice, Host: cpuHost(devicehost.New())})
 	logDoctor(log, report)
 	if *strict && report.Worst() == doctor.Error {
 		log.Error("doctor found errors and --strict is set: not serving (run `vig doctor -c FILE` for the details)")
@@ -186,6 +186,11 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready chan
 	var sockets netopt.Stats
 	reg := metrics.New()
 	reg.Sockets(&sockets)
+	cpuc, err := applyCPU(cfg, log, reg)
+	if err != nil {
+		return err
+	}
+	defer cpuc.Close() // cpuc.Hot, cpuc.HotOptions and cpuc.Sampler are for the gateway's hot loop
 
 	if cfg.Backend.Embedded {
 		mb, err := mockbackend.Start(ctx, cfg.Backend.Address, mockbackend.FromConfig(cfg), gateway.ServerOptions(cfg.GRPC), &sockets)

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vig-edge/vig/platform/proc"
+	"github.com/vig-edge/vig/platform/sysinfo"
 )
 
 // Sizes of the maps.
@@ -220,19 +221,19 @@ func load(name string, typ ebpf.ProgramType, insns asm.Instructions) (*ebpf.Prog
 	return prog, nil
 }
 
-// tracefsRoot finds tracefs, mounting it at TracefsRoots[0] when it is
+// tracefsRoot finds tracefs, mounting it at sysinfo.TracefsDirs[0] when it is
 // not mounted anywhere (common on minimal systems and in containers).
 func tracefsRoot() (string, error) {
 	probe := "events/raw_syscalls/sys_enter/format"
-	for _, r := range TracefsRoots {
+	for _, r := range sysinfo.TracefsDirs {
 		if _, err := os.Stat(filepath.Join(r, probe)); err == nil {
 			return r, nil
 		}
 	}
-	r := TracefsRoots[0]
+	r := sysinfo.TracefsDirs[0]
 	if err := unix.Mount("tracefs", r, "tracefs", 0, ""); err != nil {
 		return "", fmt.Errorf("eBPF: tracefs not mounted at %v and mounting it at %s failed (%v): "+
-			"`mount -t tracefs tracefs %s`: %w", TracefsRoots, r, err, r, errors.ErrUnsupported)
+			"`mount -t tracefs tracefs %s`: %w", sysinfo.TracefsDirs, r, err, r, errors.ErrUnsupported)
 	}
 	if _, err := os.Stat(filepath.Join(r, probe)); err != nil {
 		return "", fmt.Errorf("eBPF: tracepoint raw_syscalls/sys_enter missing (kernel without CONFIG_FTRACE_SYSCALLS?): %w", errors.ErrUnsupported)

@@ -8,9 +8,6 @@ import (
 	"strings"
 )
 
-// TracefsRoots are the places tracefs may be mounted, in the order tried.
-var TracefsRoots = []string{"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}
-
 // Field is one field of a tracepoint record.
 type Field struct {
 	Name   string

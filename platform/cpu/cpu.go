@@ -1,7 +1,10 @@
-// Package cpu reads how the device's CPUs are built and driven: the topology (which
-// cores are little, mid or big, from cpu_capacity, cpuinfo_max_freq and
-// topology/cluster_id), the cpufreq governor of each cluster, and the clock source
-// behind the monotonic clock.
+// Package cpu reads how the device's CPUs are built and driven, and places vig's
+// threads on them: the topology (which cores are little, mid or big, from
+// cpu_capacity, cpuinfo_max_freq and topology/cluster_id; which are offline), the
+// cpufreq governor of each cluster, the clock source behind the monotonic clock;
+// the hot thread (LockHot, Thread: locked, pinned, clamped), the process mask with
+// GOMAXPROCS to match (SetProcessCPUs), and a sampler of where the hot thread runs
+// and at what clock (Sampler). Every placement is read back from the kernel.
 //
 // Reading is split from parsing: every reader takes the machine's root as an fs.FS
 // (os.DirFS("/") on the device, a fixture tree in tests), and the sysfs locations are
@@ -61,10 +64,32 @@ type Cluster struct {
 	Pinned bool `json:"pinned,omitempty"`
 }
 
-// Topology is the CPUs of a machine and their clusters.
+// Topology is the CPUs of a machine and their clusters. CPUs and Clusters hold the
+// online CPUs only; Offline lists the present CPUs the kernel has taken offline
+// (hotplug, or a phone's thermal and power policy parking a core).
 type Topology struct {
 	CPUs     []CPU     `json:"cpus"`
 	Clusters []Cluster `json:"clusters"`
+	Offline  []int     `json:"offline,omitempty"`
+}
+
+// OnlineIDs returns the ids of the online CPUs, sorted.
+func (t Topology) OnlineIDs() []int {
+	ids := make([]int, 0, len(t.CPUs))
+	for _, c := range t.CPUs {
+		ids = append(ids, c.ID)
+	}
+	return ids
+}
+
+// ClusterOf returns the index in Clusters of the cluster holding cpu, or -1.
+func (t Topology) ClusterOf(cpu int) int {
+	for i, c := range t.Clusters {
+		if slices.Contains(c.CPUs, cpu) {
+			return i
+		}
+	}
+	return -1
 }
 
 // ReadTopology reads every online CPU below SysCPU in root and groups them.
@@ -79,6 +104,11 @@ func ReadTopology(root fs.FS) (Topology, error) {
 		t.CPUs = append(t.CPUs, readCPU(root, fmt.Sprintf("%s/cpu%d", dir, id), id))
 	}
 	t.Clusters = Group(t.CPUs)
+	if b, err := fs.ReadFile(root, dir+"/present"); err == nil {
+		if present, err := ParseList(b); err == nil {
+			t.Offline = without(present, ids)
+		}
+	}
 	return t, nil
 }
 

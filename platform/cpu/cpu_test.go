@@ -17,6 +17,7 @@ func TestFixtures(t *testing.T) {
 		advice   []string // GovernorAdvice per cluster, "" = fine
 		clock    string
 		clockOK  bool
+		offline  []int
 	}{
 		{
 			// 4 cores with SMT under intel_pstate, whose "powersave" is its dynamic
@@ -27,15 +28,17 @@ func TestFixtures(t *testing.T) {
 			clock:    "tsc", clockOK: true,
 		},
 		{
-			// DynamIQ phone: one cluster_id for all, three core kinds by capacity.
+			// DynamIQ phone: one cluster_id for all, three core kinds by capacity;
+			// cpu2 is offline (hotplugged out by the vendor power policy).
 			machine: "phone-arm64",
 			clusters: []string{
-				"little cpu0-3 (capacity 261, 1.80 GHz, schedutil)",
+				"little cpu0-1,3 (capacity 261, 1.80 GHz, schedutil)",
 				"mid cpu4-6 (capacity 871, 2.42 GHz, schedutil)",
 				"big cpu7 (capacity 1024, 2.84 GHz, schedutil)",
 			},
 			advice: []string{"", "", ""},
 			clock:  "arch_sys_counter", clockOK: true,
+			offline: []int{2},
 		},
 		{
 			// Orin NX: 8 alike A78AE cores in two clusters, jetson_clocks active.
@@ -62,6 +65,9 @@ func TestFixtures(t *testing.T) {
 			}
 			if !slices.Equal(got, tt.clusters) {
 				t.Errorf("clusters:\n got %q\nwant %q", got, tt.clusters)
+			}
+			if !slices.Equal(topo.Offline, tt.offline) {
+				t.Errorf("offline %v, want %v", topo.Offline, tt.offline)
 			}
 			if !slices.Equal(adv, tt.advice) {
 				t.Errorf("advice %q, want %q", adv, tt.advice)

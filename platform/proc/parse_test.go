@@ -138,7 +138,7 @@ func TestParseStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Status{Name: "vig", Tgid: 4321, Pid: 4321, Threads: 3, VoluntaryCtxtSwitches: 1520,
-		NonvoluntaryCtxtSwitches: 88, HaveCtxtSwitches: true}
+		NonvoluntaryCtxtSwitches: 88, HaveCapEff: true, HaveCtxtSwitches: true}
 	if s != want {
 		t.Errorf("got  %+v\nwant %+v", s, want)
 	}
@@ -146,8 +146,13 @@ func TestParseStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Name != "my (weird) proc" || s.Tgid != 10014 || s.Threads != 3 || !s.HaveCtxtSwitches || s.CapEff == 0 {
+	if s.Name != "my (weird) proc" || s.Tgid != 10014 || s.Threads != 3 || !s.HaveCtxtSwitches || s.CapEff == 0 || !s.HaveCapEff {
 		t.Errorf("amd64 status: %+v", s)
+	}
+
+	// doctor's eBPF check needs to tell "no capabilities" from "no CapEff line".
+	if s, err := ParseStatus([]byte("Tgid:\t1\nPid:\t1\n")); err != nil || s.HaveCapEff {
+		t.Errorf("no CapEff line: %+v, %v", s, err)
 	}
 
 	bad := []string{

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/vig-edge/vig/platform/sysinfo"
 )
 
 // PerfCounts are perf_event software counters summed over a process's
@@ -72,16 +74,6 @@ func perfPolicy(level int, privileged, android bool) (userOnly bool, err error) 
 	}
 }
 
-// IsAndroid reports whether this Linux system is Android (checked at run
-// time: vig ships one GOOS=linux binary for phones and everything else).
-func IsAndroid() bool {
-	if os.Getenv("ANDROID_ROOT") != "" {
-		return true
-	}
-	_, err := os.Stat("/system/bin/linker64")
-	return err == nil
-}
-
 // perfAccess reads the sysctl and the caller's capabilities and applies
 // perfPolicy.
 func perfAccess() (userOnly bool, err error) {
@@ -102,5 +94,5 @@ func perfAccess() (userOnly bool, err error) {
 		return false, err
 	}
 	privileged := HasCap(self.CapEff, CapSysAdmin) || HasCap(self.CapEff, CapPerfmon)
-	return perfPolicy(level, privileged, IsAndroid())
+	return perfPolicy(level, privileged, sysinfo.IsAndroid())
 }

@@ -16,6 +16,7 @@ type Status struct {
 	VoluntaryCtxtSwitches    uint64
 	NonvoluntaryCtxtSwitches uint64
 	CapEff                   uint64 // effective capability set
+	HaveCapEff               bool   // the file had a CapEff line
 	HaveCtxtSwitches         bool   // the kernel printed both ctxt switch lines
 }
 
@@ -47,6 +48,7 @@ func ParseStatus(b []byte) (Status, error) {
 			s.Threads, err = atoi(val)
 		case "CapEff":
 			s.CapEff, err = strconv.ParseUint(string(val), 16, 64)
+			s.HaveCapEff = err == nil
 		case "voluntary_ctxt_switches":
 			s.VoluntaryCtxtSwitches, err = strconv.ParseUint(string(val), 10, 64)
 			ctxt++

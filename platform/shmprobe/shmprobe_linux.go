@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/vig-edge/vig/platform/sysinfo"
 )
 
 // DevShmWritable creates, writes and removes a small object in DevShm.
@@ -41,23 +42,21 @@ func probeDevShm() error {
 }
 
 // Memfd creates a memfd with MFD_ALLOW_SEALING, seals it against shrinking, growing
-// and further sealing, and checks that the seals hold.
+// and further sealing, and checks that the seals hold (a grow must fail). It is
+// vig's one memfd probe: doctor and shmring's region creation both ask it, so they
+// cannot disagree.
 func Memfd() error { return memfdOnce() }
 
 var memfdOnce = sync.OnceValue(probeMemfd)
 
 func probeMemfd() error {
-	var uts unix.Utsname
-	if err := unix.Uname(&uts); err != nil {
-		return fmt.Errorf("uname: %w", err)
-	}
-	rel := unix.ByteSliceToString(uts.Release[:])
+	rel := sysinfo.Release()
 	// Some old vendor kernels crash on an unknown syscall instead of returning
 	// ENOSYS: ask the version first.
-	if ma, mi := minKernel(); !kernelAtLeast(rel, ma, mi) {
+	if !sysinfo.AtLeast(rel, 3, 17) {
 		return fmt.Errorf("memfd sealing: %w (kernel %s; needs %s)", errors.ErrUnsupported, rel, memfdMinKernel)
 	}
-	fd, err := unix.MemfdCreate("vig-doctor", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	fd, err := unix.MemfdCreate("vig-probe", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if errors.Is(err, unix.ENOSYS) {
 		return fmt.Errorf("memfd_create: %w (kernel %s; needs %s)", errors.ErrUnsupported, rel, memfdMinKernel)
 	}
@@ -86,13 +85,4 @@ func probeMemfd() error {
 		return fmt.Errorf("sealed memfd grew (ftruncate: %v): seals are not enforced", err)
 	}
 	return nil
-}
-
-// Kernel returns the running kernel's release.
-func Kernel() string {
-	var uts unix.Utsname
-	if err := unix.Uname(&uts); err != nil {
-		return "unknown (" + strconv.Quote(err.Error()) + ")"
-	}
-	return unix.ByteSliceToString(uts.Release[:])
 }

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/vig-edge/vig/platform/sysinfo"
 )
 
 // TestThisMachine runs the real probes. On Linux with a kernel ≥ 3.17 memfd sealing
@@ -12,7 +14,7 @@ import (
 // through); /dev/shm must work where the directory exists.
 func TestThisMachine(t *testing.T) {
 	if err := Memfd(); err != nil {
-		t.Errorf("memfd with seals on kernel %s: %v", Kernel(), err)
+		t.Errorf("memfd with seals on kernel %s: %v", sysinfo.Release(), err)
 	}
 	if _, err := os.Stat(DevShm); err != nil {
 		t.Skipf("%s: %v", DevShm, err)

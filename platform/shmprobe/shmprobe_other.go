@@ -15,6 +15,3 @@ func DevShmWritable() error {
 
 // Memfd is only implemented on Linux.
 func Memfd() error { return fmt.Errorf("memfd: %w on %s", errors.ErrUnsupported, runtime.GOOS) }
-
-// Kernel returns the operating system's name where no Linux release exists.
-func Kernel() string { return runtime.GOOS }

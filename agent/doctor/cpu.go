@@ -1,0 +1,70 @@
+package doctor
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/vig-edge/vig/agent/config"
+	"github.com/vig-edge/vig/platform/cpu"
+)
+
+// CPUTrial is what the config's cpu: section achieves on this device, tried the
+// way vig serve applies it (on a scratch thread, then undone) and read back from
+// the kernel. vig serve exports the same facts for its real threads as vig_cpu_*
+// metrics.
+type CPUTrial struct {
+	Allowed    []int // the process's mask before any change
+	GOMAXPROCS int   // what vig serve would run with
+	// Process is the mask the process_cpus request is granted (nil: not asked).
+	Process []int
+	// HotTID and Hot are the trial hot thread and its mask read back (Hot nil:
+	// hot_path shared).
+	HotTID int
+	Hot    []int
+	// UclampMin is the clamp read back, -1 when not in effect; UclampErr why not.
+	UclampMin int
+	UclampErr error
+	Notes     []string // what was adjusted (offline CPUs dropped, …)
+	Err       error    // the placement cannot be made as configured
+}
+
+// cpuPlacementChecks reports the cpu: section as the device grants it.
+func cpuPlacementChecks(cfg *config.Config, h *Host) []Check {
+	c := cfg.CPU
+	if h.CPUPlacement == nil {
+		return []Check{{Name: "cpu placement", Status: Skipped, Detail: "no placement probe given to doctor (Host.CPUPlacement is nil)"}}
+	}
+	tr := h.CPUPlacement(c)
+	pl := Check{Name: "cpu placement", Status: OK}
+	if tr.Err != nil {
+		// Configured and not achievable: vig serve refuses to start with it.
+		pl.Status, pl.Detail = Fail, fmt.Sprintf("%s: %v; fix the cpu: section (vig topology lists this device's CPUs)", c, tr.Err)
+		return []Check{pl}
+	}
+	var parts []string
+	if tr.Hot != nil {
+		parts = append(parts, fmt.Sprintf("hot thread on cpu%s (read back on trial thread %d; vig serve exports its own as vig_cpu_hot_thread)", cpu.FormatList(tr.Hot), tr.HotTID))
+	} else {
+		parts = append(parts, "hot_path shared: the Go scheduler places vig's work")
+	}
+	if tr.Process != nil {
+		parts = append(parts, fmt.Sprintf("process on cpu%s", cpu.FormatList(tr.Process)))
+	} else {
+		parts = append(parts, fmt.Sprintf("process on cpu%s (inherited)", cpu.FormatList(tr.Allowed)))
+	}
+	parts = append(parts, fmt.Sprintf("GOMAXPROCS %d", tr.GOMAXPROCS))
+	pl.Detail = strings.Join(parts, "; ")
+	if len(tr.Notes) > 0 {
+		pl.Status = Warn
+		pl.Detail += "; " + strings.Join(tr.Notes, "; ")
+	}
+	cs := []Check{pl}
+	if c.UclampMin != nil {
+		u := Check{Name: "cpu uclamp_min", Status: OK, Detail: fmt.Sprintf("%d read back with sched_getattr", tr.UclampMin)}
+		if tr.UclampErr != nil {
+			u.Status, u.Detail = Warn, fmt.Sprintf("uclamp_min %d configured but not in effect: %v", *c.UclampMin, tr.UclampErr)
+		}
+		cs = append(cs, u)
+	}
+	return cs
+}

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package sysinfo
+
+import "runtime"
+
+func readRelease() string { return runtime.GOOS }
