@@ -1,0 +1,486 @@
+package gateway_test
+
+// Black-box conformance suite of the gateway: what a gRPC client and a Triton-protocol
+// backend see of vig, whatever transport vig is built on. Every test talks to vig
+// over real sockets and checks codes, bytes and counts.
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/vig-edge/vig/agent/gateway"
+	"github.com/vig-edge/vig/mockbackend"
+	pb "github.com/vig-edge/vig/proto/inference"
+	"github.com/vig-edge/vig/wire"
+)
+
+// ---- 1. Flow control and sizes ----
+
+// A 6.2 MB request and a 6.2 MB response cross vig between a client and a backend
+// that both keep grpc-go's default 64 KiB windows and 16 KiB frames, unchanged.
+func TestConfLargeMessagesDefaultWindows(t *testing.T) {
+	const size = 6_200_000
+	// Request direction: the mock backend digests the input; started with plain
+	// options (default windows), only the receive limit raised.
+	cfg := testConfig(t, "")
+	mb, err := mockbackend.Start(context.Background(), "127.0.0.1:0", mockbackend.FromConfig(cfg),
+		[]grpc.ServerOption{grpc.MaxRecvMsgSize(64 << 20)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mb.Stop() })
+	cfg.Backend.Address = mb.Addr()
+	e := startEnv(t, cfg, false)
+	ctx := ctxT(t)
+	via := pb.NewGRPCInferenceServiceClient(plainClient(t, e.tcp))
+	direct := pb.NewGRPCInferenceServiceClient(plainClient(t, mb.Addr()))
+	id := mockbackend.FrameID("cam0", 5)
+	got, err := via.ModelInfer(ctx, inferRequest("detector", id, size))
+	if err != nil {
+		t.Fatalf("6.2 MB request through vig: %v", err)
+	}
+	want, err := direct.ModelInfer(ctx, inferRequest("detector", id, size))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Id != id || len(got.RawOutputContents) != 1 || !bytes.Equal(got.RawOutputContents[0], want.RawOutputContents[0]) {
+		t.Fatalf("6.2 MB request: via vig %x, direct %x", got.RawOutputContents, want.RawOutputContents)
+	}
+	if d := binary.LittleEndian.Uint64(got.RawOutputContents[0]); d != mockbackend.Digest([][]byte{inferRequest("detector", id, size).RawInputContents[0]}) {
+		t.Errorf("backend digested other bytes than sent: %x", d)
+	}
+
+	// Response direction: the probe echoes the input as output.
+	pe, p := withProbe(t, "")
+	via = pb.NewGRPCInferenceServiceClient(plainClient(t, pe.tcp))
+	direct = pb.NewGRPCInferenceServiceClient(plainClient(t, p.addr))
+	req := inferRequest("detector", "big#1", size)
+	req.RawInputContents[0] = pattern(size, 1)
+	got, err = via.ModelInfer(ctx, req)
+	if err != nil {
+		t.Fatalf("6.2 MB response through vig: %v", err)
+	}
+	want, err = direct.ModelInfer(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.RawOutputContents) != 1 || len(got.RawOutputContents[0]) != size ||
+		!bytes.Equal(got.RawOutputContents[0], want.RawOutputContents[0]) || !bytes.Equal(got.RawOutputContents[0], req.RawInputContents[0]) {
+		t.Fatalf("6.2 MB response differs from direct (%d B via vig)", len(got.GetRawOutputContents()))
+	}
+	// vig's ModelInfer byte counters saw exactly one request and one response of that size (±framing).
+	m := scrape(t, pe.reg)
+	if in, out := m[`vig_grpc_received_bytes_total{method="ModelInfer"}`], m[`vig_grpc_sent_bytes_total{method="ModelInfer"}`]; in < size || in > size+200 || out < size || out > size+200 {
+		t.Errorf("vig counted %v B in, %v B out for one %d B exchange", in, out, size)
+	}
+}
+
+// Eight 1.2 MB calls at once on one default-window connection (and four more on a
+// second): each answer carries its own request's bytes, none mixed.
+func TestConfConcurrentLargeInterleaved(t *testing.T) {
+	const size, n = 1_200_000, 12
+	e, p := withProbe(t, "")
+	conns := []pb.GRPCInferenceServiceClient{
+		pb.NewGRPCInferenceServiceClient(plainClient(t, e.tcp)),
+		pb.NewGRPCInferenceServiceClient(plainClient(t, e.tcp)),
+	}
+	ctx := ctxT(t)
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := inferRequest("detector", fmt.Sprintf("cam0#%d", i), size)
+			req.RawInputContents[0] = pattern(size, byte(10+i))
+			r, err := conns[i*2/(n+4)].ModelInfer(ctx, req) // 8 on the first connection, 4 on the second
+			switch {
+			case err != nil:
+				errs[i] = err
+			case r.Id != req.Id || len(r.RawOutputContents) != 1 || !bytes.Equal(r.RawOutputContents[0], req.RawInputContents[0]):
+				errs[i] = fmt.Errorf("answer of %s has other bytes (id %q, %d B)", req.Id, r.Id, len(r.GetRawOutputContents()))
+			}
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("call %d: %v", i, err)
+		}
+	}
+	if got := p.messages.Load(); got != n {
+		t.Errorf("backend received %d whole requests, want %d", got, n)
+	}
+	if got := grpcCodes(t, e.reg, "ModelInfer")["OK"]; got != n {
+		t.Errorf("vig counted %v OK ModelInfer, want %d", got, n)
+	}
+}
+
+// vig enforces grpc.max_message_mib in both directions: a message of exactly the limit
+// passes, one byte more is RESOURCE_EXHAUSTED, and a refused request never reaches
+// the backend.
+func TestConfMessageSizeLimits(t *testing.T) {
+	const limit = 1 << 20
+	e, p := withProbe(t, "grpc: {max_message_mib: 1}\n")
+	cc := plainClient(t, e.tcp)
+	ctx := ctxT(t)
+	const method = "/" + gateway.Service + "/ModelConfig" // raw pass-through; the probe echoes
+	raw := grpc.ForceCodecV2(wire.RawCodec())
+
+	var resp wire.Frame
+	if err := cc.Invoke(ctx, method, rawBytes(pattern(limit, 1)), &resp, raw); err != nil || resp.Len() != limit {
+		t.Fatalf("message of exactly %d B: %v (%d B back)", limit, err, resp.Len())
+	}
+	resp.Free()
+	before := p.messages.Load()
+	err := cc.Invoke(ctx, method, rawBytes(pattern(limit+1, 2)), &resp, raw)
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("request of limit+1 B: %v, want RESOURCE_EXHAUSTED", err)
+	}
+	if got := p.messages.Load(); got != before {
+		t.Errorf("an oversized request reached the backend (%d messages, was %d)", got, before)
+	}
+	// ModelInfer too: vig refuses it before scheduling.
+	c := pb.NewGRPCInferenceServiceClient(cc)
+	if _, err := c.ModelInfer(ctx, inferRequest("detector", "cam0#1", limit+10)); status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("ModelInfer above the limit: %v, want RESOURCE_EXHAUSTED", err)
+	}
+	// Response direction: the backend answers limit+1 B to a small request.
+	if _, err := c.ModelInfer(probeCtx(ctx, fmt.Sprintf("big:%d", limit+1), "big"), inferRequest("detector", "cam0#2", 10)); status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("response above the limit: %v, want RESOURCE_EXHAUSTED", err)
+	}
+	if _, err := c.ModelInfer(probeCtx(ctx, fmt.Sprintf("big:%d", limit-100), "big"), inferRequest("detector", "cam0#3", 10)); err != nil {
+		t.Errorf("response just below the limit: %v", err)
+	}
+	if err := serves(t, e.tcp, "detector"); err != nil {
+		t.Errorf("vig stopped serving after oversized messages: %v", err)
+	}
+}
+
+// ---- 2. Cancellation and deadlines ----
+
+// holdA puts a call of stream a on the only slot, held by the backend until
+// released; it returns the call's result channel.
+func holdA(t *testing.T, ctx context.Context, c pb.GRPCInferenceServiceClient, p *probe) <-chan error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.ModelInfer(probeCtx(ctx, "hold", "a"), streamRequest("a", "m", 0, 0))
+		done <- err
+	}()
+	if ids := p.waitStarted(t, 1); ids[0] != "a" {
+		t.Fatalf("backend started %v, want a", ids)
+	}
+	return done
+}
+
+// A client that cancels a request waiting in vig's queue gets CANCELLED; the request
+// never reaches the backend, the scheduler counts it cancelled, its metrics stay
+// balanced, and the next requests are served.
+func TestConfCancelWhileQueued(t *testing.T) {
+	e, _, p := governedProbe(t)
+	c := pb.NewGRPCInferenceServiceClient(e.dial(t, e.tcp))
+	ctx := ctxT(t)
+	holdDone := holdA(t, ctx, c, p)
+
+	bctx, cancelB := context.WithCancel(ctx)
+	bDone := make(chan error, 1)
+	go func() {
+		_, err := c.ModelInfer(probeCtx(bctx, "echo", "b"), streamRequest("b", "m", 1, 0))
+		bDone <- err
+	}()
+	eventually(t, "b waiting in vig", func() bool { return streamCounters(t, e.reg)["b"]["waiting"] == 1 })
+	cancelB()
+	if err := <-bDone; status.Code(err) != codes.Canceled {
+		t.Errorf("cancelled queued call: %v, want CANCELLED", err)
+	}
+	eventually(t, "b counted cancelled", func() bool { return streamCounters(t, e.reg)["b"]["cancelled"] == 1 })
+	m := checkBalanced(t, e.reg)
+	if m["b"]["waiting"] != 0 || m["b"]["forwarded"] != 0 || m["a"]["running"] != 1 {
+		t.Errorf("after the cancel: %v", m)
+	}
+	if n := len(p.recorded(wire.MethodInfer)); n != 1 {
+		t.Errorf("backend saw %d ModelInfer calls, want 1 (the cancelled one must not be forwarded)", n)
+	}
+
+	p.unhold()
+	if err := <-holdDone; err != nil {
+		t.Fatalf("held call: %v", err)
+	}
+	for i, s := range []string{"b", "c", "a"} {
+		if _, err := c.ModelInfer(ctx, streamRequest(s, "m", uint64(10+i), 0)); err != nil {
+			t.Errorf("request after the cancel on stream %s: %v", s, err)
+		}
+	}
+	drained(t, e.gw)
+	m = checkBalanced(t, e.reg)
+	for s, want := range map[string]float64{"a": 2, "b": 1, "c": 1} {
+		if m[s]["forwarded"] != want || m[s]["waiting"]+m[s]["running"] != 0 {
+			t.Errorf("stream %s: %v, want forwarded %v and nothing in flight", s, m[s], want)
+		}
+	}
+	if busy := scrape(t, e.reg)["vig_backend_slots_busy"]; busy != 0 {
+		t.Errorf("vig_backend_slots_busy = %v after everything finished", busy)
+	}
+}
+
+// A client that cancels while the backend runs its request: the backend's call is
+// cancelled too, vig frees the slot at once (the next request runs while the
+// cancelled one would still hold the backend), and counts it cancelled.
+func TestConfCancelWhileRunning(t *testing.T) {
+	e, _, p := governedProbe(t)
+	c := pb.NewGRPCInferenceServiceClient(e.dial(t, e.tcp))
+	ctx := ctxT(t)
+	actx, cancelA := context.WithCancel(ctx)
+	holdDone := holdA(t, actx, c, p)
+	cancelA()
+	if err := <-holdDone; status.Code(err) != codes.Canceled {
+		t.Errorf("cancelled running call: %v, want CANCELLED", err)
+	}
+	eventually(t, "the backend sees the cancellation", func() bool { return p.cancelled.Load() == 1 })
+	if v, _ := p.ctxErrs.Load("a"); !errors.Is(v.(error), context.Canceled) {
+		t.Errorf("backend's context ended with %v, want context.Canceled", v)
+	}
+	// The slot is free: b runs now (the probe answers it; the held call is gone).
+	bctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if _, err := c.ModelInfer(probeCtx(bctx, "echo", "b"), streamRequest("b", "m", 1, 0)); err != nil {
+		t.Fatalf("request after a cancelled running one: %v", err)
+	}
+	drained(t, e.gw)
+	m := checkBalanced(t, e.reg)
+	if m["a"]["cancelled"] != 1 || m["a"]["running"] != 0 || m["b"]["forwarded"] != 1 {
+		t.Errorf("after cancel while running: a %v, b %v", m["a"], m["b"])
+	}
+	if codes := grpcCodes(t, e.reg, "ModelInfer"); codes["Canceled"] != 1 || codes["OK"] != 1 {
+		t.Errorf("vig_grpc_requests_total ModelInfer: %v, want 1 Canceled and 1 OK", codes)
+	}
+}
+
+// The client's deadline reaches the backend (grpc-timeout) on every kind of call:
+// the backend's deadline is the client's (it may only be earlier, or later by the
+// transit time), never absent, never the client's timeout restarted.
+func TestConfDeadlinePropagates(t *testing.T) {
+	e, p := withProbe(t, "")
+	cc := plainClient(t, e.tcp)
+	c := pb.NewGRPCInferenceServiceClient(cc)
+	const timeout = 3 * time.Second
+	check := func(what, method string, call func(ctx context.Context) error) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		clientDeadline, _ := ctx.Deadline()
+		n := len(p.recorded(method))
+		if err := call(ctx); err != nil {
+			t.Errorf("%s: %v", what, err)
+			return
+		}
+		calls := p.recorded(method)
+		if len(calls) != n+1 {
+			t.Errorf("%s: backend saw %d calls, want 1", what, len(calls)-n)
+			return
+		}
+		d := calls[n].deadline
+		switch {
+		case d.IsZero():
+			t.Errorf("%s: no deadline at the backend", what)
+		case d.After(clientDeadline.Add(50 * time.Millisecond)):
+			t.Errorf("%s: backend deadline %v after the client's", what, d.Sub(clientDeadline))
+		case d.Before(clientDeadline.Add(-timeout / 2)):
+			t.Errorf("%s: backend deadline %v before the client's: vig shortened it", what, clientDeadline.Sub(d))
+		}
+	}
+	check("ModelInfer", wire.MethodInfer, func(ctx context.Context) error {
+		_, err := c.ModelInfer(ctx, inferRequest("detector", "cam0#1", 10))
+		return err
+	})
+	check("ModelConfig (unary pass-through)", "/"+gateway.Service+"/ModelConfig", func(ctx context.Context) error {
+		_, err := c.ModelConfig(ctx, &pb.ModelConfigRequest{Name: "detector"})
+		return err
+	})
+	check("ModelStreamInfer", wire.MethodInfer, func(ctx context.Context) error {
+		s, err := c.ModelStreamInfer(ctx)
+		if err != nil {
+			return err
+		}
+		if err := s.Send(inferRequest("detector", "cam0#2", 10)); err != nil {
+			return err
+		}
+		r, err := s.Recv()
+		if err != nil || r.ErrorMessage != "" {
+			return fmt.Errorf("%v %v", r, err)
+		}
+		return s.CloseSend()
+	})
+	check("unknown streaming method", "/other.Service/Chat", func(ctx context.Context) error {
+		s, err := cc.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}, "/other.Service/Chat", grpc.ForceCodecV2(wire.RawCodec()))
+		if err != nil {
+			return err
+		}
+		if err := s.SendMsg(rawBytes("hi")); err != nil {
+			return err
+		}
+		var f wire.Frame
+		if err := s.RecvMsg(&f); err != nil || string(f.Bytes()) != "hi" {
+			return fmt.Errorf("echo %q: %v", f.Bytes(), err)
+		}
+		f.Free()
+		return s.CloseSend()
+	})
+
+	// A deadline that expires while the backend runs: DEADLINE_EXCEEDED at the client
+	// within the deadline plus a bound, and the backend's call ends too.
+	ctx, cancel := context.WithTimeout(probeCtx(context.Background(), "hold", "late"), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := c.ModelInfer(ctx, inferRequest("detector", "cam0#3", 10))
+	if status.Code(err) != codes.DeadlineExceeded || time.Since(start) > 300*time.Millisecond+time.Second {
+		t.Errorf("deadline expiring on the backend: %v after %v, want DEADLINE_EXCEEDED within 1.3 s", err, time.Since(start))
+	}
+	eventually(t, "the backend's held call ends", func() bool { return p.cancelled.Load() == 1 })
+	drained(t, e.gw)
+}
+
+// A deadline that expires while the request waits in vig's queue: the client gets
+// DEADLINE_EXCEEDED (or CANCELLED) within the deadline plus a bound, the request
+// never reaches the backend, and vig counts it (outcome and status code).
+func TestConfDeadlineWhileQueued(t *testing.T) {
+	e, _, p := governedProbe(t)
+	c := pb.NewGRPCInferenceServiceClient(e.dial(t, e.tcp))
+	ctx := ctxT(t)
+	holdDone := holdA(t, ctx, c, p)
+
+	bctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := c.ModelInfer(probeCtx(bctx, "echo", "b"), streamRequest("b", "m", 1, 0))
+	if code := status.Code(err); code != codes.DeadlineExceeded && code != codes.Canceled || time.Since(start) > 300*time.Millisecond+time.Second {
+		t.Errorf("deadline in the queue: %v after %v, want DEADLINE_EXCEEDED or CANCELLED within 1.3 s", err, time.Since(start))
+	}
+	eventually(t, "b finished in vig", func() bool {
+		b := streamCounters(t, e.reg)["b"]
+		return b["received"] == 1 && b["waiting"] == 0
+	})
+	m := checkBalanced(t, e.reg)
+	if b := m["b"]; b["forwarded"] != 0 || b["cancelled"]+b["late_dropped"]+b["rejected"] != 1 {
+		t.Errorf("stream b: %v, want one request counted cancelled, late_dropped or rejected", b)
+	}
+	if n := len(p.recorded(wire.MethodInfer)); n != 1 {
+		t.Errorf("backend saw %d ModelInfer calls, want 1", n)
+	}
+	p.unhold()
+	if err := <-holdDone; err != nil {
+		t.Fatal(err)
+	}
+	drained(t, e.gw)
+	if codes := grpcCodes(t, e.reg, "ModelInfer"); codes["DeadlineExceeded"]+codes["Canceled"] != 1 || codes["OK"] != 1 {
+		t.Errorf("vig_grpc_requests_total ModelInfer: %v, want 1 DeadlineExceeded (or Canceled) and 1 OK", codes)
+	}
+}
+
+// ---- 3. Metadata and status ----
+
+// Request metadata (ASCII, several values of one key, -bin) reaches the backend
+// unchanged; the backend's response headers and trailers (custom, -bin, several
+// values) come back; reserved headers are not duplicated.
+func TestConfMetadataRoundTrip(t *testing.T) {
+	e, p := withProbe(t, "")
+	binReq := string([]byte{0, 1, 0xfe, 0xff, '\n', 0x80})
+	binHdr := string([]byte{0xff, 0, 0x7f})
+	binTrl := string([]byte{0xde, 0xad, 0xbe, 0xef, 0})
+	p.onCall = func(ss grpc.ServerStream, method string, req []byte) error {
+		md, _ := metadata.FromIncomingContext(ss.Context())
+		ss.SetHeader(metadata.MD{"x-hdr": {"h1", "h2"}, "x-hdr-bin": {binHdr}, "x-seen-multi": {fmt.Sprint(len(md.Get("x-multi")))}})
+		ss.SetTrailer(metadata.MD{"x-trl": {"t1"}, "x-trl-bin": {binTrl}})
+		if method == wire.MethodInfer {
+			return ss.SendMsg(rawBytes{}) // an empty ModelInferResponse
+		}
+		return ss.SendMsg(rawBytes(req))
+	}
+	cc := plainClient(t, e.tcp)
+	c := pb.NewGRPCInferenceServiceClient(cc)
+	calls := []struct {
+		name, method string
+		call         func(ctx context.Context, opts ...grpc.CallOption) error
+	}{
+		{"ModelInfer", wire.MethodInfer, func(ctx context.Context, opts ...grpc.CallOption) error {
+			_, err := c.ModelInfer(ctx, inferRequest("detector", "cam0#1", 10), opts...)
+			return err
+		}},
+		{"ModelConfig", "/" + gateway.Service + "/ModelConfig", func(ctx context.Context, opts ...grpc.CallOption) error {
+			_, err := c.ModelConfig(ctx, &pb.ModelConfigRequest{Name: "x"}, opts...)
+			return err
+		}},
+		{"unknown stream", "/other.Service/Chat", func(ctx context.Context, opts ...grpc.CallOption) error {
+			s, err := cc.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}, "/other.Service/Chat",
+				append(opts, grpc.ForceCodecV2(wire.RawCodec()))...)
+			if err != nil {
+				return err
+			}
+			s.SendMsg(rawBytes("x"))
+			s.CloseSend()
+			var f wire.Frame
+			if err := s.RecvMsg(&f); err != nil {
+				return err
+			}
+			f.Free()
+			if err := s.RecvMsg(&f); err != io.EOF {
+				return fmt.Errorf("end of stream: %v", err)
+			}
+			return nil
+		}},
+	}
+	for _, tc := range calls {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := metadata.AppendToOutgoingContext(ctxT(t), "x-trace", "abc", "x-multi", "1", "x-multi", "2", "x-multi", "3", "x-req-bin", binReq)
+			var hdr, trl metadata.MD
+			if err := tc.call(ctx, grpc.Header(&hdr), grpc.Trailer(&trl)); err != nil {
+				t.Fatal(err)
+			}
+			rec := p.recorded(tc.method)
+			if len(rec) == 0 {
+				t.Fatal("no call reached the backend")
+			}
+			md := rec[len(rec)-1].md
+			if got := md.Get("x-trace"); len(got) != 1 || got[0] != "abc" {
+				t.Errorf("x-trace at the backend: %q", got)
+			}
+			if got := md.Get("x-multi"); len(got) != 3 || got[0] != "1" || got[1] != "2" || got[2] != "3" {
+				t.Errorf("x-multi at the backend: %q, want [1 2 3] in order", got)
+			}
+			if got := md.Get("x-req-bin"); len(got) != 1 || got[0] != binReq {
+				t.Errorf("x-req-bin at the backend: %q, want %q", got, binReq)
+			}
+			if got := md.Get("user-agent"); len(got) > 1 {
+				t.Errorf("user-agent at the backend: %q (duplicated)", got)
+			}
+			if got := hdr.Get("x-hdr"); len(got) != 2 || got[0] != "h1" || got[1] != "h2" {
+				t.Errorf("response header x-hdr: %q", got)
+			}
+			if got := hdr.Get("x-hdr-bin"); len(got) != 1 || got[0] != binHdr {
+				t.Errorf("response header x-hdr-bin: %q", got)
+			}
+			if got := hdr.Get("x-seen-multi"); len(got) != 1 || got[0] != "3" {
+				t.Errorf("backend saw x-multi %q times", got)
+			}
+			if got := trl.Get("x-trl"); len(got) != 1 || got[0] != "t1" {
+				t.Errorf("trailer x-trl: %q", got)
+			}
+			if got := trl.Get("x-trl-bin"); len(got) != 1 || got[0] != binTrl {
+				t.Errorf("trailer x-trl-bin: %q", got)
+			}
+		})
+	}
+}
