@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +20,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/protoadapt"
 
 	"github.com/vig-edge/vig/agent/gateway"
 	"github.com/vig-edge/vig/mockbackend"
@@ -483,4 +486,298 @@ func TestConfMetadataRoundTrip(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Backend status codes, messages (non-ASCII, '%', control characters: percent-encoded
+// in grpc-message) and details reach the client unchanged: the status vig's client
+// sees equals the one a direct client sees.
+func TestConfStatusPropagation(t *testing.T) {
+	e, p := withProbe(t, "")
+	messages := []string{
+		"résultat: 100% raté — ✓ 日本語",
+		"line1\nline2\ttab %41 %zz",
+		"",
+		strings.Repeat("é%", 600),
+	}
+	p.onCall = func(ss grpc.ServerStream, _ string, req []byte) error {
+		var code, msg int
+		fmt.Sscanf(first(metadataOf(ss), "x-status"), "%d/%d", &code, &msg)
+		st, err := status.New(codes.Code(code), messages[msg]).WithDetails(protoadapt.MessageV1Of(&pb.ModelReadyResponse{Ready: true}))
+		if err != nil {
+			return err
+		}
+		return st.Err()
+	}
+	via := pb.NewGRPCInferenceServiceClient(plainClient(t, e.tcp))
+	direct := pb.NewGRPCInferenceServiceClient(plainClient(t, p.addr))
+	type pair struct {
+		code codes.Code
+		msg  int
+	}
+	var pairs []pair // every code once, every message with INVALID_ARGUMENT
+	for code := codes.Canceled; code <= codes.Unauthenticated; code++ {
+		pairs = append(pairs, pair{code, int(code) % len(messages)})
+	}
+	for msg := range messages {
+		pairs = append(pairs, pair{codes.InvalidArgument, msg})
+	}
+	for _, pc := range pairs {
+		{
+			code, msg := pc.code, pc.msg
+			ctx := metadata.AppendToOutgoingContext(ctxT(t), "x-status", fmt.Sprintf("%d/%d", code, msg))
+			for _, c := range []struct {
+				name string
+				call func(pb.GRPCInferenceServiceClient) error
+			}{
+				{"ModelInfer", func(c pb.GRPCInferenceServiceClient) error {
+					_, err := c.ModelInfer(ctx, inferRequest("detector", "cam0#1", 10))
+					return err
+				}},
+				{"ModelConfig", func(c pb.GRPCInferenceServiceClient) error {
+					_, err := c.ModelConfig(ctx, &pb.ModelConfigRequest{Name: "detector"})
+					return err
+				}},
+			} {
+				got, want := status.Convert(c.call(via)), status.Convert(c.call(direct))
+				if want.Code() != code || want.Message() != messages[msg] {
+					t.Fatalf("probe answered %v %q directly, want %v %q", want.Code(), want.Message(), code, messages[msg])
+				}
+				if !proto.Equal(got.Proto(), want.Proto()) {
+					t.Errorf("%s %v/%d: via vig %v %q (%d details), direct %v %q", c.name, code, msg, got.Code(), got.Message(), len(got.Details()), want.Code(), want.Message())
+				}
+			}
+		}
+	}
+}
+
+func metadataOf(ss grpc.ServerStream) metadata.MD {
+	md, _ := metadata.FromIncomingContext(ss.Context())
+	return md
+}
+
+// A trailers-only error answer of the backend (status, headers and trailers in one
+// HEADERS frame, no message): the client gets the status and every metadata entry,
+// each exactly once.
+func TestConfTrailersOnlyError(t *testing.T) {
+	e, p := withProbe(t, "")
+	p.onCall = func(ss grpc.ServerStream, _ string, _ []byte) error {
+		ss.SetHeader(metadata.Pairs("x-h", "1", "x-h-bin", "\x00\x01"))
+		ss.SetTrailer(metadata.Pairs("x-t", "2"))
+		return status.Error(codes.PermissionDenied, "trailers only ✗")
+	}
+	c := pb.NewGRPCInferenceServiceClient(plainClient(t, e.tcp))
+	direct := pb.NewGRPCInferenceServiceClient(plainClient(t, p.addr))
+	for _, name := range []string{"ModelInfer", "ModelConfig"} {
+		t.Run(name, func(t *testing.T) {
+			call := func(c pb.GRPCInferenceServiceClient, hdr, trl *metadata.MD) error {
+				ctx := ctxT(t)
+				if name == "ModelInfer" {
+					_, err := c.ModelInfer(ctx, inferRequest("detector", "cam0#1", 10), grpc.Header(hdr), grpc.Trailer(trl))
+					return err
+				}
+				_, err := c.ModelConfig(ctx, &pb.ModelConfigRequest{Name: "detector"}, grpc.Header(hdr), grpc.Trailer(trl))
+				return err
+			}
+			var hdr, trl, dhdr, dtrl metadata.MD
+			err := call(c, &hdr, &trl)
+			if status.Code(err) != codes.PermissionDenied || status.Convert(err).Message() != "trailers only ✗" {
+				t.Errorf("trailers-only answer: %v", err)
+			}
+			call(direct, &dhdr, &dtrl)
+			all, dall := metadata.Join(hdr, trl), metadata.Join(dhdr, dtrl)
+			for _, k := range []string{"x-h", "x-h-bin", "x-t"} {
+				if len(all.Get(k)) != 1 || len(dall.Get(k)) != 1 || all.Get(k)[0] != dall.Get(k)[0] {
+					t.Errorf("%s: via vig header %v trailer %v; direct header %v trailer %v", k, hdr.Get(k), trl.Get(k), dhdr.Get(k), dtrl.Get(k))
+				}
+			}
+		})
+	}
+}
+
+// ---- 4. Streams and pass-through ----
+
+// ModelStreamInfer: 50 requests pipelined with one bad one among them; after the
+// client half-closes, all 51 answers arrive (ids matched, the bad one in-band with
+// its id) and then the stream ends OK.
+func TestConfStreamInferPipelined(t *testing.T) {
+	e := startEnv(t, testConfig(t, ""), true)
+	c := pb.NewGRPCInferenceServiceClient(plainClient(t, e.tcp))
+	ctx := ctxT(t)
+	s, err := c.ModelStreamInfer(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{}
+	for i := range 50 {
+		if i == 25 {
+			if err := s.Send(inferRequest("nope", "bad#1", 10)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		id := mockbackend.FrameID("cam0", uint64(i))
+		want[id] = true
+		if err := s.Send(inferRequest("pose", id, 100+i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	var answers, inBand int
+	for {
+		r, err := s.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("after %d answers: %v", answers, err)
+		}
+		answers++
+		if r.ErrorMessage != "" {
+			inBand++
+			if r.InferResponse.GetId() != "bad#1" || !strings.Contains(r.ErrorMessage, "NotFound") || !strings.Contains(r.ErrorMessage, "nope") {
+				t.Errorf("in-band error %q for id %q", r.ErrorMessage, r.InferResponse.GetId())
+			}
+			continue
+		}
+		id := r.InferResponse.GetId()
+		if !want[id] {
+			t.Errorf("answer for unknown or repeated id %q", id)
+		}
+		delete(want, id)
+		var frame uint64
+		fmt.Sscanf(id, "cam0#%d", &frame)
+		if len(r.InferResponse.RawOutputContents) != 1 || binary.LittleEndian.Uint64(r.InferResponse.RawOutputContents[0][8:]) != frame {
+			t.Errorf("answer for %s carries output %x", id, r.InferResponse.RawOutputContents)
+		}
+	}
+	if answers != 51 || inBand != 1 || len(want) != 0 {
+		t.Errorf("%d answers, %d in-band errors, unanswered %v; want 51, 1, none", answers, inBand, want)
+	}
+	drained(t, e.gw)
+	if got := grpcCodes(t, e.reg, "ModelStreamInfer"); got["OK"] != 1 {
+		t.Errorf("ModelStreamInfer codes %v, want one OK", got)
+	}
+}
+
+// A client that cancels a stream while its requests run on the backend: every
+// backend call is cancelled, vig answers the stream, and keeps serving.
+func TestConfStreamInferCancelMidway(t *testing.T) {
+	e, p := withProbe(t, "")
+	c := pb.NewGRPCInferenceServiceClient(plainClient(t, e.tcp))
+	ctx, cancel := context.WithCancel(probeCtx(ctxT(t), "hold", "held"))
+	s, err := c.ModelStreamInfer(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if err := s.Send(inferRequest("detector", fmt.Sprintf("cam0#%d", i), 1000)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.waitStarted(t, 5)
+	cancel()
+	if _, err := s.Recv(); status.Code(err) != codes.Canceled {
+		t.Errorf("cancelled stream: %v, want CANCELLED", err)
+	}
+	eventually(t, "the backend sees 5 cancellations", func() bool { return p.cancelled.Load() == 5 })
+	drained(t, e.gw)
+	if err := serves(t, e.tcp, "detector"); err != nil {
+		t.Errorf("after a cancelled stream: %v", err)
+	}
+	// A new stream on a new connection works.
+	s2, err := c.ModelStreamInfer(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2.Send(inferRequest("detector", "cam0#9", 10))
+	if r, err := s2.Recv(); err != nil || r.InferResponse.GetId() != "cam0#9" {
+		t.Errorf("stream after a cancelled one: %v %v", r, err)
+	}
+	s2.CloseSend()
+	if _, err := s2.Recv(); err != io.EOF {
+		t.Errorf("end of the second stream: %v", err)
+	}
+}
+
+// Every RPC vig passes through answers byte for byte what the backend answers
+// directly, errors included (status proto equal).
+func TestConfPassThroughBytesEqual(t *testing.T) {
+	e := startEnv(t, testConfig(t, ""), true)
+	via, direct := plainClient(t, e.tcp), plainClient(t, e.backend.Addr())
+	ctx := ctxT(t)
+	m := func(msg proto.Message) []byte {
+		b, err := proto.Marshal(msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	for _, c := range []struct {
+		method  string
+		req     []byte
+		compare bool // response bytes are deterministic
+	}{
+		{"ServerLive", m(&pb.ServerLiveRequest{}), true},
+		{"ServerReady", m(&pb.ServerReadyRequest{}), true},
+		{"ModelReady", m(&pb.ModelReadyRequest{Name: "detector"}), true},
+		{"ModelReady", m(&pb.ModelReadyRequest{Name: "nope"}), true},
+		{"ServerMetadata", m(&pb.ServerMetadataRequest{}), true},
+		{"ModelMetadata", m(&pb.ModelMetadataRequest{Name: "pose"}), true},
+		{"ModelMetadata", m(&pb.ModelMetadataRequest{Name: "nope"}), true},
+		{"ModelConfig", m(&pb.ModelConfigRequest{Name: "detector"}), true},
+		{"ModelConfig", m(&pb.ModelConfigRequest{Name: "pose", Version: "7"}), true},
+		{"ModelStatistics", m(&pb.ModelStatisticsRequest{Name: "nope"}), true},
+		{"ModelStatistics", m(&pb.ModelStatisticsRequest{Name: "detector"}), false},
+		{"RepositoryIndex", m(&pb.RepositoryIndexRequest{}), true},
+		{"RepositoryModelLoad", m(&pb.RepositoryModelLoadRequest{}), true},
+		{"RepositoryModelUnload", m(&pb.RepositoryModelUnloadRequest{}), true},
+		{"SystemSharedMemoryStatus", m(&pb.SystemSharedMemoryStatusRequest{}), true},
+		{"SystemSharedMemoryStatus", m(&pb.SystemSharedMemoryStatusRequest{Name: "nope"}), true},
+		{"CudaSharedMemoryStatus", m(&pb.CudaSharedMemoryStatusRequest{}), true},
+		{"CudaSharedMemoryRegister", m(&pb.CudaSharedMemoryRegisterRequest{}), true},
+		{"CudaSharedMemoryUnregister", m(&pb.CudaSharedMemoryUnregisterRequest{}), true},
+		{"TraceSetting", m(&pb.TraceSettingRequest{}), true},
+		{"LogSettings", m(&pb.LogSettingsRequest{}), true},
+		{"ModelReady", []byte{0x0a, 0xff}, true}, // malformed: the backend's INTERNAL/INVALID_ARGUMENT
+	} {
+		full := "/" + gateway.Service + "/" + c.method
+		var got, want wire.Frame
+		gerr := via.Invoke(ctx, full, rawBytes(c.req), &got, grpc.ForceCodecV2(wire.RawCodec()))
+		werr := direct.Invoke(ctx, full, rawBytes(c.req), &want, grpc.ForceCodecV2(wire.RawCodec()))
+		if !proto.Equal(status.Convert(gerr).Proto(), status.Convert(werr).Proto()) {
+			t.Errorf("%s(%x): via vig %v, direct %v", c.method, c.req, gerr, werr)
+		}
+		if c.compare && !bytes.Equal(got.Bytes(), want.Bytes()) {
+			t.Errorf("%s(%x): via vig %x, direct %x", c.method, c.req, got.Bytes(), want.Bytes())
+		}
+		got.Free()
+		want.Free()
+	}
+}
+
+// A method vig has no entry for is passed to the backend, whose UNIMPLEMENTED comes
+// back unchanged, unary and streaming.
+func TestConfUnknownMethod(t *testing.T) {
+	e := startEnv(t, testConfig(t, ""), true)
+	via, direct := plainClient(t, e.tcp), plainClient(t, e.backend.Addr())
+	ctx := ctxT(t)
+	for _, method := range []string{"/" + gateway.Service + "/NoSuchMethod", "/foo.Bar/Baz", "/grpc.health.v1.Health/NoSuch"} {
+		var got, want wire.Frame
+		gerr := via.Invoke(ctx, method, rawBytes("x"), &got, grpc.ForceCodecV2(wire.RawCodec()))
+		werr := direct.Invoke(ctx, method, rawBytes("x"), &want, grpc.ForceCodecV2(wire.RawCodec()))
+		if status.Code(gerr) != codes.Unimplemented || !proto.Equal(status.Convert(gerr).Proto(), status.Convert(werr).Proto()) {
+			t.Errorf("unary %s: via vig %v, direct %v", method, gerr, werr)
+		}
+		s, err := via.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}, method, grpc.ForceCodecV2(wire.RawCodec()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.SendMsg(rawBytes("x"))
+		s.CloseSend()
+		if err := s.RecvMsg(&got); status.Code(err) != codes.Unimplemented || status.Convert(err).Message() != status.Convert(werr).Message() {
+			t.Errorf("stream %s: %v, want %v", method, err, werr)
+		}
+	}
+	drained(t, e.gw)
 }
