@@ -18,6 +18,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -780,4 +781,285 @@ func TestConfUnknownMethod(t *testing.T) {
 		}
 	}
 	drained(t, e.gw)
+}
+
+// ---- 5. Health ----
+
+// grpc.health.v1 follows the backend: Check and Watch say SERVING while it is up; a
+// stopped backend is pushed as NOT_SERVING on an open Watch; restarted on the same
+// address, SERVING again on the same Watch, and inference works again.
+func TestConfHealthFollowsBackendRestart(t *testing.T) {
+	e := startEnv(t, testConfig(t, ""), true)
+	addr := e.backend.Addr()
+	h := healthpb.NewHealthClient(plainClient(t, e.tcp))
+	ctx := ctxT(t)
+	w, err := h.Watch(ctx, &healthpb.HealthCheckRequest{Service: gateway.Service})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := func(want healthpb.HealthCheckResponse_ServingStatus) {
+		t.Helper()
+		for {
+			r, err := w.Recv()
+			if err != nil {
+				t.Fatalf("Watch, waiting for %v: %v", want, err)
+			}
+			if r.Status == want {
+				return
+			}
+		}
+	}
+	next(healthpb.HealthCheckResponse_SERVING)
+	for _, svc := range []string{"", gateway.Service} {
+		if r, err := h.Check(ctx, &healthpb.HealthCheckRequest{Service: svc}); err != nil || r.Status != healthpb.HealthCheckResponse_SERVING {
+			t.Errorf("Check(%q) with the backend up: %v %v", svc, r, err)
+		}
+	}
+	if _, err := h.Check(ctx, &healthpb.HealthCheckRequest{Service: "no.such.Service"}); status.Code(err) != codes.NotFound {
+		t.Errorf("Check of an unknown service: %v, want NOT_FOUND", err)
+	}
+
+	e.backend.Stop()
+	next(healthpb.HealthCheckResponse_NOT_SERVING)
+	if r, err := h.Check(ctx, &healthpb.HealthCheckRequest{Service: gateway.Service}); err != nil || r.Status != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Errorf("Check with the backend down: %v %v", r, err)
+	}
+
+	mb, err := mockbackend.Start(context.Background(), addr, mockbackend.FromConfig(e.cfg), gateway.ServerOptions(e.cfg.GRPC), nil)
+	if err != nil {
+		t.Fatalf("restart on %s: %v", addr, err)
+	}
+	t.Cleanup(func() { mb.Stop() })
+	next(healthpb.HealthCheckResponse_SERVING)
+	if r, err := h.Check(ctx, &healthpb.HealthCheckRequest{Service: ""}); err != nil || r.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Errorf("Check after the restart: %v %v", r, err)
+	}
+	if err := serves(t, e.tcp, "detector"); err != nil {
+		t.Errorf("after the backend restarted: %v", err)
+	}
+}
+
+// ---- 6. Backend lifecycle ----
+
+// The backend shuts down gracefully (GOAWAY) under load: every call is answered once,
+// OK or UNAVAILABLE, none hangs (each has a 1 s deadline: UNAVAILABLE must come
+// before it); while the backend is down calls are UNAVAILABLE; when it returns on the
+// same address vig reconnects and serves again.
+func TestConfBackendGracefulStopUnderLoad(t *testing.T) {
+	e := startEnv(t, testConfig(t, ""), true)
+	addr := e.backend.Addr()
+	c := pb.NewGRPCInferenceServiceClient(plainClient(t, e.tcp))
+
+	const workers = 4
+	var (
+		mu      sync.Mutex
+		seen    = map[codes.Code]int{}
+		calls   int
+		phase   = 0 // 0 up, 1 stopping/down, 2 restarted
+		okAfter = make([]bool, workers)
+		unavail = make([]int, workers)
+		bad     []error
+	)
+	stopped, restarted := make(chan struct{}), make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				_, err := c.ModelInfer(ctx, inferRequest("pose", mockbackend.FrameID(fmt.Sprintf("w%d", w), uint64(i)), 2000))
+				cancel()
+				code := status.Code(err)
+				mu.Lock()
+				calls++
+				seen[code]++
+				if code != codes.OK && code != codes.Unavailable {
+					bad = append(bad, err)
+				}
+				p := phase
+				if p == 1 && code == codes.Unavailable {
+					unavail[w]++
+				}
+				if p == 2 && code == codes.OK {
+					okAfter[w] = true
+				}
+				done := okAfter[w] || len(bad) > 0
+				mu.Unlock()
+				if done {
+					return
+				}
+				if p == 1 && unavail[w] >= 3 {
+					<-restarted // this worker has seen the backend down; wait for it to return
+				}
+			}
+		}()
+	}
+	eventually(t, "load running", func() bool { mu.Lock(); defer mu.Unlock(); return seen[codes.OK] >= 20 })
+	mu.Lock()
+	phase = 1
+	mu.Unlock()
+	go func() { e.backend.Stop(); close(stopped) }()
+	<-stopped
+	eventually(t, "every worker sees UNAVAILABLE", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, n := range unavail {
+			if n < 3 {
+				return false
+			}
+		}
+		return true
+	})
+	mb, err := mockbackend.Start(context.Background(), addr, mockbackend.FromConfig(e.cfg), gateway.ServerOptions(e.cfg.GRPC), nil)
+	if err != nil {
+		t.Fatalf("restart on %s: %v", addr, err)
+	}
+	t.Cleanup(func() { mb.Stop() })
+	mu.Lock()
+	phase = 2
+	mu.Unlock()
+	close(restarted)
+	wg.Wait()
+	if len(bad) > 0 {
+		t.Errorf("calls answered neither OK nor UNAVAILABLE (a hang shows as DEADLINE_EXCEEDED): %v", bad)
+	}
+	for w, ok := range okAfter {
+		if !ok {
+			t.Errorf("worker %d never served after the backend returned", w)
+		}
+	}
+	drained(t, e.gw)
+	got := grpcCodes(t, e.reg, "ModelInfer")
+	var total float64
+	for _, n := range got {
+		total += n
+	}
+	if int(total) != calls || int(got["OK"]) != seen[codes.OK] || int(got["Unavailable"]) != seen[codes.Unavailable] {
+		t.Errorf("vig answered %v (total %v), clients saw %v (total %d): each call must be answered exactly once", got, total, seen, calls)
+	}
+}
+
+// ---- 8. Drain ----
+
+// Drain as `vig serve` does it (Governor.Drain, then GracefulStop) with one call on
+// the backend and two waiting in vig: the waiting ones are answered UNAVAILABLE at
+// once, GracefulStop waits for the running one, which is answered OK; every call is
+// answered exactly once and Accepted() == Answered().
+func TestConfDrainGoverned(t *testing.T) {
+	e, gov, p := governedProbe(t)
+	c := pb.NewGRPCInferenceServiceClient(e.dial(t, e.tcp))
+	ctx := ctxT(t)
+	holdDone := holdA(t, ctx, c, p)
+	queued := make(chan error, 2)
+	for i, s := range []string{"b", "c"} {
+		go func() {
+			_, err := c.ModelInfer(probeCtx(ctx, "echo", s), streamRequest(s, "m", uint64(i+1), 0))
+			queued <- err
+		}()
+	}
+	eventually(t, "b and c waiting", func() bool {
+		m := streamCounters(t, e.reg)
+		return m["b"]["waiting"] == 1 && m["c"]["waiting"] == 1
+	})
+	before := e.gw.Accepted()
+	stopped := make(chan struct{})
+	go func() { gov.Drain(); e.gw.GracefulStop(); close(stopped) }()
+	for range 2 {
+		if err := <-queued; status.Code(err) != codes.Unavailable {
+			t.Errorf("queued call at drain: %v, want UNAVAILABLE", err)
+		}
+	}
+	select {
+	case <-stopped:
+		t.Fatal("GracefulStop returned while a call was still on the backend")
+	default:
+	}
+	p.unhold()
+	if err := <-holdDone; err != nil {
+		t.Errorf("running call at drain: %v, want OK", err)
+	}
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		t.Fatal("GracefulStop did not return after the last call was answered")
+	}
+	if a, n := e.gw.Accepted(), e.gw.Answered(); a != n || a != before || a < 3 {
+		t.Errorf("Accepted %d, Answered %d (before drain %d), want equal and ≥ 3", a, n, before)
+	}
+	if got := grpcCodes(t, e.reg, "ModelInfer"); got["OK"] != 1 || got["Unavailable"] != 2 {
+		t.Errorf("ModelInfer codes %v, want 1 OK and 2 Unavailable", got)
+	}
+	m := checkBalanced(t, e.reg)
+	if m["a"]["forwarded"] != 1 || m["b"]["forwarded"]+m["c"]["forwarded"] != 0 {
+		t.Errorf("after drain: %v", m)
+	}
+	if n := len(p.recorded(wire.MethodInfer)); n != 1 {
+		t.Errorf("backend saw %d ModelInfer calls, want 1", n)
+	}
+}
+
+// GracefulStop with calls in flight of every kind (ModelInfer, unary pass-through, a
+// pass-through stream) waits for all of them; a call started during the drain is
+// answered (OK or UNAVAILABLE), never hung; Accepted() == Answered() afterwards.
+func TestConfGracefulStopInFlight(t *testing.T) {
+	e, p := withProbe(t, "")
+	cc := plainClient(t, e.tcp)
+	c := pb.NewGRPCInferenceServiceClient(cc)
+	ctx := probeCtx(ctxT(t), "hold", "held")
+	results := make(chan error, 5)
+	for i := range 3 {
+		go func() {
+			_, err := c.ModelInfer(ctx, inferRequest("detector", fmt.Sprintf("cam0#%d", i), 1000))
+			results <- err
+		}()
+	}
+	go func() {
+		_, err := c.ModelConfig(ctx, &pb.ModelConfigRequest{Name: "detector"})
+		results <- err
+	}()
+	go func() {
+		s, err := cc.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}, "/other.Service/Chat", grpc.ForceCodecV2(wire.RawCodec()))
+		if err == nil {
+			s.SendMsg(rawBytes("x"))
+			s.CloseSend()
+			var f wire.Frame
+			if err = s.RecvMsg(&f); err == nil {
+				f.Free()
+				if err = s.RecvMsg(&f); err == io.EOF {
+					err = nil
+				}
+			}
+		}
+		results <- err
+	}()
+	p.waitStarted(t, 5)
+	stopped := make(chan struct{})
+	go func() { e.gw.GracefulStop(); close(stopped) }()
+
+	lctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err := pb.NewGRPCInferenceServiceClient(cc).ServerLive(lctx, &pb.ServerLiveRequest{})
+	if code := status.Code(err); code != codes.OK && code != codes.Unavailable {
+		t.Errorf("call started during the drain: %v, want OK or UNAVAILABLE", err)
+	}
+	select {
+	case <-stopped:
+		t.Fatal("GracefulStop returned with 5 calls on the backend")
+	default:
+	}
+	p.unhold()
+	for range 5 {
+		if err := <-results; err != nil {
+			t.Errorf("call in flight at GracefulStop: %v, want OK", err)
+		}
+	}
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		t.Fatal("GracefulStop did not return after the last call was answered")
+	}
+	if a, n := e.gw.Accepted(), e.gw.Answered(); a != n || n < 5 {
+		t.Errorf("Accepted %d, Answered %d, want equal and ≥ 5", a, n)
+	}
 }
