@@ -1063,3 +1063,35 @@ func TestConfGracefulStopInFlight(t *testing.T) {
 		t.Errorf("Accepted %d, Answered %d, want equal and ≥ 5", a, n)
 	}
 }
+
+// TestConfStreamInferVigErrorCarriesIDStrict: an in-band stream error that vig itself detects (a bad vig_capture_ns) names the
+// request it belongs to, as the backend's own in-band errors do: otherwise a client
+// with several requests in flight cannot tell which one failed.
+func TestConfStreamInferVigErrorCarriesIDStrict(t *testing.T) {
+	strict(t, "streamOne answers a request that fails vig's own checks (prepare: bad vig_* parameter, shared-memory reference) with an in-band error without its id")
+	e := startEnv(t, testConfig(t, ""), true)
+	c := pb.NewGRPCInferenceServiceClient(plainClient(t, e.tcp))
+	s, err := c.ModelStreamInfer(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := inferRequest("detector", "cam0#7", 10)
+	bad.Parameters[wire.ParamCapture] = &pb.InferParameter{ParameterChoice: &pb.InferParameter_StringParam{StringParam: "yesterday"}}
+	s.Send(bad)
+	s.Send(inferRequest("detector", "cam0#8", 10))
+	s.CloseSend()
+	got := map[string]string{}
+	for {
+		r, err := s.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[r.InferResponse.GetId()] = r.ErrorMessage
+	}
+	if len(got) != 2 || got["cam0#8"] != "" || !strings.Contains(got["cam0#7"], wire.ParamCapture) {
+		t.Errorf("answers by id: %q; want cam0#8 OK and cam0#7 with an error naming %s", got, wire.ParamCapture)
+	}
+}
