@@ -310,7 +310,7 @@ func backgroundTimed(t *testing.T, addr string) (stop func() (ok int, err error)
 				return
 			default:
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // liveness, not speed
 			start := time.Now()
 			r, err := c.ModelInfer(ctx, inferRequest("detector", fmt.Sprintf("bg#%d", i), 20_000))
 			worst = max(worst, time.Since(start))
@@ -426,25 +426,28 @@ func TestH2IllegalStreamIDs(t *testing.T) {
 		{"decreasing", []uint32{5, 3}},
 		{"reused", []uint32{1, 1}},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			h := dialH2(t, e.tcp)
-			for _, id := range tc.streams {
-				h.headers(id, h.block("/"+gateway.Service+"/ModelConfig", probeMode, "hold"), false)
-				h.fr.WriteData(id, true, grpcMessage(nil))
-			}
-			h.flush()
-			g := h.expectClosed(t)
-			if g != nil && g.ErrCode != http2.ErrCodeProtocol && g.ErrCode != http2.ErrCodeStreamClosed {
-				t.Errorf("GOAWAY %v, want PROTOCOL_ERROR", g.ErrCode)
-			}
-			if g != nil {
-				t.Logf("streams %v: GOAWAY %v %q, then closed", tc.streams, g.ErrCode, g.DebugData())
-			} else {
-				t.Logf("streams %v: closed without GOAWAY", tc.streams)
-			}
-		})
-	}
+	t.Run("group", func(t *testing.T) { // in parallel: vig lingers ~1 s after a GOAWAY before it closes
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				h := dialH2(t, e.tcp)
+				for _, id := range tc.streams {
+					h.headers(id, h.block("/"+gateway.Service+"/ModelConfig", probeMode, "hold"), false)
+					h.fr.WriteData(id, true, grpcMessage(nil))
+				}
+				h.flush()
+				g := h.expectClosed(t)
+				if g != nil && g.ErrCode != http2.ErrCodeProtocol && g.ErrCode != http2.ErrCodeStreamClosed {
+					t.Errorf("GOAWAY %v, want PROTOCOL_ERROR", g.ErrCode)
+				}
+				if g != nil {
+					t.Logf("streams %v: GOAWAY %v %q, then closed", tc.streams, g.ErrCode, g.DebugData())
+				} else {
+					t.Logf("streams %v: closed without GOAWAY", tc.streams)
+				}
+			})
+		}
+	})
 	p.unhold()
 	checkBackground(t, stop)
 	drained(t, e.gw)
@@ -686,41 +689,69 @@ func manyHeaders(n, size int) []string {
 }
 
 // Clients that stop reading: one never opens its stream windows (flow-control
-// starvation), one opens them wide and never reads its socket (the responses pile up
-// in vig's socket buffers). Each asks for 4 × 3 MB through vig's 1 MiB windows. A
-// third client is served meanwhile, 1 MB answers included: a starved client blocks
-// only itself, never the shared backend connection. When the starved clients go
-// away, vig answers (cancels) their calls.
+// starvation: 4 × 1.5 MB asked), one opens them wide and never reads its socket (4 × 3
+// MB asked: more than the socket buffers hold). vig's own windows are 1 MiB. A third
+// client is served meanwhile, 1 MB answers included: a starved client blocks only
+// itself, never the shared backend connection. vig never sends the flow-starved
+// client more than its window.
 func TestH2WindowStarvation(t *testing.T) {
 	e, p := withProbe(t, "grpc: {window_mib: 1}\n")
-	const big = 3_000_000
 	req, _ := proto.Marshal(inferRequest("detector", "starved", 10))
-	starve := func(h *h2conn, tag string) {
+	for _, n := range []int{1_500_000, 3_000_000, 1_000_000} {
+		bigPattern(n) // the probe's answers, computed before anything is timed
+	}
+	starve := func(h *h2conn, tag string, size int) {
 		for i := range 4 {
 			id := uint32(2*i + 1)
-			h.headers(id, h.block(wire.MethodInfer, probeMode, fmt.Sprintf("big:%d", big), "x-probe-id", fmt.Sprintf("%s%d", tag, i)), false)
+			h.headers(id, h.block(wire.MethodInfer, probeMode, fmt.Sprintf("big:%d", size), "x-probe-id", fmt.Sprintf("%s%d", tag, i)), false)
 			h.fr.WriteData(id, true, grpcMessage(req))
 		}
 		h.flush()
 	}
 	flowStarved := dialH2(t, e.tcp) // default 65535 windows, never updated
-	starve(flowStarved, "flow")
+	starve(flowStarved, "flow", 1_500_000)
 	sockStarved := dialH2(t, e.tcp, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1<<31 - 1})
 	sockStarved.fr.WriteWindowUpdate(0, 1<<31-1-65535)
-	starve(sockStarved, "sock")
+	starve(sockStarved, "sock", 3_000_000)
 	p.waitStarted(t, 8)
+
 	c := pb.NewGRPCInferenceServiceClient(plainClient(t, e.tcp))
-	for i := range 6 {
-		ctx, cancel := context.WithTimeout(probeCtx(context.Background(), "big:1000000", "ok"), 2*time.Second)
+	for i := range 4 {
+		ctx, cancel := context.WithTimeout(probeCtx(context.Background(), "big:1000000", "ok"), 5*time.Second)
 		r, err := c.ModelInfer(ctx, inferRequest("detector", fmt.Sprintf("ok#%d", i), 1000))
 		cancel()
-		if err != nil || len(r.RawOutputContents) != 1 || !bytes.Equal(r.RawOutputContents[0], pattern(1_000_000, 3)) {
+		if err != nil || len(r.RawOutputContents) != 1 || !bytes.Equal(r.RawOutputContents[0], bigPattern(1_000_000)) {
 			t.Fatalf("call %d beside starved clients: %v", i, err)
 		}
 	}
 	if err := serves(t, e.tcp, "detector"); err != nil {
 		t.Error(err)
 	}
+	// What reached the flow-starved client: at most its 65535-byte connection
+	// window, and no stream finished.
+	var got, ended int
+	flowStarved.c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	for {
+		f, err := flowStarved.fr.ReadFrame()
+		if err != nil {
+			break
+		}
+		switch f := f.(type) {
+		case *http2.DataFrame:
+			got += len(f.Data())
+			if f.StreamEnded() {
+				ended++
+			}
+		case *http2.MetaHeadersFrame:
+			if f.StreamEnded() {
+				ended++
+			}
+		}
+	}
+	if got > 65535 || ended != 0 {
+		t.Errorf("flow-starved client received %d B of DATA and %d finished streams; its window was 65535 B", got, ended)
+	}
+	t.Logf("flow-starved client: %d B of DATA within its 65535 B window", got)
 	flowStarved.c.Close()
 	sockStarved.c.Close()
 	drained(t, e.gw)

@@ -144,7 +144,7 @@ func (p *probe) handle(_ any, ss grpc.ServerStream) error {
 	out := &pb.ModelInferResponse{ModelName: in.ModelName, ModelVersion: "1", Id: in.Id}
 	if n, ok := strings.CutPrefix(mode, "big:"); ok {
 		size, _ := strconv.Atoi(n)
-		out.RawOutputContents = [][]byte{pattern(size, 3)}
+		out.RawOutputContents = [][]byte{bigPattern(size)}
 	} else {
 		out.RawOutputContents = in.RawInputContents
 	}
@@ -202,6 +202,17 @@ func pattern(n int, seed byte) []byte {
 		b[i] = byte(x)
 	}
 	return b
+}
+
+var bigPatterns sync.Map // size → pattern(size, 3), shared read-only
+
+// bigPattern is pattern(n, 3), computed once per size.
+func bigPattern(n int) []byte {
+	if b, ok := bigPatterns.Load(n); ok {
+		return b.([]byte)
+	}
+	b, _ := bigPatterns.LoadOrStore(n, pattern(n, 3))
+	return b.([]byte)
 }
 
 // plainClient dials addr with grpc-go's default windows and frame size; only the
