@@ -91,8 +91,9 @@ func TestConfLargeMessagesDefaultWindows(t *testing.T) {
 	}
 }
 
-// Eight 1.2 MB calls at once on one default-window connection (and four more on a
-// second): each answer carries its own request's bytes, none mixed.
+// Eight 1.2 MB calls at once on one default-window connection, with a stream of four
+// 300 kB requests beside them, and four more calls on a second connection: each answer carries
+// its own request's bytes, none mixed.
 func TestConfConcurrentLargeInterleaved(t *testing.T) {
 	const size, n = 1_200_000, 12
 	e, p := withProbe(t, "")
@@ -118,14 +119,54 @@ func TestConfConcurrentLargeInterleaved(t *testing.T) {
 			}
 		}()
 	}
+	// A stream on the first connection carries four more at the same time.
+	var streamErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		streamErr = func() error {
+			s, err := conns[0].ModelStreamInfer(ctx)
+			if err != nil {
+				return err
+			}
+			sent := map[string][]byte{}
+			for i := range 4 {
+				req := inferRequest("detector", fmt.Sprintf("s#%d", i), size/4)
+				req.RawInputContents[0] = pattern(size/4, byte(100+i))
+				sent[req.Id] = req.RawInputContents[0]
+				if err := s.Send(req); err != nil {
+					return err
+				}
+			}
+			s.CloseSend()
+			for range 4 {
+				r, err := s.Recv()
+				if err != nil {
+					return err
+				}
+				id := r.InferResponse.GetId()
+				if r.ErrorMessage != "" || sent[id] == nil || len(r.InferResponse.RawOutputContents) != 1 || !bytes.Equal(r.InferResponse.RawOutputContents[0], sent[id]) {
+					return fmt.Errorf("stream answer %q (%q) has other bytes", id, r.ErrorMessage)
+				}
+				delete(sent, id)
+			}
+			if _, err := s.Recv(); err != io.EOF {
+				return fmt.Errorf("end of stream: %v", err)
+			}
+			return nil
+		}()
+	}()
 	wg.Wait()
 	for i, err := range errs {
 		if err != nil {
 			t.Errorf("call %d: %v", i, err)
 		}
 	}
-	if got := p.messages.Load(); got != n {
-		t.Errorf("backend received %d whole requests, want %d", got, n)
+	if streamErr != nil {
+		t.Errorf("stream beside the unary calls: %v", streamErr)
+	}
+	if got := p.messages.Load(); got != n+4 {
+		t.Errorf("backend received %d whole requests, want %d", got, n+4)
 	}
 	if got := grpcCodes(t, e.reg, "ModelInfer")["OK"]; got != n {
 		t.Errorf("vig counted %v OK ModelInfer, want %d", got, n)
@@ -1093,5 +1134,56 @@ func TestConfStreamInferVigErrorCarriesIDStrict(t *testing.T) {
 	}
 	if len(got) != 2 || got["cam0#8"] != "" || !strings.Contains(got["cam0#7"], wire.ParamCapture) {
 		t.Errorf("answers by id: %q; want cam0#8 OK and cam0#7 with an error naming %s", got, wire.ParamCapture)
+	}
+}
+
+// GracefulStop alone (no scheduler drain) with one call on the backend and two
+// waiting in vig: it waits for all three, which the backend answers in turn; every
+// call is answered exactly once.
+func TestConfGracefulStopGovernedQueued(t *testing.T) {
+	e, _, p := governedProbe(t)
+	c := pb.NewGRPCInferenceServiceClient(e.dial(t, e.tcp))
+	ctx := ctxT(t)
+	holdDone := holdA(t, ctx, c, p)
+	queued := make(chan error, 2)
+	for i, s := range []string{"b", "c"} {
+		go func() {
+			_, err := c.ModelInfer(probeCtx(ctx, "echo", s), streamRequest(s, "m", uint64(i+1), 0))
+			queued <- err
+		}()
+	}
+	eventually(t, "b and c waiting", func() bool {
+		m := streamCounters(t, e.reg)
+		return m["b"]["waiting"] == 1 && m["c"]["waiting"] == 1
+	})
+	stopped := make(chan struct{})
+	go func() { e.gw.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+		t.Fatal("GracefulStop returned with calls running and waiting")
+	case err := <-queued:
+		t.Fatalf("a waiting call was answered (%v) while the slot was still held", err)
+	default:
+	}
+	p.unhold()
+	if err := <-holdDone; err != nil {
+		t.Errorf("running call: %v", err)
+	}
+	for range 2 {
+		if err := <-queued; err != nil {
+			t.Errorf("waiting call at GracefulStop: %v, want OK (it runs once the slot frees)", err)
+		}
+	}
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		t.Fatal("GracefulStop did not return after the last call was answered")
+	}
+	if a, n := e.gw.Accepted(), e.gw.Answered(); a != n || n < 3 {
+		t.Errorf("Accepted %d, Answered %d, want equal and ≥ 3", a, n)
+	}
+	m := checkBalanced(t, e.reg)
+	if m["a"]["forwarded"]+m["b"]["forwarded"]+m["c"]["forwarded"] != 3 {
+		t.Errorf("after GracefulStop: %v, want 3 forwarded", m)
 	}
 }

@@ -382,7 +382,7 @@ func serves(t *testing.T, addr, model string) error {
 		return err
 	}
 	defer cc.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // liveness, not speed
 	defer cancel()
 	c := pb.NewGRPCInferenceServiceClient(cc)
 	if r, err := c.ServerLive(ctx, &pb.ServerLiveRequest{}); err != nil || !r.Live {
