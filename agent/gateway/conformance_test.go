@@ -564,29 +564,27 @@ func TestConfStatusPropagation(t *testing.T) {
 		pairs = append(pairs, pair{codes.InvalidArgument, msg})
 	}
 	for _, pc := range pairs {
-		{
-			code, msg := pc.code, pc.msg
-			ctx := metadata.AppendToOutgoingContext(ctxT(t), "x-status", fmt.Sprintf("%d/%d", code, msg))
-			for _, c := range []struct {
-				name string
-				call func(pb.GRPCInferenceServiceClient) error
-			}{
-				{"ModelInfer", func(c pb.GRPCInferenceServiceClient) error {
-					_, err := c.ModelInfer(ctx, inferRequest("detector", "cam0#1", 10))
-					return err
-				}},
-				{"ModelConfig", func(c pb.GRPCInferenceServiceClient) error {
-					_, err := c.ModelConfig(ctx, &pb.ModelConfigRequest{Name: "detector"})
-					return err
-				}},
-			} {
-				got, want := status.Convert(c.call(via)), status.Convert(c.call(direct))
-				if want.Code() != code || want.Message() != messages[msg] {
-					t.Fatalf("probe answered %v %q directly, want %v %q", want.Code(), want.Message(), code, messages[msg])
-				}
-				if !proto.Equal(got.Proto(), want.Proto()) {
-					t.Errorf("%s %v/%d: via vig %v %q (%d details), direct %v %q", c.name, code, msg, got.Code(), got.Message(), len(got.Details()), want.Code(), want.Message())
-				}
+		code, msg := pc.code, pc.msg
+		ctx := metadata.AppendToOutgoingContext(ctxT(t), "x-status", fmt.Sprintf("%d/%d", code, msg))
+		for _, c := range []struct {
+			name string
+			call func(pb.GRPCInferenceServiceClient) error
+		}{
+			{"ModelInfer", func(c pb.GRPCInferenceServiceClient) error {
+				_, err := c.ModelInfer(ctx, inferRequest("detector", "cam0#1", 10))
+				return err
+			}},
+			{"ModelConfig", func(c pb.GRPCInferenceServiceClient) error {
+				_, err := c.ModelConfig(ctx, &pb.ModelConfigRequest{Name: "detector"})
+				return err
+			}},
+		} {
+			got, want := status.Convert(c.call(via)), status.Convert(c.call(direct))
+			if want.Code() != code || want.Message() != messages[msg] {
+				t.Fatalf("probe answered %v %q directly, want %v %q", want.Code(), want.Message(), code, messages[msg])
+			}
+			if !proto.Equal(got.Proto(), want.Proto()) {
+				t.Errorf("%s %v/%d: via vig %v %q (%d details), direct %v %q", c.name, code, msg, got.Code(), got.Message(), len(got.Details()), want.Code(), want.Message())
 			}
 		}
 	}

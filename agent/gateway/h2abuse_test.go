@@ -617,7 +617,7 @@ func TestH2RapidReset(t *testing.T) {
 // More than 1 MiB of request metadata is refused (RST_STREAM, GOAWAY, a closed
 // connection or an error status) and never reaches the backend.
 func TestH2OversizedHeadersStrict(t *testing.T) {
-	strict(t, "grpc-go's server accepts header lists up to 16 MiB, and vig forwards 1.5 MiB of metadata to the backend")
+	strict(t, "grpc-go's server accepts header lists up to 16 MiB, and vig forwards more than 1 MiB of metadata to the backend, holding up the shared backend connection while it does")
 	testOversizedHeaders(t)
 }
 
