@@ -785,3 +785,95 @@ func TestH2Slowloris(t *testing.T) {
 		t.Errorf("vig accepted %d RPCs, want 6 (3 × ServerLive + ModelInfer): a slow connection became an RPC", got)
 	}
 }
+
+// Resets of calls vig has already forwarded: 200 calls the backend holds, then 200
+// RST_STREAMs in one burst. Every backend call is cancelled (no backend stream is
+// left behind), vig answers every RPC it accepted, and other clients are served
+// meanwhile.
+func TestH2ResetForwardedCalls(t *testing.T) {
+	e, p := withProbe(t, "")
+	stop := background(t, e.tcp)
+	h := dialH2(t, e.tcp)
+	go io.Copy(io.Discard, h.c) // whatever vig answers
+	msg := grpcMessage(mustMarshal(t, inferRequest("detector", "reset", 100)))
+	const n = 200
+	for i := range n {
+		id := uint32(2*i + 1)
+		h.headers(id, h.block(wire.MethodInfer, probeMode, "hold", "x-probe-id", "reset"), false)
+		h.fr.WriteData(id, true, msg)
+	}
+	h.flush()
+	p.waitStartedID(t, "reset", n)
+	for i := range n {
+		h.fr.WriteRSTStream(uint32(2*i+1), http2.ErrCodeCancel)
+	}
+	h.flush()
+	eventually(t, "every forwarded call cancelled at the backend", func() bool { return p.cancelled.Load() == n })
+	drained(t, e.gw)
+	if got := grpcCodes(t, e.reg, "ModelInfer")["Canceled"]; got != n {
+		t.Errorf("vig counted %v cancelled ModelInfer, want %d", got, n)
+	}
+	checkBackground(t, stop)
+	if err := serves(t, e.tcp, "detector"); err != nil {
+		t.Error(err)
+	}
+}
+
+func mustMarshal(t *testing.T, m proto.Message) []byte {
+	t.Helper()
+	b, err := proto.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// A PING flood (1000 PINGs, no streams): vig either answers them all or, as grpc-go's
+// keepalive enforcement does, closes the connection with GOAWAY ENHANCE_YOUR_CALM;
+// it never dies or stalls other clients.
+func TestH2PingFlood(t *testing.T) {
+	e, _ := withProbe(t, "")
+	stop := background(t, e.tcp)
+	h := dialH2(t, e.tcp)
+	acks := make(chan int, 1)
+	var goaway *http2.GoAwayFrame
+	go func() {
+		n := 0
+		defer func() { acks <- n }()
+		for {
+			f, err := h.fr.ReadFrame()
+			if err != nil {
+				return
+			}
+			switch f := f.(type) {
+			case *http2.PingFrame:
+				if f.IsAck() {
+					if n++; n == 1000 {
+						return
+					}
+				}
+			case *http2.GoAwayFrame:
+				goaway = f
+			}
+		}
+	}()
+	for i := range 1000 {
+		var data [8]byte
+		binary.BigEndian.PutUint64(data[:], uint64(i))
+		if err := h.fr.WritePing(false, data); err != nil {
+			break
+		}
+	}
+	h.flush()
+	h.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	n := <-acks
+	switch {
+	case n == 1000:
+		t.Logf("ping flood: all 1000 PINGs answered")
+	case goaway != nil && goaway.ErrCode == http2.ErrCodeEnhanceYourCalm:
+		t.Logf("ping flood: %d answered, then GOAWAY ENHANCE_YOUR_CALM %q", n, goaway.DebugData())
+	default:
+		t.Errorf("ping flood: %d PINGs answered, GOAWAY %v; want all answered or GOAWAY ENHANCE_YOUR_CALM", n, goaway)
+	}
+	checkBackground(t, stop)
+}

@@ -184,6 +184,23 @@ func (p *probe) waitStarted(t *testing.T, n int) []string {
 	return ids
 }
 
+// waitStartedID waits for n calls with x-probe-id id to enter the handler, ignoring
+// others.
+func (p *probe) waitStartedID(t *testing.T, id string, n int) {
+	t.Helper()
+	timeout := time.After(5 * time.Second)
+	for seen := 0; seen < n; {
+		select {
+		case got := <-p.started:
+			if got == id {
+				seen++
+			}
+		case <-timeout:
+			t.Fatalf("only %d of %d %q calls reached the backend", seen, n, id)
+		}
+	}
+}
+
 func first(md metadata.MD, key string) string {
 	if v := md.Get(key); len(v) > 0 {
 		return v[0]
