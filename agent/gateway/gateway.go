@@ -70,7 +70,6 @@ type Gateway struct {
 	handshakeTimeout   time.Duration
 
 	accepted, answered atomic.Uint64 // RPCs; equal once drained
-	streams            sync.WaitGroup
 	conns              sync.WaitGroup
 	up                 atomic.Bool
 
@@ -242,7 +241,7 @@ func (g *Gateway) GracefulStop() {
 	for _, s := range watchers { // health watches never end by themselves
 		s.c.failStream(s, status.Error(codes.Unavailable, "vig is draining"))
 	}
-	g.streams.Wait()
+	g.conns.Wait() // each connection closes once its streams are answered
 	g.closeAll()
 }
 

@@ -441,7 +441,7 @@ func TestH2IllegalStreamIDs(t *testing.T) {
 					t.Errorf("GOAWAY %v, want PROTOCOL_ERROR", g.ErrCode)
 				}
 				if g != nil {
-					t.Logf("streams %v: GOAWAY %v %q, then closed", tc.streams, g.ErrCode, g.DebugData())
+					t.Logf("streams %v: GOAWAY %v, then closed", tc.streams, g.ErrCode)
 				} else {
 					t.Logf("streams %v: closed without GOAWAY", tc.streams)
 				}

@@ -281,7 +281,7 @@ func (a *msgAssembler) read(r *bufio.Reader, n, limit int, deliver func(mem.Buff
 			n -= k
 		}
 		if a.n == a.want {
-			var msg mem.BufferSlice
+			msg := mem.BufferSlice{} // an empty message is still a message
 			if a.want > 0 {
 				msg = mem.BufferSlice{mem.NewBuffer(a.buf, mem.DefaultBufferPool())}
 			}
@@ -337,6 +337,7 @@ type h2writer struct {
 	mark int          // start of buf not yet referenced by vec
 
 	flushing bool // a flusher goroutine owns queue
+	closing  bool // close the connection once everything queued is written
 	queue    [][]byte
 	qrefs    []mem.Buffer
 	err      error // the connection failed; nothing more is sent
@@ -540,8 +541,22 @@ func (w *h2writer) credit(n int, window uint32) (sendNow bool) {
 	return w.owedConn >= window/2
 }
 
+// closeWhenFlushed closes the connection once what is queued now has been
+// written. Called with mu held.
+func (w *h2writer) closeWhenFlushed() {
+	w.closing = true
+	if !w.flushing && len(w.vec) == 0 && len(w.buf) == w.mark {
+		w.fail(errConnClosed)
+	}
+}
+
 // flush writes the batch. Called with mu held; never parks the caller.
 func (w *h2writer) flush() {
+	defer func() {
+		if w.closing && !w.flushing {
+			w.fail(errConnClosed)
+		}
+	}()
 	if w.owedConn > 0 {
 		w.buf = appendWindowUpdate(w.buf, 0, w.owedConn)
 		w.owedConn = 0
@@ -615,6 +630,9 @@ func (w *h2writer) flusher() {
 				r.Free()
 			}
 			w.queue, w.qrefs, w.flushing = nil, nil, false
+			if w.closing {
+				w.fail(errConnClosed)
+			}
 			w.mu.Unlock()
 			return
 		}

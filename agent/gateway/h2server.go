@@ -49,7 +49,8 @@ type sconn struct {
 
 	// Guarded by w.mu.
 	streams map[uint32]*sstream
-	goAway  bool // GOAWAY sent: no new streams
+	maxID   uint32 // highest stream opened
+	goAway  bool   // the final GOAWAY was sent: no new streams
 
 	// Reader goroutine only.
 	lastID   uint32
@@ -160,6 +161,13 @@ func (c *sconn) frame(h frameHeader) error {
 	case http2.FrameSettings:
 		return settingsFrame(c.r, c.w, h)
 	case http2.FramePing:
+		if h.has(http2.FlagPingAck) && h.length == 8 {
+			p, err := c.r.payload(h)
+			if err == nil && [8]byte(p) == drainPing {
+				c.finalGoAway()
+			}
+			return err
+		}
 		return pingFrame(c.r, c.w, h)
 	case http2.FrameWindowUpdate:
 		return c.windowUpdate(h)
@@ -292,8 +300,13 @@ func (c *sconn) headersFrame(h frameHeader) error {
 		return err
 	}
 	if s := c.lookup(h.stream); s != nil || h.stream <= c.lastID {
-		if s != nil && h.has(http2.FlagHeadersEndStream) && !s.half {
-			c.halfClose(s)
+		switch {
+		case s != nil && h.has(http2.FlagHeadersEndStream) && !s.half:
+			c.halfClose(s) // the client's trailers
+		case s == nil && !h.has(http2.FlagHeadersEndStream):
+			// Trailers on a stream vig already answered are harmless; a new
+			// request on an old stream id is not (RFC 9113 §5.1.1).
+			return protocolError("HEADERS opening stream %d, not above the last stream %d", h.stream, c.lastID)
 		}
 		return nil
 	}
@@ -304,7 +317,7 @@ func (c *sconn) headersFrame(h frameHeader) error {
 	refuse := c.goAway || len(c.streams) >= maxConcurrentStreams
 	if !refuse {
 		c.streams[s.id] = s
-		c.g.streams.Add(1)
+		c.maxID = s.id
 		c.g.accepted.Add(1)
 	} else {
 		c.w.buf = appendRST(c.w.buf, s.id, http2.ErrCodeRefusedStream)
@@ -335,7 +348,7 @@ func (c *sconn) headersFrame(h frameHeader) error {
 func reservedHeader(name string) bool {
 	switch name {
 	case "content-type", "te", "user-agent", "grpc-timeout", "grpc-encoding", "grpc-accept-encoding",
-		"grpc-status", "grpc-message", "grpc-status-details-bin", "connection", "host":
+		"grpc-status", "grpc-message", "connection", "host":
 		return true
 	}
 	return strings.HasPrefix(name, ":")
@@ -379,8 +392,10 @@ func (c *sconn) request(s *sstream, fields []hpack.HeaderField) error {
 		s.kind = kindInfer
 	case path == methodStreamInfer:
 		s.kind = kindStreamInfer
-	case strings.HasPrefix(path, "/grpc.health.v1.Health/"):
+	case path == "/grpc.health.v1.Health/Check" || path == "/grpc.health.v1.Health/Watch":
 		s.kind = kindLocal
+	case strings.HasPrefix(path, "/grpc.health.v1.Health/"):
+		return status.Errorf(codes.Unimplemented, "unknown method %s for service grpc.health.v1.Health", path[len("/grpc.health.v1.Health/"):])
 	case g.relay == nil:
 		s.kind = kindLocal // a ring backend: vig answers what it can
 	default:
@@ -467,11 +482,12 @@ func (c *sconn) message(s *sstream, msg mem.BufferSlice, compressed bool) error 
 func (c *sconn) infer(s *sstream, msg mem.BufferSlice) {
 	call := c.g.NewCall()
 	if err := c.g.prepare(call, msg, c.uid, c.hasUID); err != nil {
-		call.release()
 		if s.kind == kindStreamInfer {
-			c.streamAnswer(s, nil, nil, err)
+			c.streamSend(s, call.Header.ID, nil, err, false) // the id, if it parsed, says which request failed
+			call.release()
 			return
 		}
+		call.release()
 		c.failStream(s, err)
 		return
 	}
@@ -561,6 +577,9 @@ func (s *sstream) Reply(call *Call, resp mem.BufferSlice, err error) {
 		return
 	}
 	if err != nil {
+		if len(call.RespMeta) > 0 {
+			c.headLocked(s, call.RespMeta) // the backend sent headers before its error
+		}
 		c.answerLocked(s, err, call.TrailMeta)
 	} else {
 		c.headLocked(s, call.RespMeta)
@@ -574,10 +593,12 @@ func (s *sstream) Reply(call *Call, resp mem.BufferSlice, err error) {
 // streamAnswer sends one ModelStreamInferResponse: the backend's ModelInferResponse
 // spliced in as infer_response, or the error in-band (Triton's convention).
 func (c *sconn) streamAnswer(s *sstream, call *Call, resp mem.BufferSlice, err error) {
-	var id []byte
-	if call != nil {
-		id = call.Header.ID
-	}
+	c.streamSend(s, call.Header.ID, resp, err, true)
+}
+
+// streamSend sends one ModelStreamInferResponse for the request with id; counted
+// says it was one of the stream's submitted calls.
+func (c *sconn) streamSend(s *sstream, id []byte, resp mem.BufferSlice, err error, counted bool) {
 	var out mem.BufferSlice
 	if err != nil {
 		out = streamError(id, err)
@@ -586,7 +607,7 @@ func (c *sconn) streamAnswer(s *sstream, call *Call, resp mem.BufferSlice, err e
 		out = append(mem.BufferSlice{mem.SliceBuffer(prefix)}, resp...)
 	}
 	c.w.mu.Lock()
-	if call != nil {
+	if counted {
 		s.pending--
 	}
 	if s.done {
@@ -685,9 +706,8 @@ func (c *sconn) endLocked(s *sstream, code codes.Code) {
 	delete(c.streams, s.id)
 	s.m.Done(code)
 	c.g.answered.Add(1)
-	c.g.streams.Done()
 	if c.goAway && len(c.streams) == 0 {
-		c.w.fail(errConnClosed) // drained: nothing more will be sent
+		c.w.closeWhenFlushed() // drained: nothing more will be sent
 	}
 }
 
@@ -721,28 +741,40 @@ func (c *sconn) shutdown(err error) {
 	}
 }
 
-// drain sends GOAWAY: the client opens no more streams, and the connection closes
-// once those it has are answered.
+// drain shuts the connection down gracefully (RFC 9113 §6.8): a GOAWAY that
+// still admits every stream, and a PING; once the client has answered the PING
+// (or after drainGrace), every stream it opened before seeing the GOAWAY has
+// arrived, and a second GOAWAY names the last one. The connection closes when
+// those are answered.
 func (c *sconn) drain() {
 	c.w.mu.Lock()
-	c.goAway = true
-	c.w.buf = appendGoAway(c.w.buf, c.lastIDLocked(), http2.ErrCodeNo, "vig draining")
+	c.w.buf = appendGoAway(c.w.buf, 1<<31-1, http2.ErrCodeNo, "vig draining")
+	c.w.buf = appendFrameHeader(c.w.buf, 8, http2.FramePing, 0, 0)
+	c.w.buf = append(c.w.buf, drainPing[:]...)
 	c.w.flush()
-	if len(c.streams) == 0 {
-		c.w.fail(errConnClosed)
-	}
 	c.w.mu.Unlock()
+	time.AfterFunc(drainGrace, c.finalGoAway)
 }
 
-// lastIDLocked is the highest stream id the reader has seen. The reader updates
-// lastID without the lock; the streams map (under the lock) holds every stream it
-// opened, and GOAWAY needs an id at least as high as those.
-func (c *sconn) lastIDLocked() uint32 {
-	var last uint32
-	for id := range c.streams {
-		last = max(last, id)
+// drainPing is the payload of the PING that drain sends.
+var drainPing = [8]byte{'v', 'i', 'g', 'd', 'r', 'a', 'i', 'n'}
+
+const drainGrace = time.Second
+
+// finalGoAway refuses streams from now on and closes the connection once it has
+// none left.
+func (c *sconn) finalGoAway() {
+	c.w.mu.Lock()
+	defer c.w.mu.Unlock()
+	if c.goAway {
+		return
 	}
-	return last
+	c.goAway = true
+	c.w.buf = appendGoAway(c.w.buf, c.maxID, http2.ErrCodeNo, "vig draining")
+	c.w.flush()
+	if len(c.streams) == 0 {
+		c.w.closeWhenFlushed()
+	}
 }
 
 // metaFields turns name, value pairs into header fields.
