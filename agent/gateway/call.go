@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	"google.golang.org/grpc/mem"
 
@@ -49,8 +50,9 @@ type Call struct {
 	// metadata (name, value pairs), set by a gRPC backend before Finish.
 	RespMeta, TrailMeta []string
 
-	gw *Gateway
-	bs *bstream // the call's stream on the gRPC backend, while it runs there
+	gw   *Gateway
+	bs   *bstream     // the call's stream on the gRPC backend, while it runs there
+	refs atomic.Int32 // the gateway's reference, plus frontends about to Cancel
 
 	// Scheduling state, guarded by the Governor's lock.
 	token   uint64 // the scheduler's id of the request; 0 when ungoverned
@@ -122,12 +124,21 @@ var callPool = sync.Pool{New: func() any { return new(Call) }}
 func (g *Gateway) NewCall() *Call {
 	c := callPool.Get().(*Call)
 	c.gw = g
+	c.refs.Store(1)
 	return c
 }
 
-// release frees what the call still holds and returns it to the pool, keeping its
-// storage.
+// Hold keeps c from being recycled after it is answered, for a frontend that found
+// it unanswered (under its own lock) and is about to Cancel it; Release ends that.
+func (c *Call) Hold()    { c.refs.Add(1) }
+func (c *Call) Release() { c.release() }
+
+// release drops a reference; the last frees what the call still holds and returns
+// it to the pool, keeping its storage.
 func (c *Call) release() {
+	if c.refs.Add(-1) > 0 {
+		return
+	}
 	c.Msg.Free()
 	*c = Call{Header: c.Header, Meta: c.Meta[:0], RespMeta: c.RespMeta[:0], TrailMeta: c.TrailMeta[:0]}
 	callPool.Put(c)

@@ -4,9 +4,8 @@ package gateway_test
 // what vig must do about it (RFC 9113; gRPC over HTTP/2). Each test also checks that
 // vig keeps serving another, well-behaved client while the abuse goes on.
 //
-// Tests named ...Strict assert behaviour the RFC requires that today's grpc-go
-// transport does not have; they are skipped unless VIG_GW_STRICT=1 (run them
-// against the new transport).
+// Tests named ...Strict assert behaviour the RFC requires that grpc-go's server
+// transport, which vig used before its own, did not have.
 
 import (
 	"bufio"
@@ -344,14 +343,6 @@ func checkBackground(t *testing.T, stop func() (int, error)) {
 		t.Errorf("a well-behaved client beside the abuse: %d calls served, failure %v", n, err)
 	}
 }
-
-// strict skips a test of behaviour today's implementation gets wrong (a bug the
-// rewrite must fix) unless VIG_GW_STRICT=1.
-func strict(t *testing.T, why string) {
-	t.Helper()
-	if os.Getenv("VIG_GW_STRICT") != "1" {
-		t.Skip("bug of today's gateway, to be fixed by the new transport: " + why + " (VIG_GW_STRICT=1 runs it)")
-	}
 }
 
 // The raw client itself, and the wire form of vig's answers: a unary call answers
@@ -456,7 +447,6 @@ func TestH2IllegalStreamIDs(t *testing.T) {
 // The RFC's SHOULD: a connection error is announced with GOAWAY(PROTOCOL_ERROR)
 // before the close, HEADERS on stream 0 included.
 func TestH2GoAwayOnStreamZeroStrict(t *testing.T) {
-	strict(t, "a HEADERS frame on stream 0 closes the connection without a GOAWAY")
 	e, _ := withProbe(t, "")
 	h := dialH2(t, e.tcp)
 	h.headers(0, h.block("/"+gateway.Service+"/ServerLive"), true)
@@ -526,7 +516,6 @@ func TestH2DataOnClosedStream(t *testing.T) {
 // The RFC's MUST (§5.1): DATA on an idle stream (never opened) is a connection error
 // of type PROTOCOL_ERROR.
 func TestH2DataOnIdleStreamStrict(t *testing.T) {
-	strict(t, "DATA on a never-opened stream is silently ignored")
 	e, _ := withProbe(t, "")
 	h := dialH2(t, e.tcp)
 	h.fr.WriteData(7, true, grpcMessage([]byte("stray")))
@@ -617,7 +606,6 @@ func TestH2RapidReset(t *testing.T) {
 // More than 1 MiB of request metadata is refused (RST_STREAM, GOAWAY, a closed
 // connection or an error status) and never reaches the backend.
 func TestH2OversizedHeadersStrict(t *testing.T) {
-	strict(t, "grpc-go's server accepts header lists up to 16 MiB, and vig forwards more than 1 MiB of metadata to the backend, holding up the shared backend connection while it does")
 	testOversizedHeaders(t)
 }
 
@@ -655,30 +643,6 @@ func testOversizedHeaders(t *testing.T) {
 	checkBackground(t, stop)
 }
 
-// TestH2OversizedHeadersToday documents today's behaviour: 1.1 MiB of metadata
-// passes through to the backend (and holds up the shared backend connection while
-// it is encoded and sent: the slowest call of a client beside it is logged).
-func TestH2OversizedHeadersToday(t *testing.T) {
-	if os.Getenv("VIG_GW_STRICT") == "1" {
-		t.Skip("VIG_GW_STRICT=1: TestH2OversizedHeadersStrict checks the refusal")
-	}
-	e, p := withProbe(t, "")
-	stop, slowest := backgroundTimed(t, e.tcp)
-	h := dialH2(t, e.tcp)
-	big := strings.Repeat("a", 1100<<10)
-	start := time.Now()
-	r, err := h.call(1, "/"+gateway.Service+"/ModelConfig", []byte("x"), "x-big", big)
-	if err != nil {
-		t.Fatal(err)
-	}
-	took := time.Since(start)
-	rec := p.recorded("/" + gateway.Service + "/ModelConfig")
-	if field(r.trailers, "grpc-status") != "0" || len(rec) != 1 || first(rec[0].md, "x-big") != big {
-		t.Fatalf("today's vig was expected to forward 1.1 MiB of metadata: status %q, backend calls %d", field(r.trailers, "grpc-status"), len(rec))
-	}
-	n, bgErr := stop()
-	t.Logf("1.1 MiB of metadata forwarded in %v; a client beside it: %d calls, slowest %v, failure %v", took, n, slowest(), bgErr)
-}
 
 func manyHeaders(n, size int) []string {
 	var out []string

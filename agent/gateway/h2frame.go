@@ -316,6 +316,7 @@ type sendState struct {
 	end    bool            // end the stream once data is sent
 	trail  []hpack.HeaderField
 	closed bool // END_STREAM or RST_STREAM sent
+	rst    bool // RST_STREAM sent
 	queued bool // in the writer's blocked list
 }
 
@@ -348,9 +349,11 @@ type h2writer struct {
 	blocked  []*sendState
 	owedConn uint32 // WINDOW_UPDATE increment owed to the peer on stream 0
 
-	// eachStream visits the send state of every open stream (set by the
+	// eachStream visits the send state of every open stream, and onClosed is
+	// told when a stream's last frame has been queued (both set by the
 	// connection that owns the writer; called with mu held).
 	eachStream func(func(*sendState))
+	onClosed   func(*sendState)
 }
 
 func newH2Writer(nc net.Conn) (*h2writer, error) {
@@ -459,18 +462,23 @@ func (w *h2writer) pump(s *sendState) {
 	if s.trail != nil {
 		w.headers(s.id, true, s.trail)
 		s.trail = nil
-		return
+	} else {
+		w.buf = appendFrameHeader(w.buf, 0, http2.FrameData, http2.FlagDataEndStream, s.id)
 	}
-	w.buf = appendFrameHeader(w.buf, 0, http2.FrameData, http2.FlagDataEndStream, s.id)
+	if w.onClosed != nil {
+		w.onClosed(s)
+	}
 }
 
 // reset ends s with RST_STREAM and drops what it had queued. Called with mu held.
+// A stream whose END_STREAM is sent (half-closed) is still reset: the peer may
+// be working on it.
 func (w *h2writer) reset(s *sendState, code http2.ErrCode) {
-	if s.closed {
+	if s.rst {
 		return
 	}
 	w.drop(s)
-	s.closed = true
+	s.closed, s.rst = true, true
 	w.buf = appendRST(w.buf, s.id, code)
 }
 

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"fmt"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -37,6 +38,13 @@ const (
 )
 
 const maxConcurrentStreams = 1000
+
+// After a connection error vig reads (and drops) what the client still sends for
+// a moment, so that its GOAWAY is read rather than lost in a reset.
+const (
+	lingerTime  = time.Second
+	lingerBytes = 4 << 20
+)
 
 // sconn is one client connection.
 type sconn struct {
@@ -80,7 +88,8 @@ type sstream struct {
 	pending  int  // ModelStreamInfer: requests not yet answered
 	halfSeen bool // the client half-closed (copy for repliers)
 	done     bool // answered (trailers or RST sent)
-	call     *Call
+	call     *Call   // ModelInfer: the request's call while it runs
+	calls    []*Call // ModelStreamInfer: the calls not yet answered
 	relay    *bstream
 	onOK     func() // run when a relayed call succeeds (shared-memory mirror)
 }
@@ -96,6 +105,11 @@ func (g *Gateway) serveConn(nc net.Conn) {
 	w.eachStream = func(f func(*sendState)) {
 		for _, s := range c.streams {
 			f(&s.send)
+		}
+	}
+	w.onClosed = func(st *sendState) {
+		if s := c.streams[st.id]; s != nil && s.done {
+			c.removeLocked(s)
 		}
 	}
 	if a, ok := nc.RemoteAddr().(PeerUID); ok {
@@ -182,9 +196,15 @@ func (c *sconn) frame(h frameHeader) error {
 	}
 }
 
+// lookup returns the stream id if it is still open for the client's frames: not
+// yet answered (an answered stream may stay in the table while its last frames
+// wait for flow-control window).
 func (c *sconn) lookup(id uint32) *sstream {
 	c.w.mu.Lock()
 	s := c.streams[id]
+	if s != nil && s.done {
+		s = nil
+	}
 	c.w.mu.Unlock()
 	return s
 }
@@ -301,7 +321,11 @@ func (c *sconn) headersFrame(h frameHeader) error {
 	}
 	if s := c.lookup(h.stream); s != nil || h.stream <= c.lastID {
 		switch {
-		case s != nil && h.has(http2.FlagHeadersEndStream) && !s.half:
+		case s != nil && s.half:
+			return connError{http2.ErrCodeStreamClosed, fmt.Sprintf("HEADERS on stream %d after its END_STREAM", h.stream)}
+		case s != nil && !h.has(http2.FlagHeadersEndStream):
+			return protocolError("trailers on stream %d without END_STREAM", h.stream)
+		case s != nil:
 			c.halfClose(s) // the client's trailers
 		case s == nil && !h.has(http2.FlagHeadersEndStream):
 			// Trailers on a stream vig already answered are harmless; a new
@@ -497,6 +521,8 @@ func (c *sconn) infer(s *sstream, msg mem.BufferSlice) {
 	c.w.mu.Lock()
 	if s.kind == kindInfer {
 		s.call = call
+	} else {
+		s.calls = append(s.calls, call)
 	}
 	s.pending++
 	c.w.mu.Unlock()
@@ -546,15 +572,23 @@ func (c *sconn) reset(id uint32) {
 		c.w.mu.Unlock()
 		return
 	}
+	if s.done { // answered, its last frames still waiting for window: drop them
+		c.w.drop(&s.send)
+		s.send.closed = true
+		c.removeLocked(s)
+		c.w.mu.Unlock()
+		return
+	}
 	s.half = true
 	s.send.closed = true // nothing more may be sent on it
 	c.w.drop(&s.send)
-	call, bs := s.call, s.relay
+	calls, bs := s.takeCalls(), s.relay
 	c.endLocked(s, codes.Canceled)
 	c.w.mu.Unlock()
 	s.asm.reset()
-	if call != nil {
+	for _, call := range calls {
 		c.g.Cancel(call)
+		call.Release()
 	}
 	if bs != nil {
 		bs.c.abort(bs, http2.ErrCodeCancel)
@@ -593,7 +627,33 @@ func (s *sstream) Reply(call *Call, resp mem.BufferSlice, err error) {
 // streamAnswer sends one ModelStreamInferResponse: the backend's ModelInferResponse
 // spliced in as infer_response, or the error in-band (Triton's convention).
 func (c *sconn) streamAnswer(s *sstream, call *Call, resp mem.BufferSlice, err error) {
+	c.w.mu.Lock()
+	for i, x := range s.calls {
+		if x == call {
+			s.calls[i] = s.calls[len(s.calls)-1]
+			s.calls[len(s.calls)-1] = nil
+			s.calls = s.calls[:len(s.calls)-1]
+			break
+		}
+	}
+	c.w.mu.Unlock()
 	c.streamSend(s, call.Header.ID, resp, err, true)
+}
+
+// takeCalls returns the calls s has running, held (the caller cancels, then
+// releases them), and forgets them. Called with w.mu held: a call still listed
+// has not been answered, so it cannot have been recycled.
+func (s *sstream) takeCalls() []*Call {
+	calls := s.calls
+	s.calls = nil
+	if s.call != nil {
+		calls = append(calls, s.call)
+		s.call = nil
+	}
+	for _, c := range calls {
+		c.Hold()
+	}
+	return calls
 }
 
 // streamSend sends one ModelStreamInferResponse for the request with id; counted
@@ -683,13 +743,14 @@ func (c *sconn) answerLocked(s *sstream, err error, trailMeta []string) {
 // started.
 func (c *sconn) failStream(s *sstream, err error) {
 	c.w.mu.Lock()
-	call, bs := s.call, s.relay
+	calls, bs := s.takeCalls(), s.relay
 	s.relay = nil
 	c.answerLocked(s, err, nil)
 	c.w.flush()
 	c.w.mu.Unlock()
-	if call != nil {
+	for _, call := range calls {
 		c.g.Cancel(call)
+		call.Release()
 	}
 	if bs != nil {
 		bs.c.abort(bs, http2.ErrCodeCancel)
@@ -702,10 +763,18 @@ func (c *sconn) endLocked(s *sstream, code codes.Code) {
 		return
 	}
 	s.done = true
-	c.w.forget(&s.send)
-	delete(c.streams, s.id)
 	s.m.Done(code)
 	c.g.answered.Add(1)
+	if s.send.closed {
+		c.removeLocked(s)
+	} // else it leaves the table once its last frame is out (w.onClosed)
+}
+
+// removeLocked forgets an answered stream whose frames are all sent. Called with
+// w.mu held.
+func (c *sconn) removeLocked(s *sstream) {
+	c.w.forget(&s.send)
+	delete(c.streams, s.id)
 	if c.goAway && len(c.streams) == 0 {
 		c.w.closeWhenFlushed() // drained: nothing more will be sent
 	}
@@ -716,6 +785,10 @@ func (c *sconn) shutdown(err error) {
 	var ce connError
 	if errors.As(err, &ce) {
 		c.w.goAway(c.lastID, ce.code, ce.msg)
+		// Let the GOAWAY arrive before the close: a peer still sending would
+		// otherwise get a reset instead. Bounded in time and bytes.
+		c.nc.SetReadDeadline(time.Now().Add(lingerTime))
+		io.CopyN(io.Discard, c.r.br, lingerBytes)
 	}
 	c.w.mu.Lock()
 	var calls []*Call
@@ -723,9 +796,7 @@ func (c *sconn) shutdown(err error) {
 	for _, s := range c.streams {
 		s.send.closed = true
 		c.w.drop(&s.send)
-		if s.call != nil {
-			calls = append(calls, s.call)
-		}
+		calls = append(calls, s.takeCalls()...)
 		if s.relay != nil {
 			relays = append(relays, s.relay)
 		}
@@ -735,6 +806,7 @@ func (c *sconn) shutdown(err error) {
 	c.w.mu.Unlock()
 	for _, call := range calls {
 		c.g.Cancel(call)
+		call.Release()
 	}
 	for _, bs := range relays {
 		bs.c.abort(bs, http2.ErrCodeCancel)
