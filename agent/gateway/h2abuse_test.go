@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -343,7 +342,6 @@ func checkBackground(t *testing.T, stop func() (int, error)) {
 		t.Errorf("a well-behaved client beside the abuse: %d calls served, failure %v", n, err)
 	}
 }
-}
 
 // The raw client itself, and the wire form of vig's answers: a unary call answers
 // :status 200, content-type application/grpc, the message and grpc-status 0 in
@@ -642,7 +640,6 @@ func testOversizedHeaders(t *testing.T) {
 	}
 	checkBackground(t, stop)
 }
-
 
 func manyHeaders(n, size int) []string {
 	var out []string

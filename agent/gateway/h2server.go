@@ -2,9 +2,9 @@ package gateway
 
 import (
 	"bytes"
-	"fmt"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strconv"
@@ -85,9 +85,9 @@ type sstream struct {
 	// Guarded by c.w.mu.
 	send     sendState
 	hdrSent  bool
-	pending  int  // ModelStreamInfer: requests not yet answered
-	halfSeen bool // the client half-closed (copy for repliers)
-	done     bool // answered (trailers or RST sent)
+	pending  int     // ModelStreamInfer: requests not yet answered
+	halfSeen bool    // the client half-closed (copy for repliers)
+	done     bool    // answered (trailers or RST sent)
 	call     *Call   // ModelInfer: the request's call while it runs
 	calls    []*Call // ModelStreamInfer: the calls not yet answered
 	relay    *bstream
