@@ -82,3 +82,40 @@ func TestNginxProxies(t *testing.T) {
 		}
 	}
 }
+
+// The listen line follows the nginx version: `http2 on;` from 1.25.1, where
+// `listen … http2` is deprecated (and warned about), the listen parameter before.
+func TestNginxVersion(t *testing.T) {
+	for _, tc := range []struct {
+		out     string
+		newForm bool
+		bad     bool
+	}{
+		{out: "nginx version: nginx/1.22.1\n", newForm: false},
+		{out: "nginx version: nginx/1.25.0", newForm: false},
+		{out: "nginx version: nginx/1.25.1", newForm: true},
+		{out: "nginx version: nginx/1.27.4 (Ubuntu)", newForm: true},
+		{out: "nginx version: nginx/2.0.0", newForm: true},
+		{out: "nginx version: openresty/1.21.4.1", bad: true},
+		{out: "", bad: true},
+	} {
+		ma, mi, pa, err := nginxVersion(tc.out)
+		if tc.bad {
+			if err == nil {
+				t.Errorf("nginxVersion(%q) = %d.%d.%d, want an error", tc.out, ma, mi, pa)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("nginxVersion(%q): %v", tc.out, err)
+			continue
+		}
+		if got := usesHTTP2Directive(ma, mi, pa); got != tc.newForm {
+			t.Errorf("%q: http2 directive %v, want %v", tc.out, got, tc.newForm)
+		}
+		conf := nginxConfig("/d", "127.0.0.1:1", "127.0.0.1:2", tc.newForm)
+		if strings.Contains(conf, "http2 on;") != tc.newForm || strings.Contains(conf, "listen 127.0.0.1:1 http2;") == tc.newForm {
+			t.Errorf("%q: config's listen lines do not match the version:\n%s", tc.out, conf)
+		}
+	}
+}

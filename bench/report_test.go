@@ -41,7 +41,7 @@ func synthetic() *Results {
 	r.Datapath.Rows[2].Runs = []DatapathRun{{}, {}}
 	r.Datapath.Rows[2].BackendConns = 1
 	r.Datapath.Warmup, r.Datapath.Rounds = 10, 100
-	r.Datapath.NginxConfig = nginxConfig("/tmp/x", "127.0.0.1:1", "127.0.0.1:2")
+	r.Datapath.NginxConfig = nginxConfig("/tmp/x", "127.0.0.1:1", "127.0.0.1:2", false)
 	r.Idle = &IdleResult{Rows: []IdleRow{{Clients: 1, RingClients: 1, CPUSchedMedian: 0.0001, AddedP99: 0.2}, {Clients: 10, RingClients: 10, CPUSchedMedian: 0.0004, AddedP99: 1.5}}}
 	return r
 }
