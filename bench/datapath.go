@@ -11,24 +11,33 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/vig-edge/vig/agent/gateway"
 	"github.com/vig-edge/vig/mockbackend"
+	"github.com/vig-edge/vig/netopt"
 	"github.com/vig-edge/vig/platform/profile"
 	"github.com/vig-edge/vig/platform/shmprobe"
 	pb "github.com/vig-edge/vig/proto/inference"
 	"github.com/vig-edge/vig/wire"
 )
 
-// Datapath paths.
+// Datapath paths. Every proxy runs in its default configuration (no taskset):
+// vig as a user starts it, nginx as configured by nginxConfig. The -pinned paths
+// repeat the TCP comparison with the proxy pinned to one CPU (proxyCPU).
 const (
-	PathTCP     = "grpc-tcp"   // gRPC copy path over loopback TCP
-	PathUnix    = "grpc-unix"  // gRPC copy path over Unix sockets
-	PathShm     = "triton-shm" // Triton system shared memory: tensors by reference
-	PathShmring = "shmring"    // vig's own ring
-	PathNginx   = "nginx"      // nginx grpc_pass over TCP: the reference proxy
+	PathTCP         = "grpc-tcp"        // gRPC copy path over loopback TCP
+	PathNginx       = "nginx"           // nginx grpc_pass over TCP: the reference proxy
+	PathTCPPinned   = "grpc-tcp-pinned" // PathTCP with vig under taskset
+	PathNginxPinned = "nginx-pinned"    // PathNginx with nginx under taskset
+	PathUnix        = "grpc-unix"       // gRPC copy path over Unix sockets
+	PathShm         = "triton-shm"      // Triton system shared memory: tensors by reference
+	PathShmring     = "shmring"         // vig's own ring
 )
 
 // DatapathPaths lists the paths in report order.
-var DatapathPaths = []string{PathTCP, PathUnix, PathShm, PathShmring, PathNginx}
+var DatapathPaths = []string{PathTCP, PathNginx, PathTCPPinned, PathNginxPinned, PathUnix, PathShm, PathShmring}
+
+// pinnedPaths maps a pinned path to the path it repeats under taskset.
+var pinnedPaths = map[string]string{PathTCPPinned: PathTCP, PathNginxPinned: PathNginx}
 
 // DatapathOptions configures the datapath benchmark.
 type DatapathOptions struct {
@@ -38,7 +47,7 @@ type DatapathOptions struct {
 	Rounds    int    // measured rounds per run (default 300)
 	Runs      int    // runs per row (default 3); rows report the median of the runs
 	Exec      time.Duration
-	Pin       bool // pin the proxy with taskset
+	Pin       bool // measure the -pinned paths (the others never pin)
 	Paths     []string
 	TempDir   string
 	Progress  func(format string, args ...any)
@@ -67,9 +76,14 @@ type DatapathRun struct {
 // DatapathRow is one (path, payload) row: medians of its runs.
 type DatapathRow struct {
 	Path    string `json:"path"`
-	Proxy   string `json:"proxy"` // vig or nginx
+	Proxy   string `json:"proxy"`  // vig or nginx
+	Pinned  bool   `json:"pinned"` // the proxy ran under taskset -c proxyCPU
 	Payload int    `json:"payload_bytes"`
 	Skipped string `json:"skipped,omitempty"`
+	// BackendConns is how many connections the proxy opened to the mock
+	// backend over all runs of the path (the backend's accepted connections
+	// minus DIRECT's one): 1 for a proxy that keeps its backend connection.
+	BackendConns uint64 `json:"backend_connections"`
 
 	DirectP50  float64       `json:"direct_p50_ms"`
 	ViaP50     float64       `json:"via_p50_ms"`
@@ -86,9 +100,12 @@ type DatapathResult struct {
 	Warmup  int           `json:"warmup"`
 	Rounds  int           `json:"rounds"`
 	Runs    int           `json:"runs"`
-	Pinned  bool          `json:"pinned"`
+	Pinned  bool          `json:"pinned"` // some rows ran pinned
 	Payload []int         `json:"payloads"`
 	Rows    []DatapathRow `json:"rows"`
+	// NginxConfig is the nginx.conf the nginx rows ran with (the unpinned
+	// path's; the pinned one differs only in its directory and ports).
+	NginxConfig string `json:"nginx_config,omitempty"`
 }
 
 func (o *DatapathOptions) defaults() {
@@ -158,13 +175,16 @@ func RunDatapath(ctx context.Context, o DatapathOptions) (*DatapathResult, error
 			return nil, fmt.Errorf("datapath %s: %w", path, err)
 		}
 		envs = append(envs, e)
-		res.Pinned = res.Pinned || (e.proxy != nil && e.proxy.Pinned)
+		res.Pinned = res.Pinned || e.pinned
+		if e.path == PathNginx && e.proxy != nil {
+			res.NginxConfig = e.proxy.Config
+		}
 	}
 	rows := map[string]map[int]*DatapathRow{}
 	for _, e := range envs {
 		rows[e.path] = map[int]*DatapathRow{}
 		for _, p := range o.Payloads {
-			rows[e.path][p] = &DatapathRow{Path: e.path, Proxy: e.proxyName, Payload: p, Skipped: e.skipped}
+			rows[e.path][p] = &DatapathRow{Path: e.path, Proxy: e.proxyName, Pinned: e.pinned, Payload: p, Skipped: e.skipped}
 		}
 	}
 	for _, payload := range o.Payloads {
@@ -186,8 +206,14 @@ func RunDatapath(ctx context.Context, o DatapathOptions) (*DatapathResult, error
 		}
 	}
 	for _, e := range envs {
+		var conns uint64
+		if e.backendStats != nil && e.skipped == "" {
+			// DIRECT's client holds one of the backend's connections.
+			conns = max(e.backendStats.TCPAccepted.Load()+e.backendStats.UnixAccepted.Load(), 1) - 1
+		}
 		for _, p := range o.Payloads {
 			row := rows[e.path][p]
+			row.BackendConns = conns
 			if row.Skipped == "" {
 				row.summarize()
 			}
@@ -201,7 +227,9 @@ func RunDatapath(ctx context.Context, o DatapathOptions) (*DatapathResult, error
 // client connection to each (for the shmring path, VIA is a ring client).
 type pathEnv struct {
 	path, proxyName string
+	pinned          bool   // the proxy runs under taskset
 	skipped         string // why the path cannot be measured here
+	backendStats    *netopt.Stats
 	direct, via     *grpc.ClientConn
 	ring            *ringSensor
 	proxy           *Proc
@@ -230,6 +258,14 @@ func (e *pathEnv) Close() {
 // setupPath starts a path's mock backend and proxy and connects to both.
 func setupPath(ctx context.Context, o *DatapathOptions, path string) (_ *pathEnv, err error) {
 	e := &pathEnv{path: path, proxyName: "vig"}
+	kind, pin := path, false
+	if base, ok := pinnedPaths[path]; ok {
+		if !o.Pin {
+			e.skipped = "not measured: pinned rows were turned off (--no-pin)"
+			return e, nil
+		}
+		kind, pin = base, true
+	}
 	if path == PathShmring {
 		if err := ringSupport(); err != nil {
 			e.skipped = err.Error()
@@ -250,31 +286,33 @@ func setupPath(ctx context.Context, o *DatapathOptions, path string) (_ *pathEnv
 	if path == PathUnix {
 		mockAddr = "unix:" + filepath.Join(dir, "mock.sock")
 	}
-	mb, err := startMock(context.Background(), mockAddr, mockbackend.Config{Models: []mockbackend.Model{{Name: benchModel, Exec: o.Exec}}, Slots: 1, Seed: 1})
+	e.backendStats = new(netopt.Stats)
+	mb, err := mockbackend.Start(context.Background(), mockAddr, mockbackend.Config{Models: []mockbackend.Model{{Name: benchModel, Exec: o.Exec}}, Slots: 1, Seed: 1},
+		gateway.ServerOptions(defaultGRPC()), e.backendStats)
 	if err != nil {
 		return nil, err
 	}
 	e.closers = append(e.closers, func() { mb.Stop() })
 
 	var viaAddr string
-	switch path {
+	switch kind {
 	case PathNginx:
 		e.proxyName = "nginx"
-		e.proxy, viaAddr, err = StartNginx(ctx, dir, mb.Addr(), o.Pin)
+		e.proxy, viaAddr, err = StartNginx(ctx, dir, mb.Addr(), pin)
 		if errors.Is(err, errSkip) {
 			e.skipped = err.Error()
 			return e, nil
 		}
 	case PathUnix:
-		e.proxy, err = StartVig(ctx, o.VigBinary, dir, vigDatapathConfig("off", filepath.Join(dir, "vig.sock"), "", mb.Addr(), o.Exec), o.Pin)
+		e.proxy, err = StartVig(ctx, o.VigBinary, dir, vigDatapathConfig("off", filepath.Join(dir, "vig.sock"), "", mb.Addr(), o.Exec), pin)
 		if err == nil {
 			viaAddr = "unix:" + e.proxy.Addrs["unix"]
 		}
 	case PathShmring:
 		// The gRPC listener is only there because vig wants one; nothing uses it.
-		e.proxy, err = StartVig(ctx, o.VigBinary, dir, vigDatapathConfig("127.0.0.1:0", "off", ringAddr(), mb.Addr(), o.Exec), o.Pin)
+		e.proxy, err = StartVig(ctx, o.VigBinary, dir, vigDatapathConfig("127.0.0.1:0", "off", ringAddr(), mb.Addr(), o.Exec), pin)
 	default:
-		e.proxy, err = StartVig(ctx, o.VigBinary, dir, vigDatapathConfig("127.0.0.1:0", "off", "", mb.Addr(), o.Exec), o.Pin)
+		e.proxy, err = StartVig(ctx, o.VigBinary, dir, vigDatapathConfig("127.0.0.1:0", "off", "", mb.Addr(), o.Exec), pin)
 		if err == nil {
 			viaAddr = e.proxy.Addrs["grpc"]
 		}
@@ -283,6 +321,12 @@ func setupPath(ctx context.Context, o *DatapathOptions, path string) (_ *pathEnv
 		return nil, err
 	}
 	e.closers = append(e.closers, e.proxy.Stop)
+	e.pinned = e.proxy.Pinned
+	if pin && !e.pinned {
+		e.skipped = "not measured: taskset or a second CPU is missing, so the proxy cannot be pinned"
+		e.Close()
+		return e, nil
+	}
 
 	if e.direct, err = dial(mb.Addr()); err != nil {
 		return nil, err

@@ -4,15 +4,18 @@
 // Three benchmarks, each runnable alone (`vig bench datapath|wire|idle|all`):
 //
 //   - Datapath: what one request costs through vig compared with going to the
-//     backend directly, and compared with nginx as a plain gRPC proxy. A client
+//     backend directly, and compared with nginx as an operator configures it as a
+//     gRPC proxy (grpc_pass through an upstream keepalive pool; the report
+//     reproduces its nginx.conf). A client
 //     alternates DIRECT and VIA on every round (one call in flight), against a mock
 //     backend with 5 ms compute, for payloads from 0 B to 6.2 MB, on the gRPC copy
 //     path over TCP and over a Unix socket, on the Triton system-shm path, and on
 //     vig's shared-memory ring (a shmring/client sensor attached to vig's ring
-//     frontend; vig forwards the frame to the backend over gRPC). vig runs as its
-//     own process, pinned with taskset when it is available, so that
-//     the CPU time, context switches and syscalls read for it (platform/profile:
-//     /proc, schedstat and eBPF) are vig's alone.
+//     frontend; vig forwards the frame to the backend over gRPC). vig and nginx
+//     run as their own processes in their default configuration (no taskset), so
+//     that the CPU time, context switches and syscalls read for each
+//     (platform/profile: /proc, schedstat and eBPF, filtered by the proxy's pid)
+//     are its alone; the TCP comparison is repeated with both pinned to one CPU.
 //   - Wire: the workloads of SCENARIOS.md (examples/scenarios/{a,b,c}.yaml) driven
 //     by open-loop sensors (Sensor) against three policies in the same run: direct
 //     (FIFO in the backend), an emulation of Triton's queue policy (TritonPolicy)

@@ -41,6 +41,7 @@ type Proc struct {
 	PID    int
 	Pinned bool
 	Addrs  map[string]string // vig: what it listens on ("grpc", "unix", "ring")
+	Config string            // nginx: the configuration file it runs with
 
 	cmd    *exec.Cmd
 	done   chan struct{}

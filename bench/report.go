@@ -155,6 +155,7 @@ func Evaluate(r *Results) []Target {
 	}
 	ts = append(ts, t)
 
+	ts = append(ts, costTarget(r))
 	ts = append(ts, flatTarget(r, PathShm, "Triton shm"), flatTarget(r, PathShmring, "shmring"))
 
 	t = Target{Name: "idle CPU below 0.05 % of a core at 10 clients", Status: NotMeasured}
@@ -178,6 +179,49 @@ func Evaluate(r *Results) []Target {
 	}
 	ts = append(ts, t, t2)
 	return ts
+}
+
+// costTarget judges vig's cost per request at the smallest payload against
+// nginx's, both in their default configuration (unpinned): CPU, context switches
+// and syscalls each at most nginx's. The pinned pair is shown beside it.
+func costTarget(r *Results) Target {
+	t := Target{Name: "vig's CPU, context switches and syscalls per request at the smallest payload ≤ nginx's (both unpinned)", Status: NotMeasured}
+	if r.Datapath == nil || len(r.Datapath.Payload) == 0 {
+		return t
+	}
+	payload := slices.Min(r.Datapath.Payload)
+	pair := func(vigPath, nginxPath string) (v, n *ProxyCost, ok bool) {
+		vr, nr := findRow(r.Datapath, vigPath, payload), findRow(r.Datapath, nginxPath, payload)
+		if vr == nil || nr == nil || vr.Skipped != "" || nr.Skipped != "" || vr.Cost == nil || nr.Cost == nil {
+			return nil, nil, false
+		}
+		return vr.Cost, nr.Cost, true
+	}
+	v, n, ok := pair(PathTCP, PathNginx)
+	if !ok {
+		t.Detail = "no cost figures for both vig gRPC TCP and nginx at " + sizeLabel(payload)
+		return t
+	}
+	sys := func(c *ProxyCost) string {
+		if c.Syscalls < 0 {
+			return "n/a"
+		}
+		return fmt.Sprintf("%.1f", c.Syscalls)
+	}
+	describe := func(v, n *ProxyCost) string {
+		return fmt.Sprintf("CPU vig %.0f µs vs nginx %.0f µs (%.2f×), context switches %.1f vs %.1f, syscalls %s vs %s",
+			v.CPUus, n.CPUus, v.CPUus/n.CPUus, v.CtxSwitches, n.CtxSwitches, sys(v), sys(n))
+	}
+	t.Detail = sizeLabel(payload) + ": " + describe(v, n)
+	if pv, pn, ok := pair(PathTCPPinned, PathNginxPinned); ok {
+		t.Detail += "; pinned: " + describe(pv, pn)
+	}
+	if v.Syscalls < 0 || n.Syscalls < 0 {
+		t.Detail += "; syscalls not counted (" + v.Source + "), so the target is not judged"
+		return t
+	}
+	t.Status = verdict(v.CPUus <= n.CPUus && v.CtxSwitches <= n.CtxSwitches && v.Syscalls <= n.Syscalls)
+	return t
 }
 
 // ringBytesLeg says which leg of the shmring path carries the frame's bytes, and
@@ -358,8 +402,12 @@ func pathLabel(p string) string {
 	switch p {
 	case PathNginx:
 		return "nginx grpc_pass (TCP)"
+	case PathNginxPinned:
+		return "nginx grpc_pass (TCP), pinned"
 	case PathTCP:
 		return "vig gRPC TCP"
+	case PathTCPPinned:
+		return "vig gRPC TCP, pinned"
 	case PathUnix:
 		return "vig gRPC Unix"
 	case PathShm:
@@ -409,11 +457,13 @@ func Report(r *Results, plots map[string]string) string {
 		w("## Datapath: what a request costs\n\n")
 		w("One call in flight; each round sends the same request DIRECT (client → mock backend) and VIA (client → proxy → mock backend), the order flipping every round; paths interleaved (for each payload and run, every path in turn, all proxies up and idle meanwhile); %d warm-up and %d measured rounds per run, %d runs per row, each figure the median of the runs. Mock backend compute %v per request (× [0.9, 1.3] per frame, the same frame on both paths). ",
 			d.Warmup, d.Rounds, d.Runs, d.Exec)
+		w("The proxy (vig or nginx) runs as its own process in its default configuration, not pinned: vig as `vig serve` starts it, nginx with the configuration below (one worker, no master). ")
 		if d.Pinned {
-			w("The proxy (vig or nginx) runs as its own process pinned to CPU %s with taskset (so Go gives vig GOMAXPROCS=1, and nginx runs one worker without a master); client and mock backend share the bench process, unpinned. ", proxyCPU)
+			w("The rows marked *pinned* repeat the TCP comparison with the proxy pinned to CPU %s with taskset (so Go gives vig GOMAXPROCS=1). ", proxyCPU)
 		} else {
-			w("The proxy runs as its own process, not pinned (taskset or a second CPU missing). ")
+			w("No row ran pinned (--no-pin, or taskset or a second CPU missing). ")
 		}
+		w("Client and mock backend share the bench process, unpinned. ")
 		w("Added = VIA − DIRECT of the percentile; pair median = median over rounds of (VIA − DIRECT) of the same round. Cost columns are the proxy's per request, over the measured rounds: CPU µs (schedstat; user/kernel split by /proc/<pid>/stat ticks), context switches (voluntary + involuntary, all threads), syscalls (eBPF raw_syscalls tracepoints filtered to the proxy's tgid, via platform/profile).\n\n")
 		w("The shmring row: DIRECT is the same gRPC call to the mock backend as on the other rows (loopback TCP); VIA is a ring client (`shmring/client`) in the bench process attached to vig's ring frontend (`listen.ring`, an abstract Unix socket; memfd region, default ring sizes, 8 MiB request slots): it loans a request slot, writes the frame into it before the clock starts (a sensor's capture writes the frame there once), then is timed from Submit to the result in hand. vig admits the request through its scheduler and forwards it on its gRPC backend connection (loopback TCP) with the frame's bytes taken from the sensor's mapping without a copy; the result comes back on the response ring. vig names the backend request `stream#frame`, so the mock's execution time is the same as DIRECT's for the same frame; every answer is checked to be the mock's for that frame.\n\n")
 		w("The eBPF syscall counter adds a little to every syscall on the machine while a run is measured, on both paths alike. ")
@@ -441,6 +491,7 @@ func Report(r *Results, plots map[string]string) string {
 			w("\n%s: %s\n", pathLabel(k), skipped[k])
 		}
 		w("\n![added p50](datapath_added_p50.svg)\n\n![added p99](datapath_added_p99.svg)\n\n")
+		nginxSection(w, d)
 	}
 
 	if wr := r.Wire; wr != nil {
@@ -503,6 +554,39 @@ func Report(r *Results, plots map[string]string) string {
 	}
 	w("## Reproduce\n\n```\nmake build && bin/vig bench all            # full runs\nbin/vig bench all --quick                   # make bench\nbin/vig bench datapath|wire|idle [--quick] [--out DIR]\n```\n")
 	return b.String()
+}
+
+// nginxSection shows the nginx configuration the nginx rows ran with and how many
+// backend connections nginx opened: the evidence that the peer was a fair one.
+func nginxSection(w func(string, ...any), d *DatapathResult) {
+	var conns []string
+	for _, path := range []string{PathNginx, PathNginxPinned} {
+		var row *DatapathRow
+		requests := 0
+		for i, r := range d.Rows {
+			if r.Path == path && r.Skipped == "" {
+				if row == nil {
+					row = &d.Rows[i]
+				}
+				requests += len(r.Runs) * (d.Warmup + d.Rounds)
+			}
+		}
+		if row != nil {
+			conns = append(conns, fmt.Sprintf("%s: %d backend connection(s) for %d requests", pathLabel(path), row.BackendConns, requests))
+		}
+	}
+	if d.NginxConfig == "" && len(conns) == 0 {
+		return
+	}
+	w("### The nginx it ran\n\n")
+	w("nginx is configured as an operator configures it as a gRPC proxy: `grpc_pass` through an `upstream` pool with `keepalive`, one worker, `tcp_nodelay`, request bodies streamed through an in-memory buffer that holds a whole frame, long keep-alive on both sides. Each directive's reason is in the file. ")
+	if len(conns) > 0 {
+		w("Connections the backend accepted from nginx (its pool in use): %s.", strings.Join(conns, "; "))
+	}
+	w("\n\n")
+	if d.NginxConfig != "" {
+		w("```nginx\n%s```\n\n", d.NginxConfig)
+	}
 }
 
 func probesOf(id *IdleResult) int {

@@ -20,7 +20,7 @@ import (
 // Host is the device as the checks see it. doctor itself makes no system calls:
 // files are read through Root, tools run through Exec, and the probes that must
 // exercise the kernel (shared memory, sockets, the backend connection) are
-// functions from platform/shmprobe and netopt. platform/devicehost.New fills every
+// functions from platform/shmprobe and platform/deviceprobe. cmd/vig fills every
 // field for the machine doctor runs on; tests use fixtures.
 type Host struct {
 	Root   fs.FS                                                                  // the machine's "/"
@@ -54,7 +54,7 @@ var (
 type Options struct {
 	// Device runs the device checks besides the static analysis.
 	Device bool
-	// Host is the device to check (platform/devicehost.New for this machine).
+	// Host is the device to check (cmd/vig's deviceHost for this machine).
 	// Without one the device checks are reported as skipped.
 	Host *Host
 }

@@ -11,9 +11,9 @@
 // the CPU governor, the clock source, Doze, thermal state, nvpmodel and eBPF are as
 // vig needs them. It sees the machine only through a Host (a root fs.FS, a command
 // runner and probe functions), so the same checks run on fixture trees of a laptop,
-// a phone and a Jetson in tests. platform/devicehost wires a Host to the real
-// machine (platform/cpu, platform/shmprobe, netopt, android, jetson, cilium/ebpf's
-// feature probes); this package names no OS facility itself. A check that cannot run says why (needs root, not
+// a phone and a Jetson in tests. cmd/vig assembles the Host of the real machine
+// from the probes of platform/shmprobe and platform/deviceprobe (netopt,
+// cilium/ebpf's feature probes); this package names no OS facility itself. A check that cannot run says why (needs root, not
 // Android, not supported here) instead of passing silently.
 //
 // Priorities used by the analysis: class first (protected, then high, then

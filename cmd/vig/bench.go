@@ -21,8 +21,10 @@ plots into DIR (default bench/results/<date>-<host>/):
             CPU, context switches and syscalls per request, for payloads 0 B–6.2 MB
             on gRPC over TCP and Unix sockets, on Triton system shared memory and
             on vig's shared-memory ring (a ring client sensor), against nginx
-            grpc_pass as the reference proxy (vig and nginx run as
-            their own processes, pinned with taskset when there is a second CPU)
+            grpc_pass through an upstream keepalive pool as the reference
+            proxy (vig and nginx run as their own processes in their default
+            configuration; the TCP rows are repeated with both pinned to one
+            CPU with taskset when there is a second CPU)
   wire      coverage and age of information for the SCENARIOS.md workloads A, B, C
             (examples/scenarios) with open-loop sensors: direct, an emulation of
             Triton's queue policy, and vig
@@ -43,7 +45,7 @@ func runBench(args []string) int {
 	quick := fs.Bool("quick", false, "shorter runs (fewer rounds, 5 s wire runs, 3 s idle samples)")
 	out := fs.String("out", "", "output `DIR` (default bench/results/<date>-<host>)")
 	scen := fs.String("scenarios", bench.DefaultScenarioDir, "`DIR` holding the scenario configs a.yaml, b.yaml, c.yaml")
-	noPin := fs.Bool("no-pin", false, "do not pin vig and nginx to CPU 1 with taskset")
+	noPin := fs.Bool("no-pin", false, "skip the datapath rows that pin vig and nginx to CPU 1 with taskset, and do not pin vig in idle")
 	vigBin := fs.String("vig", "", "vig `BINARY` to measure as its own process (default: this executable)")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), benchUsage); fs.PrintDefaults() }
 

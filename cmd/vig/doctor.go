@@ -12,7 +12,6 @@ import (
 
 	"github.com/vig-edge/vig/agent/config"
 	"github.com/vig-edge/vig/agent/doctor"
-	"github.com/vig-edge/vig/platform/devicehost"
 )
 
 const doctorUsage = `usage: vig doctor -c FILE [--json] [--no-device]
@@ -74,7 +73,7 @@ func doctorMain(ctx context.Context, args []string, stdout, stderr io.Writer, tt
 			r.Slots = cfg.Backend.Slots
 		}
 	} else {
-		r = doctor.Run(ctx, cfg, doctor.Options{Device: !*noDevice, Host: cpuHost(devicehost.New())})
+		r = doctor.Run(ctx, cfg, doctor.Options{Device: !*noDevice, Host: cpuHost(deviceHost())})
 	}
 	r.Config = path
 	if *asJSON {

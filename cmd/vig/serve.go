@@ -24,7 +24,7 @@ import (
 	"github.com/vig-edge/vig/mockbackend"
 	"github.com/vig-edge/vig/netopt"
 	"github.com/vig-edge/vig/platform/clock"
-	"github.com/vig-edge/vig/platform/devicehost"
+
 	"github.com/vig-edge/vig/platform/profile"
 	"github.com/vig-edge/vig/shmring"
 	ringbackend "github.com/vig-edge/vig/shmring/backend"
@@ -64,7 +64,7 @@ func runServe(args []string) int {
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer cancel()
 
-	report := doctor.Run(ctx, cfg, doctor.Options{Device: !*noDevice, Host: cpuHost(devicehost.New())})
+	report := doctor.Run(ctx, cfg, doctor.Options{Device: !*noDevice, Host: cpuHost(deviceHost())})
 	logDoctor(log, report)
 	if *strict && report.Worst() == doctor.Error {
 		log.Error("doctor found errors and --strict is set: not serving (run `vig doctor -c FILE` for the details)")

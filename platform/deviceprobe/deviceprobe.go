@@ -1,9 +1,10 @@
-// Package devicehost gives vig doctor access to the machine it runs on: the root
-// file system, the environment, tools, and the live probes of platform/shmprobe,
-// netopt and cilium/ebpf. agent/doctor itself makes no system calls; it sees the
-// device only through the doctor.Host this package fills (and tests fill with
-// fixtures).
-package devicehost
+// Package deviceprobe holds the live probes vig doctor runs against the machine
+// it is on: whether the kernel loads eBPF programs, whether TCP_NODELAY holds on a
+// real loopback pair opened through netopt, and a gRPC connection to the backend
+// over netopt's dialer. Each returns a plain error (or a client) and knows
+// nothing of doctor: cmd/vig assembles doctor's Host from these and from
+// platform/shmprobe, so that platform/ depends on nothing of agent/.
+package deviceprobe
 
 import (
 	"context"
@@ -11,8 +12,6 @@ import (
 	"fmt"
 	"io/fs"
 	"net"
-	"os"
-	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/features"
@@ -20,32 +19,15 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/vig-edge/vig/agent/doctor"
-	"github.com/vig-edge/vig/android"
 	"github.com/vig-edge/vig/netopt"
-	"github.com/vig-edge/vig/platform/shmprobe"
 	"github.com/vig-edge/vig/proto/inference"
 )
 
-// New returns the Host of the machine vig runs on.
-func New() *doctor.Host {
-	return &doctor.Host{
-		Root:        os.DirFS("/"),
-		Getenv:      os.Getenv,
-		Exec:        android.Exec,
-		EUID:        os.Geteuid(),
-		DevShm:      shmprobe.DevShmWritable,
-		Memfd:       shmprobe.Memfd,
-		NoDelay:     probeNoDelay,
-		DialBackend: dialBackend,
-		Since:       time.Since,
-		BPF:         probeBPF,
-	}
-}
-
-// probeBPF asks the kernel to load a minimal tracepoint program (cilium/ebpf's
-// feature probe, run once per process).
-func probeBPF() error {
+// BPF asks the kernel to load a minimal tracepoint program (cilium/ebpf's feature
+// probe, run once per process). It wraps errors.ErrUnsupported when the kernel
+// (or an emulator in between) has no eBPF, fs.ErrPermission when vig may not
+// load programs.
+func BPF() error {
 	err := features.HaveProgramType(ebpf.TracePoint)
 	if errors.Is(err, ebpf.ErrNotSupported) {
 		return fmt.Errorf("%w: %v", errors.ErrUnsupported, err)
@@ -56,9 +38,9 @@ func probeBPF() error {
 	return err
 }
 
-// probeNoDelay opens a loopback connection through netopt and reads TCP_NODELAY
-// back on both ends: the guarantee vig's sockets rely on, checked on a real socket.
-func probeNoDelay(ctx context.Context) error {
+// NoDelay opens a loopback connection through netopt and reads TCP_NODELAY back
+// on both ends: the guarantee vig's sockets rely on, checked on a real socket.
+func NoDelay(ctx context.Context) error {
 	var st netopt.Stats
 	ln, err := netopt.Listen("tcp", "127.0.0.1:0", &st)
 	if err != nil {
@@ -108,9 +90,11 @@ func probeNoDelay(ctx context.Context) error {
 	return nil
 }
 
-// dialBackend opens a gRPC client to a Triton-protocol backend over netopt's dialer
-// (so the backend leg gets TCP_NODELAY like every other socket of vig).
-func dialBackend(ctx context.Context, address string) (inference.GRPCInferenceServiceClient, func(), error) {
+// DialBackend opens a gRPC client to a Triton-protocol backend at address
+// ("host:port") over netopt's dialer (so the backend leg gets TCP_NODELAY like
+// every other socket of vig); the returned function releases it. The connection
+// is made by the first call.
+func DialBackend(ctx context.Context, address string) (inference.GRPCInferenceServiceClient, func(), error) {
 	var st netopt.Stats
 	cc, err := grpc.NewClient("passthrough:///"+address,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),

@@ -1,4 +1,4 @@
-package devicehost
+package main
 
 import (
 	"context"
@@ -43,7 +43,7 @@ func statuses(cs []doctor.Check) map[string]doctor.Status {
 func backendChecks(t *testing.T, cfg *config.Config) []doctor.Check {
 	t.Helper()
 	var out []doctor.Check
-	for _, c := range doctor.DeviceChecks(context.Background(), cfg, New()) {
+	for _, c := range doctor.DeviceChecks(context.Background(), cfg, deviceHost()) {
 		if c.Name == "backend" || strings.HasPrefix(c.Name, "model ") {
 			out = append(out, c)
 		}
@@ -51,14 +51,15 @@ func backendChecks(t *testing.T, cfg *config.Config) []doctor.Check {
 	return out
 }
 
-// TestThisMachine runs every device check for real. Each must produce a status and
+// TestThisMachine runs every device check for real, on the Host vig doctor and
+// vig serve use. Each must produce a status and
 // a detail; shared memory and NODELAY must work here (CI is Linux with /dev/shm).
 func TestThisMachine(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("device checks target Linux")
 	}
 	cfg := loadScenario(t, "c.yaml")
-	r := doctor.Run(context.Background(), cfg, doctor.Options{Device: true, Host: New()})
+	r := doctor.Run(context.Background(), cfg, doctor.Options{Device: true, Host: deviceHost()})
 	if len(r.Checks) < 8 {
 		t.Fatalf("only %d checks", len(r.Checks))
 	}
@@ -95,7 +96,8 @@ func (f *fakeTriton) ModelReady(_ context.Context, r *inference.ModelReadyReques
 	return &inference.ModelReadyResponse{Ready: f.ready[r.Name]}, nil
 }
 
-// TestBackendCheck talks to a real gRPC server on loopback through netopt.
+// TestBackendCheck talks to a real gRPC server on loopback through the Host's
+// backend dialer (platform/deviceprobe over netopt).
 func TestBackendCheck(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -1,0 +1,4 @@
+// Package config is clean.
+package config
+
+import _ "github.com/vig-edge/vig/netopt"

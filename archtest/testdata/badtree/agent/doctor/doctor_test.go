@@ -1,0 +1,4 @@
+package doctor
+
+// Tests of agent/ may use syscalls.
+import _ "syscall"

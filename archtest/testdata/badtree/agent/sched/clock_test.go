@@ -1,0 +1,3 @@
+package sched
+
+import _ "os"

@@ -1,0 +1,3 @@
+module github.com/vig-edge/vig
+
+go 1.26.0

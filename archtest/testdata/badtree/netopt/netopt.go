@@ -1,0 +1,4 @@
+// Package netopt is clean.
+package netopt
+
+import _ "net"

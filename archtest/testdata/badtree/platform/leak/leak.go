@@ -1,0 +1,2 @@
+// Package leak is portable and clean.
+package leak

@@ -1,0 +1,3 @@
+package leak
+
+import _ "github.com/vig-edge/vig/agent/doctor"

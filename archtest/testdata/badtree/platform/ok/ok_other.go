@@ -1,0 +1,5 @@
+//go:build !linux
+
+package ok
+
+import _ "syscall"

@@ -1,0 +1,2 @@
+// Package testdoc has its doc comment in a test file only, which go doc does not show.
+package testdoc

@@ -1,0 +1,3 @@
+// A comment that is not attached to the package clause.
+
+package nodoc

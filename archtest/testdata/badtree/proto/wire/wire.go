@@ -1,0 +1,2 @@
+// Package wire is clean; its test is not.
+package wire

@@ -1,0 +1,3 @@
+package wire
+
+import _ "github.com/vig-edge/vig/agent/gateway"

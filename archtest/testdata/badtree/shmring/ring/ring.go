@@ -1,0 +1,2 @@
+// Package ring is clean.
+package ring
