@@ -304,12 +304,14 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready chan
 	if ready != nil {
 		ready <- addrs
 	}
+	stopping := notifyReady(log) // systemd: READY=1, watchdog
 
 	select {
 	case <-ctx.Done():
 	case err = <-errc:
 		log.Error("listener failed", "err", err)
 	}
+	stopping() // systemd: STOPPING=1
 	log.Info("draining: no new requests accepted; answering the accepted ones")
 	gov.Drain()
 	if ring != nil {
