@@ -231,6 +231,7 @@ func jetsonChecks(ctx context.Context, h *Host) []Check {
 		pm,
 		reading("jetson_clocks", s.Clocks.Value, s.Clocks.Advice, s.Clocks.Err),
 		reading("jetson gpu load", s.GPULoad.Value, s.GPULoad.Advice, s.GPULoad.Err),
+		reading("jetson load", s.Load.Value, s.Load.Advice, s.Load.Err),
 	}
 }
 

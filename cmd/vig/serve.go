@@ -196,6 +196,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready chan
 		cfg.Backend.Address = mb.Addr()
 		log.Info("embedded mock backend started", "address", mb.Addr(), "models", len(cfg.Models), "slots", cfg.Backend.Slots)
 	}
+	deviceStart(ctx, cfg, reg, log) // per-device facts and metrics (devices.go)
 
 	gov, err := gateway.NewGovernor(gateway.GovernorOptions{Config: cfg, Clock: clock.Monotonic, WallDiff: clock.WallOffset, Log: log})
 	if err != nil {
