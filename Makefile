@@ -11,7 +11,7 @@ CONFIG  ?= examples/demo.yaml
 PROTOC_GEN_GO      := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 PROTOC_GEN_GO_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.0
 
-.PHONY: help build run test lint arm64 proto bench demo clean
+.PHONY: help build run test lint arm64 android-push proto bench demo clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -32,6 +32,9 @@ lint: ## gofmt and go vet
 arm64: ## static linux/arm64 binary for phones and Jetsons (bin/vig-linux-arm64)
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o $(BIN)/vig-linux-arm64 ./cmd/vig
 	@echo "$(BIN)/vig-linux-arm64: $$(stat -c %s $(BIN)/vig-linux-arm64) bytes ($$(du -h $(BIN)/vig-linux-arm64 | cut -f1))"
+
+android-push: arm64 ## push bin/vig-linux-arm64 and CONFIG to the phone adb sees (then: android/vig-adb.sh start)
+	./android/vig-adb.sh push --binary $(BIN)/vig-linux-arm64 --config $(CONFIG)
 
 proto: ## regenerate proto/inference from proto/inference.proto (protoc from Debian's protobuf-compiler)
 	@command -v protoc >/dev/null || { echo "protoc missing: apt-get install -y protobuf-compiler"; exit 1; }

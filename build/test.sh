@@ -45,5 +45,8 @@ got=$(qemu-aarch64 bin/vig-linux-arm64 version)
 echo "$got"
 case "$got" in "vig $version "*linux/arm64) ;; *) echo "expected stamped version $version for linux/arm64"; exit 1 ;; esac
 
+step "Android-like environment (arm64 binary under qemu-aarch64): memfd rings, said so"
+sh android/qemu-android.sh bin/vig-linux-arm64
+
 step "go test (arm64 under qemu-aarch64)"
 CGO_ENABLED=0 GOARCH=arm64 "$GO" test -count=1 -timeout 15m -exec qemu-aarch64 ./...
