@@ -11,10 +11,10 @@ CONFIG  ?= examples/demo.yaml
 PROTOC_GEN_GO      := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 PROTOC_GEN_GO_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.0
 
-.PHONY: help build run test lint arm64 android-push proto bench demo clean
+.PHONY: help build run test lint arm64 android-push release proto bench demo clean
 
 help: ## list the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-13s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 build: ## build bin/vig for this machine
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/vig ./cmd/vig
@@ -33,6 +33,9 @@ arm64: ## static linux/arm64 binary for phones and Jetsons (bin/vig-linux-arm64)
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o $(BIN)/vig-linux-arm64 ./cmd/vig
 	@echo "$(BIN)/vig-linux-arm64: $$(stat -c %s $(BIN)/vig-linux-arm64) bytes ($$(du -h $(BIN)/vig-linux-arm64 | cut -f1))"
 
+release: ## dist/: static linux/arm64 + amd64 binaries, SHA256SUMS, size report; fails above the size budget
+	GO="$(GO)" VERSION="$(VERSION)" ./build/release.sh dist
+
 android-push: arm64 ## push bin/vig-linux-arm64 and CONFIG to the phone adb sees (then: android/vig-adb.sh start)
 	./android/vig-adb.sh push --binary $(BIN)/vig-linux-arm64 --config $(CONFIG)
 
@@ -50,4 +53,4 @@ demo: build ## the scenario-B sensors against vig, with a live per-stream table
 	$(BIN)/vig demo
 
 clean: ## remove build outputs
-	rm -rf $(BIN)
+	rm -rf $(BIN) dist

@@ -30,6 +30,9 @@ if LC_ALL=C grep -q -a 'ld-linux-aarch64' bin/vig-linux-arm64; then
 	echo "bin/vig-linux-arm64 is dynamically linked"; exit 1
 fi
 
+step "size budget (arm64, stripped)"
+./build/sizecheck.sh bin/vig-linux-arm64
+
 step "qemu-aarch64"
 if ! command -v qemu-aarch64 >/dev/null; then
 	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then

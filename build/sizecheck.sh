@@ -1,0 +1,17 @@
+#!/bin/sh
+# Fails when a stripped binary exceeds vig's size budget: phones get it over adb
+# and keep it in /data/local/tmp. make release and build/test.sh (make test) run it
+# on the linux/arm64 binary.
+#
+#   build/sizecheck.sh BINARY
+set -eu
+# 16 MiB. The aim is 12 MiB: see the README's "Binary size".
+BUDGET=${SIZE_BUDGET:-16777216}
+bin=${1:?usage: $0 BINARY}
+size=$(stat -c %s "$bin")
+mib=$(awk -v s="$size" 'BEGIN { printf "%.2f", s / 1048576 }')
+if [ "$size" -gt "$BUDGET" ]; then
+	echo "$bin: $size bytes ($mib MiB) exceeds the budget of $BUDGET bytes: go run ./build/sizereport on an unstripped build says which packages grew"
+	exit 1
+fi
+echo "$bin: $size bytes ($mib MiB), within the budget of $BUDGET bytes"
