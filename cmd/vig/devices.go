@@ -13,6 +13,7 @@ import (
 	"github.com/vig-edge/vig/agent/metrics"
 	"github.com/vig-edge/vig/android"
 	"github.com/vig-edge/vig/jetson"
+	"github.com/vig-edge/vig/netopt"
 	"github.com/vig-edge/vig/platform/shmprobe"
 )
 
@@ -27,9 +28,10 @@ func sysroot() string {
 }
 
 // deviceStart does what vig serve does for the device it runs on, once, at start:
-// on Android it chooses the run-time defaults and says which, on a Jetson it
-// exports the board's state as metrics.
+// it logs which link reaches the backend, on Android it chooses the run-time
+// defaults and says which, on a Jetson it exports the board's state as metrics.
 func deviceStart(ctx context.Context, cfg *config.Config, reg *metrics.Registry, log *slog.Logger) {
+	logRoute(ctx, cfg, log)
 	rootDir := sysroot()
 	root := os.DirFS(rootDir)
 	if ok, why := android.Detect(root, os.Getenv); ok {
@@ -44,6 +46,25 @@ func deviceStart(ctx context.Context, cfg *config.Config, reg *metrics.Registry,
 		}
 		reg.Prometheus().MustRegister(jetson.NewCollector(root, mode))
 		log.Info("jetson: exporting vig_jetson_* metrics", "board", why, "power_mode", mode)
+	}
+}
+
+// logRoute logs the route to a TCP backend; off loopback it warns that the copy
+// path crosses a real link.
+func logRoute(ctx context.Context, cfg *config.Config, log *slog.Logger) {
+	network, _ := netopt.Split(cfg.Backend.Address)
+	if _, ring := cfg.Backend.RingBackend(); ring || network == "unix" || cfg.Backend.Embedded {
+		return // on this machine by construction
+	}
+	r, err := netopt.RouteTo(ctx, cfg.Backend.Address)
+	switch {
+	case err != nil:
+		log.Warn("backend route", "err", err)
+	case r.Local():
+		log.Info("backend route", "route", r.String())
+	default:
+		log.Warn("backend route: the backend is on another machine; no shared memory with it, every payload crosses "+string(r.Kind),
+			"route", r.String())
 	}
 }
 

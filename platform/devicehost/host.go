@@ -40,6 +40,7 @@ func New() *doctor.Host {
 		DialBackend: dialBackend,
 		Since:       time.Since,
 		BPF:         probeBPF,
+		Route:       netopt.RouteTo,
 	}
 }
 
