@@ -5,13 +5,14 @@
 #
 #   build/sizecheck.sh BINARY
 set -eu
-# 16 MiB. The aim is 12 MiB: see the README's "Binary size".
-BUDGET=${SIZE_BUDGET:-16777216}
+# 16 MB (decimal, as the budget was set). The aim is 12 MB: see the README's
+# "Binary size".
+BUDGET=${SIZE_BUDGET:-16000000}
 bin=${1:?usage: $0 BINARY}
 size=$(stat -c %s "$bin")
-mib=$(awk -v s="$size" 'BEGIN { printf "%.2f", s / 1048576 }')
+mb=$(awk -v s="$size" 'BEGIN { printf "%.2f", s / 1e6 }')
 if [ "$size" -gt "$BUDGET" ]; then
-	echo "$bin: $size bytes ($mib MiB) exceeds the budget of $BUDGET bytes: go run ./build/sizereport on an unstripped build says which packages grew"
+	echo "$bin: $size bytes ($mb MB) exceeds the budget of $BUDGET bytes: go run ./build/sizereport on an unstripped build says which packages grew"
 	exit 1
 fi
-echo "$bin: $size bytes ($mib MiB), within the budget of $BUDGET bytes"
+echo "$bin: $size bytes ($mb MB), within the budget of $BUDGET bytes"
