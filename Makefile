@@ -14,7 +14,7 @@ GOTAGS  ?= grpcnotrace
 PROTOC_GEN_GO      := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 PROTOC_GEN_GO_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.0
 
-.PHONY: help build run test lint arm64 android-push release proto bench demo clean
+.PHONY: help build run test lint arm64 android-push release proto bench bench-link demo clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-13s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -51,6 +51,9 @@ proto: ## regenerate proto/inference from proto/inference.proto (protoc from Deb
 
 bench: build ## vig bench all --quick (a few minutes; results in bench/results/)
 	$(BIN)/vig bench all --quick
+
+bench-link: ## (root) gzip vs identity for a 1.2 MB frame over a veth shaped like a USB 2.0 tether
+	$(GO) test -run '^$$' -bench BackendLink -benchtime 20x -count 3 ./netopt
 
 demo: build ## the scenario-B sensors against vig, with a live per-stream table
 	$(BIN)/vig demo
