@@ -6,18 +6,21 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo deve
 LDFLAGS := -X github.com/vig-edge/vig/build/version.version=$(VERSION)
 BIN     := bin
 CONFIG  ?= examples/demo.yaml
+# grpcnotrace: grpc-go without golang.org/x/net/trace, which vig never enables and
+# which costs 2.6 MB (html/template's reflection keeps every exported method alive).
+GOTAGS  ?= grpcnotrace
 
 # Pinned protoc plugins for `make proto`.
 PROTOC_GEN_GO      := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 PROTOC_GEN_GO_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.0
 
-.PHONY: help build run test lint arm64 proto bench demo clean
+.PHONY: help build run test lint arm64 android-push release proto bench bench-link demo clean
 
 help: ## list the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-13s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 build: ## build bin/vig for this machine
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/vig ./cmd/vig
+	CGO_ENABLED=0 $(GO) build -trimpath -tags "$(GOTAGS)" -ldflags "$(LDFLAGS)" -o $(BIN)/vig ./cmd/vig
 
 run: build ## build and serve examples/demo.yaml (embedded mock backend)
 	$(BIN)/vig serve -c $(CONFIG)
@@ -30,8 +33,14 @@ lint: ## gofmt and go vet
 	$(GO) vet ./...
 
 arm64: ## static linux/arm64 binary for phones and Jetsons (bin/vig-linux-arm64)
-	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o $(BIN)/vig-linux-arm64 ./cmd/vig
+	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -trimpath -tags "$(GOTAGS)" -ldflags "-s -w $(LDFLAGS)" -o $(BIN)/vig-linux-arm64 ./cmd/vig
 	@echo "$(BIN)/vig-linux-arm64: $$(stat -c %s $(BIN)/vig-linux-arm64) bytes ($$(du -h $(BIN)/vig-linux-arm64 | cut -f1))"
+
+release: ## dist/: static linux/arm64 + amd64 binaries, SHA256SUMS, size report; fails above the size budget
+	GO="$(GO)" VERSION="$(VERSION)" GOTAGS="$(GOTAGS)" ./build/release.sh dist
+
+android-push: arm64 ## push bin/vig-linux-arm64 and CONFIG to the phone adb sees (then: android/vig-adb.sh start)
+	./android/vig-adb.sh push --binary $(BIN)/vig-linux-arm64 --config $(CONFIG)
 
 proto: ## regenerate proto/inference from proto/inference.proto (protoc from Debian's protobuf-compiler)
 	@command -v protoc >/dev/null || { echo "protoc missing: apt-get install -y protobuf-compiler"; exit 1; }
@@ -43,8 +52,11 @@ proto: ## regenerate proto/inference from proto/inference.proto (protoc from Deb
 bench: build ## vig bench all --quick (a few minutes; results in bench/results/)
 	$(BIN)/vig bench all --quick
 
+bench-link: ## (root) gzip vs identity for a 1.2 MB frame over a veth shaped like a USB 2.0 tether
+	$(GO) test -run '^$$' -bench BackendLink -benchtime 20x -count 3 ./netopt
+
 demo: build ## the scenario-B sensors against vig, with a live per-stream table
 	$(BIN)/vig demo
 
 clean: ## remove build outputs
-	rm -rf $(BIN)
+	rm -rf $(BIN) dist

@@ -30,6 +30,9 @@ if LC_ALL=C grep -q -a 'ld-linux-aarch64' bin/vig-linux-arm64; then
 	echo "bin/vig-linux-arm64 is dynamically linked"; exit 1
 fi
 
+step "size budget (arm64, stripped)"
+./build/sizecheck.sh bin/vig-linux-arm64
+
 step "qemu-aarch64"
 if ! command -v qemu-aarch64 >/dev/null; then
 	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
@@ -44,6 +47,9 @@ step "vig version (arm64 binary under qemu)"
 got=$(qemu-aarch64 bin/vig-linux-arm64 version)
 echo "$got"
 case "$got" in "vig $version "*linux/arm64) ;; *) echo "expected stamped version $version for linux/arm64"; exit 1 ;; esac
+
+step "Android-like environment (arm64 binary under qemu-aarch64): memfd rings, said so"
+sh android/qemu-android.sh bin/vig-linux-arm64
 
 step "go test (arm64 under qemu-aarch64)"
 CGO_ENABLED=0 GOARCH=arm64 "$GO" test -count=1 -timeout 15m -exec qemu-aarch64 ./...

@@ -1,8 +1,12 @@
 // Package jetson holds vig's NVIDIA Jetson device policy: whether this is a Jetson
 // (decided at run time from /etc/nv_tegra_release or the device tree), which
 // nvpmodel power mode it runs, whether jetson_clocks pins the clocks, and how busy
-// the GPU is. Execution-time priors (exec_ms) only hold in the power mode and clock
-// setup they were measured in, so doctor reports all three.
+// the GPU, the memory bus and the cores are (tegrastats). Execution-time priors
+// (exec_ms) only hold in the power mode, clock setup and load they were measured
+// in, so doctor reports them all, and Collector exports them as metrics.
+//
+// It also holds vig's systemd integration (systemd/*.service, install.sh, and the
+// sd_notify sender in notify.go): Jetsons run vig as a service.
 //
 // The parsers are pure functions over the tools' outputs and sysfs files, tested on
 // captured fixtures.
@@ -97,6 +101,7 @@ type Status struct {
 	PowerMode Reading // nvpmodel -q
 	Clocks    Reading // jetson_clocks
 	GPULoad   Reading
+	Load      Reading // tegrastats: CPU, EMC, GR3D
 }
 
 // Check reads the board's state through run (Exec on a device) and root.
@@ -117,6 +122,7 @@ func Check(ctx context.Context, root fs.FS, run Runner) Status {
 		s.Clocks = pinnedFromSysfs(root, err)
 	}
 	s.GPULoad = GPULoadReading(root)
+	s.Load = tegrastatsReading(ctx, run)
 	return s
 }
 
@@ -230,25 +236,35 @@ const busyGPUPermille = 500
 
 // GPULoadReading reads the GPU load from the first of GPULoadPaths that exists.
 func GPULoadReading(root fs.FS) Reading {
+	pm, p, err := gpuLoad(root)
+	if err != nil {
+		return Reading{Err: err}
+	}
+	r := Reading{Value: fmt.Sprintf("%.1f %% (%s)", float64(pm)/10, p)}
+	if pm >= busyGPUPermille {
+		r.Advice = "the GPU is already busy before vig starts: another process shares the accelerator, so execution times will exceed their priors (check tegrastats, GR3D_FREQ)"
+	}
+	return r
+}
+
+// gpuLoad returns the GPU load in per mille and the file it came from: the first
+// of GPULoadPaths that exists.
+func gpuLoad(root fs.FS) (int, string, error) {
 	for _, p := range GPULoadPaths {
 		b, err := fs.ReadFile(root, rel(p))
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
 		if err != nil {
-			return Reading{Err: fmt.Errorf("%s: %w", p, err)}
+			return 0, p, fmt.Errorf("%s: %w", p, err)
 		}
 		pm, err := ParseGPULoad(b)
 		if err != nil {
-			return Reading{Err: fmt.Errorf("%s: %w", p, err)}
+			return 0, p, fmt.Errorf("%s: %w", p, err)
 		}
-		r := Reading{Value: fmt.Sprintf("%.1f %% (%s)", float64(pm)/10, p)}
-		if pm >= busyGPUPermille {
-			r.Advice = "the GPU is already busy before vig starts: another process shares the accelerator, so execution times will exceed their priors (check tegrastats, GR3D_FREQ)"
-		}
-		return r
+		return pm, p, nil
 	}
-	return Reading{Err: fmt.Errorf("GPU load: %w (none of %s)", errors.ErrUnsupported, strings.Join(GPULoadPaths, ", "))}
+	return 0, "", fmt.Errorf("GPU load: %w (none of %s)", errors.ErrUnsupported, strings.Join(GPULoadPaths, ", "))
 }
 
 // ParseGPULoad parses a GPU load file: per mille, optionally followed by

@@ -11,6 +11,7 @@ import (
 	"github.com/vig-edge/vig/agent/config"
 	"github.com/vig-edge/vig/android"
 	"github.com/vig-edge/vig/jetson"
+	"github.com/vig-edge/vig/netopt"
 	"github.com/vig-edge/vig/platform/cpu"
 	"github.com/vig-edge/vig/platform/proc"
 	"github.com/vig-edge/vig/platform/sysinfo"
@@ -41,6 +42,9 @@ type Host struct {
 	// CPUPlacement tries the cpu: section on a scratch thread and reads back what
 	// the kernel granted (cmd/vig's cpuTrial on a device).
 	CPUPlacement func(config.CPU) CPUTrial
+	// Route reports the route and interface that reach an address
+	// (netopt.RouteTo on a device); nil skips the route check.
+	Route func(ctx context.Context, address string) (netopt.Route, error)
 }
 
 // Locations the eBPF check looks at. Variables so that tests and odd kernels can
@@ -77,6 +81,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) Report {
 func DeviceChecks(ctx context.Context, cfg *config.Config, h *Host) []Check {
 	var cs []Check
 	cs = append(cs, backendChecks(ctx, cfg, h)...)
+	cs = append(cs, routeCheck(ctx, cfg, h))
 	cs = append(cs, noDelayCheck(ctx, h))
 	cs = append(cs, shmChecks(h)...)
 	cs = append(cs, cpuChecks(h)...)
@@ -128,6 +133,40 @@ func backendChecks(ctx context.Context, cfg *config.Config, h *Host) []Check {
 		cs = append(cs, c)
 	}
 	return cs
+}
+
+// routeCheck says which link reaches the backend. Off loopback, shared memory with
+// the backend is impossible and every payload crosses a real link.
+func routeCheck(ctx context.Context, cfg *config.Config, h *Host) Check {
+	c := Check{Name: "backend route"}
+	addr := cfg.Backend.Address
+	network, _ := netopt.Split(addr)
+	_, ring := cfg.Backend.RingBackend()
+	switch {
+	case cfg.Backend.Embedded:
+		c.Status, c.Detail = Skipped, "backend.embedded: the mock backend runs inside vig"
+		return c
+	case ring || network == "unix":
+		c.Status, c.Detail = OK, addr+": a Unix socket, so the backend is on this machine (shared memory possible)"
+		return c
+	case h.Route == nil:
+		c.Status, c.Detail = Skipped, "no route lookup was given to doctor (Host.Route is nil)"
+		return c
+	}
+	r, err := h.Route(ctx, addr)
+	if err != nil {
+		c.Status, c.Detail = skippable(err)
+		return c
+	}
+	if r.Local() {
+		c.Status, c.Detail = OK, r.String()+": on this machine (shared memory possible)"
+		return c
+	}
+	c.Status = Warn
+	c.Detail = fmt.Sprintf("%s: the backend is on another machine over %s, so shared memory with it is impossible "+
+		"(Triton system shared memory and vig's rings need one machine) and every payload crosses that link "+
+		"on the copy path; run the backend on this device, or budget exec_ms for the transfer", r, r.Kind)
+	return c
 }
 
 func noDelayCheck(ctx context.Context, h *Host) Check {
@@ -239,6 +278,7 @@ func jetsonChecks(ctx context.Context, h *Host) []Check {
 		pm,
 		reading("jetson_clocks", s.Clocks.Value, s.Clocks.Advice, s.Clocks.Err),
 		reading("jetson gpu load", s.GPULoad.Value, s.GPULoad.Advice, s.GPULoad.Err),
+		reading("jetson load", s.Load.Value, s.Load.Advice, s.Load.Err),
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/vig-edge/vig/jetson"
 	"github.com/vig-edge/vig/proto/inference"
 )
 
@@ -156,7 +157,7 @@ func TestDeviceFixtures(t *testing.T) {
 			want: map[string]Status{
 				"backend": Skipped, "tcp_nodelay": OK, "shm /dev/shm": OK, "shm memfd": OK,
 				"cpu topology": OK, "governor cpu0-3": OK, "governor cpu4-7": OK, "clocksource": OK,
-				"android": Skipped, "jetson": OK, "jetson nvpmodel": OK, "jetson_clocks": OK, "jetson gpu load": OK, "ebpf": OK,
+				"android": Skipped, "jetson": OK, "jetson nvpmodel": OK, "jetson_clocks": OK, "jetson gpu load": OK, "jetson load": Skipped, "ebpf": OK,
 			},
 			details: map[string]string{
 				"jetson": "L4T R36.3.0", "jetson nvpmodel": "MAXN", "jetson_clocks": "active", "jetson gpu load": "12.3 %",
@@ -172,12 +173,15 @@ func TestDeviceFixtures(t *testing.T) {
 					if name == "jetson_clocks" {
 						return nil, errors.New("jetson_clocks --show: exit status 1: Error: Run this script as a root user")
 					}
+					if name == "sh" && len(args) == 2 && args[1] == jetson.TegrastatsScript {
+						return exec(ctx, "tegrastats")
+					}
 					return exec(ctx, name, args...)
 				}
 				return h
 			},
-			want:    map[string]Status{"jetson": OK, "jetson nvpmodel": OK, "jetson_clocks": Warn, "jetson gpu load": Warn, "ebpf": Skipped},
-			details: map[string]string{"jetson_clocks": "from sysfs", "jetson nvpmodel": "15W", "jetson gpu load": "another process"},
+			want:    map[string]Status{"jetson": OK, "jetson nvpmodel": OK, "jetson_clocks": Warn, "jetson gpu load": Warn, "jetson load": Warn, "ebpf": Skipped},
+			details: map[string]string{"jetson_clocks": "from sysfs", "jetson nvpmodel": "15W", "jetson gpu load": "another process", "jetson load": "EMC 86 %@2133 MHz"},
 		},
 	}
 	cfg := loadScenario(t, "b.yaml")

@@ -6,6 +6,7 @@ import (
 
 	"github.com/vig-edge/vig/agent/doctor"
 	"github.com/vig-edge/vig/android"
+	"github.com/vig-edge/vig/netopt"
 	"github.com/vig-edge/vig/platform/deviceprobe"
 	"github.com/vig-edge/vig/platform/shmprobe"
 )
@@ -26,6 +27,7 @@ func deviceHost() *doctor.Host {
 		NoDelay:     deviceprobe.NoDelay,
 		DialBackend: deviceprobe.DialBackend,
 		Since:       time.Since,
+		Route:       netopt.RouteTo,
 		BPF:         deviceprobe.BPF,
 	}
 }

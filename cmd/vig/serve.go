@@ -201,6 +201,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready chan
 		cfg.Backend.Address = mb.Addr()
 		log.Info("embedded mock backend started", "address", mb.Addr(), "models", len(cfg.Models), "slots", cfg.Backend.Slots)
 	}
+	deviceStart(ctx, cfg, reg, log) // per-device facts and metrics (devices.go)
 
 	gov, err := gateway.NewGovernor(gateway.GovernorOptions{Config: cfg, Clock: clock.Monotonic, WallDiff: clock.WallOffset, Log: log})
 	if err != nil {
@@ -313,12 +314,14 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready chan
 	if ready != nil {
 		ready <- addrs
 	}
+	stopping := notifyReady(log) // systemd: READY=1, watchdog
 
 	select {
 	case <-ctx.Done():
 	case err = <-errc:
 		log.Error("listener failed", "err", err)
 	}
+	stopping() // systemd: STOPPING=1
 	log.Info("draining: no new requests accepted; answering the accepted ones")
 	gov.Drain()
 	if ring != nil {
