@@ -17,7 +17,8 @@ const (
 	StatusInvalid          Status = 3  // the request descriptor was malformed
 	StatusDeadlineExceeded Status = 4  // would have been stale on completion
 	StatusNotFound         Status = 5
-	StatusExhausted        Status = 8 // queue full
+	StatusExhausted        Status = 8  // queue full
+	StatusUnimplemented    Status = 12 // the request or result needs what a ring cannot carry
 	StatusInternal         Status = 13
 	StatusUnavailable      Status = 14 // backend down or vig draining
 )
@@ -36,6 +37,8 @@ func (s Status) String() string {
 		return "NOT_FOUND"
 	case StatusExhausted:
 		return "RESOURCE_EXHAUSTED"
+	case StatusUnimplemented:
+		return "UNIMPLEMENTED"
 	case StatusInternal:
 		return "INTERNAL"
 	case StatusUnavailable:

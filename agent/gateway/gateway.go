@@ -17,7 +17,6 @@ import (
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -47,21 +46,11 @@ type Options struct {
 	// Admit, when set, decides for every inference request whether and when it runs
 	// (the freshness scheduler). Without it requests are forwarded at once.
 	Admit Admitter
-	// Infer, when set, carries inference requests (ModelInfer, and each request of
-	// ModelStreamInfer) instead of the gRPC backend connection: a backend reachable
-	// through a shared-memory ring. Other RPCs still use the connection.
-	Infer InferBackend
-	// Backend, when set, runs inference calls submitted with Submit (a ring
-	// runtime); nil: the gRPC backend connection.
+	// Backend, when set, runs inference calls (ModelInfer, each request of
+	// ModelStreamInfer, ring frontend calls): a ring runtime. The gateway opens it,
+	// follows its state through the Open callback, and closes it on Stop. nil:
+	// the gRPC backend connection.
 	Backend Backend
-}
-
-// InferBackend runs one ModelInfer request. h is the parsed header of req (valid
-// while req is held; wire.Span.Slice extracts raw tensor bytes without copying); req is
-// the request with vig's parameters removed. It returns the ModelInferResponse
-// message, or an error carrying a gRPC status. It must not keep req after returning.
-type InferBackend interface {
-	Infer(ctx context.Context, h *wire.InferHeader, req mem.BufferSlice) (mem.BufferSlice, error)
 }
 
 // Admitter gates inference requests. Admit blocks until the request may run, or
@@ -111,8 +100,8 @@ func New(opts Options) (*Gateway, error) {
 	g.headers.New = func() any { return new(wire.InferHeader) }
 
 	_, ring := opts.Config.Backend.RingBackend()
-	if ring && opts.Infer == nil {
-		return nil, fmt.Errorf("gateway: backend %s is a ring runtime: Options.Infer is required", opts.Config.Backend.Address)
+	if ring && opts.Backend == nil {
+		return nil, fmt.Errorf("gateway: backend %s is a ring runtime: Options.Backend is required", opts.Config.Backend.Address)
 	}
 	if !ring {
 		dopts := append(DialOptions(opts.Config.GRPC),
@@ -145,6 +134,9 @@ func New(opts Options) (*Gateway, error) {
 		g.backend.Connect()
 	} else {
 		g.m.BackendState("CONNECTING")
+	}
+	if opts.Backend != nil {
+		opts.Backend.Open(g.SetBackendUp)
 	}
 	return g, nil
 }
@@ -198,6 +190,9 @@ func (g *Gateway) close() {
 	g.stop()
 	if g.backend != nil {
 		g.backend.Close()
+	}
+	if g.opts.Backend != nil {
+		g.opts.Backend.Close()
 	}
 	g.watchers.Wait()
 }

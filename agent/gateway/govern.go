@@ -161,20 +161,6 @@ func (g *Governor) Admit(ctx context.Context, h *wire.InferHeader) (func(error),
 	return g.admit(ctx, req)
 }
 
-// AdmitFrame is Admit for requests that do not arrive as gRPC messages (the
-// shared-memory ring): stream, model and capture time (0 = arrival), on the
-// configured capture clock.
-func (g *Governor) AdmitFrame(ctx context.Context, stream, model string, captureNs int64) (func(error), error) {
-	if !g.known[model] {
-		return g.ungoverned(model), nil
-	}
-	req := sched.Request{Stream: stream, Model: model}
-	if captureNs != 0 {
-		req.Capture = g.capture(captureNs)
-	}
-	return g.admit(ctx, req)
-}
-
 func (g *Governor) capture(ns int64) sched.Time {
 	if g.toMono != nil {
 		ns = g.toMono(ns)

@@ -38,11 +38,7 @@ func (g *Gateway) infer(ss grpc.ServerStream, m *metrics.Method) error {
 		req.Free()
 		return err
 	}
-	if g.opts.Infer != nil {
-		err = g.inferOther(ss, h, &req, m)
-	} else {
-		err = g.invoke(ss, methodInfer, &req, &resp, m)
-	}
+	err = g.invoke(ss, methodInfer, &req, &resp, m)
 	done(err)
 	return err
 }
@@ -63,7 +59,7 @@ func (g *Gateway) inferCall(ss grpc.ServerStream, req *wire.Frame, m *metrics.Me
 	select {
 	case <-w.ch:
 	case <-ss.Context().Done():
-		g.Cancel(c)
+		w.cancel(g, c)
 		<-w.ch
 	}
 	if w.err != nil {
@@ -81,32 +77,29 @@ func (g *Gateway) inferCall(ss grpc.ServerStream, req *wire.Frame, m *metrics.Me
 }
 
 type waitReply struct {
-	ch   chan struct{}
-	resp mem.BufferSlice
-	err  error
+	ch      chan struct{}
+	mu      sync.Mutex // orders Cancel before the answer, or the answer before Cancel
+	replied bool
+	resp    mem.BufferSlice
+	err     error
 }
 
 func (w *waitReply) Reply(_ *Call, resp mem.BufferSlice, err error) {
+	w.mu.Lock()
+	w.replied = true
 	w.resp, w.err = resp, err
+	w.mu.Unlock()
 	close(w.ch)
 }
 
-// inferOther runs a request on Options.Infer and sends its answer.
-func (g *Gateway) inferOther(ss grpc.ServerStream, h *wire.InferHeader, req *wire.Frame, m *metrics.Method) error {
-	out, err := g.opts.Infer.Infer(ss.Context(), h, req.Buffers())
-	req.Free()
-	if err != nil {
-		return err
+// cancel cancels c unless it has been answered: once Reply has run, the gateway
+// releases c, and Cancel would touch a Call that is no longer this request's.
+func (w *waitReply) cancel(g *Gateway, c *Call) {
+	w.mu.Lock()
+	if !w.replied {
+		g.Cancel(c)
 	}
-	var resp wire.Frame
-	resp.Set(out)
-	n := resp.Len()
-	if err := ss.SendMsg(&resp); err != nil {
-		resp.Free()
-		return err
-	}
-	m.Sent(n)
-	return nil
+	w.mu.Unlock()
 }
 
 // prepare parses a ModelInfer request and removes vig's parameters from it.
@@ -182,6 +175,10 @@ func (g *Gateway) streamInfer(ss grpc.ServerStream, m *metrics.Method) error {
 // streamOne runs one request of a stream and leaves the ModelStreamInferResponse
 // to send in out.
 func (g *Gateway) streamOne(ss grpc.ServerStream, req, out *wire.Frame) {
+	if g.opts.Backend != nil {
+		g.streamCall(ss, req, out)
+		return
+	}
 	h := g.headers.Get().(*wire.InferHeader)
 	defer g.headers.Put(h)
 	if err := g.prepare(ss.Context(), h, req); err != nil {
@@ -197,13 +194,7 @@ func (g *Gateway) streamOne(ss grpc.ServerStream, req, out *wire.Frame) {
 		return
 	}
 	var resp wire.Frame
-	if g.opts.Infer != nil {
-		var out mem.BufferSlice
-		out, err = g.opts.Infer.Infer(ss.Context(), h, req.Buffers())
-		resp.Set(out)
-	} else {
-		err = g.backend.Invoke(outgoing(ss.Context()), methodInfer, req, &resp)
-	}
+	err = g.backend.Invoke(outgoing(ss.Context()), methodInfer, req, &resp)
 	req.Free()
 	done(err)
 	if err != nil {
@@ -215,6 +206,36 @@ func (g *Gateway) streamOne(ss grpc.ServerStream, req, out *wire.Frame) {
 	prefix := protowire.AppendVarint(protowire.AppendTag(make([]byte, 0, 12), 2, protowire.BytesType), uint64(resp.Len()))
 	buf := append(mem.BufferSlice{mem.SliceBuffer(prefix)}, resp.Take()...)
 	out.Set(buf)
+}
+
+// streamCall is streamOne through Submit, for Options.Backend (interim: the inline
+// pipeline replaces it).
+func (g *Gateway) streamCall(ss grpc.ServerStream, req, out *wire.Frame) {
+	c := g.NewCall()
+	if err := g.prepare(ss.Context(), &c.Header, req); err != nil {
+		req.Free()
+		c.release()
+		out.Set(streamError(nil, err))
+		return
+	}
+	id := append([]byte(nil), c.Header.ID...) // the header is reused once the call is answered
+	c.Msg = req.Take()
+	w := &waitReply{ch: make(chan struct{})}
+	c.Replier = w
+	g.Submit(c)
+	select {
+	case <-w.ch:
+	case <-ss.Context().Done():
+		w.cancel(g, c)
+		<-w.ch
+	}
+	if w.err != nil {
+		out.Set(streamError(id, w.err))
+		return
+	}
+	// ModelStreamInferResponse{infer_response = 2: <the backend's bytes>}, spliced.
+	prefix := protowire.AppendVarint(protowire.AppendTag(make([]byte, 0, 12), 2, protowire.BytesType), uint64(w.resp.Len()))
+	out.Set(append(mem.BufferSlice{mem.SliceBuffer(prefix)}, w.resp...))
 }
 
 // streamError encodes ModelStreamInferResponse{error_message, infer_response{id}}:

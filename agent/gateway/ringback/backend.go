@@ -1,32 +1,34 @@
-// Package backend carries vig's inference requests to a backend reachable only
-// through a shared-memory ring: an on-device runtime without gRPC. Here vig is the
-// ring's client: it creates the region, hands it to the runtime over the ring's
-// Unix socket (package shmring), and posts each request's tensors on the request
-// ring; the runtime reads them in place and posts the result on the response ring.
+// Package ringback is the gateway's backend for a runtime reachable only through a
+// shared-memory ring: an on-device runtime without gRPC. Here vig is the ring's
+// client: it creates the region, hands it to the runtime over the ring's Unix socket
+// (package shmring), and posts each call's tensors on the request ring; the runtime
+// reads them in place and posts the result on the response ring.
 //
-// Backend implements gateway.InferBackend, so the gateway and its scheduler work
+// Backend implements gateway.Backend, so the gateway and its scheduler work
 // unchanged in front of it:
 //
-//	b, err := backend.Dial("@npu-runtime", backend.Options{})
-//	gw, err := gateway.New(gateway.Options{..., Infer: b})
+//	b, err := ringback.New("@npu-runtime", ringback.Options{})
+//	gw, err := gateway.New(gateway.Options{..., Backend: b}) // the gateway calls b.Open
 //
-// # Mapping a ModelInferRequest onto a ring descriptor
+// # Mapping a call onto a ring descriptor
 //
-// The raw_input_contents are copied back to back into one loaned payload slot —
-// the one copy on this path — and described by one tensor record each (name,
-// datatype, shape from the request). The descriptor's model is model_name. Its
-// stream and frame come from the request id when it has the form "stream#frame"
-// (the convention of vig's benchmark driver and mock backend); otherwise the
-// stream is vig's (vig_stream, else the model) and the frame a counter of such
-// requests kept by the Backend. Capture time is vig_capture_ns, or 0 when the
-// request has none. The ring carries no model version or parameters: Triton's
-// priority and timeout act in vig's scheduler, not in the runtime.
+// Everything comes from the call's parsed header (gateway.Call.Header: names,
+// datatypes, shapes, and where each raw_input_contents entry lies in the message);
+// the message itself is not scanned again. The raw_input_contents are copied back to
+// back into one loaned payload slot — the one copy on this path — and described by
+// one tensor record each (name, datatype, shape). The descriptor's model is
+// model_name. Its stream and frame come from the request id when it has the form
+// "stream#frame" (the convention of vig's ring frontend, benchmark driver and mock
+// backend); otherwise the stream is vig's (vig_stream, else the model) and the frame
+// a counter of such requests kept by the Backend. Capture time is vig_capture_ns, or
+// 0 when the request has none. The ring carries no model version or parameters:
+// Triton's priority and timeout act in vig's scheduler, not in the runtime.
 //
 // What the ring cannot carry is refused before anything is posted: tensors given
 // as `contents` or in a shared-memory region (UNIMPLEMENTED: send
 // raw_input_contents), more than shmring.MaxTensors inputs, names or shapes beyond
 // the descriptor's fields (INVALID_ARGUMENT), and a request larger than a request
-// slot (RESOURCE_EXHAUSTED, naming the slot size and Options.Config).
+// slot (RESOURCE_EXHAUSTED, naming the slot size and Options.ConfigKey).
 //
 // # The answer
 //
@@ -41,21 +43,21 @@
 //
 // # Sessions
 //
-// One ring session carries all requests. Requests are posted by whichever
-// goroutine serves them (serialized by a mutex around the ring's producer end);
-// a single reader goroutine takes the results, which may come in any order, and
-// hands each to the request waiting for its tag. The requests in flight are
-// bounded by what the session can answer without dropping anything: the smaller
-// of the request ring's slots and descriptors and the response ring's slots and
-// descriptors. A request whose context ends stops waiting; its late result is
-// released and dropped when it arrives.
+// One ring session carries all calls. Start posts a call on the goroutine that
+// started it when the session has room (no hand-off); otherwise the call waits in
+// a FIFO that one poster goroutine drains as room frees. Room is what the session
+// can answer without dropping anything: the smaller of the request ring's slots and
+// descriptors and the response ring's slots and descriptors. A single reader
+// goroutine takes the results, which may come in any order, and finishes each call
+// (gateway.Call.Finish) on that goroutine. Abort takes a call that still waits out
+// of the FIFO (CANCELLED); a posted call runs to its result.
 //
-// The Backend connects in the background and reconnects with exponential backoff
-// (no busy loop) when the session ends or cannot be established. Meanwhile every
-// request fails at once with UNAVAILABLE; requests in flight when the session
-// ends fail UNAVAILABLE too. Options.OnState reports the transitions (for the
-// scheduler's notion of backend availability and for health).
-package backend
+// The Backend connects in the background once the gateway Opens it, and reconnects
+// with exponential backoff (no busy loop) when the session ends or cannot be
+// established. Meanwhile every call fails at once with UNAVAILABLE; calls in flight
+// when the session ends fail UNAVAILABLE too. The Open callback is told every
+// transition: it is the one place the backend's state is reported.
+package ringback
 
 import (
 	"context"
@@ -63,8 +65,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"runtime"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -73,6 +73,7 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 
+	"github.com/vig-edge/vig/agent/gateway"
 	"github.com/vig-edge/vig/shmring"
 	"github.com/vig-edge/vig/wire"
 )
@@ -92,18 +93,14 @@ type Options struct {
 	// MinBackoff and MaxBackoff bound the wait between connection attempts
 	// (100 ms and 5 s by default); it doubles after each failure.
 	MinBackoff, MaxBackoff time.Duration
-	// OnState, if set, is called with true when a session is established and with
-	// false when it ends or the first attempt fails: on each change, from one
-	// goroutine, in order.
-	OnState func(up bool)
 	// ConfigKey names the setting that sizes the ring in the user's configuration,
-	// for error messages (e.g. "backend.ring.slot_bytes"); empty names Options.Config.
+	// for error messages (e.g. "backend.ring.slot_kib"); empty names Options.Config.
 	ConfigKey string
 	Logger    *slog.Logger
 }
 
-// Backend sends inference requests over a ring session to a runtime. Its methods
-// are safe for concurrent use.
+// Backend sends inference calls over a ring session to a runtime. Its methods are
+// safe for concurrent use.
 type Backend struct {
 	addr string
 	opts Options
@@ -112,34 +109,34 @@ type Backend struct {
 	cur     atomic.Pointer[session]
 	frames  atomic.Uint64 // frame numbers for requests whose id names none
 	stray   atomic.Uint64 // answers to tags vig did not post
-	calls   sync.Pool     // *call
+	opened  sync.Once
 	closing chan struct{}
 	stopped chan struct{}
 	closeMu sync.Once
+	onState func(up bool)
 
-	reported int8 // last state given to OnState: 0 none yet, 1 up, -1 down (run's)
+	reported int8 // last state given to onState: 0 none yet, 1 up, -1 down (run's)
 
 	mu      sync.Mutex
 	lastErr error         // why no session is up
 	upCh    chan struct{} // closed while a session is up; replaced when it ends
 }
 
-// Dial starts connecting to the runtime listening on addr ("@name" for the
-// abstract namespace, else a socket path) and returns at once; requests fail
-// UNAVAILABLE until the session is up (see WaitUp). It fails only for options that
+// New checks the options and returns a Backend that connects once Opened (the
+// gateway opens its backend when it is built). It fails only for options that
 // cannot work and on machines without shared memory for rings.
-func Dial(addr string, opts Options) (*Backend, error) {
+func New(addr string, opts Options) (*Backend, error) {
 	if addr == "" {
-		return nil, errors.New("shmring/backend: no address")
+		return nil, errors.New("ringback: no address")
 	}
 	if _, err := shmring.Probe(); err != nil {
-		return nil, fmt.Errorf("shmring/backend: no shared memory for a ring on this machine: %w", err)
+		return nil, fmt.Errorf("ringback: no shared memory for a ring on this machine: %w", err)
 	}
 	if opts.Config == (shmring.Config{}) {
 		opts.Config = shmring.DefaultConfig
 	}
 	if _, err := shmring.ComputeLayout(opts.Config); err != nil {
-		return nil, fmt.Errorf("shmring/backend: ring sizes: %w", err)
+		return nil, fmt.Errorf("ringback: ring sizes: %w", err)
 	}
 	if opts.MinBackoff <= 0 {
 		opts.MinBackoff = 100 * time.Millisecond
@@ -153,12 +150,18 @@ func Dial(addr string, opts Options) (*Backend, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	b := &Backend{addr: addr, opts: opts, log: opts.Logger.With("backend", "ring:"+addr),
+	return &Backend{addr: addr, opts: opts, log: opts.Logger.With("backend", "ring:"+addr),
 		closing: make(chan struct{}), stopped: make(chan struct{}), upCh: make(chan struct{}),
-		lastErr: errors.New("not connected yet")}
-	b.calls.New = func() any { return &call{done: make(chan error, 1)} }
-	go b.run()
-	return b, nil
+		lastErr: errors.New("not connected yet")}, nil
+}
+
+// Open implements gateway.Backend: it starts connecting (once) and reports every
+// change of the session's state to state (from one goroutine, in order).
+func (b *Backend) Open(state func(up bool)) {
+	b.opened.Do(func() {
+		b.onState = state
+		go b.run()
+	})
 }
 
 // Addr is the runtime's ring address.
@@ -181,18 +184,19 @@ func (b *Backend) WaitUp(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-b.stopped:
-			return errors.New("shmring/backend: closed")
+			return errors.New("ringback: closed")
 		}
 	}
 }
 
-// Close ends the session and stops reconnecting; requests in flight fail
-// UNAVAILABLE.
+// Close implements gateway.Backend: it ends the session and stops reconnecting;
+// calls in flight fail UNAVAILABLE.
 func (b *Backend) Close() error {
 	b.closeMu.Do(func() { close(b.closing) })
 	if s := b.cur.Load(); s != nil {
 		s.s.Close()
 	}
+	b.opened.Do(func() { close(b.stopped) }) // never opened: nothing runs
 	<-b.stopped
 	return nil
 }
@@ -209,6 +213,7 @@ func (b *Backend) run() {
 			Spin: b.opts.Spin, Timeout: b.opts.Timeout, Logger: b.opts.Logger})
 		if err == nil {
 			s := newSession(b, ss)
+			go s.poster()
 			b.mu.Lock()
 			b.cur.Store(s)
 			close(b.upCh)
@@ -218,13 +223,13 @@ func (b *Backend) run() {
 			select {
 			case <-b.closing:
 				ss.Close()
-				s.read() // returns at once, failing any request that found the session meanwhile
+				s.read() // returns at once, failing any call that found the session meanwhile
 				b.cur.Store(nil)
 				return
 			default:
 			}
 			b.log.Info("ring backend connected", "pid", ss.Peer().PID, "uid", ss.Peer().UID,
-				"in_flight", cap(s.tokens), "request_slot_bytes", s.slotSize)
+				"in_flight", s.room, "request_slot_bytes", s.slotSize)
 			b.state(true)
 			failures = 0
 			start := time.Now()
@@ -271,7 +276,7 @@ func (b *Backend) run() {
 	}
 }
 
-// state reports a transition to OnState; only run calls it.
+// state reports a transition to the Open callback; only run calls it.
 func (b *Backend) state(up bool) {
 	v := int8(-1)
 	if up {
@@ -281,8 +286,8 @@ func (b *Backend) state(up bool) {
 		return
 	}
 	b.reported = v
-	if b.opts.OnState != nil {
-		b.opts.OnState(up)
+	if b.onState != nil {
+		b.onState(up)
 	}
 }
 
@@ -293,12 +298,58 @@ func (b *Backend) downError() error {
 	return status.Errorf(codes.Unavailable, "backend ring %s is down (%v); vig reconnects with backoff", b.addr, err)
 }
 
+// finisher is how a call is answered: *gateway.Call in production.
+type finisher interface {
+	Finish(resp mem.BufferSlice, err error)
+}
+
+// job is one call on its way through the ring.
+type job struct {
+	f   finisher
+	h   *wire.InferHeader
+	msg mem.BufferSlice
+}
+
+// Start implements gateway.Backend. The call is checked against what a ring can
+// carry, then posted at once when the session has room, else queued for the
+// poster; it is finished exactly once, possibly before Start returns.
+func (b *Backend) Start(c *gateway.Call) {
+	msg, err := c.Message()
+	if err != nil {
+		c.Finish(nil, err)
+		return
+	}
+	b.start(job{f: c, h: &c.Header, msg: msg})
+}
+
+// Abort implements gateway.Backend: a call still waiting for room is finished
+// CANCELLED; a posted call runs to its result.
+func (b *Backend) Abort(c *gateway.Call) {
+	if s := b.cur.Load(); s != nil {
+		s.abort(c)
+	}
+}
+
+func (b *Backend) start(j job) {
+	s := b.cur.Load()
+	if s == nil {
+		j.f.Finish(nil, b.downError())
+		return
+	}
+	if err := s.check(j.h); err != nil {
+		j.f.Finish(nil, err)
+		return
+	}
+	s.start(j)
+}
+
 // session is one established ring session.
 type session struct {
 	b        *Backend
 	s        *shmring.Session
 	slotSize int
-	tokens   chan struct{} // one per request in flight
+	room     int           // calls the session can have in flight
+	kick     chan struct{} // wakes the poster (capacity 1)
 	dead     chan struct{} // closed when the session has ended
 
 	sendMu  sync.Mutex // the request ring's producer end, and what follows
@@ -306,10 +357,16 @@ type session struct {
 	d       shmring.Descriptor
 	names   map[string]string // interned tensor names and datatypes
 
-	mu      sync.Mutex
-	pending map[uint64]*call
-	ended   bool
-	endErr  error
+	mu       sync.Mutex
+	inflight int            // calls posted and not yet answered
+	waitq    []job          // calls waiting for room, in order
+	pending  map[uint64]job // posted calls by tag
+	ended    bool
+	endErr   error
+
+	// The reader's scratch (only read and its callees use these).
+	rd   shmring.Descriptor
+	outs []output
 }
 
 func newSession(b *Backend, ss *shmring.Session) *session {
@@ -318,182 +375,90 @@ func newSession(b *Backend, ss *shmring.Session) *session {
 	// The runtime answers without waiting (a full response ring drops the
 	// answer), so no more may be in flight than it can surely answer.
 	n := min(req.Slots, req.Descriptors, resp.Slots, resp.Descriptors)
-	return &session{b: b, s: ss, slotSize: int(req.SlotSize), tokens: make(chan struct{}, n),
-		dead: make(chan struct{}), names: map[string]string{}, pending: map[uint64]*call{}}
+	return &session{b: b, s: ss, slotSize: int(req.SlotSize), room: int(n), kick: make(chan struct{}, 1),
+		dead: make(chan struct{}), names: map[string]string{}, pending: map[uint64]job{}}
 }
 
-// call is one request waiting for its result.
-type call struct {
-	done      chan error // the result is in d (nil) or failed
-	d         shmring.Descriptor
-	abandoned bool // the requester left; the reader disposes of the result (under session.mu)
-	ended     bool // failed because the session ended: no slot or token to give back
-	scratch   []byte
-	layout    tensorLayout
-	outs      []output
-}
-
-// read takes results off the response ring until the session ends, and then
-// fails every request still waiting.
-func (s *session) read() error {
-	var d shmring.Descriptor
-	var err error
-	for {
-		err = s.s.Guard(func() error { return s.s.Responses.Next(&d) })
-		if errors.Is(err, shmring.ErrBadDescriptor) {
-			// The ring goes on; the malformed answer fails its request (the
-			// descriptor's tag is still read).
-			s.deliver(&d, status.Errorf(codes.Internal, "backend ring %s: malformed answer: %v", s.b.addr, err))
-			continue
-		}
-		if err != nil {
-			break
-		}
-		s.deliver(&d, nil)
-	}
-	s.s.Close()
+// start posts j now if there is room and nobody waits before it, else queues it.
+func (s *session) start(j job) {
 	s.mu.Lock()
-	s.ended, s.endErr = true, err
-	close(s.dead)
-	for tag, c := range s.pending {
-		delete(s.pending, tag)
-		if !c.abandoned {
-			c.ended = true
-			c.done <- status.Errorf(codes.Unavailable, "backend ring %s: session ended with the request in flight: %v", s.b.addr, err)
-		}
+	if s.ended {
+		s.mu.Unlock()
+		j.f.Finish(nil, s.b.downError())
+		return
 	}
+	if len(s.waitq) > 0 || s.inflight == s.room {
+		s.waitq = append(s.waitq, j)
+		s.mu.Unlock()
+		s.wake()
+		return
+	}
+	s.inflight++
 	s.mu.Unlock()
-	return err
+	s.post(j, false)
 }
 
-// deliver hands a result to the request waiting for its tag.
-func (s *session) deliver(d *shmring.Descriptor, err error) {
-	s.mu.Lock()
-	c := s.pending[d.Tag]
-	delete(s.pending, d.Tag)
-	switch {
-	case c == nil:
-		s.mu.Unlock()
-		s.release(d)
-		if n := s.b.stray.Add(1); n <= 10 || n%1000 == 0 {
-			s.b.log.Warn("ring backend answered a tag vig did not post; dropped", "tag", d.Tag, "count", n)
-		}
-	case c.abandoned:
-		s.mu.Unlock()
-		s.release(d)
-		<-s.tokens
-		s.b.putCall(c)
+func (s *session) wake() {
+	select {
+	case s.kick <- struct{}{}:
 	default:
-		c.d = *d
-		s.mu.Unlock()
-		c.done <- err
 	}
 }
 
-// release returns a response's payload slot to the runtime.
-func (s *session) release(d *shmring.Descriptor) {
-	if d.Slot != shmring.NoSlot {
-		s.s.Guard(func() error { s.s.Responses.Release(d.Slot); return nil })
+// poster posts queued calls as room frees, waiting for a payload slot when the
+// runtime has not returned one yet. It ends with the session.
+func (s *session) poster() {
+	for {
+		select {
+		case <-s.kick:
+		case <-s.dead:
+			return
+		}
+		for {
+			s.mu.Lock()
+			if s.ended || len(s.waitq) == 0 || s.inflight == s.room {
+				s.mu.Unlock()
+				break
+			}
+			j := s.waitq[0]
+			s.waitq[0] = job{}
+			s.waitq = s.waitq[1:]
+			s.inflight++
+			s.mu.Unlock()
+			s.post(j, true)
+		}
 	}
 }
 
-func (b *Backend) putCall(c *call) {
-	c.abandoned, c.ended = false, false
-	c.d = shmring.Descriptor{}
-	clear(c.outs)
-	c.outs = c.outs[:0]
-	b.calls.Put(c)
-}
-
-// Infer implements gateway.InferBackend.
-func (b *Backend) Infer(ctx context.Context, h *wire.InferHeader, req mem.BufferSlice) (mem.BufferSlice, error) {
-	s := b.cur.Load()
-	if s == nil {
-		return nil, b.downError()
-	}
-	c := b.calls.Get().(*call)
-	out, keep, err := s.infer(ctx, c, h, req)
-	if !keep {
-		b.putCall(c)
-	}
-	return out, err
-}
-
-// infer runs one request on the session. keep reports that c now belongs to the
-// reader (the request was abandoned with its result outstanding).
-func (s *session) infer(ctx context.Context, c *call, h *wire.InferHeader, req mem.BufferSlice) (_ mem.BufferSlice, keep bool, _ error) {
-	if err := checkHeader(h); err != nil {
-		return nil, false, err
-	}
-	var err error
-	if c.scratch, err = scanRequest(req, &c.layout, c.scratch); err != nil {
-		return nil, false, status.Errorf(codes.InvalidArgument, "ModelInfer: %v", err)
-	}
-	l := &c.layout
-	if l.inputs != len(h.Inputs) || (l.raws != 0 && l.raws != l.inputs) {
-		return nil, false, status.Errorf(codes.InvalidArgument,
-			"raw_input_contents field must be used for all inputs, or none: %d inputs, %d raw_input_contents", l.inputs, l.raws)
-	}
-	if l.raws == 0 && l.inputs > 0 {
-		return nil, false, status.Errorf(codes.Unimplemented,
-			"backend ring %s: tensors must be sent in raw_input_contents (the ring carries raw bytes only)", s.b.addr)
-	}
-	total := 0
-	for _, r := range l.raw[:l.raws] {
-		total += r.len
-	}
-	if total > s.slotSize {
-		return nil, false, status.Errorf(codes.ResourceExhausted,
-			"request tensors of %d bytes exceed the %d-byte request slots of backend ring %s; raise %s",
-			total, s.slotSize, s.b.addr, s.b.opts.ConfigKey)
-	}
-
-	stream, frame, ok := parseFrameID(h.ID)
-	if !ok {
-		stream, frame = h.Stream, s.b.frames.Add(1)-1
-	}
-	if len(stream) > shmring.MaxStreamLen {
-		return nil, false, status.Errorf(codes.InvalidArgument, "stream '%s' longer than a ring's %d bytes", stream, shmring.MaxStreamLen)
-	}
-
-	// A token bounds the requests in flight by what the session can answer.
-	select {
-	case s.tokens <- struct{}{}:
-	case <-ctx.Done():
-		return nil, false, status.FromContextError(ctx.Err()).Err()
-	case <-s.dead:
-		return nil, false, s.b.downError()
-	}
-	tag, err := s.post(ctx, c, h, req, total, stream, frame)
-	if err != nil {
-		<-s.tokens
-		return nil, false, err
-	}
-
-	select {
-	case err := <-c.done:
-		out, err := s.finish(c, h, err)
-		return out, false, err
-	case <-ctx.Done():
-	}
+// abort finishes a call that still waits for room.
+func (s *session) abort(c *gateway.Call) {
 	s.mu.Lock()
-	if _, ok := s.pending[tag]; ok {
-		c.abandoned = true // the reader releases the late result and the token
-		s.mu.Unlock()
-		return nil, true, status.FromContextError(ctx.Err()).Err()
+	for i, j := range s.waitq {
+		if j.f == finisher(c) {
+			s.waitq = append(s.waitq[:i], s.waitq[i+1:]...)
+			s.mu.Unlock()
+			// Not on the caller's goroutine: the canceller may hold a lock that
+			// its Replier takes (a rare path: the call never reached the ring).
+			go c.Finish(nil, status.Error(codes.Canceled, "the client left before the call was sent to the ring backend"))
+			return
+		}
 	}
 	s.mu.Unlock()
-	// The result was handed over (or the session ended) as the context ended.
-	<-c.done
-	if !c.ended {
-		s.release(&c.d)
-		<-s.tokens
-	}
-	return nil, false, status.FromContextError(ctx.Err()).Err()
 }
 
-// checkHeader refuses what a ring descriptor cannot carry.
-func checkHeader(h *wire.InferHeader) error {
+// giveBack returns a unit of room and wakes the poster if someone waits for it.
+func (s *session) giveBack() {
+	s.mu.Lock()
+	s.inflight--
+	waiting := len(s.waitq) > 0
+	s.mu.Unlock()
+	if waiting {
+		s.wake()
+	}
+}
+
+// check refuses what a ring descriptor cannot carry, from the header alone.
+func (s *session) check(h *wire.InferHeader) error {
 	switch {
 	case len(h.Model) > shmring.MaxModelLen:
 		return status.Errorf(codes.InvalidArgument, "model name of %d bytes: a ring carries at most %d", len(h.Model), shmring.MaxModelLen)
@@ -511,6 +476,13 @@ func checkHeader(h *wire.InferHeader) error {
 			return status.Errorf(codes.InvalidArgument, "input '%s': name of %d bytes, a ring carries at most %d", t.Name, len(t.Name), shmring.MaxTensorName)
 		case len(t.Datatype) > shmring.MaxDatatypeLen:
 			return status.Errorf(codes.InvalidArgument, "input '%s': datatype '%s' longer than a ring's %d bytes", t.Name, t.Datatype, shmring.MaxDatatypeLen)
+		case len(t.Shape) > shmring.MaxRank:
+			return status.Errorf(codes.InvalidArgument, "input '%s': rank %d above the %d a ring descriptor carries", t.Name, len(t.Shape), shmring.MaxRank)
+		}
+		for _, d := range t.Shape {
+			if d < 0 {
+				return status.Errorf(codes.InvalidArgument, "input '%s': negative dimension %d in the shape", t.Name, d)
+			}
 		}
 	}
 	for i := range h.Outputs {
@@ -518,41 +490,95 @@ func checkHeader(h *wire.InferHeader) error {
 			return status.Errorf(codes.Unimplemented, "output '%s': shared-memory regions cannot go over a ring", h.Outputs[i].Name)
 		}
 	}
+	if h.RawInputs != len(h.Inputs) || len(h.Raw) != h.RawInputs {
+		if h.RawInputs == 0 && len(h.Inputs) > 0 {
+			return status.Errorf(codes.Unimplemented,
+				"backend ring %s: tensors must be sent in raw_input_contents (the ring carries raw bytes only)", s.b.addr)
+		}
+		return status.Errorf(codes.InvalidArgument,
+			"raw_input_contents field must be used for all inputs, or none: %d inputs, %d raw_input_contents", len(h.Inputs), h.RawInputs)
+	}
+	if h.RawBytes > s.slotSize {
+		return status.Errorf(codes.ResourceExhausted,
+			"request tensors of %d bytes exceed the %d-byte request slots of backend ring %s; raise %s",
+			h.RawBytes, s.slotSize, s.b.addr, s.b.opts.ConfigKey)
+	}
+	if stream, _, ok := parseFrameID(h.ID); ok && len(stream) > shmring.MaxStreamLen || !ok && len(h.Stream) > shmring.MaxStreamLen {
+		return status.Errorf(codes.InvalidArgument, "stream of the request longer than a ring's %d bytes", shmring.MaxStreamLen)
+	}
 	return nil
 }
 
 func hasShm(t *wire.Tensor) bool {
 	for _, p := range t.Params {
-		if string(p.Key) == "shared_memory_region" {
+		if string(p.Key) == wire.ParamShmRegion {
 			return true
 		}
 	}
 	return false
 }
 
-// post copies the request's tensors into a payload slot and posts the descriptor.
-// On success the call is pending under the returned tag.
-func (s *session) post(ctx context.Context, c *call, h *wire.InferHeader, req mem.BufferSlice, total int, stream []byte, frame uint64) (uint64, error) {
-	slot, buf, err := s.loan(ctx, total)
-	if err != nil {
-		return 0, err
-	}
-	l := &c.layout
-	if slot != shmring.NoSlot {
+// post copies the call's tensors into a payload slot and posts the descriptor; it
+// holds one unit of room, which it gives back when it fails. wait says whether it
+// may sleep for a payload slot (the poster); otherwise a call that finds none goes
+// to the front of the queue.
+func (s *session) post(j job, wait bool) {
+	h := j.h
+	total := h.RawBytes
+	slot, buf := uint32(shmring.NoSlot), []byte(nil)
+	if total > 0 {
+		s.sendMu.Lock()
+		err := s.s.Guard(func() (err error) {
+			if wait {
+				slot, buf, err = s.s.Requests.Loan()
+			} else {
+				slot, buf, err = s.s.Requests.TryLoan()
+			}
+			return err
+		})
+		s.sendMu.Unlock()
+		switch {
+		case errors.Is(err, shmring.ErrFull) && !wait:
+			// The room is there but the runtime has not returned the slot of
+			// an answered call yet: the poster waits for it.
+			s.mu.Lock()
+			s.inflight--
+			s.waitq = append(s.waitq, job{})
+			copy(s.waitq[1:], s.waitq)
+			s.waitq[0] = j
+			s.mu.Unlock()
+			s.wake()
+			return
+		case err != nil:
+			s.giveBack()
+			j.f.Finish(nil, status.Errorf(codes.Unavailable, "backend ring %s: %v", s.b.addr, err))
+			return
+		}
 		// The one copy: the runtime reads the slot in place.
-		err = s.s.Guard(func() error { copySpans(buf, req, l.raw[:l.raws]); return nil })
+		err = s.s.Guard(func() error {
+			off := 0
+			for _, r := range h.Raw {
+				off += r.CopyTo(buf[off:], j.msg)
+			}
+			return nil
+		})
 		if err != nil {
 			s.unloan(slot)
-			return 0, status.Errorf(codes.Unavailable, "backend ring %s: %v", s.b.addr, err)
+			s.giveBack()
+			j.f.Finish(nil, status.Errorf(codes.Unavailable, "backend ring %s: %v", s.b.addr, err))
+			return
 		}
 	}
+	stream, frame, ok := parseFrameID(h.ID)
+	if !ok {
+		stream, frame = h.Stream, s.b.frames.Add(1)-1
+	}
 	s.sendMu.Lock()
-	defer s.sendMu.Unlock()
 	s.nextTag++
 	tag := s.nextTag
 	d := &s.d
 	*d = shmring.Descriptor{Tag: tag, Frame: frame, Slot: slot, Stream: s.intern(stream), Model: s.intern(h.Model),
-		NumTensors: l.inputs}
+		NumTensors: len(h.Inputs)}
 	if slot != shmring.NoSlot {
 		d.PayloadLen = uint64(total)
 	}
@@ -560,78 +586,45 @@ func (s *session) post(ctx context.Context, c *call, h *wire.InferHeader, req me
 		d.CaptureNs = h.Capture
 	}
 	off := uint64(0)
-	for i := range l.inputs {
-		t := &d.Tensors[i]
-		t.Name, t.Datatype = s.intern(h.Inputs[i].Name), s.intern(h.Inputs[i].Datatype)
-		t.Rank, t.Dims = l.rank[i], l.dims[i]
-		t.Offset, t.Length = off, uint64(l.raw[i].len)
+	for i := range h.Inputs {
+		in, t := &h.Inputs[i], &d.Tensors[i]
+		t.Name, t.Datatype = s.intern(in.Name), s.intern(in.Datatype)
+		t.Rank = copy(t.Dims[:], in.Shape)
+		t.Offset, t.Length = off, uint64(h.Raw[i].Len)
 		off += t.Length
 	}
 	s.mu.Lock()
 	if s.ended {
 		s.mu.Unlock()
 		s.unloanLocked(slot)
-		return 0, s.b.downError()
-	}
-	s.pending[tag] = c
-	s.mu.Unlock()
-	err = s.s.Guard(func() error { return s.s.Requests.TryPost(d) })
-	if err != nil {
-		s.mu.Lock()
-		delete(s.pending, tag)
-		s.mu.Unlock()
-		s.unloanLocked(slot)
-		if errors.Is(err, shmring.ErrFull) {
-			// Tokens keep the posted requests below the ring's size: only a
-			// runtime that stopped reading its ring gets here.
-			return 0, status.Errorf(codes.Unavailable, "backend ring %s: request ring full (the runtime is not reading it)", s.b.addr)
-		}
-		return 0, status.Errorf(codes.Unavailable, "backend ring %s: %v", s.b.addr, err)
-	}
-	return tag, nil
-}
-
-// loan takes a payload slot for n bytes (none for an empty request). The token
-// guarantees that a slot frees soon: the runtime returns it right after answering.
-// Until then this waits politely, minding ctx and the session.
-func (s *session) loan(ctx context.Context, n int) (uint32, []byte, error) {
-	if n == 0 {
-		return shmring.NoSlot, nil, nil
-	}
-	var t *time.Timer
-	defer func() {
-		if t != nil {
-			t.Stop()
-		}
-	}()
-	for i := 0; ; i++ {
-		var slot uint32
-		var buf []byte
-		s.sendMu.Lock()
-		err := s.s.Guard(func() (err error) { slot, buf, err = s.s.Requests.TryLoan(); return err })
 		s.sendMu.Unlock()
-		switch {
-		case err == nil:
-			return slot, buf, nil
-		case !errors.Is(err, shmring.ErrFull):
-			return 0, nil, status.Errorf(codes.Unavailable, "backend ring %s: %v", s.b.addr, err)
-		case i < 100:
-			runtime.Gosched()
-			continue
-		}
-		if t == nil {
-			t = time.NewTimer(time.Millisecond)
-		} else {
-			t.Reset(time.Millisecond)
-		}
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			return 0, nil, status.FromContextError(ctx.Err()).Err()
-		case <-s.dead:
-			return 0, nil, s.b.downError()
-		}
+		j.f.Finish(nil, s.b.downError())
+		return
 	}
+	s.pending[tag] = j
+	s.mu.Unlock()
+	err := s.s.Guard(func() error { return s.s.Requests.TryPost(d) })
+	if err != nil {
+		s.unloanLocked(slot)
+	}
+	s.sendMu.Unlock()
+	if err == nil {
+		return
+	}
+	s.mu.Lock()
+	_, mine := s.pending[tag]
+	delete(s.pending, tag)
+	s.mu.Unlock()
+	if !mine {
+		return // the session ended meanwhile and failed the call
+	}
+	s.giveBack()
+	if errors.Is(err, shmring.ErrFull) {
+		// The room keeps the posted requests below the ring's size: only a
+		// runtime that stopped reading its ring gets here.
+		err = fmt.Errorf("request ring full (the runtime is not reading it)")
+	}
+	j.f.Finish(nil, status.Errorf(codes.Unavailable, "backend ring %s: %v", s.b.addr, err))
 }
 
 func (s *session) unloan(slot uint32) {
@@ -659,18 +652,73 @@ func (s *session) intern(b []byte) string {
 	return v
 }
 
-// finish turns a delivered result into the answer and gives the slot and the
-// token back.
-func (s *session) finish(c *call, h *wire.InferHeader, err error) (out mem.BufferSlice, _ error) {
-	if c.ended {
-		return nil, err // no slot, and the tokens ended with the session
+// read takes results off the response ring until the session ends, and then
+// fails every call still waiting or in flight.
+func (s *session) read() error {
+	d := &s.rd
+	var err error
+	for {
+		err = s.s.Guard(func() error { return s.s.Responses.Next(d) })
+		if errors.Is(err, shmring.ErrBadDescriptor) {
+			// The ring goes on; the malformed answer fails its call (the
+			// descriptor's tag is still read).
+			s.deliver(d, status.Errorf(codes.Internal, "backend ring %s: malformed answer: %v", s.b.addr, err))
+			continue
+		}
+		if err != nil {
+			break
+		}
+		s.deliver(d, nil)
 	}
-	defer func() { <-s.tokens }()
-	defer s.release(&c.d)
+	s.s.Close()
+	s.mu.Lock()
+	s.ended, s.endErr = true, err
+	close(s.dead)
+	failed := make([]job, 0, len(s.pending)+len(s.waitq))
+	for tag, j := range s.pending {
+		delete(s.pending, tag)
+		failed = append(failed, j)
+	}
+	failed = append(failed, s.waitq...)
+	s.waitq = nil
+	s.mu.Unlock()
+	for _, j := range failed {
+		j.f.Finish(nil, status.Errorf(codes.Unavailable, "backend ring %s: session ended with the request in flight: %v", s.b.addr, err))
+	}
+	return err
+}
+
+// deliver finishes the call waiting for d's tag, on the reader's goroutine.
+func (s *session) deliver(d *shmring.Descriptor, err error) {
+	s.mu.Lock()
+	j, ok := s.pending[d.Tag]
+	delete(s.pending, d.Tag)
+	s.mu.Unlock()
+	if !ok {
+		s.release(d)
+		if n := s.b.stray.Add(1); n <= 10 || n%1000 == 0 {
+			s.b.log.Warn("ring backend answered a tag vig did not post; dropped", "tag", d.Tag, "count", n)
+		}
+		return
+	}
+	out, err := s.finish(j.h, d, err)
+	s.release(d)
+	s.giveBack()
+	j.f.Finish(out, err)
+}
+
+// release returns a response's payload slot to the runtime.
+func (s *session) release(d *shmring.Descriptor) {
+	if d.Slot != shmring.NoSlot {
+		s.s.Guard(func() error { s.s.Responses.Release(d.Slot); return nil })
+	}
+}
+
+// finish turns a delivered result into the answer.
+func (s *session) finish(h *wire.InferHeader, d *shmring.Descriptor, err error) (out mem.BufferSlice, _ error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &c.d
 	if d.Status != shmring.StatusOK {
 		msg := d.Message
 		if msg == "" {
@@ -680,7 +728,7 @@ func (s *session) finish(c *call, h *wire.InferHeader, err error) (out mem.Buffe
 	}
 	var rerr error
 	gerr := s.s.Guard(func() error {
-		out, rerr = s.encode(c, h)
+		out, rerr = s.encode(h, d)
 		return nil
 	})
 	if gerr != nil {
@@ -689,12 +737,11 @@ func (s *session) finish(c *call, h *wire.InferHeader, err error) (out mem.Buffe
 	return out, rerr
 }
 
-// encode builds the ModelInferResponse from the result in c.d; it runs under the
+// encode builds the ModelInferResponse from the result in d; it runs under the
 // session's guard since it reads the response slot.
-func (s *session) encode(c *call, h *wire.InferHeader) (mem.BufferSlice, error) {
-	d := &c.d
+func (s *session) encode(h *wire.InferHeader, d *shmring.Descriptor) (mem.BufferSlice, error) {
 	payload := s.s.Responses.Payload(d)
-	outs := c.outs[:0]
+	outs := s.outs[:0]
 	if d.NumTensors == 0 && len(payload) > 0 {
 		outs = append(outs, output{name: "OUTPUT0", datatype: "UINT8", shape: []int64{int64(len(payload))}, data: payload})
 	}
@@ -709,7 +756,8 @@ func (s *session) encode(c *call, h *wire.InferHeader) (mem.BufferSlice, error) 
 		}
 		outs = append(outs, output{name: t.Name, datatype: t.Datatype, shape: t.Shape(), data: payload[t.Offset : t.Offset+t.Length]})
 	}
-	c.outs = outs
+	s.outs = outs
+	defer clear(s.outs)
 	for i := range h.Outputs {
 		if !produced(outs, h.Outputs[i].Name) {
 			return nil, status.Errorf(codes.InvalidArgument, "unexpected inference output '%s' for model '%s'", h.Outputs[i].Name, h.Model)
@@ -752,9 +800,12 @@ func parseFrameID(id []byte) (stream []byte, frame uint64, ok bool) {
 	if i <= 0 || i == len(id)-1 {
 		return nil, 0, false
 	}
-	n, err := strconv.ParseUint(string(id[i+1:]), 10, 64)
-	if err != nil {
-		return nil, 0, false
+	var n uint64
+	for _, c := range id[i+1:] {
+		if c < '0' || c > '9' || n > (1<<64-1-uint64(c-'0'))/10 {
+			return nil, 0, false
+		}
+		n = n*10 + uint64(c-'0')
 	}
 	return id[:i], n, true
 }
