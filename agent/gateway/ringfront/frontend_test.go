@@ -59,6 +59,12 @@ type rig struct {
 }
 
 func newRig(t *testing.T, viaRing bool, srv shmring.ServerConfig) *rig {
+	return newRigTB(t, viaRing, srv)
+}
+
+func newRigB(b *testing.B, srv shmring.ServerConfig) *rig { return newRigTB(b, false, srv) }
+
+func newRigTB(t testing.TB, viaRing bool, srv shmring.ServerConfig) *rig {
 	t.Helper()
 	if _, err := shmring.Probe(); err != nil {
 		t.Skipf("no shared memory for rings on this machine: %v", err)
