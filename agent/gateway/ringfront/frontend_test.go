@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
 	"github.com/vig-edge/vig/agent/config"
 	"github.com/vig-edge/vig/agent/gateway"
 	"github.com/vig-edge/vig/agent/gateway/ringback"
@@ -19,6 +22,7 @@ import (
 	"github.com/vig-edge/vig/mockbackend"
 	"github.com/vig-edge/vig/netopt"
 	"github.com/vig-edge/vig/platform/clock"
+	pb "github.com/vig-edge/vig/proto/inference"
 	"github.com/vig-edge/vig/shmring"
 	"github.com/vig-edge/vig/shmring/client"
 )
@@ -53,6 +57,7 @@ func (c countingConn) Write(b []byte) (int, error) {
 // rig is vig (governor, gateway, ring frontend) in front of the mock backend,
 // reached over gRPC, or over a ring when viaRing is set.
 type rig struct {
+	mock   *mockbackend.Running
 	fe     *ringfront.Frontend
 	addr   string // the ring frontend's
 	toBack atomic.Int64
@@ -80,7 +85,7 @@ func newRigTB(t testing.TB, viaRing bool, srv shmring.ServerConfig) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { mb.Stop() })
-	r := &rig{}
+	r := &rig{mock: mb}
 	var backend gateway.Backend
 	if viaRing {
 		ln, err := shmring.Listen(ringAddr("runtime"), shmring.ServerConfig{AllowUnsealed: true})
@@ -277,6 +282,63 @@ func TestByReference(t *testing.T) {
 	if d := perRequest[3] - perRequest[0]; d > 256 || d < -256 {
 		t.Errorf("bytes per request grew by %d from 0 B to 6.2 MB", d)
 	}
+
+	// Several tensors of one frame, each referenced at its own offset.
+	f, err := c.Loan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := f.Bytes()[:1000], f.Bytes()[4096:4096+24]
+	for i := range a {
+		a[i] = byte(i)
+	}
+	for i := range b {
+		b[i] = byte(100 - i)
+	}
+	req := client.Request{Stream: "cam", Model: "det", Frame: 60, Len: 4096 + 24, NumTensors: 2}
+	req.Tensors[0] = shmring.Tensor{Name: "A", Datatype: "UINT8", Rank: 1, Dims: [shmring.MaxRank]int64{1000}, Length: 1000}
+	req.Tensors[1] = shmring.Tensor{Name: "B", Datatype: "FP32", Rank: 2, Dims: [shmring.MaxRank]int64{2, 3}, Offset: 4096, Length: 24}
+	want := mockbackend.Digest([][]byte{append([]byte(nil), a...), append([]byte(nil), b...)})
+	if _, err := c.Submit(f, &req); err != nil {
+		t.Fatal(err)
+	}
+	var res client.Result
+	if err := c.Next(&res); err != nil {
+		t.Fatal(err)
+	}
+	if err := res.Err(); err != nil {
+		t.Fatal(err)
+	}
+	checkOutput0(t, &res, want, 60)
+	c.Release(&res)
+
+	// The region is registered with the backend while the session lasts, and
+	// unregistered when it ends.
+	cc, err := grpc.NewClient("passthrough:///"+r.mock.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	regions := func() int {
+		st, err := pb.NewGRPCInferenceServiceClient(cc).SystemSharedMemoryStatus(context.Background(), &pb.SystemSharedMemoryStatusRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(st.Regions)
+	}
+	if n := regions(); n != 1 {
+		t.Errorf("%d regions registered with the backend during the session, want 1", n)
+	}
+	defer func() {
+		c.Close()
+		deadline := time.Now().Add(10 * time.Second) // a hang guard, not a timing claim
+		for regions() != 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("the session's region is still registered with the backend after the session ended")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
 
 	// The copy path for comparison: an unkeyed region carries the frame in the message.
 	c2 := r.dial(t, client.Options{Backend: shmring.BackendMemfd})
