@@ -178,6 +178,39 @@ func send(t *testing.T, c *client.Client, model string, frame uint64, n int, che
 	check(t, &r, digest, frame)
 }
 
+// sendTwo posts a frame of two tensors (UINT8 [1000] at 0, FP32 [2,3] at 4096)
+// and checks that the backend saw exactly their bytes, in order.
+func sendTwo(t *testing.T, c *client.Client, frame uint64) {
+	t.Helper()
+	f, err := c.Loan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := f.Bytes()[:1000], f.Bytes()[4096:4096+24]
+	for i := range a {
+		a[i] = byte(i) + byte(frame)
+	}
+	for i := range b {
+		b[i] = byte(100-i) + byte(frame)
+	}
+	req := client.Request{Stream: "cam", Model: "det", Frame: frame, Len: 4096 + 24, NumTensors: 2}
+	req.Tensors[0] = shmring.Tensor{Name: "A", Datatype: "UINT8", Rank: 1, Dims: [shmring.MaxRank]int64{1000}, Length: 1000}
+	req.Tensors[1] = shmring.Tensor{Name: "B", Datatype: "FP32", Rank: 2, Dims: [shmring.MaxRank]int64{2, 3}, Offset: 4096, Length: 24}
+	want := mockbackend.Digest([][]byte{append([]byte(nil), a...), append([]byte(nil), b...)})
+	if _, err := c.Submit(f, &req); err != nil {
+		t.Fatal(err)
+	}
+	var res client.Result
+	if err := c.Next(&res); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Release(&res)
+	if err := res.Err(); err != nil {
+		t.Fatal(err)
+	}
+	checkOutput0(t, &res, want, frame)
+}
+
 // checkOutput0 checks the mock's OUTPUT0 (INT64 [2] = digest, frame).
 func checkOutput0(t *testing.T, r *client.Result, digest, frame uint64) {
 	t.Helper()
@@ -224,6 +257,7 @@ func TestRingAnswersWhole(t *testing.T) {
 					send(t, c, "det", uint64(i), 4096*(i+1), checkOutput0)
 					send(t, c, "cam_detector", uint64(10+i), 1000+i, checkDetector)
 				}
+				sendTwo(t, c, 20)
 				// A model the backend does not serve comes back as the backend's status.
 				f, err := c.Loan()
 				if err != nil {
@@ -284,33 +318,7 @@ func TestByReference(t *testing.T) {
 	}
 
 	// Several tensors of one frame, each referenced at its own offset.
-	f, err := c.Loan()
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, b := f.Bytes()[:1000], f.Bytes()[4096:4096+24]
-	for i := range a {
-		a[i] = byte(i)
-	}
-	for i := range b {
-		b[i] = byte(100 - i)
-	}
-	req := client.Request{Stream: "cam", Model: "det", Frame: 60, Len: 4096 + 24, NumTensors: 2}
-	req.Tensors[0] = shmring.Tensor{Name: "A", Datatype: "UINT8", Rank: 1, Dims: [shmring.MaxRank]int64{1000}, Length: 1000}
-	req.Tensors[1] = shmring.Tensor{Name: "B", Datatype: "FP32", Rank: 2, Dims: [shmring.MaxRank]int64{2, 3}, Offset: 4096, Length: 24}
-	want := mockbackend.Digest([][]byte{append([]byte(nil), a...), append([]byte(nil), b...)})
-	if _, err := c.Submit(f, &req); err != nil {
-		t.Fatal(err)
-	}
-	var res client.Result
-	if err := c.Next(&res); err != nil {
-		t.Fatal(err)
-	}
-	if err := res.Err(); err != nil {
-		t.Fatal(err)
-	}
-	checkOutput0(t, &res, want, 60)
-	c.Release(&res)
+	sendTwo(t, c, 60)
 
 	// The region is registered with the backend while the session lasts, and
 	// unregistered when it ends.
