@@ -332,11 +332,25 @@ func setupPath(ctx context.Context, o *DatapathOptions, path string) (_ *pathEnv
 		return nil, err
 	}
 	e.closers = append(e.closers, func() { e.direct.Close() })
+	maxPayload := 0
+	for _, p := range o.Payloads {
+		maxPayload = max(maxPayload, p)
+	}
 	if path == PathShmring {
 		if e.ring, err = dialRing(e.proxy.Addrs["ring"]); err != nil {
 			return nil, err
 		}
 		e.closers = append(e.closers, e.ring.Close)
+		if e.ring.byRef {
+			// vig forwards the ring's frames by reference (Triton system shared
+			// memory), so the DIRECT request is the same by-reference request
+			// straight to the backend: both sides leave the frame in place, and
+			// the difference is vig's own cost.
+			if e.shm, err = newShmInput(ctx, e.direct, maxPayload); err != nil {
+				return nil, fmt.Errorf("system shared memory for the ring row's DIRECT side: %w", err)
+			}
+			e.closers = append(e.closers, func() { e.shm.Close(e.direct) })
+		}
 		return e, nil
 	}
 	if e.via, err = dial(viaAddr); err != nil {
@@ -345,10 +359,6 @@ func setupPath(ctx context.Context, o *DatapathOptions, path string) (_ *pathEnv
 	e.closers = append(e.closers, func() { e.via.Close() })
 
 	if path == PathShm {
-		maxPayload := 0
-		for _, p := range o.Payloads {
-			maxPayload = max(maxPayload, p)
-		}
 		// Registered through vig, which forwards it to the backend and mirrors
 		// it: both paths then reference the same region.
 		if e.shm, err = newShmInput(ctx, e.via, maxPayload); err != nil {

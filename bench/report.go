@@ -226,12 +226,13 @@ func costTarget(r *Results) Target {
 
 // ringBytesLeg says which leg of the shmring path carries the frame's bytes, and
 // why VIA − DIRECT does not show it.
-const ringBytesLeg = "the ring removes the sensor → vig copy and socket (vig reads the frame in the sensor's mapping), " +
-	"not the vig → backend leg: vig sends the frame's bytes to the backend in a gRPC ModelInfer over its backend " +
-	"connection (loopback TCP here; from the sensor's mapping without a copy in vig, then copied into the socket by the " +
-	"kernel on vig's CPU and read by the backend). DIRECT sends the same bytes over the same kind of socket from the " +
-	"client, so that leg is in both sides of VIA − DIRECT: the added latency cannot show it, vig's CPU per request and " +
-	"the absolute latency do. Only a backend that takes the frame by reference (Triton shm, a ring backend) removes it"
+const ringBytesLeg = "where the machine has /dev/shm the ring row runs by reference: the sensor's region is a keyed /dev/shm " +
+	"file that vig registers with the backend as Triton system shared memory once per session, and each frame goes to " +
+	"the backend as a shared_memory_region/offset/byte_size reference; DIRECT is the same by-reference request sent " +
+	"straight to the backend. Neither side moves the frame through a socket, so VIA − DIRECT is vig's own cost. Without " +
+	"/dev/shm (Android) the session is on the copy path and the vig → backend leg carries the frame's bytes (from the " +
+	"sensor's mapping, in a gRPC ModelInfer over vig's backend connection), a leg DIRECT also has: the added latency " +
+	"cannot show it, vig's CPU per request does"
 
 // flatTarget judges whether path's added p50 is flat in payload size: the growth
 // of a least-squares line through its rows from 0 B to the largest payload is at
@@ -465,7 +466,7 @@ func Report(r *Results, plots map[string]string) string {
 		}
 		w("Client and mock backend share the bench process, unpinned. ")
 		w("Added = VIA − DIRECT of the percentile; pair median = median over rounds of (VIA − DIRECT) of the same round. Cost columns are the proxy's per request, over the measured rounds: CPU µs (schedstat; user/kernel split by /proc/<pid>/stat ticks), context switches (voluntary + involuntary, all threads), syscalls (eBPF raw_syscalls tracepoints filtered to the proxy's tgid, via platform/profile).\n\n")
-		w("The shmring row: DIRECT is the same gRPC call to the mock backend as on the other rows (loopback TCP); VIA is a ring client (`shmring/client`) in the bench process attached to vig's ring frontend (`listen.ring`, an abstract Unix socket; memfd region, default ring sizes, 8 MiB request slots): it loans a request slot, writes the frame into it before the clock starts (a sensor's capture writes the frame there once), then is timed from Submit to the result in hand. vig admits the request through its scheduler and forwards it on its gRPC backend connection (loopback TCP) with the frame's bytes taken from the sensor's mapping without a copy; the result comes back on the response ring. vig names the backend request `stream#frame`, so the mock's execution time is the same as DIRECT's for the same frame; every answer is checked to be the mock's for that frame.\n\n")
+		w("The shmring row: DIRECT is the same gRPC call to the mock backend as on the other rows (loopback TCP); VIA is a ring client (`shmring/client`) in the bench process attached to vig's ring frontend (`listen.ring`, an abstract Unix socket; a keyed /dev/shm region where the machine has /dev/shm, else memfd; default ring sizes, 8 MiB request slots): it loans a request slot, writes the frame into it before the clock starts (a sensor's capture writes the frame there once), then is timed from Submit to the result in hand. vig admits the request through its scheduler and forwards it on its gRPC backend connection (loopback TCP): by reference (the ring's request arena registered with the backend as Triton system shared memory; DIRECT is then the same by-reference request straight to the backend), or, without /dev/shm, with the frame's bytes taken from the sensor's mapping without a copy; the result comes back on the response ring. vig names the backend request `stream#frame`, so the mock's execution time is the same as DIRECT's for the same frame; every answer is checked to be the mock's for that frame.\n\n")
 		w("The eBPF syscall counter adds a little to every syscall on the machine while a run is measured, on both paths alike. ")
 		w("The mock backend hashes every input byte (FNV, roughly 1 ms per MB here) on both paths: it adds the same time to DIRECT and VIA and cancels in the difference, but it makes the absolute latencies of large payloads grow on every path, the shm path included.\n\n")
 		w("| path | payload | direct p50 ms | via p50 ms | added p50 ms | added p99 ms | pair median ms | CPU µs | user µs | kernel µs | ctx sw | syscalls |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")

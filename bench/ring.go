@@ -34,17 +34,27 @@ func ringSupport() error {
 // ringSensor is a sensor attached to vig's ring frontend: the VIA side of the
 // shmring row, and the idle ring sessions.
 type ringSensor struct {
-	c *client.Client
+	c     *client.Client
+	byRef bool // the region is keyed /dev/shm: vig forwards its frames by reference
 }
 
 // dialRing attaches a ring client (default ring sizes: 8 MiB request slots) to
-// vig's ring listener at addr.
+// vig's ring listener at addr. Where the machine has /dev/shm the region is
+// keyed (shmring.BackendShmKey), so that vig hands the frames to the mock
+// backend by reference (Triton system shared memory) and the row measures that
+// path; elsewhere (Android) the session is on the copy path.
 func dialRing(addr string) (*ringSensor, error) {
-	c, err := client.Dial(addr, client.Options{})
+	opts := client.Options{}
+	_, err := os.Stat("/dev/shm")
+	byRef := err == nil
+	if byRef {
+		opts.Backend = shmring.BackendShmKey
+	}
+	c, err := client.Dial(addr, opts)
 	if err != nil {
 		return nil, fmt.Errorf("attach ring client to %s: %w", addr, err)
 	}
-	return &ringSensor{c: c}, nil
+	return &ringSensor{c: c, byRef: byRef}, nil
 }
 
 // call sends one frame through the ring and waits for its result. The frame is
@@ -83,9 +93,10 @@ func (r *ringSensor) call(frame uint64, data []byte) (time.Duration, uint64, err
 	if res.Tag != tag {
 		return 0, 0, fmt.Errorf("ring answered tag %d, want %d (one request in flight)", res.Tag, tag)
 	}
-	digest, got, ok := mockOutput(res.Payload())
-	if !ok || got != frame {
-		return 0, 0, fmt.Errorf("ring answer %x is not the mock backend's for frame %d", res.Payload(), frame)
+	o, out := res.Output(0)
+	digest, got, ok := mockOutput(out)
+	if !ok || got != frame || res.NumOutputs() != 1 || o.Name != "OUTPUT0" {
+		return 0, 0, fmt.Errorf("ring answer %x (%d outputs) is not the mock backend's for frame %d", res.Payload(), res.NumOutputs(), frame)
 	}
 	return d, digest, nil
 }

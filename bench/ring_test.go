@@ -10,18 +10,18 @@ import (
 
 	"github.com/vig-edge/vig/agent/config"
 	"github.com/vig-edge/vig/agent/gateway"
+	"github.com/vig-edge/vig/agent/gateway/ringfront"
 	"github.com/vig-edge/vig/mockbackend"
 	"github.com/vig-edge/vig/netopt"
 	"github.com/vig-edge/vig/platform/clock"
 	pb "github.com/vig-edge/vig/proto/inference"
 	"github.com/vig-edge/vig/shmring"
-	"github.com/vig-edge/vig/shmring/frontend"
 )
 
 // ringVig is vig's ring path in-process, assembled as `vig serve` does from the
 // benchmark's own configuration: the governor admits, the gateway's backend
 // connection forwards, the ring frontend serves the sessions.
-func ringVig(t *testing.T, backend string) string {
+func ringVig(t *testing.T, backend string) (string, *ringfront.Frontend) {
 	t.Helper()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	addr := ringAddr()
@@ -40,11 +40,11 @@ func ringVig(t *testing.T, backend string) string {
 	}
 	t.Cleanup(gw.Stop)
 	kind, _ := shmring.Probe()
-	rl, err := shmring.Listen(cfg.Listen.Ring, shmring.ServerConfig{AllowUnsealed: kind == shmring.BackendShmFile, Logger: quiet})
+	rl, err := shmring.Listen(cfg.Listen.Ring, shmring.ServerConfig{AllowUnsealed: kind == shmring.BackendShmFile, AllowShmKey: true, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
-	fe := frontend.New(rl, gov, gw, nil, quiet)
+	fe := ringfront.New(rl, gw, ringfront.Options{Log: quiet})
 	done := make(chan error, 1)
 	go func() { done <- fe.Serve() }()
 	t.Cleanup(func() {
@@ -53,7 +53,7 @@ func ringVig(t *testing.T, backend string) string {
 			t.Errorf("ring frontend: %v", err)
 		}
 	})
-	return rl.Addr()
+	return rl.Addr(), fe
 }
 
 // The shmring row's VIA side gets, through vig's scheduler and backend
@@ -71,12 +71,21 @@ func TestRingSensorThroughVig(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer mb.Stop()
-	addr := ringVig(t, mb.Addr())
+	addr, fe := ringVig(t, mb.Addr())
 	ring, err := dialRing(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ring.Close()
+	// The row measures the by-reference path wherever the machine has /dev/shm.
+	if ring.byRef {
+		if _, _, err := ring.call(1, []byte{1}); err != nil { // the session is set up by now
+			t.Fatal(err)
+		}
+		if byRef, _ := fe.Sessions(); byRef != 1 {
+			t.Errorf("the ring row's session is not by reference (%d by-reference sessions)", byRef)
+		}
+	}
 	direct, err := dial(mb.Addr())
 	if err != nil {
 		t.Fatal(err)

@@ -156,6 +156,14 @@ func (s *Server) run(ctx context.Context, m *model, req *inference.ModelInferReq
 	ph.infer = finished.Sub(g.start)
 
 	resp := &inference.ModelInferResponse{ModelName: m.Name, ModelVersion: modelVersion, Id: req.Id}
+	if IsDetector(m.Name) {
+		for _, o := range detectorOutputs(j, digest, frame) {
+			resp.Outputs = append(resp.Outputs, &inference.ModelInferResponse_InferOutputTensor{Name: o.Name, Datatype: o.Datatype, Shape: o.Shape})
+			resp.RawOutputContents = append(resp.RawOutputContents, o.Data)
+		}
+		ph.output = time.Since(finished)
+		return resp, ph, nil
+	}
 	var out [outputBytes]byte
 	binary.LittleEndian.PutUint64(out[0:], digest)
 	binary.LittleEndian.PutUint64(out[8:], frame)
@@ -223,6 +231,9 @@ func (s *Server) prepare(j *job, m *model, req *inference.ModelInferRequest) err
 		}
 		j.names = append(j.names, in.Name)
 		j.inputs = append(j.inputs, data)
+	}
+	if IsDetector(m.Name) {
+		return prepareDetector(j, m, req)
 	}
 	if len(req.Outputs) == 0 {
 		j.outputs = []*output{{name: OutputName}}

@@ -23,8 +23,9 @@ import (
 // model's name), so its execution time is ExecTime(seed, stream, frame, base) like a
 // gRPC request with the id "stream#frame". Its tensors are the descriptor's tensor
 // records; a request with none carries one input INPUT0, UINT8, shape [payload
-// length]. The answer is OUTPUT0 (INT64, shape [2], [Digest(inputs), frame]) as the
-// response payload with one tensor record. Errors are answered with the gRPC code
+// length]. The answer is the model's outputs (OUTPUT0: INT64, shape [2],
+// [Digest(inputs), frame]; a detector's three) back to back in the response
+// payload, with one tensor record each. Errors are answered with the gRPC code
 // of the same error as the ring status and its message (truncated to
 // shmring.MaxMessageLen bytes). The ring carries no model version: version "" runs.
 //
@@ -100,12 +101,17 @@ func (s *Server) ringInfer(ctx context.Context, c *shmring.Conn, req *shmring.Re
 		st := status.Convert(err)
 		return shmring.Response{Status: shmring.Status(st.Code()), Message: st.Message()}
 	}
-	if len(resp.RawOutputContents) != 1 || len(resp.RawOutputContents[0]) != outputBytes {
-		return shmring.Response{Status: shmring.StatusInternal, Message: "mockbackend: no OUTPUT0 in the answer"}
+	if len(resp.RawOutputContents) != len(resp.Outputs) || len(resp.Outputs) > shmring.MaxTensors {
+		return shmring.Response{Status: shmring.StatusInternal, Message: "mockbackend: outputs and raw contents disagree"}
 	}
-	res := shmring.Response{Status: shmring.StatusOK, NumTensors: 1, Payload: resp.RawOutputContents[0]}
-	res.Tensors[0] = shmring.Tensor{Name: OutputName, Datatype: outputDatatype, Rank: 1,
-		Dims: [shmring.MaxRank]int64{2}, Length: outputBytes}
+	// The outputs back to back, one tensor record each.
+	res := shmring.Response{Status: shmring.StatusOK, NumTensors: len(resp.Outputs)}
+	for i, o := range resp.Outputs {
+		t := &res.Tensors[i]
+		*t = shmring.Tensor{Name: o.Name, Datatype: o.Datatype, Offset: uint64(len(res.Payload)), Length: uint64(len(resp.RawOutputContents[i]))}
+		t.Rank = copy(t.Dims[:], o.Shape)
+		res.Payload = append(res.Payload, resp.RawOutputContents[i]...)
+	}
 	return res
 }
 

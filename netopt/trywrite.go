@@ -2,7 +2,6 @@ package netopt
 
 import (
 	"errors"
-	"fmt"
 	"net"
 	"syscall"
 )
@@ -19,11 +18,13 @@ type TryWriter struct {
 	rc syscall.RawConn
 }
 
-// NewTryWriter returns a TryWriter for c, which must be a socket (TCP or Unix).
+// NewTryWriter returns a TryWriter for c. A connection that is not a socket (a
+// wrapper, a TLS connection) gets one that takes nothing: the caller's own
+// blocking path writes everything.
 func NewTryWriter(c net.Conn) (*TryWriter, error) {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
-		return nil, fmt.Errorf("netopt: %T is not a socket: %w", c, errors.ErrUnsupported)
+		return &TryWriter{}, nil
 	}
 	rc, err := sc.SyscallConn()
 	if err != nil {
@@ -40,6 +41,9 @@ const maxIOV = 1024
 // bytes written; n smaller than the total with a nil error means the socket's send
 // buffer is full.
 func (w *TryWriter) Writev(bufs [][]byte) (n int, err error) {
+	if w.rc == nil {
+		return 0, nil
+	}
 	for len(bufs) > 0 {
 		batch := bufs[:min(len(bufs), maxIOV)]
 		want := 0

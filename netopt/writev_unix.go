@@ -8,9 +8,3 @@ import "golang.org/x/sys/unix"
 func writev(fd uintptr, bufs [][]byte) (int, error) {
 	return unix.SendmsgBuffers(int(fd), bufs, nil, nil, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
 }
-
-func setBlocking(fd uintptr) error { return unix.SetNonblock(int(fd), false) }
-
-func readFD(fd uintptr, p []byte) (int, error) { return unix.Read(int(fd), p) }
-
-func shutdownFD(fd uintptr) { unix.Shutdown(int(fd), unix.SHUT_RDWR) }

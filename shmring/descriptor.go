@@ -17,7 +17,8 @@ const (
 	StatusInvalid          Status = 3  // the request descriptor was malformed
 	StatusDeadlineExceeded Status = 4  // would have been stale on completion
 	StatusNotFound         Status = 5
-	StatusExhausted        Status = 8 // queue full
+	StatusExhausted        Status = 8  // queue full
+	StatusUnimplemented    Status = 12 // the request or result needs what a ring cannot carry
 	StatusInternal         Status = 13
 	StatusUnavailable      Status = 14 // backend down or vig draining
 )
@@ -36,6 +37,8 @@ func (s Status) String() string {
 		return "NOT_FOUND"
 	case StatusExhausted:
 		return "RESOURCE_EXHAUSTED"
+	case StatusUnimplemented:
+		return "UNIMPLEMENTED"
 	case StatusInternal:
 		return "INTERNAL"
 	case StatusUnavailable:
@@ -145,7 +148,7 @@ func (d *Descriptor) encode(b []byte) {
 		tb[tNameLen] = uint8(len(t.Name))
 		tb[tTypeLen] = uint8(len(t.Datatype))
 		tb[tRank] = uint8(t.Rank)
-		clear(tb[tReserved:tName])
+		clear(tb[tReserved:tType])
 		putField(tb[tName:tName+MaxTensorName], t.Name)
 		putField(tb[tType:tType+MaxDatatypeLen], t.Datatype)
 		for j := range MaxRank {
@@ -156,6 +159,7 @@ func (d *Descriptor) encode(b []byte) {
 			le.PutUint64(tb[tShape+8*j:], uint64(v))
 		}
 	}
+	clear(b[dReserved:DescriptorSize])
 }
 
 func putField(dst []byte, s string) {
@@ -219,6 +223,11 @@ func (d *Descriptor) decode(b []byte, in interner) error {
 	case d.Slot == NoSlot && (d.PayloadOff != 0 || d.PayloadLen != 0):
 		return badDesc("payload %d+%d without a slot", d.PayloadOff, d.PayloadLen)
 	}
+	for _, c := range b[dReserved:] {
+		if c != 0 {
+			return badDesc("reserved bytes %d..%d not zero", dReserved, DescriptorSize)
+		}
+	}
 	stream, model, msg := b[dStream:dStream+sl], b[dModel:dModel+ml], b[dMessage:dMessage+gl]
 	if !utf8.Valid(stream) || !utf8.Valid(model) || !utf8.Valid(msg) {
 		return badDesc("names must be UTF-8")
@@ -241,7 +250,7 @@ func (d *Descriptor) decode(b []byte, in interner) error {
 		case t.Offset > d.PayloadLen || t.Length > d.PayloadLen-t.Offset:
 			return badDesc("tensor %d bytes %d+%d outside the %d-byte payload", i, t.Offset, t.Length, d.PayloadLen)
 		}
-		for _, c := range tb[tReserved:tName] {
+		for _, c := range tb[tReserved:tType] {
 			if c != 0 {
 				return badDesc("tensor %d reserved bytes not zero", i)
 			}

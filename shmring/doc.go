@@ -12,7 +12,8 @@
 //
 // # Using it
 //
-// vig's side (the ring frontend of vig serve):
+// vig's side (the ring frontend of vig serve, package agent/gateway/ringfront,
+// and the ring runtime side of package agent/gateway/ringback's peer):
 //
 //	l, err := shmring.Listen("", shmring.ServerConfig{AllowUnsealed: !memfdOK})
 //	for {
@@ -22,7 +23,9 @@
 //			for c.Recv(&req) == nil {   // spins briefly, then sleeps on the futex
 //				// req.Stream, req.Model, req.Frame, req.CaptureNs, req.Tensors,
 //				// req.Payload(): the frame, in place in the client's memory.
-//				c.Respond(&req, &shmring.Response{Status: shmring.StatusOK, Payload: out})
+//				res := shmring.Response{Status: shmring.StatusOK, NumTensors: 1, Payload: out}
+//				res.Tensors[0] = shmring.Tensor{Name: "OUTPUT0", Datatype: "UINT8", Rank: 1, Dims: [8]int64{int64(len(out))}, Length: uint64(len(out))}
+//				c.Respond(&req, &res)
 //			}
 //		}()
 //	}
@@ -37,7 +40,8 @@
 // the backend call. A request that is dropped without an answer must still be
 // released (Conn.Release) so its slot returns to the client. Probe reports
 // which backend this machine supports (for doctor). The sensor side is package
-// shmring/client.
+// shmring/client. This package is the protocol only; it imports nothing of vig's
+// gateway.
 //
 // # Trust
 //
@@ -50,42 +54,65 @@
 // F_SEAL_SHRINK|F_SEAL_GROW|F_SEAL_SEAL (checked with F_GET_SEALS); an unsealed
 // memfd is refused. A /dev/shm file cannot be sealed and can be truncated by its
 // owner at any time, which turns accesses into SIGBUS: vig accepts such regions
-// only when its options allow them, touches them only from code running under
-// debug.SetPanicOnFault, and quarantines a region that faulted. The payload
+// only when its options allow them (AllowUnsealed; AllowShmKey for keyed ones),
+// touches them only from code running under debug.SetPanicOnFault, and
+// quarantines a region that faulted. A key in the hello is trusted only after
+// vig has checked that /dev/shm/<key> is the very file the client handed over. The payload
 // bytes themselves stay writable by the client while vig reads them; a client
 // that overwrites a frame it has posted only corrupts its own result.
 //
-// # Handshake
+// # Handshake (ABI version 2)
 //
 // The client connects to vig's SOCK_SEQPACKET Unix socket (abstract namespace
-// "@name" where allowed, a filesystem path otherwise) and sends one 64-byte hello
+// "@name" where allowed, a filesystem path otherwise) and sends one 128-byte hello
 // message carrying the region's file descriptor in SCM_RIGHTS:
 //
 //	off size field
 //	  0    8 magic       0x4f4c4c4548474956 ("VIGHELLO" little-endian)
-//	  8    4 version     ProtocolVersion (1)
-//	 12    4 kind        1 = sealed memfd, 2 = /dev/shm file
+//	  8    4 version     ProtocolVersion (2)
+//	 12    4 kind        1 = sealed memfd
+//	                     2 = /dev/shm file, unlinked
+//	                     3 = /dev/shm file that stays linked under key
 //	 16    8 region size bytes, equal to the header's region size
-//	 24   40 reserved    zero
+//	 24    1 key length  0 for kinds 1 and 2; 2..96 for kind 3
+//	 25    7 reserved    zero
+//	 32   96 key         kind 3: the file's shm_open name, e.g. "/vig-ring-0123abcd",
+//	                     not terminated; the bytes after it are zero
+//
+// A key is '/' followed by 1 to 95 bytes of [A-Za-z0-9._-] ("/." and "/.." are
+// refused): what shm_open and Triton's system shared memory accept. vig opens
+// nothing by the key; it checks that /dev/shm/<key without the '/'> is a regular
+// file (lstat: no symlink followed) with the same device and inode as the passed
+// fd, and refuses the hello (status 4) otherwise. A kind-3 region is an unsealed
+// /dev/shm region in every other respect. The client unlinks the file when it
+// closes the region.
 //
 // vig reads the peer's pid/uid/gid with SO_PEERCRED, validates the fd and the
 // region header, and answers with one message:
 //
 //	 0    8 magic       0x5945524748474956 ("VIGHGREY" little-endian)
-//	 8    4 version     vig's ProtocolVersion
-//	12    4 status      0 = accepted, otherwise a HandshakeStatus code
+//	 8    4 version     vig's ProtocolVersion (2)
+//	12    4 status      0 = accepted, otherwise a HandshakeStatus code:
+//	                    1 bad hello, 2 version mismatch, 3 unsealed region,
+//	                    4 bad region, 5 not allowed
 //	16    n reason      UTF-8 text, at most 240 bytes, explaining a refusal
+//
+// vig reads the magic and the version before anything else: a hello of another
+// version (a version-1 client sends 64 bytes) is answered with status 2, vig's
+// version in the version field, and a reason naming both versions ("the client
+// speaks ring ABI version 1, vig speaks version 2: update the client library to
+// ABI version 2").
 //
 // After an accepted handshake the socket carries no data; it stays open as the
 // liveness signal of both sides. Either side closing it (or dying) ends the
 // session: the other side wakes from any futex wait and sees ErrClosed.
 //
-// # Region layout (ABI version 1)
+// # Region layout (ABI version 2)
 //
 // All integers are little-endian (vig runs on amd64 and arm64, both little
 // endian). All offsets are from the start of the region. Every atomic word is
 // naturally aligned (8-byte words at offsets ≡ 0 mod 8), and the layout does not
-// depend on the architecture. Sizes: HeaderSize = 4096, DescriptorSize = 1024,
+// depend on the architecture. Sizes: HeaderSize = 4096, DescriptorSize = 4096,
 // CacheLine = 128 (the largest destructive-interference size of the supported
 // CPUs; Apple and some ARM cores use 128-byte lines).
 //
@@ -93,11 +120,11 @@
 //
 //	off size field
 //	  0    8 magic          0x31474e4952474956 ("VIGRING1" little-endian)
-//	  8    4 version        ProtocolVersion (1)
+//	  8    4 version        ProtocolVersion (2)
 //	 12    4 flags          bit 0: memfd-backed (informational); other bits zero
 //	 16    8 region size    total bytes; the fd must be at least this large
 //	 24    4 header size    4096
-//	 28    4 desc size      1024
+//	 28    4 desc size      4096
 //	 32   32 ring[0]        the request ring (client produces, vig consumes)
 //	 64   32 ring[1]        the response ring (vig produces, client consumes)
 //
@@ -126,12 +153,15 @@
 //	512  4*n slot state     one uint32 per payload slot: 0 = free (the producer
 //	                        may loan it), 1 = in use (loaned, posted, or held by
 //	                        the consumer); padded to a multiple of 128 bytes
-//	  D 1024*m descriptors  m = desc count; D = 512 + roundup(4*slot count, 128)
+//	  D 4096*m descriptors  m = desc count; D = 512 + roundup(4*slot count, 128)
 //
 // The control block's size is rounded up to 4096. The layout is:
 // header | ring[0] control | ring[1] control | ring[0] arena | ring[1] arena, each
-// arena being slot count × slot size bytes. Region size is the end of ring[1]'s
-// arena.
+// arena being slot count × slot size bytes, slot i at arena offset + i × slot
+// size. Region size is the end of ring[1]'s arena. Example (ring[0]: 16
+// descriptors, 4 slots of 4096; ring[1]: 8 descriptors, 40 slots of 8192):
+// ring offsets 4096 and 73728, descriptors at 4736 and 74496, arenas at 110592
+// and 126976, region size 454656.
 //
 // Counters are 64-bit and never wrap in practice; descriptor i lives at index
 // i mod desc count. The producer may post only while head - tail < desc count;
@@ -155,41 +185,92 @@
 // the waker sees the sleeper. A side that closes the session bumps every seq
 // word and wakes it unconditionally.
 //
-// Descriptor, 1024 bytes (at ring offset + D + 1024*(i mod desc count)):
+// Descriptor, 4096 bytes (at ring offset + D + 4096*(i mod desc count)):
 //
-//	off size field
-//	  0    8 tag           chosen by the client, echoed in the response
-//	  8    8 frame         frame number
-//	 16    8 capture ns    capture time of the frame, int64 nanoseconds
-//	 24    4 payload slot  index into the ring's arena, or 0xffffffff: no payload
-//	 28    4 status        requests: 0; responses: a Status code
-//	 32    8 payload off   offset of the payload inside its slot
-//	 40    8 payload len   payload length; off+len ≤ slot size
-//	 48    1 stream len    ≤ 56
-//	 49    1 model len     ≤ 64
-//	 50    1 tensor count  ≤ 6
-//	 51    1 message len   ≤ 80
-//	 52    4 flags         reserved, zero
-//	 56   56 stream        stream name (UTF-8, not terminated)
-//	112   64 model         model name
-//	176   80 message       responses: error text for a non-OK status
-//	256  768 tensors       6 tensor records of 128 bytes
+//	 off size field
+//	   0    8 tag           chosen by the client, echoed in the response
+//	   8    8 frame         frame number
+//	  16    8 capture ns    capture time of the frame, int64 nanoseconds (0: none)
+//	  24    4 payload slot  index into the ring's arena, or 0xffffffff: no payload
+//	  28    4 status        requests: 0; responses: a Status code
+//	  32    8 payload off   offset of the payload inside its slot
+//	  40    8 payload len   payload length; off+len ≤ slot size; both 0 without a slot
+//	  48    1 stream len    ≤ 56
+//	  49    1 model len     ≤ 64
+//	  50    1 tensor count  ≤ 16
+//	  51    1 message len   ≤ 80
+//	  52    4 flags         reserved, zero
+//	  56   56 stream        stream name (UTF-8, not terminated)
+//	 112   64 model         model name (UTF-8)
+//	 176   80 message       responses: error text for a non-OK status (UTF-8)
+//	 256 3072 tensors       16 tensor records of 192 bytes; those past the tensor
+//	                        count are zero
+//	3328  768 reserved      zero
 //
-// Tensor record, 128 bytes:
+// Tensor record, 192 bytes (record k at descriptor offset 256 + 192k):
 //
 //	off size field
 //	  0    8 data off      offset of the tensor's bytes inside the payload
 //	  8    8 data len      length; data off + data len ≤ payload len
-//	 16    1 name len      ≤ 32
-//	 17    1 datatype len  ≤ 8 (Triton datatype, e.g. "UINT8", "FP32")
+//	 16    1 name len      ≤ 96
+//	 17    1 datatype len  ≤ 8 (Triton datatype, e.g. "UINT8", "FP32", "INT32")
 //	 18    1 rank          ≤ 8
 //	 19    5 reserved      zero
-//	 24   32 name
-//	 56    8 datatype
-//	 64   64 shape         8 int64 dimensions, each ≥ 0; the first rank are used
+//	 24    8 datatype      (UTF-8, not terminated)
+//	 32   96 name          (UTF-8, not terminated)
+//	128   64 shape         8 int64 dimensions, each ≥ 0; the first rank are used,
+//	                       the others zero
+//
+// A receiver refuses a descriptor whose lengths exceed their fields, whose
+// reserved bytes or flags are not zero, whose strings are not UTF-8, whose
+// dimensions are negative, or whose tensors lie outside the payload; vig answers
+// such a request with status 3 and a message, and the client skips such an answer.
+//
+// Status codes (the gRPC codes of the same number): 0 OK, 3 INVALID_ARGUMENT,
+// 4 DEADLINE_EXCEEDED (the result would have been stale), 5 NOT_FOUND, 8
+// RESOURCE_EXHAUSTED, 10 ABORTED (superseded by a newer frame of the stream), 12
+// UNIMPLEMENTED, 13 INTERNAL, 14 UNAVAILABLE; any other gRPC code the backend
+// answered with passes through with its number.
+//
+// # Requests and results through vig
+//
+// A request names its model; its stream (empty: the model's name), frame number
+// and capture time go to vig's scheduler, and the backend sees the request id
+// "<stream>#<frame>". Its tensor records are the model's inputs, in order; a
+// request with none has one input "INPUT0", "UINT8", shape [payload len], over
+// the whole payload. A negative capture time or an empty model is refused with
+// status 3.
+//
+// An OK result carries one tensor record per output of the model, in the order
+// the backend answered them, with its name, datatype and shape; each output's
+// bytes start at a payload offset that is a multiple of 64, and the payload ends
+// with the last output's bytes (payload len = last data off + last data len). An
+// output the backend answered without raw bytes (e.g. into its own shared memory)
+// has data len 0. A non-OK result has no payload (slot 0xffffffff) and the reason
+// in its message. A result larger than the client's response slots is answered
+// with status 8 and the two sizes in the message: size the response slots for
+// the model's largest answer.
+//
+// # By reference (kind 3 regions)
+//
+// When the client's region is kind 3 and vig's backend speaks Triton's gRPC
+// protocol, vig registers the request ring's payload arena with the backend once
+// per session, as system shared memory: name "vig-ring-<vig's pid>-<n>", key the
+// hello's key, offset the request ring's arena offset, byte_size slot count ×
+// slot size. Each input k of a request is then forwarded as the parameters
+// shared_memory_region = that name, shared_memory_offset = payload slot × slot
+// size + payload off + data off, shared_memory_byte_size = data len: the backend
+// reads the frame in place and no socket carries it. The region is bound to the
+// client's uid in vig's registry (no other uid can use it through vig) and is
+// unregistered when the session ends. A backend that refuses the registration,
+// a ring runtime backend, or a region of kind 1 or 2 keeps the copy path; vig logs
+// each session's path ("ring session" path=by_reference|copy, with the reason) and
+// counts open sessions in the metric vig_ring_sessions{path}.
 //
 // A request's payload slot stays in use until vig has answered it: vig returns
 // the slot (stores 0 into its state word) after the response descriptor is
 // posted, or earlier when it has finished reading the payload. A response's
-// payload slot is returned by the client after it has read the result.
+// payload slot is returned by the client after it has read the result. The
+// client must not write into a slot it has posted until the slot is free again:
+// on the by-reference path the backend reads it while the request runs.
 package shmring

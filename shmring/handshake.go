@@ -9,12 +9,15 @@ import (
 
 // Hello and reply sizes; see the package documentation.
 const (
-	helloSize      = 64
+	helloSize      = 128
+	helloKeyLen    = 24
+	helloKey       = 32
 	replyHeadSize  = 16
 	maxReasonLen   = 240
 	replyMaxSize   = replyHeadSize + maxReasonLen
 	handshakeKindM = 1 // sealed memfd
-	handshakeKindS = 2 // /dev/shm file
+	handshakeKindS = 2 // unlinked /dev/shm file
+	handshakeKindK = 3 // /dev/shm file that stays linked under the hello's key
 )
 
 // HandshakeStatus is vig's answer to a client's hello.
@@ -55,6 +58,7 @@ type hello struct {
 	version    uint32
 	kind       uint32
 	regionSize uint64
+	key        string // handshakeKindK only
 }
 
 func (h hello) encode() []byte {
@@ -64,32 +68,73 @@ func (h hello) encode() []byte {
 	le.PutUint32(b[8:], h.version)
 	le.PutUint32(b[12:], h.kind)
 	le.PutUint64(b[16:], h.regionSize)
+	b[helloKeyLen] = uint8(copy(b[helloKey:helloKey+MaxKeyLen], h.key))
 	return b
 }
 
-// decodeHello parses an untrusted hello. A version mismatch is reported with
-// the hello still filled in, so the server can answer HandshakeVersion.
+// decodeHello parses an untrusted hello. The magic and the version are read
+// first, so that a peer of another ABI version (whose hello may have another
+// size) is told which version to speak; the hello is then returned filled in,
+// with an error wrapping ErrVersion.
 func decodeHello(b []byte) (hello, error) {
-	if len(b) != helloSize {
+	le := binary.LittleEndian
+	if len(b) < 12 {
 		return hello{}, fmt.Errorf("hello of %d bytes, want %d", len(b), helloSize)
 	}
-	le := binary.LittleEndian
 	if m := le.Uint64(b[0:]); m != HelloMagic {
 		return hello{}, fmt.Errorf("hello magic %#x", m)
 	}
-	h := hello{version: le.Uint32(b[8:]), kind: le.Uint32(b[12:]), regionSize: le.Uint64(b[16:])}
-	for _, c := range b[24:] {
+	if v := le.Uint32(b[8:]); v != ProtocolVersion {
+		return hello{version: v}, fmt.Errorf("%w: the client speaks ring ABI version %d, vig speaks version %d: "+
+			"update the client library to ABI version %d (shmring/doc.go)", ErrVersion, v, ProtocolVersion, ProtocolVersion)
+	}
+	if len(b) != helloSize {
+		return hello{}, fmt.Errorf("hello of %d bytes, want %d", len(b), helloSize)
+	}
+	h := hello{version: ProtocolVersion, kind: le.Uint32(b[12:]), regionSize: le.Uint64(b[16:])}
+	kl := int(b[helloKeyLen])
+	if kl > MaxKeyLen {
+		return hello{}, fmt.Errorf("hello key length %d > %d", kl, MaxKeyLen)
+	}
+	for i, c := range b[helloKeyLen+1 : helloKey] {
 		if c != 0 {
-			return hello{}, errors.New("hello reserved bytes not zero")
+			return hello{}, fmt.Errorf("hello reserved byte %d not zero", helloKeyLen+1+i)
 		}
 	}
-	if h.version != ProtocolVersion {
-		return h, fmt.Errorf("%w: client speaks %d, vig %d", ErrVersion, h.version, ProtocolVersion)
+	for _, c := range b[helloKey+kl:] {
+		if c != 0 {
+			return hello{}, errors.New("hello key padding not zero")
+		}
 	}
-	if h.kind != handshakeKindM && h.kind != handshakeKindS {
+	h.key = string(b[helloKey : helloKey+kl])
+	switch h.kind {
+	case handshakeKindM, handshakeKindS:
+		if kl != 0 {
+			return hello{}, fmt.Errorf("hello region kind %d carries a key", h.kind)
+		}
+	case handshakeKindK:
+		if err := CheckKey(h.key); err != nil {
+			return hello{}, fmt.Errorf("hello: %w", err)
+		}
+	default:
 		return hello{}, fmt.Errorf("hello region kind %d", h.kind)
 	}
 	return h, nil
+}
+
+// CheckKey applies the rule for a /dev/shm key in a hello: what shm_open and
+// Triton's system shared memory accept (a leading '/', no other '/'), restricted
+// to [A-Za-z0-9._-] after the slash, at most MaxKeyLen bytes.
+func CheckKey(key string) error {
+	if len(key) < 2 || len(key) > MaxKeyLen || key[0] != '/' || key == "/." || key == "/.." {
+		return fmt.Errorf("shared-memory key %q: want '/' and 1 to %d of [A-Za-z0-9._-]", key, MaxKeyLen-1)
+	}
+	for _, c := range []byte(key[1:]) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("shared-memory key %q: byte %q not in [A-Za-z0-9._-]", key, c)
+		}
+	}
+	return nil
 }
 
 func encodeReply(status HandshakeStatus, reason string) []byte {
@@ -126,7 +171,7 @@ func decodeReply(b []byte) error {
 	case st == HandshakeOK && v == ProtocolVersion:
 		return nil
 	case st == HandshakeOK || st == HandshakeVersion:
-		return fmt.Errorf("%w: vig speaks %d, client %d: %s", ErrVersion, v, ProtocolVersion, reason)
+		return fmt.Errorf("%w: vig speaks ring ABI version %d, this client %d: %s", ErrVersion, v, ProtocolVersion, reason)
 	case st == HandshakeUnsealed:
 		return fmt.Errorf("%w: vig refused the region: %s", ErrUnsealed, reason)
 	}

@@ -9,14 +9,19 @@ import (
 
 // ABI constants; see the package documentation for the byte layout.
 const (
-	ProtocolVersion = 1
+	// ProtocolVersion is the ABI version of the region header, the hello and the
+	// descriptors. Version 2 (this one) widened the descriptor to 4096 bytes (16
+	// tensor records of 192 bytes, names up to 96 bytes), added tensor records to
+	// responses, and the /dev/shm key to the hello. Peers of another version are
+	// refused at the handshake, with the version to use.
+	ProtocolVersion = 2
 
 	Magic      uint64 = 0x31474e4952474956 // "VIGRING1"
 	HelloMagic uint64 = 0x4f4c4c4548474956 // "VIGHELLO"
 	ReplyMagic uint64 = 0x5945524748474956 // "VIGHGREY"
 
 	HeaderSize     = 4096
-	DescriptorSize = 1024
+	DescriptorSize = 4096
 	CacheLine      = 128
 	PageSize       = 4096 // arena and control-block alignment; not the OS page size
 
@@ -27,11 +32,12 @@ const (
 	MaxStreamLen   = 56
 	MaxModelLen    = 64
 	MaxMessageLen  = 80
-	MaxTensors     = 6
-	MaxTensorName  = 32
+	MaxTensors     = 16
+	MaxTensorName  = 96
 	MaxDatatypeLen = 8
 	MaxRank        = 8
-	TensorSize     = 128
+	TensorSize     = 192
+	MaxKeyLen      = 96 // a /dev/shm key in the hello, leading '/' included
 
 	// NoSlot in a descriptor's payload slot field means "no payload".
 	NoSlot = 0xffffffff
@@ -81,6 +87,7 @@ const (
 	dModel      = 112
 	dMessage    = 176
 	dTensors    = 256
+	dReserved   = dTensors + MaxTensors*TensorSize // 3328: zero up to DescriptorSize
 
 	tDataOff  = 0
 	tDataLen  = 8
@@ -88,9 +95,9 @@ const (
 	tTypeLen  = 17
 	tRank     = 18
 	tReserved = 19
-	tName     = 24
-	tType     = 56
-	tShape    = 64
+	tType     = 24
+	tName     = 32
+	tShape    = 128
 )
 
 // Ring indexes in a region.

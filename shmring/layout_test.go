@@ -29,8 +29,10 @@ func TestABIOffsets(t *testing.T) {
 		{"d msg len", dMsgLen, 51}, {"d flags", dFlags, 52}, {"d stream", dStream, 56}, {"d model", dModel, 112},
 		{"d message", dMessage, 176}, {"d tensors", dTensors, 256},
 		{"t data off", tDataOff, 0}, {"t data len", tDataLen, 8}, {"t name len", tNameLen, 16},
-		{"t type len", tTypeLen, 17}, {"t rank", tRank, 18}, {"t name", tName, 24}, {"t type", tType, 56},
-		{"t shape", tShape, 64},
+		{"t type len", tTypeLen, 17}, {"t rank", tRank, 18}, {"t reserved", tReserved, 19}, {"t type", tType, 24},
+		{"t name", tName, 32}, {"t shape", tShape, 128}, {"d reserved", dReserved, 3328},
+		{"descriptor size", DescriptorSize, 4096}, {"tensor size", TensorSize, 192}, {"max tensors", MaxTensors, 16},
+		{"max tensor name", MaxTensorName, 96}, {"version", ProtocolVersion, 2},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s at %d, ABI says %d", c.name, c.got, c.want)
@@ -40,7 +42,8 @@ func TestABIOffsets(t *testing.T) {
 	if dStream+MaxStreamLen != dModel || dModel+MaxModelLen != dMessage || dMessage+MaxMessageLen != dTensors {
 		t.Error("descriptor string fields overlap or leave gaps")
 	}
-	if dTensors+MaxTensors*TensorSize != DescriptorSize || tShape+8*MaxRank != TensorSize {
+	if dTensors+MaxTensors*TensorSize > DescriptorSize || tShape+8*MaxRank != TensorSize ||
+		tType+MaxDatatypeLen != tName || tName+MaxTensorName != tShape || DescriptorSize%CacheLine != 0 {
 		t.Error("descriptor or tensor record size mismatch")
 	}
 	// Every 8-byte field is 8-aligned and every counter has its own line.
@@ -66,14 +69,14 @@ func TestComputeLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// ring 0: control 512+128, 16 descriptors: 4096+640+16384 = 21120 → 24576.
-	// ring 1: control 512+256, 8 descriptors: 24576+768+8192 = 33536 → 36864.
-	// arenas: 4×4096 at 36864, then 40×8192 at 53248, ending at 380928.
+	// ring 0: control 512+128, 16 descriptors: 4096+640+65536 = 70272 → 73728.
+	// ring 1: control 512+256, 8 descriptors: 73728+768+32768 = 107264 → 110592.
+	// arenas: 4×4096 at 110592, then 40×8192 at 126976, ending at 454656.
 	want := Layout{
-		RegionSize: 380928,
+		RegionSize: 454656,
 		Rings: [2]RingLayout{
-			{Descriptors: 16, Slots: 4, SlotSize: 4096, RingOff: 4096, DescOff: 4736, ArenaOff: 36864},
-			{Descriptors: 8, Slots: 40, SlotSize: 8192, RingOff: 24576, DescOff: 25344, ArenaOff: 53248},
+			{Descriptors: 16, Slots: 4, SlotSize: 4096, RingOff: 4096, DescOff: 4736, ArenaOff: 110592},
+			{Descriptors: 8, Slots: 40, SlotSize: 8192, RingOff: 73728, DescOff: 74496, ArenaOff: 126976},
 		},
 	}
 	if l != want {
@@ -116,7 +119,7 @@ func TestHeaderRoundTrip(t *testing.T) {
 		size uint64
 	}{
 		{"magic", func(b []byte) { b[0] ^= 1 }, l.RegionSize},
-		{"version", func(b []byte) { le.PutUint32(b[offVersion:], 2) }, l.RegionSize},
+		{"version 1", func(b []byte) { le.PutUint32(b[offVersion:], 1) }, l.RegionSize},
 		{"flags", func(b []byte) { le.PutUint32(b[offFlags:], 4) }, l.RegionSize},
 		{"header size", func(b []byte) { le.PutUint32(b[offHeaderSize:], 8192) }, l.RegionSize},
 		{"desc size", func(b []byte) { le.PutUint32(b[offDescSize:], 512) }, l.RegionSize},
@@ -230,6 +233,8 @@ func TestDescriptorRejects(t *testing.T) {
 		{"tensor type len", func(b []byte) { b[t0+tTypeLen] = MaxDatatypeLen + 1 }},
 		{"tensor rank", func(b []byte) { b[t0+tRank] = MaxRank + 1 }},
 		{"tensor reserved", func(b []byte) { b[t0+tReserved+2] = 1 }},
+		{"descriptor reserved tail", func(b []byte) { b[DescriptorSize-1] = 1 }},
+		{"last tensor record on too high a count", func(b []byte) { b[dNTensors] = MaxTensors; b[dReserved-TensorSize+tRank] = MaxRank + 1 }},
 		{"tensor past payload", func(b []byte) { le.PutUint64(b[t0+tDataOff:], 1) }},
 		{"tensor offset overflow", func(b []byte) {
 			le.PutUint64(b[t0+tDataOff:], 1<<63)

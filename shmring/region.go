@@ -23,6 +23,13 @@ const (
 	// BackendShmFile is an unlinked file in /dev/shm. It cannot be sealed: the
 	// receiver must allow unsealed regions and guards every access.
 	BackendShmFile
+	// BackendShmKey is a file in /dev/shm that stays linked under a random key
+	// until the region is closed, so that an inference backend can open it by
+	// name (Triton system shared memory) and read frames in place: vig then
+	// forwards requests by reference instead of copying their bytes. Otherwise it
+	// is a BackendShmFile. A process killed before Close leaves the file behind
+	// (/dev/shm/vig-ring-*).
+	BackendShmKey
 )
 
 func (b Backend) String() string {
@@ -33,6 +40,8 @@ func (b Backend) String() string {
 		return "memfd"
 	case BackendShmFile:
 		return "shm"
+	case BackendShmKey:
+		return "shm-key"
 	}
 	return fmt.Sprintf("Backend(%d)", int(b))
 }
@@ -47,8 +56,10 @@ func ParseBackend(s string) (Backend, error) {
 		return BackendMemfd, nil
 	case "shm", "dev-shm", "/dev/shm":
 		return BackendShmFile, nil
+	case "shm-key":
+		return BackendShmKey, nil
 	}
-	return 0, fmt.Errorf("shmring: unknown backend %q (want auto, memfd or shm)", s)
+	return 0, fmt.Errorf("shmring: unknown backend %q (want auto, memfd, shm or shm-key)", s)
 }
 
 // Errors returned by regions and sessions.
@@ -83,6 +94,8 @@ type Region struct {
 	backend Backend
 	sealed  bool
 	layout  Layout
+	key     string // /dev/shm key: created under it (owner) or verified (receiver)
+	owner   bool   // this side created the keyed file and unlinks it on Close
 
 	faulted   atomic.Bool
 	faultAddr atomic.Uintptr
@@ -99,6 +112,9 @@ func (r *Region) Backend() Backend { return r.backend }
 // Sealed reports whether the region is sealed against shrinking, so that no
 // access can fault and payload views are safe in any goroutine.
 func (r *Region) Sealed() bool { return r.sealed }
+
+// Key is the /dev/shm key of a BackendShmKey region ("" otherwise).
+func (r *Region) Key() string { return r.key }
 
 // Fd is the region's file descriptor, owned by the Region.
 func (r *Region) Fd() int { return r.fd }

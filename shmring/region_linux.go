@@ -55,6 +55,7 @@ func CreateRegion(cfg Config, b Backend) (*Region, error) {
 		}
 	}
 	var fd int
+	var key string
 	switch b {
 	case BackendMemfd:
 		if _, err := probeMemfd(); err != nil {
@@ -64,17 +65,18 @@ func CreateRegion(cfg Config, b Backend) (*Region, error) {
 			return nil, fmt.Errorf("shmring: memfd_create: %w", err)
 		}
 		l.Flags |= FlagMemfd
-	case BackendShmFile:
+	case BackendShmFile, BackendShmKey:
 		if err := probeShmDir(); err != nil {
 			return nil, err
 		}
-		if fd, err = createShmFile(); err != nil {
+		if fd, key, err = createShmFile(b == BackendShmKey); err != nil {
 			return nil, err
 		}
 	default:
 		return nil, fmt.Errorf("shmring: unknown backend %v", b)
 	}
 	if err := unix.Ftruncate(fd, int64(l.RegionSize)); err != nil {
+		unlinkKey(key)
 		unix.Close(fd)
 		return nil, fmt.Errorf("shmring: sizing region to %d bytes: %w", l.RegionSize, err)
 	}
@@ -86,26 +88,59 @@ func CreateRegion(cfg Config, b Backend) (*Region, error) {
 	}
 	mem, err := unix.Mmap(fd, 0, int(l.RegionSize), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
+		unlinkKey(key)
 		unix.Close(fd)
 		return nil, fmt.Errorf("shmring: mapping %d bytes: %w", l.RegionSize, err)
 	}
 	EncodeHeader(mem, l)
-	return &Region{mem: mem, fd: fd, backend: b, sealed: b == BackendMemfd, layout: l}, nil
+	return &Region{mem: mem, fd: fd, backend: b, sealed: b == BackendMemfd, layout: l, key: key, owner: key != ""}, nil
 }
 
-// createShmFile creates an unlinked file in shmDir: it lives only as long as
-// its descriptors and mappings.
-func createShmFile() (int, error) {
+// createShmFile creates a file in shmprobe.DevShm. Unless keep is set it is unlinked at
+// once and lives only as long as its descriptors and mappings; with keep it
+// stays under its key (returned) until the region is closed.
+func createShmFile(keep bool) (int, string, error) {
 	var rnd [8]byte
 	rand.Read(rnd[:])
-	name := filepath.Join(shmprobe.DevShm, "vig-shmring-"+hex.EncodeToString(rnd[:]))
+	key := "/vig-ring-" + hex.EncodeToString(rnd[:])
+	name := filepath.Join(shmprobe.DevShm, key[1:])
 	fd, err := unix.Open(name, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
-		return -1, fmt.Errorf("shmring: creating %s: %w", name, err)
+		return -1, "", fmt.Errorf("shmring: creating %s: %w", name, err)
 	}
-	// Unlinked at once: nothing to clean up if either side dies.
-	unix.Unlink(name)
-	return fd, nil
+	if !keep {
+		// Unlinked at once: nothing to clean up if either side dies.
+		unix.Unlink(name)
+		return fd, "", nil
+	}
+	return fd, key, nil
+}
+
+// unlinkKey removes a keyed file this side created ("" is none).
+func unlinkKey(key string) {
+	if key != "" {
+		unix.Unlink(filepath.Join(shmprobe.DevShm, key[1:])) // best effort: it may be gone already
+	}
+}
+
+// sameObject checks that fd is the file /dev/shm/<key> (same device and inode),
+// so that a key a peer claims for the region it handed over can be trusted.
+func sameObject(fd int, key string) error {
+	if err := CheckKey(key); err != nil {
+		return err
+	}
+	var a, b unix.Stat_t
+	if err := unix.Fstat(fd, &a); err != nil {
+		return fmt.Errorf("shmring: fstat: %w", err)
+	}
+	path := filepath.Join(shmprobe.DevShm, key[1:])
+	if err := unix.Lstat(path, &b); err != nil {
+		return fmt.Errorf("shmring: key %s: %w", key, err)
+	}
+	if b.Mode&unix.S_IFMT != unix.S_IFREG || a.Dev != b.Dev || a.Ino != b.Ino {
+		return fmt.Errorf("shmring: key %s names another object than the region handed over (dev/inode %d/%d, %s is %d/%d)", key, a.Dev, a.Ino, path, b.Dev, b.Ino)
+	}
+	return nil
 }
 
 // OpenRegion validates and maps a region received from an untrusted peer. It
@@ -171,6 +206,9 @@ func (r *Region) truncated() bool {
 }
 
 func (r *Region) unmap() error {
+	if r.owner {
+		unlinkKey(r.key)
+	}
 	err := unix.Munmap(r.mem)
 	if cerr := unix.Close(r.fd); err == nil {
 		err = cerr

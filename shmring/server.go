@@ -20,6 +20,12 @@ type ServerConfig struct {
 	// AllowUnsealed accepts /dev/shm regions, which cannot be sealed. Accesses
 	// to them are fault-guarded; a truncated one is quarantined.
 	AllowUnsealed bool
+	// AllowShmKey accepts /dev/shm regions that stay linked under a key (hello
+	// kind 3), even where AllowUnsealed is off: a backend that maps Triton system
+	// shared memory can then read the client's frames in place (Conn.Key). They
+	// are unsealed, so they are fault-guarded like any /dev/shm region, and the
+	// key is trusted only once the passed fd is verified to be /dev/shm/<key>.
+	AllowShmKey bool
 	// MaxRegionSize bounds a client's region; 0 means 2 GiB.
 	MaxRegionSize uint64
 	// Spin is how Recv spins before sleeping (SpinAdaptive by default).
@@ -161,7 +167,17 @@ func (l *Listener) handshake(uc *net.UnixConn) (*Conn, error) {
 	}
 	fd := fds[0]
 	fds[0] = -1 // OpenRegion owns it now
-	region, err := OpenRegion(fd, OpenOptions{AllowUnsealed: l.cfg.AllowUnsealed, MaxSize: l.cfg.MaxRegionSize})
+	allow := l.cfg.AllowUnsealed || h.kind == handshakeKindK && l.cfg.AllowShmKey
+	region, err := OpenRegion(fd, OpenOptions{AllowUnsealed: allow, MaxSize: l.cfg.MaxRegionSize})
+	if err == nil && h.kind == handshakeKindK {
+		// The key is the client's claim; the fd is what it handed over. Only when
+		// both are the same object may a backend be told to open the key.
+		if kerr := sameObject(region.Fd(), h.key); kerr != nil {
+			region.Close()
+			return refuse(HandshakeBadRegion, kerr)
+		}
+		region.key, region.backend = h.key, BackendShmKey
+	}
 	switch {
 	case errors.Is(err, ErrUnsealed):
 		return refuse(HandshakeUnsealed, err)
@@ -184,7 +200,7 @@ func (l *Listener) handshake(uc *net.UnixConn) (*Conn, error) {
 	uc.SetWriteDeadline(time.Time{})
 	c := newConn(region, uc, peer, log, l.cfg.Spin)
 	log.Info("shmring: client connected", "gid", peer.GID, "backend", region.Backend().String(),
-		"sealed", region.Sealed(), "region_bytes", region.layout.RegionSize,
+		"sealed", region.Sealed(), "key", region.key, "region_bytes", region.layout.RegionSize,
 		"request_slots", region.layout.Rings[RequestRing].Slots, "slot_bytes", region.layout.Rings[RequestRing].SlotSize)
 	return c, nil
 }
@@ -240,6 +256,11 @@ func (c *Conn) Peer() PeerCred { return c.ep.peer }
 // unsealed (/dev/shm) region may fault if the client truncates it; read them
 // only under Guard or copy them with CopyPayload.
 func (c *Conn) Sealed() bool { return c.ep.region.Sealed() }
+
+// Key is the /dev/shm key under which the client's region can be opened by
+// another process (shm_open(key)), verified at the handshake to name the very
+// object the client handed over; "" for memfd and unlinked regions.
+func (c *Conn) Key() string { return c.ep.region.key }
 
 // Done is closed when the session ends.
 func (c *Conn) Done() <-chan struct{} { return c.ep.done }
@@ -346,16 +367,43 @@ type Response struct {
 	Status     Status
 	Message    string // truncated to MaxMessageLen
 	NumTensors int
-	Tensors    [MaxTensors]Tensor
-	// Payload is copied into a response slot (results arrive from the backend
-	// in vig's heap, so this is their one copy).
+	// Tensors describe the payload: one record per output tensor (name,
+	// datatype, shape, and where its bytes lie in the payload).
+	Tensors [MaxTensors]Tensor
+	// Payload is copied into a response slot at offset 0 (results arrive from
+	// the backend in vig's heap, so this is their one copy).
 	Payload []byte
+	// Chunks are copied into the same slot at their offsets, after Payload: a
+	// result whose tensors lie in several of the backend's buffers is written
+	// without being joined first.
+	Chunks []Chunk
 }
+
+// Chunk is Data to be written at Off in a response payload.
+type Chunk struct {
+	Off  uint64
+	Data []byte
+}
+
+// payloadLen is the size of the response payload: the end of its last byte.
+func (res *Response) payloadLen() uint64 {
+	n := uint64(len(res.Payload))
+	for _, c := range res.Chunks {
+		n = max(n, c.Off+uint64(len(c.Data)))
+	}
+	return n
+}
+
+// ErrTooLarge is wrapped by Respond when a result does not fit the client's
+// response slots; the client is then answered StatusExhausted instead.
+var ErrTooLarge = errors.New("shmring: result larger than a response slot")
 
 // Respond posts the response to req without waiting and releases req's
 // payload. It returns ErrFull when the client has left no response
 // descriptor or slot free (a client that does not consume its responses);
-// the response is then dropped.
+// the response is then dropped. A result larger than the client's response
+// slots is answered StatusExhausted, naming the sizes, and reported as
+// ErrTooLarge.
 func (c *Conn) Respond(req *Request, res *Response) error {
 	defer c.Release(req)
 	if err := c.ep.acquire(); err != nil {
@@ -367,8 +415,14 @@ func (c *Conn) Respond(req *Request, res *Response) error {
 		Stream: req.Stream, Model: req.Model, Message: truncUTF8(res.Message, MaxMessageLen),
 		NumTensors: res.NumTensors, Tensors: res.Tensors,
 	}
-	if len(res.Payload) > c.resp.SlotSize() {
-		return fmt.Errorf("shmring: response of %d bytes exceeds the client's %d-byte slots", len(res.Payload), c.resp.SlotSize())
+	n := res.payloadLen()
+	var tooLarge error
+	if n > uint64(c.resp.SlotSize()) {
+		tooLarge = fmt.Errorf("%w: %d bytes, the client's response slots hold %d", ErrTooLarge, n, c.resp.SlotSize())
+		d = Descriptor{Tag: req.Tag, Frame: req.Frame, CaptureNs: req.CaptureNs, Slot: NoSlot, Status: StatusExhausted,
+			Stream: req.Stream, Model: req.Model,
+			Message: truncUTF8(fmt.Sprintf("result of %d bytes > %d-byte response slots: raise Responses.SlotSize", n, c.resp.SlotSize()), MaxMessageLen)}
+		n = 0
 	}
 	c.mu.Lock()
 	err := c.ep.guard(func() error {
@@ -380,12 +434,16 @@ func (c *Conn) Respond(req *Request, res *Response) error {
 			}
 			return err
 		}
-		if len(res.Payload) > 0 {
+		if n > 0 {
 			slot, buf, err := c.resp.TryLoan()
 			if err != nil {
 				return err
 			}
-			d.Slot, d.PayloadLen = slot, uint64(copy(buf, res.Payload))
+			copy(buf, res.Payload)
+			for _, ch := range res.Chunks {
+				copy(buf[ch.Off:], ch.Data)
+			}
+			d.Slot, d.PayloadLen = slot, n
 			if err := c.resp.TryPost(&d); err != nil {
 				c.resp.Unloan(slot)
 				return err
@@ -397,6 +455,9 @@ func (c *Conn) Respond(req *Request, res *Response) error {
 	c.mu.Unlock()
 	if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrQuarantined) {
 		c.disconnect(err)
+	}
+	if err == nil {
+		err = tooLarge
 	}
 	return err
 }

@@ -84,11 +84,14 @@ func handover(addr string, region *Region, opts DialOptions) (*Session, error) {
 		return nil, fmt.Errorf("shmring: SO_PEERCRED: %w", err)
 	}
 	kind := uint32(handshakeKindS)
-	if region.Sealed() {
+	switch {
+	case region.Sealed():
 		kind = handshakeKindM
+	case region.key != "":
+		kind = handshakeKindK
 	}
 	uc.SetDeadline(time.Now().Add(opts.Timeout))
-	h := hello{version: ProtocolVersion, kind: kind, regionSize: region.layout.RegionSize}
+	h := hello{version: ProtocolVersion, kind: kind, regionSize: region.layout.RegionSize, key: region.key}
 	if _, _, err := uc.WriteMsgUnix(h.encode(), unix.UnixRights(region.fd), nil); err != nil {
 		uc.Close()
 		return nil, wrapOp("hello to", addr, err)

@@ -5,6 +5,7 @@ package shmring
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,6 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/vig-edge/vig/platform/shmprobe"
 	"github.com/vig-edge/vig/platform/sysinfo"
 )
 
@@ -318,11 +320,170 @@ func TestVersionMismatchRefused(t *testing.T) {
 	}
 }
 
+// A client of ABI version 1 (a 64-byte hello) is told which version to speak.
+func TestVersion1HelloRefused(t *testing.T) {
+	l, sink := listen(t, ServerConfig{})
+	go l.Accept()
+	r, err := CreateRegion(testConfig, BackendAuto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	uc, err := dialRaw(l.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer uc.Close()
+	v1 := make([]byte, 64) // ABI 1: magic, version 1, kind, region size, 40 zero bytes
+	binary.LittleEndian.PutUint64(v1[0:], HelloMagic)
+	binary.LittleEndian.PutUint32(v1[8:], 1)
+	binary.LittleEndian.PutUint32(v1[12:], handshakeKindM)
+	binary.LittleEndian.PutUint64(v1[16:], r.layout.RegionSize)
+	reply, err := rawHello(uc, v1, r.fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := HandshakeStatus(binary.LittleEndian.Uint32(reply[12:])); got != HandshakeVersion {
+		t.Errorf("status %v, want %v", got, HandshakeVersion)
+	}
+	if v := binary.LittleEndian.Uint32(reply[8:]); v != ProtocolVersion {
+		t.Errorf("reply says version %d, want %d", v, ProtocolVersion)
+	}
+	reason := string(reply[replyHeadSize:])
+	if !strings.Contains(reason, "version 1") || !strings.Contains(reason, "ABI version 2") {
+		t.Errorf("reason %q does not name both versions", reason)
+	}
+	if sink.find("version mismatch") == "" {
+		t.Error("refusal not logged")
+	}
+}
+
+// A keyed /dev/shm region is accepted with its key once the fd is shown to be
+// /dev/shm/<key>; a key naming another object is refused.
+func TestKeyedRegion(t *testing.T) {
+	requireRing(t)
+	if err := probeShmDir(); err != nil {
+		t.Skip(err)
+	}
+	c, s, _ := pair(t, ServerConfig{AllowShmKey: true}, DialOptions{Backend: BackendShmKey})
+	key := s.Region().Key()
+	if key == "" || c.Key() != key || c.Sealed() || c.ep.region.Backend() != BackendShmKey {
+		t.Fatalf("client key %q, server key %q sealed %v", key, c.Key(), c.Sealed())
+	}
+	if _, err := os.Stat(shmprobe.DevShm + key); err != nil {
+		t.Fatalf("keyed file: %v", err)
+	}
+	s.Close()
+	c.Close()
+	if _, err := os.Stat(shmprobe.DevShm + key); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("keyed file left behind after Close: %v", err)
+	}
+
+	// Without AllowShmKey (and AllowUnsealed) the region is refused as unsealed.
+	l, _ := listen(t, ServerConfig{})
+	go l.Accept()
+	if _, err := Dial(l.Addr(), DialOptions{Config: testConfig, Backend: BackendShmKey}); !errors.Is(err, ErrUnsealed) {
+		t.Errorf("keyed region without AllowShmKey: %v", err)
+	}
+
+	// A key that names another object than the fd.
+	l2, sink := listen(t, ServerConfig{AllowShmKey: true})
+	go l2.Accept()
+	r, err := CreateRegion(testConfig, BackendShmKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	other, err := CreateRegion(testConfig, BackendShmKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	uc, err := dialRaw(l2.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer uc.Close()
+	h := hello{version: ProtocolVersion, kind: handshakeKindK, regionSize: r.layout.RegionSize, key: other.Key()}
+	reply, err := rawHello(uc, h.encode(), r.fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := decodeReply(reply); err == nil || !strings.Contains(err.Error(), "another object") {
+		t.Errorf("mismatched key: %v", err)
+	}
+	if sink.find("another object") == "" {
+		t.Error("refusal not logged")
+	}
+}
+
+// A result larger than the client's response slots is still answered: with
+// RESOURCE_EXHAUSTED, naming the sizes. Chunks land at their offsets.
+func TestRespondChunksAndTooLarge(t *testing.T) {
+	c, s, _ := pair(t, ServerConfig{AllowUnsealed: true}, DialOptions{})
+	post := func(tag uint64) {
+		t.Helper()
+		if err := s.Requests.Post(&Descriptor{Tag: tag, Slot: NoSlot, Model: "m"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var req Request
+	var d Descriptor
+	post(1)
+	if err := c.Recv(&req); err != nil {
+		t.Fatal(err)
+	}
+	res := Response{Status: StatusOK, NumTensors: 2, Payload: []byte("ab"),
+		Chunks: []Chunk{{Off: 16, Data: []byte("xyz")}, {Off: 19, Data: []byte("w")}}}
+	res.Tensors[0] = Tensor{Name: "a", Datatype: "UINT8", Rank: 1, Dims: [MaxRank]int64{2}, Length: 2}
+	res.Tensors[1] = Tensor{Name: "b", Datatype: "UINT8", Rank: 1, Dims: [MaxRank]int64{4}, Offset: 16, Length: 4}
+	if err := c.Respond(&req, &res); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Responses.Next(&d); err != nil {
+		t.Fatal(err)
+	}
+	p := s.Responses.Payload(&d)
+	if d.NumTensors != 2 || len(p) != 20 || string(p[:2]) != "ab" || string(p[16:20]) != "xyzw" || d.Tensors[1].Name != "b" {
+		t.Errorf("chunked answer: %d tensors, payload %q", d.NumTensors, p)
+	}
+	s.Responses.Release(d.Slot)
+
+	post(2)
+	if err := c.Recv(&req); err != nil {
+		t.Fatal(err)
+	}
+	big := Response{Status: StatusOK, Payload: make([]byte, testConfig.Responses.SlotSize+1)}
+	if err := c.Respond(&req, &big); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("too large: %v", err)
+	}
+	if err := s.Responses.Next(&d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Tag != 2 || d.Status != StatusExhausted || !strings.Contains(d.Message, "4097") || d.Slot != NoSlot {
+		t.Errorf("too large answered %v %q slot %d", d.Status, d.Message, d.Slot)
+	}
+}
+
 func TestHandshakeCodec(t *testing.T) {
-	h := hello{version: ProtocolVersion, kind: handshakeKindS, regionSize: 12345}
-	got, err := decodeHello(h.encode())
-	if err != nil || got != h {
-		t.Fatalf("decodeHello = %+v, %v", got, err)
+	for _, h := range []hello{
+		{version: ProtocolVersion, kind: handshakeKindS, regionSize: 12345},
+		{version: ProtocolVersion, kind: handshakeKindK, regionSize: 12345, key: "/vig-ring-00ff"},
+	} {
+		got, err := decodeHello(h.encode())
+		if err != nil || got != h {
+			t.Fatalf("decodeHello = %+v, %v", got, err)
+		}
+	}
+	for _, bad := range []hello{
+		{version: ProtocolVersion, kind: handshakeKindK, regionSize: 1},                      // no key
+		{version: ProtocolVersion, kind: handshakeKindK, regionSize: 1, key: "/a/b"},         // a second '/'
+		{version: ProtocolVersion, kind: handshakeKindK, regionSize: 1, key: "no-slash"},     // no leading '/'
+		{version: ProtocolVersion, kind: handshakeKindM, regionSize: 1, key: "/vig-ring-00"}, // key on a memfd
+	} {
+		if _, err := decodeHello(bad.encode()); err == nil {
+			t.Errorf("accepted %+v", bad)
+		}
 	}
 	for _, st := range []HandshakeStatus{HandshakeBadHello, HandshakeUnsealed, HandshakeBadRegion, HandshakeNotAllowed} {
 		err := decodeReply(encodeReply(st, strings.Repeat("é", 200)))
@@ -341,9 +502,11 @@ func TestHandshakeCodec(t *testing.T) {
 func FuzzDecodeHello(f *testing.F) {
 	f.Add(hello{version: ProtocolVersion, kind: handshakeKindM, regionSize: 1 << 20}.encode())
 	f.Add(make([]byte, helloSize))
+	f.Add(hello{version: ProtocolVersion, kind: handshakeKindK, regionSize: 1 << 20, key: "/vig-ring-0011"}.encode())
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, err := decodeHello(b)
-		if err == nil && (h.version != ProtocolVersion || h.kind != handshakeKindM && h.kind != handshakeKindS) {
+		if err == nil && (h.version != ProtocolVersion || h.kind < handshakeKindM || h.kind > handshakeKindK ||
+			(h.kind == handshakeKindK) != (h.key != "") || h.key != "" && CheckKey(h.key) != nil) {
 			t.Fatalf("accepted %+v", h)
 		}
 		decodeReply(b) // must not panic

@@ -75,6 +75,7 @@ func (s Span) Slice(msg mem.BufferSlice) mem.BufferSlice {
 // Tensor is what vig reads of an input or requested output tensor.
 type Tensor struct {
 	Name, Datatype []byte
+	Shape          []int64 // inputs only: the dimensions as sent (negative ones included)
 	Params         []Param
 	HasContents    bool // InferTensorContents present (not raw)
 }
@@ -195,7 +196,7 @@ func nextTensor(ts *[]Tensor) *Tensor {
 		*ts = append(*ts, Tensor{})
 	}
 	t := &(*ts)[len(*ts)-1]
-	*t = Tensor{Params: t.Params[:0]}
+	*t = Tensor{Params: t.Params[:0], Shape: t.Shape[:0]}
 	return t
 }
 
@@ -209,6 +210,14 @@ func (h *InferHeader) parseTensor(t *Tensor, end int, input bool) error {
 			return err
 		}
 		if typ != protowire.BytesType {
+			if num == 3 && input && typ == protowire.VarintType { // an unpacked dimension
+				v, err := c.varint()
+				if err != nil {
+					return err
+				}
+				t.Shape = append(t.Shape, int64(v))
+				continue
+			}
 			if err := c.skipValue(num, typ); err != nil {
 				return err
 			}
@@ -217,6 +226,11 @@ func (h *InferHeader) parseTensor(t *Tensor, end int, input bool) error {
 		switch {
 		case num == 1:
 			t.Name, err = c.takeString(n)
+		case num == 3 && input:
+			var b []byte
+			if b, err = c.take(n); err == nil {
+				t.Shape, err = appendPacked(t.Shape, b)
+			}
 		case num == 2 && input:
 			t.Datatype, err = c.takeString(n)
 		case (num == 4 && input) || (num == 2 && !input):
@@ -241,6 +255,19 @@ func (h *InferHeader) parseTensor(t *Tensor, end int, input bool) error {
 		return ErrMalformed
 	}
 	return nil
+}
+
+// appendPacked appends the packed varints of b (a repeated int64 field) to dims.
+func appendPacked(dims []int64, b []byte) ([]int64, error) {
+	for len(b) > 0 {
+		v, n := protowire.ConsumeVarint(b)
+		if n < 0 {
+			return dims, ErrMalformed
+		}
+		dims = append(dims, int64(v))
+		b = b[n:]
+	}
+	return dims, nil
 }
 
 // parseParamEntry decodes a map<string, InferParameter> entry.

@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -68,6 +69,9 @@ func TestParseInferAcrossBuffers(t *testing.T) {
 		if h.RawInputs != 1 || h.RawBytes != 150_000 || len(h.Inputs) != 1 || string(h.Inputs[0].Name) != "IMAGE" || len(h.Outputs) != 1 {
 			t.Errorf("chunks %v: tensors %+v raw %d/%d", sizes, h.Inputs, h.RawInputs, h.RawBytes)
 		}
+		if len(h.Inputs) == 1 && !slices.Equal(h.Inputs[0].Shape, []int64{int64(h.RawBytes)}) {
+			t.Errorf("chunks %v: shape %v, want [%d]", sizes, h.Inputs[0].Shape, h.RawBytes)
+		}
 		if len(h.Raw) != 1 || !bytes.Equal(h.Raw[0].Slice(chunk(msg, sizes...)).Materialize(), bytes.Repeat([]byte{0xab}, 150_000)) {
 			t.Errorf("chunks %v: raw span %+v does not hold the tensor bytes", sizes, h.Raw)
 		}
@@ -99,6 +103,9 @@ func TestStripVig(t *testing.T) {
 		}
 		if out.Len() >= len(msg) {
 			t.Errorf("nothing stripped: %d >= %d", out.Len(), len(msg))
+		}
+		if len(h.Inputs) == 1 && !slices.Equal(h.Inputs[0].Shape, []int64{int64(h.RawBytes)}) {
+			t.Errorf("chunks %v: shape %v, want [%d]", sizes, h.Inputs[0].Shape, h.RawBytes)
 		}
 		if len(h.Raw) != 1 || !bytes.Equal(h.Raw[0].Slice(out).Materialize(), req.RawInputContents[0]) {
 			t.Errorf("chunks %v: raw span %+v does not hold the tensor bytes in the stripped message", sizes, h.Raw)
@@ -189,6 +196,11 @@ func FuzzParseInfer(f *testing.F) {
 		}
 		if string(h.Model) != ref.ModelName || len(h.Inputs) != len(ref.Inputs) || h.RawInputs != len(ref.RawInputContents) {
 			t.Fatalf("disagrees with protobuf: %q/%q inputs %d/%d", h.Model, ref.ModelName, len(h.Inputs), len(ref.Inputs))
+		}
+		for i, in := range ref.Inputs {
+			if !slices.Equal(h.Inputs[i].Shape, in.Shape) && len(h.Inputs[i].Shape)+len(in.Shape) > 0 {
+				t.Fatalf("input %d shape %v, protobuf %v", i, h.Inputs[i].Shape, in.Shape)
+			}
 		}
 		var stripped pb.ModelInferRequest
 		if err := proto.Unmarshal(h.StripVig(in).Materialize(), &stripped); err != nil {

@@ -280,3 +280,7 @@ func shortName(full string) string {
 	}
 	return "other"
 }
+
+// SystemSharedMemory reports whether the backend takes tensors in Triton system
+// shared memory (a gRPC backend does; a ring runtime does not).
+func (g *Gateway) SystemSharedMemory() bool { return g.relay != nil }

@@ -12,13 +12,14 @@ import (
 	"os"
 	"os/signal"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/vig-edge/vig/agent/config"
 	"github.com/vig-edge/vig/agent/doctor"
 	"github.com/vig-edge/vig/agent/gateway"
+	"github.com/vig-edge/vig/agent/gateway/ringback"
+	"github.com/vig-edge/vig/agent/gateway/ringfront"
 	"github.com/vig-edge/vig/agent/metrics"
 	"github.com/vig-edge/vig/build/version"
 	"github.com/vig-edge/vig/mockbackend"
@@ -27,8 +28,6 @@ import (
 
 	"github.com/vig-edge/vig/platform/profile"
 	"github.com/vig-edge/vig/shmring"
-	ringbackend "github.com/vig-edge/vig/shmring/backend"
-	"github.com/vig-edge/vig/shmring/frontend"
 )
 
 const serveUsage = `Usage: vig serve -c FILE [flags]
@@ -208,41 +207,24 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready chan
 		return fmt.Errorf("scheduler: %w", err)
 	}
 	gov.SetObserver(reg.NewSched(gov.Snapshot))
-	// A ring backend reports its state from its own goroutine, possibly before the
-	// gateway exists: the last state is applied when it does.
-	var (
-		gwReady  atomic.Pointer[gateway.Gateway]
-		ringUp   atomic.Bool
-		ringConn *ringbackend.Backend
-		infer    gateway.InferBackend
-	)
+	// A ring runtime is the gateway's Backend: the gateway opens it and follows its
+	// state; without one, the gateway dials the gRPC backend itself.
+	var backend gateway.Backend
 	ringAddr, ringBackend := cfg.Backend.RingBackend()
 	if ringBackend {
-		ringConn, err = ringbackend.Dial(ringAddr, ringbackend.Options{Config: ringConfig(cfg.Backend.Ring),
-			ConfigKey: "backend.ring.slot_kib", Logger: log,
-			OnState: func(up bool) {
-				ringUp.Store(up)
-				if g := gwReady.Load(); g != nil {
-					g.SetBackendUp(up)
-				}
-			}})
+		rb, err := ringback.New(ringAddr, ringback.Options{Config: ringConfig(cfg.Backend.Ring),
+			ConfigKey: "backend.ring.slot_kib", Logger: log})
 		if err != nil {
 			return fmt.Errorf("ring backend %s: %w", ringAddr, err)
 		}
-		defer ringConn.Close()
-		infer = ringConn
+		backend = rb
 	}
-	var be gateway.Backend
-	if infer != nil {
-		be = gateway.SyncBackend{B: infer}
-	}
-	gw, err := gateway.New(gateway.Options{Config: cfg, Dial: sockets.DialAddr, Metrics: reg, Log: log, Admit: gov, Backend: be})
+	gw, err := gateway.New(gateway.Options{Config: cfg, Dial: sockets.DialAddr, Metrics: reg, Log: log, Admit: gov, Backend: backend})
 	if err != nil {
+		if backend != nil {
+			backend.Close()
+		}
 		return err
-	}
-	if ringBackend {
-		gwReady.Store(gw)
-		gw.SetBackendUp(ringUp.Load())
 	}
 	if cfg.Backend.StatsIntervalMs > 0 && !ringBackend { // a ring runtime has no ModelStatistics
 		poller := gateway.NewStatsPoller(gw, gov, time.Duration(cfg.Backend.StatsIntervalMs)*time.Millisecond, log)
@@ -281,21 +263,23 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready chan
 	}
 
 	errc := make(chan error, len(listeners)+1)
-	var ring *frontend.Frontend
+	var ring *ringfront.Frontend
 	if cfg.Listen.Ring != "" {
 		allowUnsealed := false
 		if b, err := shmring.Probe(); err == nil && b == shmring.BackendShmFile {
 			allowUnsealed = true
 			log.Warn("ring: sealed memfd unavailable on this kernel; accepting /dev/shm regions under a fault guard")
 		}
-		rl, err := shmring.Listen(cfg.Listen.Ring, shmring.ServerConfig{AllowUnsealed: allowUnsealed, Logger: log})
+		// Keyed /dev/shm regions are what lets a Triton backend read frames in
+		// place (by reference); they are fault-guarded like any /dev/shm region.
+		rl, err := shmring.Listen(cfg.Listen.Ring, shmring.ServerConfig{AllowUnsealed: allowUnsealed, AllowShmKey: true, Logger: log})
 		if err != nil {
 			closeAll()
 			gw.Stop()
 			return fmt.Errorf("listen.ring %s: %w", cfg.Listen.Ring, err)
 		}
 		addrs["ring"] = rl.Addr()
-		ring = frontend.New(rl, gov, gw, infer, log)
+		ring = ringfront.New(rl, gw, ringfront.Options{Log: log, Metrics: reg})
 		go func() { errc <- ring.Serve() }()
 	}
 	var metricsSrv *http.Server

@@ -33,6 +33,10 @@ type Options struct {
 	// request slots for the largest frame.
 	Config shmring.Config
 	// Backend picks memfd (default where available) or a /dev/shm file.
+	// shmring.BackendShmKey keeps the /dev/shm file linked under a key so that
+	// vig can hand the frames to a backend that maps Triton system shared memory
+	// by reference: the frame is then read in place by the backend and crosses
+	// no socket (vig logs which path the session takes).
 	Backend shmring.Backend
 	// Spin is how Loan and Next spin before sleeping on the futex.
 	Spin shmring.Spin
@@ -189,6 +193,27 @@ func (r *Result) Payload() []byte {
 		return nil
 	}
 	return r.c.s.Responses.Payload(&r.Descriptor)
+}
+
+// NumOutputs is the number of output tensors the result carries (tensor
+// records: name, datatype, shape and bytes each).
+func (r *Result) NumOutputs() int { return r.NumTensors }
+
+// Output returns the i-th output tensor's record and its bytes, in place in
+// shared memory (valid until Release). vig writes one record per output of the
+// model, in the order the backend answered them.
+func (r *Result) Output(i int) (*shmring.Tensor, []byte) {
+	if i < 0 || i >= r.NumTensors {
+		return nil, nil
+	}
+	t := &r.Tensors[i]
+	p := r.Payload()
+	// Decoding checked offset+length against the payload; a result without a
+	// payload (an error) has no tensors.
+	if t.Offset > uint64(len(p)) || t.Length > uint64(len(p))-t.Offset {
+		return t, nil
+	}
+	return t, p[t.Offset : t.Offset+t.Length : t.Offset+t.Length]
 }
 
 // Err is nil for StatusOK and describes any other status.

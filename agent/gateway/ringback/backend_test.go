@@ -1,4 +1,4 @@
-package backend
+package ringback
 
 import (
 	"context"
@@ -85,15 +85,12 @@ streams:
 	r.startRing(t)
 	t.Cleanup(func() { r.stopRing(t) })
 
-	r.b, err = Dial(r.ringAddr, Options{Config: testRing, MinBackoff: 5 * time.Millisecond, MaxBackoff: 50 * time.Millisecond,
-		ConfigKey: "backend.ring.slot_bytes", OnState: func(up bool) { r.states <- up }})
+	r.b, err = New(r.ringAddr, Options{Config: testRing, MinBackoff: 5 * time.Millisecond, MaxBackoff: 50 * time.Millisecond,
+		ConfigKey: "backend.ring.slot_bytes"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.b.Close() })
-	if err := r.b.WaitUp(context.Background()); err != nil {
-		t.Fatal(err)
-	}
 
 	cfg.Backend.Address = r.mock.Addr()
 	gov, err := gateway.NewGovernor(gateway.GovernorOptions{Config: cfg, Clock: clock.Monotonic, WallDiff: clock.WallOffset})
@@ -101,8 +98,11 @@ streams:
 		t.Fatal(err)
 	}
 	var st netopt.Stats
-	r.gw, err = gateway.New(gateway.Options{Config: cfg, Dial: st.DialAddr, Admit: gov, Backend: gateway.SyncBackend{B: r.b}})
+	r.gw, err = gateway.New(gateway.Options{Config: cfg, Dial: st.DialAddr, Admit: gov, Backend: spy{r.b, r.states}})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.b.WaitUp(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	ln, err := netopt.Listen("tcp", "127.0.0.1:0", &st)
@@ -119,6 +119,16 @@ streams:
 	t.Cleanup(func() { cc.Close() })
 	r.c = pb.NewGRPCInferenceServiceClient(cc)
 	return r
+}
+
+// spy is the Backend, with the states the gateway is told copied to a channel.
+type spy struct {
+	*Backend
+	states chan bool
+}
+
+func (s spy) Open(state func(bool)) {
+	s.Backend.Open(func(up bool) { state(up); s.states <- up })
 }
 
 // startRing (re)starts the mock's ring listener on the rig's address.
@@ -280,7 +290,7 @@ func TestErrors(t *testing.T) {
 	longName.Inputs[0].Name = strings.Repeat("n", shmring.MaxTensorName+1)
 	seven := request("det", 4, nil)
 	seven.Inputs, seven.RawInputContents = nil, nil
-	for i := range 7 {
+	for i := range shmring.MaxTensors + 1 {
 		seven.Inputs = append(seven.Inputs, u8Input(fmt.Sprint("I", i), 1))
 		seven.RawInputContents = append(seven.RawInputContents, []byte{byte(i)})
 	}
@@ -296,8 +306,8 @@ func TestErrors(t *testing.T) {
 		{"byte size", badSize, codes.InvalidArgument, "byte size"},
 		{"larger than a slot", request("det", 6, make([]byte, 2<<20+1)), codes.ResourceExhausted, "2097152-byte request slots"},
 		{"contents", contents, codes.Unimplemented, "raw_input_contents"},
-		{"long tensor name", longName, codes.InvalidArgument, "at most 32"},
-		{"seven inputs", seven, codes.InvalidArgument, "at most 6"},
+		{"long tensor name", longName, codes.InvalidArgument, "at most 96"},
+		{"seventeen inputs", seven, codes.InvalidArgument, "at most 16"},
 		{"unknown output", unknownOut, codes.InvalidArgument, "BOXES"},
 		{"long stream", func() *pb.ModelInferRequest {
 			r := request("det", 8, []byte{1})
@@ -316,6 +326,13 @@ func TestErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkOutput(t, "after errors", resp, "cam#7", [][]byte{in}, 7)
+}
+
+// busy is the room in use.
+func (s *session) busy() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.inflight
 }
 
 // pendingCalls is how many requests wait on the current session.
@@ -340,8 +357,8 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// A request cancelled while the runtime works on it ends at once with CANCELED;
-// its late result is released and dropped, and its slot and token come back.
+// A request cancelled while the runtime works on it ends at once with CANCELED
+// for its client; its late result is released, and its slot and room come back.
 func TestCancel(t *testing.T) {
 	r := newRig(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -354,13 +371,13 @@ func TestCancel(t *testing.T) {
 	cancel()
 	wantCode(t, "cancelled", <-errc, codes.Canceled, "")
 	s := r.b.cur.Load()
-	waitFor(t, "the late result to be dropped", func() bool { return r.b.pendingCalls() == 0 && len(s.tokens) == 0 })
+	waitFor(t, "the late result to be dropped", func() bool { return r.b.pendingCalls() == 0 && s.busy() == 0 })
 	if held := s.s.Responses.Held(); held != 0 {
 		t.Errorf("%d response slots still held after the late result", held)
 	}
 	// Every slot is usable again: as many concurrent requests as the ring allows.
 	var wg sync.WaitGroup
-	for i := range cap(s.tokens) {
+	for i := range s.room {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -408,7 +425,7 @@ func TestCancelStorm(t *testing.T) {
 	wg.Wait()
 	s := r.b.cur.Load()
 	waitFor(t, "every late result to be dropped", func() bool {
-		return r.b.pendingCalls() == 0 && len(s.tokens) == 0 && s.s.Responses.Held() == 0
+		return r.b.pendingCalls() == 0 && s.busy() == 0 && s.s.Responses.Held() == 0
 	})
 	t.Logf("%d answered, %d gave up", ok.Load(), cancelled.Load())
 	in := []byte("after the storm")
@@ -466,7 +483,7 @@ func TestBackendGoesAway(t *testing.T) {
 	}
 	r.ln = nil
 	_, err := r.c.ModelInfer(context.Background(), request("det", 2, []byte{1}))
-	wantCode(t, "while down", err, codes.Unavailable, "down")
+	wantCode(t, "while down", err, codes.Unavailable, "") // the scheduler knows the backend is down and answers at once
 
 	r.startRing(t)
 	for up := range r.states {

@@ -1,4 +1,4 @@
-package backend
+package ringback
 
 import (
 	"context"
@@ -44,27 +44,29 @@ func BenchmarkViaVig(b *testing.B) {
 	served := make(chan error, 1)
 	go func() { served <- mb.ServeRing(rln) }()
 	defer func() { rln.Close(); <-served }()
-	rb, err := Dial(rln.Addr(), Options{Config: testRing})
+	rb, err := New(rln.Addr(), Options{Config: testRing})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer rb.Close()
-	if err := rb.WaitUp(context.Background()); err != nil {
-		b.Fatal(err)
-	}
 
 	for _, path := range []struct {
-		name  string
-		infer gateway.InferBackend
+		name    string
+		backend gateway.Backend
 	}{{"grpc-backend", nil}, {"ring-backend", rb}} {
 		gov, err := gateway.NewGovernor(gateway.GovernorOptions{Config: cfg, Clock: clock.Monotonic, WallDiff: clock.WallOffset})
 		if err != nil {
 			b.Fatal(err)
 		}
 		var st netopt.Stats
-		gw, err := gateway.New(gateway.Options{Config: cfg, Dial: st.DialAddr, Admit: gov, Backend: syncOrNil(path.infer)})
+		gw, err := gateway.New(gateway.Options{Config: cfg, Dial: st.DialAddr, Admit: gov, Backend: path.backend})
 		if err != nil {
 			b.Fatal(err)
+		}
+		if path.backend != nil {
+			if err := rb.WaitUp(context.Background()); err != nil {
+				b.Fatal(err)
+			}
 		}
 		ln, err := netopt.Listen("tcp", "127.0.0.1:0", &st)
 		if err != nil {
@@ -106,9 +108,3 @@ func BenchmarkViaVig(b *testing.B) {
 	}
 }
 
-func syncOrNil(b gateway.InferBackend) gateway.Backend {
-	if b == nil {
-		return nil
-	}
-	return gateway.SyncBackend{B: b}
-}

@@ -1,4 +1,4 @@
-package backend
+package ringback
 
 import (
 	"bytes"
@@ -92,7 +92,10 @@ func infer(t *testing.T, b *Backend, req *pb.ModelInferRequest) (*pb.ModelInferR
 	if err := h.ParseInfer(msg); err != nil {
 		t.Fatal(err)
 	}
-	out, err := b.Infer(context.Background(), &h, msg)
+	f := &syncFinish{done: make(chan struct{})}
+	b.start(job{f: f, h: &h, msg: msg})
+	<-f.done
+	out, err := f.out, f.err
 	if err != nil {
 		return nil, err
 	}
@@ -104,15 +107,25 @@ func infer(t *testing.T, b *Backend, req *pb.ModelInferRequest) (*pb.ModelInferR
 	return &r, nil
 }
 
+// syncFinish is a call's answer, for tests that drive the Backend directly.
+type syncFinish struct {
+	out  mem.BufferSlice
+	err  error
+	done chan struct{}
+}
+
+func (f *syncFinish) Finish(out mem.BufferSlice, err error) { f.out, f.err = out, err; close(f.done) }
+
 func dialUp(t *testing.T, addr string, opts Options) *Backend {
 	t.Helper()
 	if opts.Config == (shmring.Config{}) {
 		opts.Config = testRing
 	}
-	b, err := Dial(addr, opts)
+	b, err := New(addr, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
+	b.Open(func(bool) {})
 	t.Cleanup(func() { b.Close() })
 	if err := b.WaitUp(context.Background()); err != nil {
 		t.Fatal(err)
@@ -204,8 +217,8 @@ func TestRuntimeAnswers(t *testing.T) {
 	<-got
 	s2 := b.cur.Load()
 	waitFor(t, "the stray answer's slot to be returned", func() bool { return s2.s.Responses.Held() == 0 })
-	if len(s2.tokens) != 0 {
-		t.Errorf("%d tokens held with nothing in flight", len(s2.tokens))
+	if n := s2.busy(); n != 0 {
+		t.Errorf("%d units of room held with nothing in flight", n)
 	}
 }
 
@@ -237,20 +250,21 @@ func TestUnreachable(t *testing.T) {
 		t.Skipf("no shared memory for rings on this machine: %v", err)
 	}
 	states := make(chan bool, 4)
-	b, err := Dial(ringAddr(), Options{Config: testRing, OnState: func(up bool) { states <- up }})
+	b, err := New(ringAddr(), Options{Config: testRing})
 	if err != nil {
 		t.Fatal(err)
 	}
+	b.Open(func(up bool) { states <- up })
 	if up := <-states; up {
 		t.Fatal("up with nothing listening")
 	}
 	_, err = infer(t, b, &pb.ModelInferRequest{ModelName: "m"})
 	wantCode(t, "unreachable", err, codes.Unavailable, "connection refused")
 	b.Close()
-	if _, err := Dial("", Options{}); err == nil {
-		t.Error("Dial accepted an empty address")
+	if _, err := New("", Options{}); err == nil {
+		t.Error("New accepted an empty address")
 	}
-	if _, err := Dial("@x", Options{Config: shmring.Config{Requests: shmring.RingConfig{Descriptors: 3, Slots: 1, SlotSize: 4096}}}); err == nil {
-		t.Error("Dial accepted a ring of 3 descriptors")
+	if _, err := New("@x", Options{Config: shmring.Config{Requests: shmring.RingConfig{Descriptors: 3, Slots: 1, SlotSize: 4096}}}); err == nil {
+		t.Error("New accepted a ring of 3 descriptors")
 	}
 }

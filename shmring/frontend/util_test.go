@@ -1,5 +1,0 @@
-package frontend_test
-
-import "github.com/vig-edge/vig/netopt"
-
-type netoptStats = netopt.Stats
