@@ -51,8 +51,8 @@ type Call struct {
 	RespMeta, TrailMeta []string
 
 	gw   *Gateway
-	bs   *bstream     // the call's stream on the gRPC backend, while it runs there
-	refs atomic.Int32 // the gateway's reference, plus frontends about to Cancel
+	bs   atomic.Pointer[bstream] // the call's stream on the gRPC backend, while it runs there
+	refs atomic.Int32            // the gateway's reference, plus frontends about to Cancel
 
 	// Scheduling state, guarded by the Governor's lock.
 	token   uint64 // the scheduler's id of the request; 0 when ungoverned

@@ -304,7 +304,7 @@ func (b *h2Backend) Start(call *Call) {
 		return
 	}
 	c.w.mu.Lock()
-	call.bs = bs
+	call.bs.Store(bs)
 	c.w.queueData(&bs.send, append(mem.BufferSlice{mem.SliceBuffer(grpcPrefix(msg.Len()))}, msg...))
 	c.w.finish(&bs.send, nil)
 	c.w.flush()
@@ -314,7 +314,7 @@ func (b *h2Backend) Start(call *Call) {
 // Abort implements Backend: the client left; the backend stream is reset and the
 // call finished CANCELLED.
 func (b *h2Backend) Abort(call *Call) {
-	bs := call.bs
+	bs := call.bs.Load()
 	if bs == nil {
 		return
 	}

@@ -68,7 +68,7 @@ func (g *Gateway) Cancel(c *Call) {
 
 // finish is Call.Finish: the backend's answer.
 func (g *Gateway) finish(c *Call, resp mem.BufferSlice, err error) {
-	c.bs = nil
+	c.bs.Store(nil)
 	switch {
 	case g.gov != nil && c.token != 0:
 		g.gov.complete(c, err) // may start the next call before this one is answered
