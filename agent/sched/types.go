@@ -268,4 +268,11 @@ type Action struct {
 	// Budget marks a Dispatch started on a min_rate_hz budget although it
 	// blocks protected frames.
 	Budget bool
+	// Queued marks a pipelined Dispatch: the request is committed behind
+	// the job running on Slot and waits in the backend's queue; Start is
+	// its predicted start (the running job's predicted end). For a
+	// Dispatch to a free slot Queued is false and Start is now. The
+	// caller sends both kinds at once and calls Complete for each.
+	Queued bool
+	Start  Time
 }
