@@ -23,9 +23,13 @@ func (s *Scheduler) admission(now, start Time, slot int, self int32, excl bool, 
 		if c0 > p.maxAge {
 			continue // unreachable whatever we do
 		}
+		cl := int64(0)
+		if s.cfg.Order == OrderLaxity {
+			cl = s.claimed(p)
+		}
 		if len(p.q) > 0 {
 			h := &s.reqs[p.q[0]]
-			if b, rc := s.guard(now, p, h.capture, h.deadline, slot, endJ, excl); b {
+			if b, rc := s.guard(now, p, cl, h.capture, h.deadline, slot, endJ, excl); b {
 				blocked = true
 				misses++
 				recheck = min(recheck, rc)
@@ -46,7 +50,7 @@ func (s *Scheduler) admission(now, start Time, slot int, self int32, excl bool, 
 			if a >= endJ {
 				break
 			}
-			if b, rc := s.guard(now, p, a, a.Add(p.maxAge), slot, endJ, excl); b {
+			if b, rc := s.guard(now, p, cl, a, a.Add(p.maxAge), slot, endJ, excl); b {
 				blocked = true
 				misses++
 				recheck = min(recheck, rc)
@@ -56,10 +60,11 @@ func (s *Scheduler) admission(now, start Time, slot int, self int32, excl bool, 
 	return blocked, misses, recheck
 }
 
-// guard reports whether a frame of protected stream p captured at a (or
-// waiting since then) with deadline dl would meet its target without the
-// candidate job but not with it, and when that stops being true.
-func (s *Scheduler) guard(now Time, p *stream, a, dl Time, slot int, endJ Time, excl bool) (bool, Time) {
+// guard reports whether a frame of protected stream p (whose newest claimed
+// window is cl) captured at a (or waiting since then) with deadline dl would
+// meet its target without the candidate job but not with it, and when that
+// stops being true.
+func (s *Scheduler) guard(now Time, p *stream, cl int64, a, dl Time, slot int, endJ Time, excl bool) (bool, Time) {
 	fWo, occWo := s.earliestStart(now, a, p.model, slot, endJ, excl, false)
 	cWo := s.cost(p.model, occWo)
 	target := dl
@@ -67,7 +72,7 @@ func (s *Scheduler) guard(now Time, p *stream, a, dl Time, slot int, endJ Time, 
 		// Its window: the one it lands in at the earliest, unless that
 		// one is already covered (then it serves the next).
 		w := p.win(fWo.Add(cWo))
-		if cl := s.claimed(p); w <= cl {
+		if w <= cl {
 			w = cl + 1
 		}
 		target = min(dl, p.windowEnd(w))

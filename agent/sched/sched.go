@@ -33,6 +33,7 @@ type request struct {
 	start     Time // observed start: dispatch to a free slot, or the predecessor's Complete
 	predEnd   Time // start + cost (margin included): what admission plans with
 	expEnd    Time // start + estimate (no margin): the window it is expected to land in
+	commitAt  Time // when the job behind it may be committed (see commitAt)
 	occ       int32
 	slot      int32
 	next      int32  // free-list link
@@ -547,7 +548,7 @@ func (s *Scheduler) place(now Time) (slot int, start Time, queued bool) {
 	}
 	slot, start = -1, Never
 	for i, x := range s.slotRun {
-		if x < 0 || s.slotNext[i] >= 0 || s.commitAt(x) > now {
+		if x < 0 || s.slotNext[i] >= 0 || s.reqs[x].commitAt > now {
 			continue
 		}
 		if e := max(s.reqs[x].predEnd, now); e < start {
@@ -557,13 +558,11 @@ func (s *Scheduler) place(now Time) (slot int, start Time, queued bool) {
 	return slot, start, slot >= 0
 }
 
-// commitAt is when the job behind running request x may be committed: its
-// earliest plausible end (the p10 of its model's estimates) minus
-// CommitLead.
-func (s *Scheduler) commitAt(x int32) Time {
-	r := &s.reqs[x]
-	m := &s.models[s.streams[r.stream].model]
-	return r.start.Add(m.est[r.occ].p10 - s.cfg.CommitLead)
+// commitAt is when the job behind a request started at start may be
+// committed: its earliest plausible end (the p10 of its model's estimates at
+// its occupancy) minus CommitLead.
+func (s *Scheduler) commitAt(m *model, occ int32, start Time) Time {
+	return start.Add(m.est[occ].p10 - s.cfg.CommitLead)
 }
 
 // occAt is the occupancy a job placed on slot at start would run under:
@@ -748,6 +747,7 @@ func (s *Scheduler) dispatchHead(now Time, st *stream, slot int, start Time, que
 		s.committed++
 	} else {
 		r.state = stRunning
+		r.commitAt = s.commitAt(m, r.occ, start)
 		s.slotRun[slot] = ri
 		s.busy++
 		if m.spec.Exclusive {
@@ -807,7 +807,7 @@ func (s *Scheduler) expire(now Time, acts []Action) []Action {
 	if waiting && !s.cfg.NoPipeline && !s.draining && !s.backendDown {
 		for i, x := range s.slotRun {
 			if x >= 0 && s.slotNext[i] < 0 {
-				if t := s.commitAt(x); t > now {
+				if t := s.reqs[x].commitAt; t > now {
 					s.wake = min(s.wake, t)
 				}
 			}
@@ -895,6 +895,7 @@ func (s *Scheduler) promote(now Time, ri int32, slot int) {
 	r.start = now
 	r.predEnd = now.Add(s.cost(st.model, int(r.occ)))
 	r.expEnd = now.Add(m.estimate(int(r.occ)))
+	r.commitAt = s.commitAt(m, r.occ, now)
 	s.slotRun[slot] = ri
 	s.busy++
 	if m.spec.Exclusive {
