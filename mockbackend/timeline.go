@@ -23,20 +23,27 @@ type Job struct {
 }
 
 // timeline records jobs when Config.Timeline is set (off by default: `vig
-// serve`'s embedded backend runs for days).
+// serve`'s embedded backend runs for days). It keeps the newest timelineMax
+// jobs, so a long demo does not grow without bound.
 type timeline struct {
 	mu   sync.Mutex
 	jobs []Job
 }
 
+const timelineMax = 1 << 18 // ~45 min of scenario B
+
 func (t *timeline) add(j Job) {
 	t.mu.Lock()
+	if len(t.jobs) == timelineMax {
+		t.jobs = t.jobs[:copy(t.jobs, t.jobs[timelineMax/2:])]
+	}
 	t.jobs = append(t.jobs, j)
 	t.mu.Unlock()
 }
 
-// Timeline returns the jobs that started so far, ordered by slot and start,
-// when the server was configured with Timeline; otherwise nil. Cancelled
+// Timeline returns the jobs that started so far (at most the newest 2^18),
+// ordered by slot and start, when the server was configured with Timeline;
+// otherwise nil. Cancelled
 // requests that never reached a slot are not jobs.
 func (s *Server) Timeline() []Job {
 	if s.timeline == nil {
