@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -52,10 +53,19 @@ type wireHops struct {
 	backend time.Duration // vig ↔ backend, each way
 	direct  time.Duration // sensor ↔ backend, each way
 	timer   time.Duration // how late vig's timer fires
+	// noise adds to every hop, and timerNoise to every timer, an
+	// exponentially distributed delay of this mean (a busy 2-vCPU VM: a
+	// goroutine woken late, a timer late by ~2 ms at p99). Messages on one
+	// connection stay in order.
+	noise, timerNoise time.Duration
 }
 
 var benchHops = wireHops{client: 150 * time.Microsecond, backend: 200 * time.Microsecond,
 	direct: 200 * time.Microsecond, timer: 250 * time.Microsecond}
+
+var noisyHops = wireHops{client: 150 * time.Microsecond, backend: 200 * time.Microsecond,
+	direct: 200 * time.Microsecond, timer: 250 * time.Microsecond,
+	noise: 300 * time.Microsecond, timerNoise: 500 * time.Microsecond}
 
 type wireStream struct {
 	name                        string
@@ -173,6 +183,25 @@ func simulateWire(t testing.TB, sc wireScenario, p wirePolicy, depth int, dur ti
 	t.Helper()
 	var q eventQ
 	var seq uint64
+	rng := rand.New(rand.NewPCG(uint64(depth), 1))
+	// hop returns when a message sent at now over path arrives: the base
+	// delay plus noise, never before the previous message on that path.
+	last := map[int]Time{}
+	hop := func(now Time, base time.Duration, path int) Time {
+		d := base
+		if hops.noise > 0 {
+			d += time.Duration(rng.ExpFloat64() * float64(hops.noise))
+		}
+		at := max(now.Add(d), last[path])
+		last[path] = at
+		return at
+	}
+	const (
+		pathToBackend = -1 - iota
+		pathFromBackend
+	)
+	clientIn := func(stream int) int { return 2 * stream }
+	clientOut := func(stream int) int { return 2*stream + 1 }
 	push := func(at Time, kind uint8, a, b int) {
 		seq++
 		heap.Push(&q, simEvent{at: at, seq: seq, kind: kind, a: a, b: b})
@@ -251,15 +280,19 @@ func simulateWire(t testing.TB, sc wireScenario, p wirePolicy, depth int, dur ti
 			j := byToken[a.Token]
 			switch a.Kind {
 			case Dispatch:
-				push(now.Add(hops.backend), evBackend, j, 0)
+				push(hop(now, hops.backend, pathToBackend), evBackend, j, 0)
 			case Answer:
-				answerClient(now.Add(hops.client), j, false)
+				answerClient(hop(now, hops.client, clientOut(jobs[j].stream)), j, false)
 			}
 		}
 		if w, ok := s.NextWake(); ok && w != wakeAt {
 			wakeAt = w
 			seq++
-			heap.Push(&q, simEvent{at: w.Add(hops.timer), seq: seq, kind: evTick, wake: w})
+			late := hops.timer
+			if hops.timerNoise > 0 {
+				late += time.Duration(rng.ExpFloat64() * float64(hops.timerNoise))
+			}
+			heap.Push(&q, simEvent{at: w.Add(late), seq: seq, kind: evTick, wake: w})
 		} else if !ok {
 			wakeAt = Never
 		}
@@ -272,7 +305,7 @@ func simulateWire(t testing.TB, sc wireScenario, p wirePolicy, depth int, dur ti
 					j = tp.levels[l][0]
 					tp.levels[l] = tp.levels[l][1:]
 					if now.Sub(jobs[j].waitFrom) > sc.streams[jobs[j].stream].maxAge {
-						answerClient(now.Add(hops.client), j, false) // queue timeout
+						answerClient(hop(now, hops.client, clientOut(jobs[j].stream)), j, false) // queue timeout
 						j = -1
 					}
 				}
@@ -284,7 +317,7 @@ func simulateWire(t testing.TB, sc wireScenario, p wirePolicy, depth int, dur ti
 				return
 			}
 			tp.free--
-			push(now.Add(hops.backend), evBackend, j, 0)
+			push(hop(now, hops.backend, pathToBackend), evBackend, j, 0)
 		}
 	}
 
@@ -305,10 +338,11 @@ func simulateWire(t testing.TB, sc wireScenario, p wirePolicy, depth int, dur ti
 			j := len(jobs) - 1
 			switch {
 			case p.direct:
-				jobs[j].waitFrom = now.Add(hops.direct)
-				push(now.Add(hops.direct), evBackend, j, 0)
+				at := hop(now, hops.direct, clientIn(e.a))
+				jobs[j].waitFrom = at
+				push(at, evBackend, j, 0)
 			default:
-				push(now.Add(hops.client), evArrive, j, 0)
+				push(hop(now, hops.client, clientIn(e.a)), evArrive, j, 0)
 			}
 		case evArrive:
 			jb := &jobs[e.a]
@@ -316,7 +350,7 @@ func simulateWire(t testing.TB, sc wireScenario, p wirePolicy, depth int, dur ti
 			if p.triton {
 				l := int(sc.streams[jb.stream].class)
 				if len(tp.levels[l]) >= 1 {
-					answerClient(now.Add(hops.client), e.a, false) // max_queue_size
+					answerClient(hop(now, hops.client, clientOut(jb.stream)), e.a, false) // max_queue_size
 					continue
 				}
 				tp.levels[l] = append(tp.levels[l], e.a)
@@ -339,19 +373,19 @@ func simulateWire(t testing.TB, sc wireScenario, p wirePolicy, depth int, dur ti
 				startJob(now, n, slot)
 			}
 			if p.direct {
-				answerClient(now.Add(hops.direct), e.a, true)
+				answerClient(hop(now, hops.direct, clientOut(jobs[e.a].stream)), e.a, true)
 			} else {
-				push(now.Add(hops.backend), evComplete, e.a, 0)
+				push(hop(now, hops.backend, pathFromBackend), evComplete, e.a, 0)
 			}
 		case evComplete:
 			if p.triton {
-				answerClient(now.Add(hops.client), e.a, true)
+				answerClient(hop(now, hops.client, clientOut(jobs[e.a].stream)), e.a, true)
 				tp.free++
 				tpGrant(now)
 				continue
 			}
 			acts = s.Complete(now, uint64(e.a+1), true, acts[:0])
-			answerClient(now.Add(hops.client), e.a, true)
+			answerClient(hop(now, hops.client, clientOut(jobs[e.a].stream)), e.a, true)
 			apply(now)
 		case evTick:
 			if e.wake != wakeAt {
@@ -498,6 +532,21 @@ func TestWireSimulationWrongGrid(t *testing.T) {
 			p.gridError = d
 			p.name = fmt.Sprintf("vig laxity, grid off by %v", d)
 			t.Log(formatSummary(sc, p, simulateBest(t, sc, p, dur, benchHops)))
+		}
+	}
+}
+
+// TestWireSimulationNoisy repeats the comparison with noisy hops and timers:
+// vig's look-ahead and pipelining rest on predictions, and must not turn
+// jitter into lost windows.
+func TestWireSimulationNoisy(t *testing.T) {
+	dur := 30 * time.Second
+	if testing.Short() {
+		dur = 10 * time.Second
+	}
+	for _, sc := range wireScenarios() {
+		for _, p := range []wirePolicy{polDirect, polTriton, polBefore, polTold} {
+			t.Log(formatSummary(sc, p, simulateBest(t, sc, p, dur, noisyHops)))
 		}
 	}
 }
