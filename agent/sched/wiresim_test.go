@@ -485,7 +485,7 @@ func formatSummary(sc wireScenario, p wirePolicy, s wireSummary) string {
 // targets under vig's default policy with the grid told, plus the learnt
 // grid's floor.
 func TestWireSimulation(t *testing.T) {
-	dur := 30 * time.Second
+	dur := 20 * time.Second
 	if testing.Short() {
 		dur = 10 * time.Second
 	}
@@ -522,10 +522,7 @@ func TestWireSimulation(t *testing.T) {
 // TestWireSimulationWrongGrid measures what a wrong grid costs: vig is told
 // windows that are off by δ from the ones coverage is counted on.
 func TestWireSimulationWrongGrid(t *testing.T) {
-	dur := 30 * time.Second
-	if testing.Short() {
-		dur = 10 * time.Second
-	}
+	dur := 10 * time.Second
 	for _, sc := range wireScenarios()[1:] {
 		for _, d := range []time.Duration{0, 2 * ms, 5 * ms, 10 * ms, 16 * ms, 25 * ms, 31 * ms} {
 			p := polTold
@@ -540,10 +537,7 @@ func TestWireSimulationWrongGrid(t *testing.T) {
 // vig's look-ahead and pipelining rest on predictions, and must not turn
 // jitter into lost windows.
 func TestWireSimulationNoisy(t *testing.T) {
-	dur := 30 * time.Second
-	if testing.Short() {
-		dur = 10 * time.Second
-	}
+	dur := 10 * time.Second
 	for _, sc := range wireScenarios() {
 		for _, p := range []wirePolicy{polDirect, polTriton, polBefore, polTold} {
 			t.Log(formatSummary(sc, p, simulateBest(t, sc, p, dur, noisyHops)))
