@@ -135,8 +135,9 @@ func (s *Scheduler) earliestStart(now, a Time, pm int32, slot int, endJ Time, jE
 // if the candidate waited and miss it if not, while the candidate would
 // still meet jTarget after it. Frames are predicted from each stream's
 // newest capture plus its frame interval, and one is still expected until
-// CommitLead after its predicted capture. It returns when to re-evaluate:
-// once that frame is overdue.
+// CommitLead after it is predicted to reach vig (its capture plus the
+// stream's smoothed arrival lag). It returns when to re-evaluate: once that
+// frame is overdue.
 func (s *Scheduler) lookahead(now, start Time, slot int, j *stream, excl bool, c time.Duration, jTarget Time) (bool, Time) {
 	endJ := start.Add(c)
 	grace := s.cfg.CommitLead
@@ -150,10 +151,11 @@ func (s *Scheduler) lookahead(now, start Time, slot int, j *stream, excl bool, c
 		}
 		iv := int64(p.interval)
 		k := int64(1)
-		if d := int64(now-p.lastCapture) - int64(grace); d >= 0 {
+		if d := int64(now-p.lastCapture) - int64(grace+p.lag); d >= 0 {
 			k = d/iv + 1
 		}
-		a := p.lastCapture + Time(k*iv)
+		capture := p.lastCapture + Time(k*iv)
+		a := capture.Add(p.lag) // when it reaches vig
 		if a >= endJ {
 			continue
 		}
@@ -163,7 +165,7 @@ func (s *Scheduler) lookahead(now, start Time, slot int, j *stream, excl bool, c
 		if w <= s.claimed(p) {
 			continue // its window is covered already
 		}
-		target := min(a.Add(p.maxAge), p.windowEnd(w))
+		target := min(capture.Add(p.maxAge), p.windowEnd(w))
 		if doneWo > target || doneWo.Add(c) > jTarget {
 			continue // it misses anyway, or the candidate would miss instead
 		}

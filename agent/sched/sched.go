@@ -65,8 +65,9 @@ type stream struct {
 	capacity int
 	q        []int32 // waiting requests in queue order (fixed capacity)
 
-	lastCapture Time // newest capture received (protected prediction)
+	lastCapture Time          // newest capture received (protected prediction)
 	seen        bool
+	lag         time.Duration // arrival − capture, smoothed: when a predicted frame reaches vig
 
 	minRate  time.Duration // budget interval, 1/min_rate_hz; 0 = no budget
 	anchor   Time          // last dispatch, or first deferral before any
@@ -385,6 +386,9 @@ func (s *Scheduler) Arrive(now Time, r Request, acts []Action) []Action {
 		if !st.seen || capture > st.lastCapture {
 			st.lastCapture, st.seen = capture, true
 		}
+		// An EWMA with gain 1/8 of how late frames reach vig after their
+		// capture; the look-ahead expects predicted frames that much later.
+		st.lag += (now.Sub(capture) - st.lag) / 8
 		if !st.gridSet {
 			// Learnt: the grid of every stream without a told one starts
 			// at the first capture vig sees on any of them (the session's

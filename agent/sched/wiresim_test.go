@@ -537,10 +537,15 @@ func TestWireSimulationWrongGrid(t *testing.T) {
 // vig's look-ahead and pipelining rest on predictions, and must not turn
 // jitter into lost windows.
 func TestWireSimulationNoisy(t *testing.T) {
-	dur := 10 * time.Second
-	for _, sc := range wireScenarios() {
-		for _, p := range []wirePolicy{polDirect, polTriton, polBefore, polTold} {
-			t.Log(formatSummary(sc, p, simulateBest(t, sc, p, dur, noisyHops)))
+	dur := 20 * time.Second
+	veryNoisy := noisyHops
+	veryNoisy.noise, veryNoisy.timerNoise = time.Millisecond, time.Millisecond
+	for _, hops := range []wireHops{noisyHops, veryNoisy} {
+		t.Logf("hop noise %v, timer noise %v (exponential means)", hops.noise, hops.timerNoise)
+		for _, sc := range wireScenarios() {
+			for _, p := range []wirePolicy{polDirect, polTriton, polBefore, polTold} {
+				t.Log(formatSummary(sc, p, simulateBest(t, sc, p, dur, hops)))
+			}
 		}
 	}
 }
