@@ -146,8 +146,10 @@
 //     expected before the candidate would end, would meet its own target if
 //     the candidate waited and miss it if not, and the candidate would still
 //     meet its own target after it. The slot then stays idle until the frame
-//     comes; a frame is expected until CommitLead after its predicted
-//     capture, and NextWake is then. StreamStats.Yielded counts requests
+//     comes. A frame is predicted to reach vig one smoothed arrival lag
+//     (an EWMA of arrival − capture) after its predicted capture, and is
+//     expected until CommitLead after that; NextWake is then.
+//     StreamStats.Yielded counts requests
 //     that yielded at least once. This is what keeps a short-window stream
 //     (depth in scenario B, whose frames arrive 14 ms into a 33 ms window)
 //     from losing its window to a job of looser laxity that started just
