@@ -65,7 +65,7 @@ type stream struct {
 	capacity int
 	q        []int32 // waiting requests in queue order (fixed capacity)
 
-	lastCapture Time          // newest capture received (protected prediction)
+	lastCapture Time // newest capture received (protected prediction)
 	seen        bool
 	lag         time.Duration // arrival − capture, smoothed: when a predicted frame reaches vig
 
