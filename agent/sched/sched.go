@@ -43,7 +43,8 @@ type request struct {
 
 type model struct {
 	spec        ModelSpec
-	est         []window // indexed by occupancy at dispatch
+	est         []window        // indexed by occupancy at dispatch
+	costs       []time.Duration // estimate × margin per occupancy, kept current by refresh
 	backendMean time.Duration
 }
 
@@ -51,6 +52,14 @@ type model struct {
 // without margin.
 func (m *model) estimate(occ int) time.Duration {
 	return max(m.est[occ].p90, m.backendMean)
+}
+
+// refresh recomputes the margin-scaled costs after an estimate changed (a
+// division per estimate change, not per decision).
+func (m *model) refresh(margin Margin) {
+	for o := range m.costs {
+		m.costs[o] = margin.Apply(m.estimate(o))
+	}
 }
 
 type stream struct {
@@ -160,10 +169,12 @@ func New(cfg Config) (*Scheduler, error) {
 		m := &s.models[i]
 		m.spec = spec
 		m.est = make([]window, cfg.Slots)
+		m.costs = make([]time.Duration, cfg.Slots)
 		for o := range m.est {
 			m.est[o].init(estBuf[:2*w:2*w], spec.Exec)
 			estBuf = estBuf[2*w:]
 		}
+		m.refresh(cfg.SafetyMargin)
 		s.modelByName[spec.Name] = int32(i)
 	}
 
@@ -290,7 +301,7 @@ func (s *Scheduler) cost(mi int32, occ int) time.Duration {
 	if occ >= s.slots {
 		occ = s.slots - 1
 	}
-	return s.margin.Apply(m.estimate(occ))
+	return m.costs[occ]
 }
 
 // route maps a request to a stream index, or returns a reason to refuse it.
@@ -850,6 +861,7 @@ func (s *Scheduler) Complete(now Time, token uint64, ok bool, acts []Action) []A
 			// the predecessor's Complete for a pipelined job — so the
 			// time it queued at the backend is not counted.
 			m.est[r.occ].add(now.Sub(r.start))
+			m.refresh(s.margin)
 		}
 		if len(s.commitQ) > 0 {
 			s.promote(now, s.commitQ[0], slot)
@@ -1023,4 +1035,5 @@ func (s *Scheduler) ObserveBackendStats(model string, computeInferNs, count uint
 			m.est[o].seed(m.backendMean)
 		}
 	}
+	m.refresh(s.margin)
 }
