@@ -176,3 +176,139 @@ func (s *Scheduler) lookahead(now, start Time, slot int, j *stream, excl bool, c
 	}
 	return false, 0
 }
+
+// next is when the next frame of p is predicted to reach vig, and its
+// capture; ok is false when p's sensor stopped or p is not a candidate for
+// the look-ahead of a job of stream j.
+func (s *Scheduler) next(now Time, p, j *stream) (a, capture Time, ok bool) {
+	if p == j || p.adhoc || !p.seen || (p.class == BestEffort && j.class != BestEffort) ||
+		now.Sub(p.lastCapture) > 2*p.interval+p.maxAge {
+		return 0, 0, false
+	}
+	iv := int64(p.interval)
+	k := int64(1)
+	if d := int64(now-p.lastCapture) - int64(s.cfg.CommitLead+p.lag); d >= 0 {
+		k = d/iv + 1
+	}
+	capture = p.lastCapture + Time(k*iv)
+	return capture.Add(p.lag), capture, true
+}
+
+// dueBefore reports whether some stream without a waiting request has a
+// frame predicted to reach vig before t.
+func (s *Scheduler) dueBefore(now, t Time, j *stream) bool {
+	for i := range s.streams {
+		p := &s.streams[i]
+		if len(p.q) > 0 {
+			continue
+		}
+		if a, _, ok := s.next(now, p, j); ok && a < t {
+			return true
+		}
+	}
+	return false
+}
+
+// laFrame is one job of the one-slot look-ahead: another stream's waiting
+// head (arrival now) or its predicted next frame.
+type laFrame struct {
+	a, target Time
+	c         time.Duration
+	predicted bool
+}
+
+// maxLookahead bounds the jobs the one-slot look-ahead schedules.
+const maxLookahead = 8
+
+// lookaheadOne is the look-ahead on one slot, where the order of a few jobs
+// decides: it schedules the other streams' waiting heads and next predicted
+// frames earliest target first, after the candidate — and before it: those
+// due before it would end first, then the candidate, then the rest. The
+// candidate yields when the first schedule makes a predicted frame miss its
+// target while in the second every job, the candidate included, meets its
+// own. Frames predicted individually would each fit; it is two
+// frames sharing a window end (pose and depth in scenario B) that a
+// candidate with a loose window (the detector) must not go before.
+func (s *Scheduler) lookaheadOne(now, start Time, j *stream, c time.Duration, jTarget Time) (bool, Time) {
+	endJ := start.Add(c)
+	grace := s.cfg.CommitLead
+	if !s.dueBefore(now, endJ, j) {
+		return false, 0 // only a frame due before the candidate ends can make waiting pay
+	}
+	var fr [maxLookahead]laFrame
+	n := 0
+	recheck := Never
+	for i := range s.streams {
+		p := &s.streams[i]
+		if n == len(fr) {
+			break
+		}
+		if p == j || p.adhoc || !p.seen || (p.class == BestEffort && j.class != BestEffort) {
+			continue
+		}
+		cp := s.cost(p.model, 0)
+		if len(p.q) > 0 {
+			h := &s.reqs[p.q[0]]
+			if h.deadline == Never {
+				continue
+			}
+			k := s.key(p, h, endJ, cp)
+			if k.useless {
+				continue
+			}
+			fr[n] = laFrame{a: now, c: cp, target: endJ.Add(cp) + Time(k.lax)}
+			n++
+			continue
+		}
+		a, capture, ok := s.next(now, p, j)
+		if !ok {
+			continue
+		}
+		// Even a frame due after the candidate ends can be pushed past
+		// its window by the jobs the candidate delays: the schedule
+		// below sees that.
+		w := p.win(max(a, start).Add(cp))
+		if w <= s.claimed(p) {
+			continue // its window is covered already
+		}
+		fr[n] = laFrame{a: a, c: cp, target: min(capture.Add(p.maxAge), p.windowEnd(w)), predicted: true}
+		recheck = min(recheck, a.Add(grace)+1)
+		n++
+	}
+	if recheck == Never {
+		return false, 0 // nothing predicted: the rank decides
+	}
+	for x := 1; x < n; x++ { // earliest target first
+		for y := x; y > 0 && fr[y].target < fr[y-1].target; y-- {
+			fr[y], fr[y-1] = fr[y-1], fr[y]
+		}
+	}
+	// With the candidate: it first, then the others.
+	t, miss := endJ, false
+	for _, f := range fr[:n] {
+		t = max(t, f.a).Add(f.c)
+		miss = miss || (f.predicted && t > f.target)
+	}
+	if !miss {
+		return false, 0
+	}
+	// Without it: the jobs due before it would end, then it, then the rest.
+	t = start
+	for pass := 0; pass < 3; pass++ {
+		if pass == 1 {
+			if t = t.Add(c); t > jTarget {
+				return false, 0 // the candidate would miss instead
+			}
+			continue
+		}
+		for _, f := range fr[:n] {
+			if (f.a < endJ) != (pass == 0) {
+				continue
+			}
+			if t = max(t, f.a).Add(f.c); t > f.target {
+				return false, 0 // yielding would not save them all
+			}
+		}
+	}
+	return true, recheck
+}

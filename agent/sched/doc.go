@@ -149,7 +149,15 @@
 //     comes. A frame is predicted to reach vig one smoothed arrival lag
 //     (an EWMA of arrival − capture) after its predicted capture, and is
 //     expected until CommitLead after that; NextWake is then.
-//     StreamStats.Yielded counts requests
+//     On one slot, where the order of a few jobs decides, the check is
+//     made on a schedule instead of frame by frame: the other streams'
+//     waiting heads and next predicted frames, earliest target first,
+//     after the candidate — and before it (those due before it would end
+//     first, then the candidate, then the rest). The candidate yields when
+//     the first schedule makes a predicted frame miss and in the second
+//     every job, the candidate included, meets its target: two frames that
+//     share a window end can each fit behind a loose job and still not
+//     fit together. StreamStats.Yielded counts requests
 //     that yielded at least once. This is what keeps a short-window stream
 //     (depth in scenario B, whose frames arrive 14 ms into a 33 ms window)
 //     from losing its window to a job of looser laxity that started just

@@ -307,3 +307,53 @@ func TestGridLearntFromFirstCapture(t *testing.T) {
 		}
 	}
 }
+
+func TestLookaheadOneSlotPair(t *testing.T) {
+	// One slot; windows on a told grid. A detector frame (window [0, 100))
+	// arrives at 33 ms, as a pose frame is due (window [33, 66)) and a depth
+	// frame is due at 45 ms (same window), before the detector would end.
+	// Detector first (13.2 ms predicted, to 46.2) leaves pose (8.8) and
+	// depth (15.4) to end at 70.4 ms, past 66; either alone would fit after
+	// it. Without it both make their window and the detector still makes
+	// its own: it yields.
+	cfg := Config{
+		Slots: 1, SafetyMargin: 110, NoPipeline: true,
+		Models: []ModelSpec{{Name: "det", Exec: 12 * ms}, {Name: "pose", Exec: 8 * ms}, {Name: "depth", Exec: 14 * ms}},
+		Streams: []StreamSpec{
+			{Name: "detector", Model: "det", Class: Protected, Period: 100 * ms, MaxAge: 100 * ms, Queue: Latest, WindowAligned: true},
+			{Name: "pose", Model: "pose", Class: High, Period: 33 * ms, MaxAge: 66 * ms, Queue: Latest, WindowAligned: true},
+			{Name: "depth", Model: "depth", Class: High, Period: 33 * ms, MaxAge: 100 * ms, Queue: Latest, WindowAligned: true},
+		},
+	}
+	h := newHarness(t, cfg)
+	p0, _ := h.arrive("pose", 0)
+	h.set(at(8))
+	h.complete(p0, true)
+	h.set(at(12))
+	d0, _ := h.arrive("depth", 0)
+	h.set(at(26))
+	h.complete(d0, true)
+
+	h.set(at(33))
+	det, acts := h.arrive("detector", 0)
+	mustNothing(t, acts, det)
+	if st := h.stats("detector"); st.Yielded != 1 {
+		t.Fatalf("detector yielded %d", st.Yielded)
+	}
+	p1, acts := h.arrive("pose", 0)
+	mustDispatch(t, acts, p1)
+	h.set(at(41))
+	mustNothing(t, h.complete(p1, true), det) // depth is still due at 45 ms
+	h.set(at(45))
+	d1, acts := h.arrive("depth", 0)
+	mustDispatch(t, acts, d1) // less laxity than the detector
+	h.set(at(59))
+	mustDispatch(t, h.complete(d1, true), det)
+	h.set(at(71))
+	h.complete(det, true)
+	for _, n := range []string{"detector", "pose", "depth"} {
+		if st := h.stats(n); st.Forwarded != st.Received {
+			t.Fatalf("%s: %+v", n, st.Counters)
+		}
+	}
+}

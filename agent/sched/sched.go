@@ -696,7 +696,13 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 		}
 		if s.cfg.Order == OrderLaxity && !budget && !probe && sk.lax != math.MaxInt64 && !wait {
 			jTarget := start.Add(c) + Time(sk.lax)
-			if y, recheck := s.lookahead(now, start, slot, st, excl, c, jTarget); y {
+			y, recheck := false, Never
+			if s.slots == 1 {
+				y, recheck = s.lookaheadOne(now, start, st, c, jTarget)
+			} else {
+				y, recheck = s.lookahead(now, start, slot, st, excl, c, jTarget)
+			}
+			if y {
 				if !r.yielded {
 					r.yielded = true
 					st.yielded++
