@@ -234,8 +234,8 @@
 // around half a window they are worse than no grid: the scheduler hurries a
 // frame for a window end that is not there and lets the real one pass. In
 // the simulation of scenario B (wiresim_test.go, TestWireSimulationWrongGrid)
-// depth coverage is ~98 % with the right grid or one off by 2 ms, ~97 % off
-// by 5 ms, ~90 % off by 10 ms and ~75 % off by 16 ms, half its window
+// depth coverage is 100 % with the right grid or one off by 2 ms, ~98 % off
+// by 5 ms, ~89 % off by 10 ms and ~75 % off by 16 ms, half its window
 // (class-first ordering: ~91 %); protected coverage stays at 100 % (its
 // windows are 50 ms and its frames arrive at their start). When the
 // consumer's period boundaries are known, tell vig.
