@@ -46,7 +46,9 @@ func Demo(ctx context.Context, o DemoOptions) error {
 		defer cancel()
 	}
 	cfg := *o.Config
-	mb, err := startMock(ctx, "127.0.0.1:0", mockbackend.FromConfig(&cfg))
+	mcfg := mockbackend.FromConfig(&cfg)
+	mcfg.Timeline = true // for the accelerator's idle time while work waits
+	mb, err := startMock(ctx, "127.0.0.1:0", mcfg)
 	if err != nil {
 		return err
 	}
@@ -80,6 +82,7 @@ func Demo(ctx context.Context, o DemoOptions) error {
 	payload := make([]byte, wirePayload)
 	var wg sync.WaitGroup
 	start := clock.Monotonic() + int64(50*time.Millisecond)
+	captures := map[string]func(uint64) int64{}
 	for i, s := range cfg.Streams {
 		cc, err := dial(ln.Addr().String())
 		if err != nil {
@@ -92,6 +95,8 @@ func Demo(ctx context.Context, o DemoOptions) error {
 			interval = s.Period()
 		}
 		model, name, lv := s.Model, s.Name, &lives[i]
+		off, iv := int64(streamOffset(i)), int64(interval)
+		captures[name] = func(frame uint64) int64 { return start + off + int64(frame)*iv }
 		sen := &Sensor{Interval: interval, Offset: streamOffset(i), Depth: max(o.Depth, 1), Clock: Monotonic,
 			Send: func(ctx context.Context, frame uint64, capture int64) error {
 				_, err := client.ModelInfer(ctx, frameRequest(model, name, frame, capture, payload))
@@ -147,8 +152,13 @@ func Demo(ctx context.Context, o DemoOptions) error {
 			b.WriteString("\033[H")
 		}
 		el := time.Duration(now - start).Truncate(time.Second)
+		ref, refMono := time.Now(), clock.Monotonic()
+		mono := func(t time.Time) int64 { return refMono - int64(ref.Sub(t)) }
+		idle, _ := idleWhileWaiting(mb.Timeline(), mono, captures, max(now-int64(demoWindow), start), now, slots)
 		fmt.Fprintf(&b, "vig demo — %d streams, %d slot(s), mock backend in process; %v elapsed; slot busy %.0f %%\033[K\n", len(cfg.Streams), slots, max(el, 0), 100*min(busy, 1))
-		fmt.Fprintf(&b, "%-10s %-11s %9s %11s %6s %10s %10s %12s %9s\033[K\n", "stream", "class", "coverage", "AoI p95 ms", "queue", "forwarded", "superseded", "late-dropped", "deferred")
+		fmt.Fprintf(&b, "order %s, pipelined dispatch %s: %d job(s) queued at the backend now; accelerator idle while work waits (last %v): median %.0f µs over %d jobs\033[K\n",
+			cfg.Scheduler.Order, map[bool]string{true: "on", false: "off"}[cfg.Scheduler.Pipeline == nil || *cfg.Scheduler.Pipeline], snap.Committed, demoWindow, idle.P50Us, idle.Waited)
+		fmt.Fprintf(&b, "%-10s %-11s %9s %11s %6s %10s %10s %12s %9s %8s\033[K\n", "stream", "class", "coverage", "AoI p95 ms", "queue", "forwarded", "superseded", "late-dropped", "deferred", "yielded")
 		for i, s := range cfg.Streams {
 			var ss sched.StreamStats
 			for _, x := range snap.Streams {
@@ -165,9 +175,10 @@ func Demo(ctx context.Context, o DemoOptions) error {
 			if ss.CoverageWindows > 0 {
 				cov = fmt.Sprintf("%.1f %%", 100*ss.Coverage)
 			}
-			fmt.Fprintf(&b, "%-10s %-11s %9s %11.1f %6d %10d %10d %12d %9d\033[K\n", s.Name, s.Class, cov, ms(aoi.P95),
-				ss.Waiting+ss.Running, ss.Forwarded, ss.Superseded, ss.LateDropped, ss.Deferred)
+			fmt.Fprintf(&b, "%-10s %-11s %9s %11.1f %6d %10d %10d %12d %9d %8d\033[K\n", s.Name, s.Class, cov, ms(aoi.P95),
+				ss.Waiting+ss.Running, ss.Forwarded, ss.Superseded, ss.LateDropped, ss.Deferred, ss.Yielded)
 		}
+		fmt.Fprintf(&b, "protected streams are guaranteed, not first: a high or best_effort job runs before a protected frame only if that frame still completes by min(capture + max_age, its window's end) (vig doctor: PROTECTED_GUARANTEE)\033[K\n")
 		if o.TTY {
 			b.WriteString("\033[J")
 			if !final {

@@ -28,8 +28,10 @@ func synthetic() *Results {
 	r.Wire = &WireResult{Duration: time.Second, Depths: []int{1, 4, 16}, Scenarios: []WireScenario{
 		scen("A", []float64{.5, .6, .6, 1}, []float64{.8, .8, .6, 1}, []float64{1, .995, 1, 0}),
 		scen("B", []float64{.7, .7, .7, 1}, []float64{.8, .8, .7, 1}, []float64{.995, .9, .9, 0}),
-		scen("C", []float64{1, 1, .97, 1}, []float64{1, 1, .95, 1}, []float64{1, 1, .97, 1}),
+		scen("C", []float64{1, 1, .97, 1}, []float64{1, 1, .95, 1}, []float64{1, 1, .966, 1}),
 	}}
+	r.Wire.Scenarios[1].Idle = map[string]IdleStats{PolicyDirect: {Jobs: 900, Waited: 500}, PolicyTriton: {Jobs: 800, Waited: 300, P50Us: 550},
+		PolicyVig: {Jobs: 1000, Waited: 400, P50Us: 12, P90Us: 80}}
 	r.Datapath = &DatapathResult{Payload: []int{0, 6_200_000}, Rows: []DatapathRow{
 		{Path: PathTCP, Payload: 0, AddedP50: 0.3}, {Path: PathTCP, Payload: 6_200_000, AddedP50: 4},
 		{Path: PathNginx, Payload: 0, AddedP50: 0.45}, {Path: PathNginx, Payload: 6_200_000, AddedP50: 3.9},
@@ -51,7 +53,9 @@ func TestEvaluate(t *testing.T) {
 		"protected coverage with vig ≥ 99 % in A and B":                    Holds,
 		"high-class coverage with vig ≥ 99 % in A":                         Holds,
 		"vig ≥ triton-policy emulation on every protected and high stream": Holds,
-		"C: no stream loses coverage with vig against direct":              Holds,
+		"C: no stream more than 0.5 points below direct with vig":          Holds,
+		"high-class coverage with vig ≥ 97 % in B (goal 99 %)":             Fails, // 90 %
+		"accelerator idle while work waits ≤ 50 µs median under vig in B":  Holds,
 		"vig's added p50 on the TCP copy path lower than nginx's":          Fails, // 4 ms ≥ 3.9 ms at 6.2 MB
 		costName: Fails, // 300 µs > 140 µs
 		"idle CPU below 0.05 % of a core at 10 clients": Holds,

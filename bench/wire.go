@@ -67,9 +67,13 @@ type StreamResult struct {
 	Coverage float64 `json:"coverage"` // fraction of complete period windows covered
 	Windows  int     `json:"windows"`
 	Covered  int     `json:"covered"`
-	AoIP50   float64 `json:"aoi_p50_ms"`
-	AoIP95   float64 `json:"aoi_p95_ms"`
-	AoIP99   float64 `json:"aoi_p99_ms"`
+	// Empty windows got no fresh result; Doubled ones two or more (the spare one
+	// usually belonged to a neighbouring window left empty).
+	Empty   int     `json:"empty_windows"`
+	Doubled int     `json:"doubled_windows"`
+	AoIP50  float64 `json:"aoi_p50_ms"`
+	AoIP95  float64 `json:"aoi_p95_ms"`
+	AoIP99  float64 `json:"aoi_p99_ms"`
 	// Delivered counts results the sensor received; Errors the calls that failed
 	// (superseded, late-dropped, rejected, cancelled at the end of the run).
 	Delivered uint64 `json:"delivered"`
@@ -118,6 +122,24 @@ type WireRun struct {
 	Policy  string         `json:"policy"`
 	Depth   int            `json:"depth"`
 	Streams []StreamResult `json:"streams"`
+	Idle    IdleStats      `json:"accelerator_idle"`
+
+	idle []time.Duration // the samples of Idle, pooled per policy
+}
+
+// IdleStats is how long the accelerator sat idle while work waited, from the mock
+// backend's per-slot timeline: for every job whose frame had been sent (captured)
+// before the previous job on its slot ended, the slot's gap between that end and the
+// job's start. A direct client's queued frame starts at once; a frame waiting in a
+// gateway pays the answer's way back and the next request's way in unless the
+// gateway sent it ahead.
+type IdleStats struct {
+	Jobs   int     `json:"jobs"`           // jobs started in the run
+	Waited int     `json:"waited"`         // jobs whose frame waited when their slot freed
+	P50Us  float64 `json:"idle_p50_us"`    // their slot's idle gap, median
+	P90Us  float64 `json:"idle_p90_us"`    //   and 90th percentile
+	SumMs  float64 `json:"idle_total_ms"`  // all idle time while a frame for the slot waited
+	Share  float64 `json:"idle_share_pct"` // SumMs as a share of the run × slots
 }
 
 // WireScenario holds every run of a scenario and each policy's best depth per
@@ -128,6 +150,9 @@ type WireScenario struct {
 	Streams []StreamSpec              `json:"streams"` // the workload, from its YAML
 	Runs    []WireRun                 `json:"runs"`
 	Best    map[string][]StreamResult `json:"best"` // policy → streams in config order
+	// Idle is each policy's accelerator idle time while work waited, pooled over
+	// its depth runs.
+	Idle map[string]IdleStats `json:"accelerator_idle"`
 }
 
 // WireResult is the wire benchmark's output.
@@ -163,14 +188,23 @@ func RunWire(ctx context.Context, o WireOptions) (*WireResult, error) {
 			}
 		}
 		ws.Best = map[string][]StreamResult{}
+		ws.Idle = map[string]IdleStats{}
 		for _, p := range Policies {
 			var runs []WireRun
+			var pooled IdleStats
+			var samples []time.Duration
 			for _, r := range ws.Runs {
 				if r.Policy == p {
 					runs = append(runs, r)
+					samples = append(samples, r.idle...)
+					pooled.Jobs += r.Idle.Jobs
+					pooled.SumMs += r.Idle.SumMs
+					pooled.Share += r.Idle.Share / float64(len(o.Depths))
 				}
 			}
 			ws.Best[p] = BestDepth(runs)
+			pooled.Waited, pooled.P50Us, pooled.P90Us = idleQuantiles(samples)
+			ws.Idle[p] = pooled
 		}
 		// The per-run AoI quantiles are only kept for the best runs.
 		for i := range ws.Runs {
@@ -226,7 +260,9 @@ func runWireOnce(ctx context.Context, scenario *config.Config, policy string, de
 	cfg := *scenario // shallow: the backend address is the only field written
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	mb, err := startMock(ctx, "127.0.0.1:0", mockbackend.FromConfig(&cfg))
+	mcfg := mockbackend.FromConfig(&cfg)
+	mcfg.Timeline = true
+	mb, err := startMock(ctx, "127.0.0.1:0", mcfg)
 	if err != nil {
 		return nil, err
 	}
@@ -367,12 +403,22 @@ func driveSensors(ctx context.Context, cfg *config.Config, policy string, depth 
 		tstats = tp.Stats()
 	}
 	run := &WireRun{Policy: policy, Depth: depth}
+	captures := map[string]func(frame uint64) int64{}
+	for i, s := range cfg.Streams {
+		off, iv := int64(streamOffset(i)), int64(sensors[i].Interval)
+		captures[s.Name] = func(frame uint64) int64 { return start + off + int64(frame)*iv }
+	}
+	// The timeline is in time.Time (with Go's monotonic reading): place it on
+	// CLOCK_MONOTONIC from one pair of readings.
+	ref, refMono := time.Now(), clock.Monotonic()
+	mono := func(t time.Time) int64 { return refMono - int64(ref.Sub(t)) }
+	run.Idle, run.idle = idleWhileWaiting(mb.Timeline(), mono, captures, start, end, cfg.Backend.Slots)
 	for i, s := range cfg.Streams {
 		st := &states[i]
 		cov := sched.Coverage(sched.Time(start), sched.Time(end), s.Period(), s.MaxAge(), st.deliveries)
 		aoi := sched.AoI(sched.Time(start), sched.Time(end), st.deliveries)
 		r := StreamResult{Stream: s.Name, Class: s.Class, Depth: depth,
-			Coverage: cov.Ratio(), Windows: cov.Windows, Covered: cov.Covered,
+			Coverage: cov.Ratio(), Windows: cov.Windows, Covered: cov.Covered, Empty: cov.Empty(), Doubled: cov.Doubled,
 			AoIP50: ms(aoi.P50), AoIP95: ms(aoi.P95), AoIP99: ms(aoi.P99),
 			Delivered: uint64(len(st.deliveries)), Errors: st.errors, SensorStats: st.stats,
 			Inferences: inferences[s.Model],
@@ -422,4 +468,54 @@ func AoIQuantiles(start, end sched.Time, ds []sched.Delivery) []float64 {
 		q[i] = percentileSorted(samples, float64(i)/100)
 	}
 	return q
+}
+
+// idleWhileWaiting reads the mock backend's timeline (jobs ordered by slot and
+// start; mono places their times on CLOCK_MONOTONIC) of a run from start to end
+// (CLOCK_MONOTONIC ns): for every job after the
+// first on its slot, the slot was idle from the previous job's end to its start; if
+// the job's frame had been sent by then (capture gives a frame's send time), that
+// gap was idle time while work waited. Jobs whose frame is unknown are counted but
+// not judged.
+func idleWhileWaiting(jobs []mockbackend.Job, mono func(time.Time) int64, capture map[string]func(uint64) int64, start, end int64, slots int) (IdleStats, []time.Duration) {
+	var st IdleStats
+	var samples []time.Duration
+	var sum time.Duration
+	for i, j := range jobs {
+		s := mono(j.Start)
+		if s < start || s >= end {
+			continue
+		}
+		st.Jobs++
+		if i == 0 || jobs[i-1].Slot != j.Slot {
+			continue
+		}
+		f, ok := capture[j.Stream]
+		if !ok {
+			continue
+		}
+		sent, prevEnd := f(j.Frame), mono(jobs[i-1].End)
+		if sent <= prevEnd {
+			samples = append(samples, time.Duration(max(s-prevEnd, 0)))
+		}
+		if gap := s - max(prevEnd, sent); gap > 0 {
+			sum += time.Duration(gap)
+		}
+	}
+	st.Waited, st.P50Us, st.P90Us = idleQuantiles(samples)
+	st.SumMs = ms(sum)
+	if end > start && slots > 0 {
+		st.Share = 100 * float64(sum) / float64((end-start)*int64(slots))
+	}
+	return st, samples
+}
+
+func idleQuantiles(d []time.Duration) (n int, p50, p90 float64) {
+	if len(d) == 0 {
+		return 0, 0, 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	us := func(q float64) float64 { return float64(s[int(q*float64(len(s)-1))]) / float64(time.Microsecond) }
+	return len(s), us(0.5), us(0.9)
 }

@@ -146,3 +146,26 @@ func TestWireSmoke(t *testing.T) {
 		}
 	}
 }
+
+func TestIdleWhileWaiting(t *testing.T) {
+	base := time.Unix(0, 0)
+	at := func(ms float64) time.Time { return base.Add(time.Duration(ms * float64(time.Millisecond))) }
+	mono := func(t time.Time) int64 { return int64(t.Sub(base)) }
+	// Frames of stream "s": frame k sent at 7·k ms.
+	capture := map[string]func(uint64) int64{"s": func(f uint64) int64 { return int64(f) * 7 * int64(time.Millisecond) }}
+	jobs := []mockbackend.Job{
+		{Stream: "s", Frame: 0, Slot: 0, Start: at(0), End: at(8)},
+		{Stream: "s", Frame: 2, Slot: 0, Start: at(14.3), End: at(20)}, // sent at 14, after the slot freed: 0.3 ms idle while it waited
+		{Stream: "s", Frame: 1, Slot: 0, Start: at(20.4), End: at(25)}, // sent at 7, waiting when the slot freed at 20: 0.4 ms
+		{Stream: "s", Frame: 4, Slot: 0, Start: at(28.2), End: at(30)}, // sent at 28: 0.2 ms
+		{Stream: "x", Frame: 0, Slot: 0, Start: at(36), End: at(37)},   // unknown stream: counted, not judged
+		{Stream: "s", Frame: 5, Slot: 1, Start: at(40), End: at(41)},   // first on its slot
+	}
+	st, samples := idleWhileWaiting(jobs, mono, capture, 0, int64(100*time.Millisecond), 2)
+	if st.Jobs != 6 || st.Waited != 1 || len(samples) != 1 || samples[0] != 400*time.Microsecond {
+		t.Fatalf("%+v %v", st, samples)
+	}
+	if st.P50Us != 400 || st.SumMs != 0.9 {
+		t.Fatalf("p50 %v µs, total %v ms; want 400 µs and 0.3 + 0.4 + 0.2 ms", st.P50Us, st.SumMs)
+	}
+}

@@ -23,6 +23,11 @@
 // while it waits for a slot leaves the queue; a job that started runs to its end, as
 // on an accelerator that cannot be preempted.
 //
+// With Config.Timeline the server records every job (id, stream, frame, slot,
+// when it queued, started and ended on its slot's timeline) for
+// Server.Timeline: the wire benchmark reads from it how long the accelerator sat
+// idle while work was waiting.
+//
 // # Model interface
 //
 // Every model accepts any number of input tensors of any name, type and shape, and

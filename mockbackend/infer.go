@@ -145,6 +145,9 @@ func (s *Server) run(ctx context.Context, m *model, req *inference.ModelInferReq
 		(*h)(req.Id, g)
 	}
 	end := g.start.Add(ExecTime(s.cfg.Seed, stream, frame, m.Exec))
+	if s.timeline != nil {
+		s.timeline.add(Job{ID: req.Id, Model: m.Name, Stream: stream, Frame: frame, Slot: g.slot, Queued: queued, Start: g.start, End: end})
+	}
 	if s.spin >= 0 {
 		waitUntil(end, s.spin)
 	} else {

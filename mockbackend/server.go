@@ -38,6 +38,9 @@ type Config struct {
 	// Spin is how long before the end of a job the server stops sleeping and spins
 	// (see waitUntil). 0 calibrates it once per process; negative never spins.
 	Spin time.Duration
+	// Timeline records every job's slot, queueing, start and end for
+	// Server.Timeline (benchmarks); off, nothing is kept.
+	Timeline bool
 }
 
 // FromConfig takes the models, slots and seed from a vig configuration: what the
@@ -75,6 +78,8 @@ type Server struct {
 	slots  *slots
 	shm    registry
 	health *health.Server
+
+	timeline *timeline // nil unless Config.Timeline
 
 	closed atomic.Bool
 
@@ -124,6 +129,9 @@ func New(cfg Config) (*Server, error) {
 		cfg.Version = "1"
 	}
 	s := &Server{cfg: cfg, models: map[string]*model{}, slots: newSlots(cfg.Slots), health: health.NewServer()}
+	if cfg.Timeline {
+		s.timeline = &timeline{}
+	}
 	for _, m := range cfg.Models {
 		switch {
 		case m.Name == "":

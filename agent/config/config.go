@@ -102,6 +102,16 @@ type Scheduler struct {
 	// CaptureClock is the clock of vig_capture_ns: "monotonic" (CLOCK_MONOTONIC, the
 	// same on every process of the device) or "realtime" (wall clock).
 	CaptureClock string `yaml:"capture_clock"`
+	// Order ranks waiting requests: "laxity" (the default: by the time each has
+	// to spare before its window ends or its deadline, protected streams guarded
+	// by admission) or "class_first" (class, then earliest deadline).
+	Order string `yaml:"order"`
+	// Pipeline commits the next job behind each running one, so the accelerator
+	// does not wait for a round trip through vig (default true).
+	Pipeline *bool `yaml:"pipeline"`
+	// CommitLeadMs is how long before a running job's earliest plausible end the
+	// next one is committed (default 2).
+	CommitLeadMs float64 `yaml:"commit_lead_ms"`
 }
 
 // Model is the execution-time prior of one backend model.
@@ -126,7 +136,11 @@ type Stream struct {
 	Queue           string  `yaml:"queue"`             // latest | fifo
 	Capacity        int     `yaml:"capacity"`          // fifo bound (latest: always 1)
 	MinRateHz       float64 `yaml:"min_rate_hz"`       // best_effort only: budgeted minimum rate
-	Line            int     `yaml:"-"`
+	// WindowOffsetMs tells vig the coverage grid: windows start at
+	// window_offset_ms + k·period_ms on CLOCK_MONOTONIC. Absent, vig learns it:
+	// every stream's windows start at the first capture it sees.
+	WindowOffsetMs *float64 `yaml:"window_offset_ms"`
+	Line           int      `yaml:"-"`
 }
 
 // Classes, queue kinds and the other enumerations accepted in a config.
@@ -158,6 +172,15 @@ const (
 func (s Stream) Period() time.Duration        { return ms(s.PeriodMs) }
 func (s Stream) MaxAge() time.Duration        { return ms(s.MaxAgeMs) }
 func (s Stream) FrameInterval() time.Duration { return ms(s.FrameIntervalMs) }
+
+// WindowOffset returns the told grid's offset within a period, and false when
+// vig is to learn the grid.
+func (s Stream) WindowOffset() (time.Duration, bool) {
+	if s.WindowOffsetMs == nil || s.PeriodMs <= 0 {
+		return 0, false
+	}
+	return ms(*s.WindowOffsetMs) % s.Period(), true
+}
 
 // Exec returns the model's execution-time prior.
 func (m Model) Exec() time.Duration { return ms(m.ExecMs) }
@@ -327,6 +350,7 @@ func (c *Config) applyDefaults() {
 	setDefault(&c.Scheduler.UnknownStreams, "default")
 	setDefault(&c.Scheduler.CaptureClock, "monotonic")
 	c.CPU.applyDefaults()
+	setDefault(&c.Scheduler.Order, "laxity")
 	for i := range c.Streams {
 		s := &c.Streams[i]
 		setDefault(&s.Queue, QueueLatest)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vig-edge/vig/agent/sched"
 )
@@ -95,6 +96,9 @@ func TestParseErrors(t *testing.T) {
 		{"fifo without bound", "models: {m: {exec_ms: 1}}\nstreams:\n  - {name: a, model: m, class: high, period_ms: 5, max_age_ms: 5, queue: fifo}\n", 3, []string{"capacity >= 1"}},
 		{"min rate on protected", "models: {m: {exec_ms: 1}}\nstreams:\n  - {name: a, model: m, class: protected, period_ms: 5, max_age_ms: 5, min_rate_hz: 1}\n", 3, []string{"only best_effort"}},
 		{"margin below 100", "scheduler: {safety_margin_pct: 90}\n", 0, []string{"outside 100..1000"}},
+		{"bad order", "scheduler: {order: edf}\n", 0, []string{"scheduler.order", "laxity, class_first"}},
+		{"negative window offset", "models: {m: {exec_ms: 1}}\nstreams:\n  - {name: a, model: m, class: high, period_ms: 5, max_age_ms: 5, window_offset_ms: -1}\n", 3, []string{"window_offset_ms"}},
+		{"window offset on wall clock", "scheduler: {capture_clock: realtime}\nmodels: {m: {exec_ms: 1}}\nstreams:\n  - {name: a, model: m, class: high, period_ms: 5, max_age_ms: 5, window_offset_ms: 1}\n", 4, []string{"CLOCK_MONOTONIC"}},
 		{"no listener", "listen: {grpc: \"off\"}\n", 0, []string{"accept no requests"}},
 		{"bad yaml", "listen: [\n", 0, []string{"bad yaml"}},
 		{"empty ring address", "backend: {address: \"ring:\"}\n", 0, []string{"ring: needs the runtime's socket"}},
@@ -118,6 +122,22 @@ func TestParseErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestWindowOffset(t *testing.T) {
+	c, err := Parse("w.yaml", []byte("models: {m: {exec_ms: 1}}\nstreams:\n  - {name: a, model: m, class: high, period_ms: 33, max_age_ms: 66, window_offset_ms: 70}\n  - {name: b, model: m, class: high, period_ms: 33, max_age_ms: 66}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if off, told := c.Streams[0].WindowOffset(); !told || off != 4*time.Millisecond {
+		t.Errorf("offset %v told %v, want 70 mod 33 = 4 ms", off, told)
+	}
+	if _, told := c.Streams[1].WindowOffset(); told {
+		t.Error("no window_offset_ms: the grid is learnt")
+	}
+	if c.Scheduler.Order != "laxity" || c.Scheduler.Pipeline != nil {
+		t.Errorf("defaults: order %q pipeline %v", c.Scheduler.Order, c.Scheduler.Pipeline)
 	}
 }
 

@@ -75,6 +75,12 @@ func (c *Config) validate(file string) error {
 	if !oneOf(c.Scheduler.CaptureClock, "monotonic", "realtime") {
 		bad(0, "scheduler.capture_clock", "%q is not one of monotonic, realtime", c.Scheduler.CaptureClock)
 	}
+	if !oneOf(c.Scheduler.Order, "laxity", "class_first") {
+		bad(0, "scheduler.order", "%q is not one of laxity, class_first", c.Scheduler.Order)
+	}
+	if c.Scheduler.CommitLeadMs < 0 {
+		bad(0, "scheduler.commit_lead_ms", "%g must not be negative", c.Scheduler.CommitLeadMs)
+	}
 	for name, m := range c.Models {
 		key := "models." + name
 		if name == "" {
@@ -130,6 +136,14 @@ func (c *Config) validate(file string) error {
 			}
 		default:
 			bad(s.Line, key+".queue", "%q is not one of latest, fifo", s.Queue)
+		}
+		if s.WindowOffsetMs != nil {
+			switch {
+			case *s.WindowOffsetMs < 0:
+				bad(s.Line, key+".window_offset_ms", "%g must not be negative", *s.WindowOffsetMs)
+			case c.Scheduler.CaptureClock == "realtime":
+				bad(s.Line, key+".window_offset_ms", "the told grid is on CLOCK_MONOTONIC; with capture_clock: realtime drop it and let vig learn the grid")
+			}
 		}
 		if s.MinRateHz < 0 {
 			bad(s.Line, key+".min_rate_hz", "%g must not be negative", s.MinRateHz)

@@ -250,6 +250,7 @@ func (g group) responseTimes() []Finding {
 			})
 			continue
 		}
+		fs = append(fs, g.guarantee(s, hp)...)
 		nums := map[string]float64{
 			"r_ms": msf(a.maxR()), "r_first_ms": msf(a.r[0]), "max_age_ms": s.cfg.MaxAgeMs,
 			"blocking_ms": msf(b), "busy_period_ms": msf(a.busy), "jobs": float64(len(a.r)), "worst_job": float64(a.worst),
@@ -282,6 +283,38 @@ func (g group) responseTimes() []Finding {
 		fs = append(fs, g.blockedFinding(s, hp, lower, a, b, tol, nums, later))
 	}
 	return fs
+}
+
+// guaranteeFormula states what vig promises a protected stream (agent/sched's
+// admission under the laxity order).
+const guaranteeFormula = "T_f = min(a_f + max_age, end of the window f covers); a high or best_effort job J starts, or is committed behind a running job, only if every protected frame f (waiting, or predicted at a_f = last capture + k·frame_interval) still has start_f(with J) + C_f ≤ T_f, jobs at the backend ending at their predicted ends (C = estimate × safety margin); so lower classes add no blocking and a protected stream keeps every window iff R⁰ = C_i + Σ_{protected j before i} ⌈R⁰/T_j⌉·C_j ≤ min(max_age_i, period_i − φ_i), φ_i = how far into its window a frame is captured"
+
+// guarantee says what vig's admission promises a protected stream: not to run
+// first, but never to lose a frame's window or deadline to a lower class. It
+// holds when the protected streams alone meet it (R⁰, no blocking term); frames
+// captured later than period − R⁰ into their window can still miss that window
+// (they are fresh, in the next one).
+func (g group) guarantee(s stream, hp []task) []Finding {
+	a := responseTime(s.task, hp, 0, g.slots)
+	if a.unbounded || a.maxR() > s.task.d {
+		return nil // PROTECTED_WORKLOAD_UNSCHEDULABLE says why
+	}
+	r0 := a.maxR()
+	p := int64(math.Round(s.cfg.PeriodMs * 1e6))
+	nums := map[string]float64{"r0_ms": msf(r0), "max_age_ms": s.cfg.MaxAgeMs, "period_ms": s.cfg.PeriodMs,
+		"latest_capture_phase_ms": msf(max(p-r0, 0))}
+	f := Finding{Code: CodeProtectedGuarantee, Severity: Info, Stream: s.cfg.Name, Numbers: nums, Formula: guaranteeFormula}
+	if r0 > p {
+		f.Severity = Warning
+		f.Line = s.cfg.Line
+		f.Message = fmt.Sprintf("%s: its protected work alone takes R⁰ = %s ms, longer than its %s ms window: results stay fresh (≤ max_age %s ms) but land in the next window, and windows go empty",
+			s.cfg.Name, ms(r0), fmtNum(s.cfg.PeriodMs), fmtNum(s.cfg.MaxAgeMs))
+		f.Remedy = []string{fmt.Sprintf("period_ms: %s on %s, or a faster model", ceilMs(r0), s.cfg.Name)}
+		return []Finding{f}
+	}
+	f.Message = fmt.Sprintf("%s is guaranteed, not first: vig runs a high or best_effort job before it only when each of its frames still completes by min(capture + %s ms, its window's end); its protected work alone takes R⁰ = %s ms, so every frame captured up to %s ms into its %s ms window keeps that window",
+		s.cfg.Name, fmtNum(s.cfg.MaxAgeMs), ms(r0), ms(max(p-r0, 0)), fmtNum(s.cfg.PeriodMs))
+	return []Finding{f}
 }
 
 // blockedFinding describes a protected stream that misses because of non-preemptive

@@ -18,5 +18,11 @@
 //
 // Priorities used by the analysis: class first (protected, then high, then
 // best_effort); within a class the shorter max_age goes first (deadline-monotonic),
-// then the shorter period, then the name, so the order is total and stable.
+// then the shorter period, then the name, so the order is total and stable. vig
+// itself ranks by laxity against each stream's window (agent/sched) and keeps
+// protected streams by admission rather than by running them first; that is
+// still bounded by this order: a lower-class job is never let delay a protected
+// frame past min(capture + max_age, its window's end), so the protected bound is
+// the response time without blocking (PROTECTED_GUARANTEE states it with its
+// formula), and LONG_JOB_BLOCKS_PROTECTED names the jobs admission will defer.
 package doctor

@@ -51,6 +51,7 @@ const (
 	CodeProtectedUnsched      = "PROTECTED_WORKLOAD_UNSCHEDULABLE"
 	CodeHighOverbooked        = "HIGH_WORKLOAD_OVERBOOKED"
 	CodeResponseTime          = "RESPONSE_TIME"
+	CodeProtectedGuarantee    = "PROTECTED_GUARANTEE"
 	CodeLongJobBlocks         = "LONG_JOB_BLOCKS_PROTECTED"
 	CodeStreamStarves         = "STREAM_STARVES"
 	CodeSensorRateExceeds     = "SENSOR_RATE_EXCEEDS_CAPACITY"

@@ -225,3 +225,23 @@ func FuzzAnalyze(f *testing.F) {
 		}
 	})
 }
+
+// TestProtectedGuarantee: under the laxity order a protected stream is kept by
+// admission, not run first; doctor states the bound with its formula.
+func TestProtectedGuarantee(t *testing.T) {
+	fs := Analyze(loadScenario(t, "b.yaml"))
+	f, ok := find(fs, CodeProtectedGuarantee, "detector")
+	if !ok || f.Severity != Info {
+		t.Fatalf("no PROTECTED_GUARANTEE info for detector: %+v", fs)
+	}
+	if f.Numbers["r0_ms"] != 8 || f.Numbers["latest_capture_phase_ms"] != 42 || !strings.Contains(f.Formula, "min(max_age_i, period_i − φ_i)") {
+		t.Errorf("%+v", f)
+	}
+	if _, ok := find(fs, CodeProtectedGuarantee, "pose"); ok {
+		t.Error("a guarantee for a high stream")
+	}
+	// Overbooked protected work has no guarantee, only the error saying why.
+	if _, ok := find(Analyze(loadScenario(t, "overbooked.yaml")), CodeProtectedGuarantee, ""); ok {
+		t.Error("a guarantee for an overbooked protected workload")
+	}
+}

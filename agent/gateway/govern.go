@@ -70,7 +70,12 @@ func (g *Governor) SetObserver(o Observer) { g.obs = o }
 
 // SchedConfig converts vig's configuration into the scheduler's.
 func SchedConfig(c *config.Config) (sched.Config, error) {
-	sc := sched.Config{Slots: c.Backend.Slots, SafetyMargin: sched.Margin(c.Scheduler.SafetyMarginPct)}
+	sc := sched.Config{Slots: c.Backend.Slots, SafetyMargin: sched.Margin(c.Scheduler.SafetyMarginPct),
+		NoPipeline: c.Scheduler.Pipeline != nil && !*c.Scheduler.Pipeline,
+		CommitLead: time.Duration(c.Scheduler.CommitLeadMs * float64(time.Millisecond))}
+	if c.Scheduler.Order == "class_first" {
+		sc.Order = sched.OrderClassFirst
+	}
 	var err error
 	if sc.UnknownStreams, err = sched.ParseUnknownPolicy(c.Scheduler.UnknownStreams); err != nil {
 		return sc, err
@@ -88,9 +93,10 @@ func SchedConfig(c *config.Config) (sched.Config, error) {
 		if err != nil {
 			return sc, err
 		}
+		off, told := s.WindowOffset()
 		sc.Streams = append(sc.Streams, sched.StreamSpec{Name: s.Name, Model: s.Model, Class: class,
 			Period: s.Period(), MaxAge: s.MaxAge(), FrameInterval: s.FrameInterval(), Queue: q,
-			Capacity: s.Capacity, MinRateHz: s.MinRateHz})
+			Capacity: s.Capacity, MinRateHz: s.MinRateHz, WindowAligned: told, WindowOffset: off})
 	}
 	return sc, nil
 }

@@ -244,3 +244,31 @@ func TestStatsPollerFeedsEstimator(t *testing.T) {
 	}
 	t.Fatalf("estimator never received backend statistics: %+v", snap.Estimates)
 }
+
+// TestSchedConfigScheduling maps the scheduling keys of issue 12: the told grid,
+// the order and pipelined dispatch.
+func TestSchedConfigScheduling(t *testing.T) {
+	c, err := config.Parse("s.yaml", []byte(`scheduler: {order: class_first, pipeline: false, commit_lead_ms: 1.5}
+models: {m: {exec_ms: 5}}
+streams:
+  - {name: a, model: m, class: high, period_ms: 33, max_age_ms: 66, window_offset_ms: 40}
+  - {name: b, model: m, class: high, period_ms: 33, max_age_ms: 66}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := gateway.SchedConfig(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc.Order != sched.OrderClassFirst || !sc.NoPipeline || sc.CommitLead != 1500*time.Microsecond {
+		t.Errorf("order %v, no pipeline %v, lead %v", sc.Order, sc.NoPipeline, sc.CommitLead)
+	}
+	if a, b := sc.Streams[0], sc.Streams[1]; !a.WindowAligned || a.WindowOffset != 7*time.Millisecond || b.WindowAligned {
+		t.Errorf("grid: %+v / %+v", a, b)
+	}
+	c, _ = config.Parse("d.yaml", []byte("models: {m: {exec_ms: 5}}\n"))
+	if sc, _ := gateway.SchedConfig(c); sc.Order != sched.OrderLaxity || sc.NoPipeline || sc.CommitLead != 0 {
+		t.Errorf("defaults: %+v", sc)
+	}
+}

@@ -95,7 +95,7 @@ func (l *loadedLoop) round() {
 	r.Token = l.tok
 	l.acts = l.s.Arrive(l.now, r, l.acts[:0])
 	l.track(l.acts)
-	if l.n == l.s.slots && l.tok%2 == 0 { // half the arrival rate: saturated
+	if l.n >= l.s.slots && l.tok%2 == 0 { // half the arrival rate: saturated
 		done := l.running[0]
 		copy(l.running[:], l.running[1:l.n])
 		l.n--
@@ -182,7 +182,7 @@ func TestDecisionAllocs(t *testing.T) {
 			waiting += st.Waiting
 			superseded += st.Superseded
 		}
-		if l.n != slots || waiting < 3 || superseded == 0 {
+		if l.n < slots || waiting < 3 || superseded == 0 {
 			t.Errorf("slots=%d loaded: running %d, waiting %d, superseded %d: not loaded", slots, l.n, waiting, superseded)
 		}
 	}

@@ -42,6 +42,35 @@ type StreamSpec struct {
 	// started at least this often even when admission would defer it for
 	// blocking protected frames. Zero means no budget.
 	MinRateHz float64
+	// WindowAligned says the stream's coverage grid is told: its windows
+	// are [WindowOffset + k·Period, WindowOffset + (k+1)·Period) on the
+	// scheduler's clock (config window_offset_ms). Otherwise vig learns
+	// the grid: windows start at the stream's first capture (see doc.go).
+	WindowAligned bool
+	WindowOffset  time.Duration
+}
+
+// Order selects how waiting requests are ranked (see doc.go).
+type Order uint8
+
+const (
+	// OrderLaxity ranks by laxity against the end of each stream's
+	// current uncovered window and its freshness deadline; protected
+	// streams are guarded by admission rather than always first.
+	OrderLaxity Order = iota
+	// OrderClassFirst is the earlier rule: class, then earliest
+	// deadline. Kept for comparison and as a fallback.
+	OrderClassFirst
+)
+
+func (o Order) String() string {
+	switch o {
+	case OrderLaxity:
+		return "laxity"
+	case OrderClassFirst:
+		return "class-first"
+	}
+	return fmt.Sprintf("Order(%d)", uint8(o))
 }
 
 // UnknownPolicy says what happens to a request whose stream is not
@@ -111,6 +140,16 @@ type Config struct {
 	// as coming from another clock domain rather than merely late;
 	// 0 means one hour.
 	CaptureHorizon time.Duration
+	// Order selects the ranking rule; the zero value is OrderLaxity.
+	Order Order
+	// NoPipeline turns pipelined dispatch off: a job is then sent only
+	// to a free slot, and the accelerator waits for a round trip through
+	// vig between jobs.
+	NoPipeline bool
+	// CommitLead is how long before a running job's earliest plausible
+	// end the next job is committed behind it (it covers the hop to the
+	// backend and vig's own timer lateness); 0 means 2 ms.
+	CommitLead time.Duration
 }
 
 // Defaults.
@@ -122,6 +161,7 @@ const (
 	defaultCoverageSpan   = 10 * time.Second
 	defaultCaptureSkew    = 5 * time.Millisecond
 	defaultCaptureHorizon = time.Hour
+	defaultCommitLead     = 2 * time.Millisecond
 	maxCoverageWindows    = 1 << 14
 	maxSlots              = 256
 	maxCapacity           = 1 << 16
@@ -171,8 +211,14 @@ func (c Config) withDefaults() (Config, error) {
 	if c.CaptureHorizon == 0 {
 		c.CaptureHorizon = defaultCaptureHorizon
 	}
-	if c.CoverageSpan < 0 || c.CaptureSkew < 0 || c.CaptureHorizon < 0 {
-		return c, cfgErr("coverage span, capture skew and capture horizon must not be negative")
+	if c.CommitLead == 0 {
+		c.CommitLead = defaultCommitLead
+	}
+	if c.CoverageSpan < 0 || c.CaptureSkew < 0 || c.CaptureHorizon < 0 || c.CommitLead < 0 {
+		return c, cfgErr("coverage span, capture skew, capture horizon and commit lead must not be negative")
+	}
+	if c.Order > OrderClassFirst {
+		return c, cfgErr("unknown order %d", c.Order)
 	}
 	models := make(map[string]bool, len(c.Models))
 	for i, m := range c.Models {
@@ -210,6 +256,8 @@ func (c Config) withDefaults() (Config, error) {
 			return c, cfgErr("%s: min_rate_hz applies to high and best_effort streams; protected streams are never deferred", where)
 		case s.MinRateHz > 1e6:
 			return c, cfgErr("%s: min_rate_hz %g is absurd (max 1e6)", where, s.MinRateHz)
+		case s.WindowAligned && (s.WindowOffset < 0 || s.WindowOffset >= s.Period):
+			return c, cfgErr("%s: window_offset_ms must be in [0, period_ms)", where)
 		}
 		switch s.Queue {
 		case Latest:

@@ -18,7 +18,8 @@
 //	acts = s.Drain(now, acts[:0])             // shutting down
 //
 // An Action is either Dispatch (send the request with this token to the
-// backend; call Complete when it answers) or Answer (reply to the client with
+// backend now — Queued ones too, see Pipelined dispatch; call Complete when it
+// answers) or Answer (reply to the client with
 // Code now — the values are gRPC code numbers — and Reason as the message;
 // the request is finished). A Dispatch carries the slot, the occupancy it was
 // decided under, the capture time used and the time spent queued, which with
@@ -29,12 +30,12 @@
 // metrics into a reused value.
 //
 // Requests live in a table allocated by New (its size is the sum of the
-// queue capacities plus the slots plus one, so it cannot overflow), tokens
+// queue capacities plus twice the slots plus one, so it cannot overflow), tokens
 // are found through a fixed-size open-addressing table, and estimator
 // windows are fixed rings: in steady state no call allocates.
 //
 // A token's life ends exactly once: by an Answer action, by Complete of a
-// dispatched request, or by Cancel of a waiting one (no Answer is emitted for
+// dispatched request (started or committed), or by Cancel of a waiting one (no Answer is emitted for
 // a cancelled request: its client is gone). Complete of a token that is not
 // running and Cancel of an unknown token are ignored. Tokens must be unique
 // among requests in flight (use a counter): an arrival reusing a live token
@@ -77,50 +78,173 @@
 //
 // # Dispatch
 //
-// Whenever a request arrives, a slot frees, a request is cancelled or Tick
-// runs, the scheduler takes every decision possible at that instant. It looks
-// at the head of every queue and considers them by class (protected, high,
-// best_effort), then Triton priority (default contract only), then earliest
-// deadline (capture + max_age; the queue timeout for default-contract
-// requests), then arrival order. For the best candidate:
+// Whenever a request arrives, a job completes, a request is cancelled or
+// Tick runs, the scheduler takes every decision possible at that instant.
+// A decision places one waiting request: on a free slot (it starts now), or
+// — pipelined, below — committed behind a running job (it starts at that
+// job's predicted end). It looks at the head of every queue and ranks them
+// (Order):
 //
-//  1. Late: the predicted completion is now + estimate × margin, with the
-//     estimate for its model at the occupancy it would start under (the
-//     number of jobs already running). If that is after its deadline, the
-//     request is answered DeadlineExceeded and counted late_dropped: a
-//     frame whose result would be stale is never started. The only
-//     exception is a probe (below); a frame already past its deadline is
-//     never dispatched, probe or not.
-//  2. Capacity: at most Slots jobs run. A model with Exclusive set
-//     (corun: false) starts only on an idle accelerator and nothing starts
-//     beside it. When such a job is the best candidate and other jobs run,
-//     nothing of lower rank is started (the accelerator drains for it),
-//     unless admission would defer it anyway.
+//   - OrderLaxity (the default). Every stream has a coverage grid of
+//     windows of its period (see Coverage grid). A head's target is the end
+//     of the window its result would land in if it started at the decision's
+//     start time s — or, when that window already has a fresh result (or a
+//     job of the stream already at the backend is expected to land in it),
+//     the end of the next window, and the head is then marked useless: its
+//     result would only double a covered window. The target is capped by the
+//     freshness deadline (capture + max_age). Laxity = target − (s + C),
+//     with C = estimate × margin. Useful heads go before useless ones, then
+//     smallest laxity, then class, Triton priority, deadline and arrival.
+//     Requests without a deadline (default contract) have infinite laxity.
+//   - OrderClassFirst: class (protected, high, best_effort), then Triton
+//     priority (default contract only), then earliest deadline (capture +
+//     max_age; the queue timeout for default-contract requests), then
+//     arrival order — the earlier rule, kept as a fallback.
+//
+// For the best candidate:
+//
+//  1. Late: the predicted completion is s + estimate × margin, with the
+//     estimate for its model at the occupancy it would start under. If that
+//     is after its deadline, a request on a free slot is answered
+//     DeadlineExceeded and counted late_dropped: a frame whose result would
+//     be stale is never started. (One that would be late behind the running
+//     job is simply not committed; it is re-evaluated when a slot frees.)
+//     The only exception is a probe (below); a frame already past its
+//     deadline is never dispatched, probe or not.
+//  2. Capacity: at most Slots jobs run and at most one more per slot is
+//     committed behind them. With more than one slot, a model with
+//     Exclusive set (corun: false) starts only on an idle accelerator,
+//     nothing starts beside it and it is never committed early (the backend
+//     would start it beside the others). When such a job is the best
+//     candidate and other jobs run, nothing of lower rank is started (the
+//     accelerator drains for it), unless admission would defer it anyway.
+//     On one slot Exclusive changes nothing.
 //  3. Admission (blocking-aware, non-preemptive), for high and best_effort
-//     candidates: a job of cost C = estimate × margin started now occupies
-//     a slot until now + C. For every protected stream, the scheduler
-//     predicts its next frames from its newest capture plus its frame
-//     interval (FrameInterval, else Period), beginning with the first frame
-//     that could still meet its deadline if started on arrival. A frame
-//     captured at a < now + C that would meet its deadline without the
-//     candidate but not with it — because every slot it could use (all of
-//     them for an exclusive model, or while an exclusive job runs) is busy
-//     until after a + max_age − its own cost — blocks the candidate. Running
-//     jobs are assumed to end at their predicted ends. A blocked candidate is
-//     deferred: it stays queued, is counted deferred once (however often it
-//     is re-evaluated), and the scheduler goes on to smaller candidates that
-//     may fit. NextWake includes the instant the blocking frame stops being
-//     reachable, so a frame that never comes does not defer forever, and a
-//     protected stream silent for 2 frame intervals + max_age is no longer
-//     guarded. Protected candidates are not subject to admission: among
-//     protected streams, earliest deadline first decides.
-//  4. Dispatch: the request gets the lowest free slot, and the Dispatch
-//     action records the occupancy (Busy) it was decided under.
+//     candidates: a job of cost C placed at s occupies its slot until s + C.
+//     For every protected stream the scheduler checks its waiting request,
+//     if any, and its next frames, predicted from its newest capture plus
+//     its frame interval (FrameInterval, else Period), beginning with the
+//     first that could still meet its deadline if started on arrival. A
+//     protected frame captured at a with deadline d = a + max_age has the
+//     target T = min(d, end of the window it would cover) under
+//     OrderLaxity (T = d under OrderClassFirst; and T = d when its window
+//     is out of reach anyway). If the frame meets T without the candidate
+//     but not with it — every slot it could use (all of them for an
+//     exclusive model, or while an exclusive job runs) being busy until
+//     after T − its own cost — the candidate is blocked. Jobs at the
+//     backend are assumed to end at their predicted ends. A blocked
+//     candidate is deferred: it stays queued, is counted deferred once
+//     (however often it is re-evaluated), and the scheduler goes on to
+//     other candidates that may fit. NextWake includes the instant the
+//     blocking frame stops being reachable, so a frame that never comes does
+//     not defer forever, and a protected stream silent for 2 frame
+//     intervals + max_age is no longer guarded. Protected candidates are not
+//     subject to admission.
+//  4. Look-ahead (OrderLaxity only): a candidate yields to the next
+//     predicted frame of another contract stream (protected or high; a
+//     best_effort candidate also to best_effort frames) when that frame is
+//     expected before the candidate would end, would meet its own target if
+//     the candidate waited and miss it if not, and the candidate would still
+//     meet its own target after it. The slot then stays idle until the frame
+//     comes. A frame is predicted to reach vig one smoothed arrival lag
+//     (an EWMA of arrival − capture) after its predicted capture, and is
+//     expected until CommitLead after that; NextWake is then.
+//     On one slot, where the order of a few jobs decides, the check is
+//     made on a schedule instead of frame by frame: the other streams'
+//     waiting heads and next predicted frames, earliest target first,
+//     after the candidate — and before it (those due before it would end
+//     first, then the candidate, then the rest). The candidate yields when
+//     the first schedule makes a predicted frame miss and in the second
+//     every job, the candidate included, meets its target: two frames that
+//     share a window end can each fit behind a loose job and still not
+//     fit together. StreamStats.Yielded counts requests
+//     that yielded at least once. This is what keeps a short-window stream
+//     (depth in scenario B, whose frames arrive 14 ms into a 33 ms window)
+//     from losing its window to a job of looser laxity that started just
+//     before its frame arrived.
+//  5. Dispatch: the request gets the slot, and the Dispatch action records
+//     the occupancy (Busy) it was decided under.
+//
+// # What protected means
+//
+// Protected streams are guaranteed, not first: under OrderLaxity a high job
+// may run before a waiting protected frame, but only when admission shows
+// that the protected frame — and each protected frame predicted within the
+// job — still completes by T = min(a + max_age, end of its window), given
+// the jobs at the backend at their predicted ends (estimate × margin). So a
+// protected frame misses only if the estimates (with margin) are wrong, if
+// protected work alone overloads the accelerator (doctor's
+// PROTECTED_WORKLOAD_UNSCHEDULABLE: Σ C_i/T_i > 1 over protected streams, or
+// a response time R_i = B_i + C_i + interference > max_age_i), or if a
+// min_rate_hz budget buys another stream the right to block it.
+//
+// # Pipelined dispatch
+//
+// A job answered by the backend frees its slot; sending the next one only
+// then would leave the accelerator idle for the answer's way back to vig
+// and the next request's way to the backend (~0.5 ms through loopback gRPC),
+// while a direct client's request is already queued at the backend. So once
+// a running job may end within CommitLead — at its start plus the p10 of its
+// model's estimates (at its occupancy) minus CommitLead (default 2 ms, the
+// hop plus vig's timer lateness) — the best waiting request is committed
+// behind it: Dispatched at once with Queued set, Slot the running job's
+// slot and Start its predicted end. The caller sends it like any Dispatch;
+// the backend queues it and starts it the moment the slot frees. At most one
+// request is committed per slot. NextWake includes the commit time while
+// anything waits. Config.NoPipeline turns this off.
+//
+// Committing early has costs, all accepted knowingly:
+//
+//   - A committed frame is no longer in vig's queue: a newer frame of its
+//     stream does not supersede it (LATEST still supersedes every request
+//     not yet committed), and a more urgent frame arriving after the commit
+//     waits behind it. CommitLead bounds this window.
+//   - Its predicted start is the running job's predicted end (estimate ×
+//     margin), so the late check, its rank and admission are decided at
+//     that start, not at now: a commit is refused when it would be late
+//     there, and a high job committed behind a running one is admitted
+//     against protected frames as if it started then.
+//   - The backend's queue is FIFO: when any running job completes, vig takes
+//     the oldest committed request to have started on that slot at that
+//     instant (it has no other signal of the start).
+//
+// Execution times are learnt from the observed start: the dispatch for a
+// job sent to a free slot, and the predecessor's Complete for a committed
+// one — so the time it spent queued at the backend is not counted, and the
+// return hop, paid by both ends, cancels out. The occupancy recorded is the
+// one the decision used: for a committed job, the slots predicted still busy
+// at its predicted start. A committed request that completes (or fails, or
+// is cancelled) before vig saw it start teaches the estimator nothing and
+// leaves the running job alone. Cancel of a committed request marks it: the
+// caller cancels the call at the backend and reports its end with Complete.
+//
+// # Coverage grid
+//
+// Coverage windows lie on a grid per stream: [origin + k·period, origin +
+// (k+1)·period). vig is either told the grid (StreamSpec.WindowAligned with
+// WindowOffset, config window_offset_ms: the origin is that offset on the
+// scheduler's clock) or learns it: every stream without a told grid takes as
+// origin the first capture vig sees on any such stream — the session's start,
+// from which a consumer that starts with its sensors counts its periods. The
+// wire benchmark counts windows from its first frame, so there the learnt
+// grid is exact.
+//
+// A wrong grid misplaces every window end the laxity order and the
+// protected guard aim at. Small errors (a few ms) cost nothing measurable;
+// around half a window they are worse than no grid: the scheduler hurries a
+// frame for a window end that is not there and lets the real one pass. In
+// the simulation of scenario B (wiresim_test.go, TestWireSimulationWrongGrid)
+// depth coverage is 100 % with the right grid or one off by 2 ms, ~98 % off
+// by 5 ms, ~89 % off by 10 ms and ~75 % off by 16 ms, half its window
+// (class-first ordering: ~91 %); protected coverage stays at 100 % (its
+// windows are 50 ms and its frames arrive at their start). When the
+// consumer's period boundaries are known, tell vig.
 //
 // After the candidates, every waiting request that would miss its deadline
 // even if started now is answered DeadlineExceeded at once (late_dropped),
 // and NextWake is the earliest instant at which another one will, at which a
-// queue timeout expires, or at which a deferral must be re-evaluated.
+// queue timeout expires, at which a deferral or yield must be re-evaluated,
+// or at which a job may be committed behind a running one.
 //
 // # Minimum rate budget
 //
@@ -138,8 +262,9 @@
 // # Estimator
 //
 // Execution time is estimated per (model, occupancy at dispatch) as the p90
-// of a window of the last EstimatorWindow samples (dispatch to Complete with
-// ok). The window starts full of copies of the model's exec prior, so one
+// of a window of the last EstimatorWindow samples (observed start to Complete
+// with ok; see Pipelined dispatch); the p10 of the same window is the early
+// end a commit is timed against. The window starts full of copies of the model's exec prior, so one
 // outlier moves nothing; the estimate rises after ~window/10 slow samples and
 // falls after ~9·window/10 fast ones. The occupancy a sample is learnt under
 // is the one recorded when the dispatch was decided, not the one at
@@ -174,15 +299,16 @@
 //
 //	Received = Forwarded + Superseded + LateDropped + Rejected + BackendError + Cancelled + Waiting + Running
 //
-// (Counters.Balanced). Deferred counts requests deferred at least once and
-// is not an outcome. Requests that match no stream count in
+// (Counters.Balanced; Running counts committed requests too, and
+// Snapshot.Committed says how many). Deferred counts requests deferred at
+// least once and is not an outcome. Requests that match no stream count in
 // Snapshot.Unrouted.
 //
 // # Drain and backend state
 //
 // Drain answers every waiting request Unavailable (rejected) and every later
-// arrival too; running requests complete normally, and Drained reports when
-// nothing is left. SetBackendAvailable(false) does the same until the
+// arrival too; running and committed requests complete normally, and Drained
+// reports when nothing is left. SetBackendAvailable(false) does the same until the
 // backend is marked up again, so clients learn promptly that it is down.
 //
 // # Freshness measurement

@@ -20,6 +20,7 @@ type window struct {
 	pos    int
 	real   int // samples measured since the seeds (≤ len(ring))
 	p90    time.Duration
+	p10    time.Duration // the early end pipelined dispatch commits against
 }
 
 func (w *window) init(buf []int64, prior time.Duration) {
@@ -35,7 +36,7 @@ func (w *window) seed(prior time.Duration) {
 		w.sorted[i] = int64(prior)
 	}
 	w.pos, w.real = 0, 0
-	w.p90 = prior
+	w.p90, w.p10 = prior, prior
 }
 
 func (w *window) add(d time.Duration) {
@@ -65,8 +66,12 @@ func (w *window) add(d time.Duration) {
 		s[i] = int64(d)
 	}
 	w.p90 = time.Duration(s[p90Index(len(s))])
+	w.p10 = time.Duration(s[p10Index(len(s))])
 }
 
 // p90Index is the index of the 90th percentile (nearest rank) in a sorted
 // slice of n elements.
 func p90Index(n int) int { return (9*n+9)/10 - 1 }
+
+// p10Index is the index of the 10th percentile (nearest rank).
+func p10Index(n int) int { return max((n+9)/10-1, 0) }

@@ -29,9 +29,12 @@ func Example() {
 	ms := func(n int64) sched.Time { return sched.Time(n * int64(time.Millisecond)) }
 	show := func(acts []sched.Action) {
 		for _, a := range acts {
-			if a.Kind == sched.Dispatch {
+			switch {
+			case a.Kind == sched.Dispatch && a.Queued:
+				fmt.Printf("dispatch %d queued behind slot %d, predicted start %v\n", a.Token, a.Slot, time.Duration(a.Start))
+			case a.Kind == sched.Dispatch:
 				fmt.Printf("dispatch %d on slot %d (busy %d)\n", a.Token, a.Slot, a.Busy)
-			} else {
+			default:
 				fmt.Printf("answer %d %v: %v\n", a.Token, a.Code, a.Reason)
 			}
 		}
@@ -42,6 +45,8 @@ func Example() {
 	var acts []sched.Action
 	fmt.Println("0ms: detector frame 1")
 	show(s.Arrive(ms(0), sched.Request{Token: 1, Stream: "detector", Model: "det"}, acts[:0]))
+	// Frame 2 waits; at 6 ms (frame 1's earliest plausible end, 8 ms, minus
+	// the 2 ms commit lead) the next frame is committed behind it.
 	fmt.Println("5ms: detector frame 2, slot busy")
 	show(s.Arrive(ms(5), sched.Request{Token: 2, Stream: "detector", Model: "det"}, acts[:0]))
 	fmt.Println("6ms: detector frame 3")
@@ -63,15 +68,14 @@ func Example() {
 	// 0ms: detector frame 1
 	// dispatch 1 on slot 0 (busy 0)
 	// 5ms: detector frame 2, slot busy
-	//   tick at 46.200001ms
+	//   tick at 6ms
 	// 6ms: detector frame 3
 	// answer 2 ABORTED: superseded by a newer frame of the same stream
-	//   tick at 47.200001ms
+	// dispatch 3 queued behind slot 0, predicted start 8.8ms
 	// 8ms: frame 1 done
-	// dispatch 3 on slot 0 (busy 0)
 	// 16ms: frame 3 done
 	// 45ms: VLM request, 5 ms before the next detector frame is due
-	//   tick at 97.200001ms
+	//   tick at 91.200001ms
 	// detector: received 3 forwarded 2 superseded 1 deferred 0 waiting 0
 	// vlm: received 1 forwarded 0 superseded 0 deferred 1 waiting 1
 }

@@ -16,12 +16,18 @@ type Delivery struct {
 // Age returns the result's age at delivery.
 func (d Delivery) Age() time.Duration { return d.At.Sub(d.Capture) }
 
-// CoverageResult counts the complete period windows of a measurement and how
-// many of them were covered.
+// CoverageResult counts the complete period windows of a measurement, how
+// many of them were covered, and how many got two or more fresh results
+// (doubled: the spare result usually belonged to a neighbouring window that
+// was left empty). Windows − Covered are the empty windows.
 type CoverageResult struct {
 	Windows int
 	Covered int
+	Doubled int
 }
+
+// Empty returns the number of windows without a fresh result.
+func (c CoverageResult) Empty() int { return c.Windows - c.Covered }
 
 // Ratio returns Covered/Windows, or 0 when there is no complete window.
 func (c CoverageResult) Ratio() float64 {
@@ -46,6 +52,7 @@ func Coverage(start, end Time, period, maxAge time.Duration, ds []Delivery) Cove
 		return CoverageResult{}
 	}
 	covered := make([]uint64, (n+63)/64)
+	doubled := make([]uint64, (n+63)/64)
 	for _, d := range ds {
 		if d.At < start || d.Age() >= maxAge {
 			continue
@@ -54,13 +61,17 @@ func Coverage(start, end Time, period, maxAge time.Duration, ds []Delivery) Cove
 		if k >= n {
 			continue
 		}
+		if covered[k/64]&(1<<(k%64)) != 0 {
+			doubled[k/64] |= 1 << (k % 64)
+		}
 		covered[k/64] |= 1 << (k % 64)
 	}
-	c := 0
-	for _, w := range covered {
+	c, dd := 0, 0
+	for i, w := range covered {
 		c += bits.OnesCount64(w)
+		dd += bits.OnesCount64(doubled[i])
 	}
-	return CoverageResult{Windows: int(n), Covered: c}
+	return CoverageResult{Windows: int(n), Covered: c, Doubled: dd}
 }
 
 // AoIStats summarises the age of information of one stream over a

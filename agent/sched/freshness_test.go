@@ -26,10 +26,10 @@ func TestCoverageHandWorked(t *testing.T) {
 	if got := Coverage(0, at(230), 50*ms, 50*ms, ds); got.Windows != 4 {
 		t.Fatalf("partial window counted: %+v", got)
 	}
-	if got := Coverage(at(25), at(225), 50*ms, 50*ms, ds); got != (CoverageResult{Windows: 4, Covered: 2}) {
+	if got := Coverage(at(25), at(225), 50*ms, 50*ms, ds); got != (CoverageResult{Windows: 4, Covered: 2, Doubled: 1}) || got.Empty() != 2 {
 		// [25,75): 60 too old (10 is before start); [75,125): 99
 		// covers; [125,175): 150 age 50 does not; [175,225): 199 and
-		// 200 cover.
+		// 200 cover (doubled).
 		t.Fatalf("shifted: %+v", got)
 	}
 	if got := Coverage(0, at(40), 50*ms, 50*ms, ds); got.Windows != 0 || got.Ratio() != 0 {

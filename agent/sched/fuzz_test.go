@@ -76,8 +76,19 @@ func (c *eventChecker) apply(acts []Action) {
 			if dl <= c.h.now {
 				t.Fatalf("stale token %d dispatched at %v, deadline %v", a.Token, c.h.now, dl)
 			}
-			if !a.Probe && c.h.now.Add(s.cost(str.model, a.Busy)) > dl {
+			if !a.Probe && a.Start.Add(s.cost(str.model, a.Busy)) > dl {
 				t.Fatalf("token %d dispatched to miss its deadline", a.Token)
+			}
+			if (!a.Queued && a.Start != c.h.now) || a.Start < c.h.now {
+				t.Fatalf("token %d: queued %v, start %v at %v", a.Token, a.Queued, a.Start, c.h.now)
+			}
+			if a.Queued {
+				if s.reqs[s.tokens.get(a.Token)].state != stCommitted {
+					t.Fatalf("queued token %d not committed", a.Token)
+				}
+				if s.models[str.model].spec.Exclusive && s.slots > 1 {
+					t.Fatalf("exclusive token %d committed behind a running job", a.Token)
+				}
 			}
 			if s.models[str.model].spec.Exclusive && a.Busy != 0 {
 				t.Fatalf("exclusive token %d dispatched beside %d jobs", a.Token, a.Busy)
@@ -100,22 +111,28 @@ func (c *eventChecker) apply(acts []Action) {
 	// Slots and exclusivity, from the caller's point of view.
 	c.running = c.prune(c.running)
 	c.live = c.prune(c.live)
-	n := 0
+	// A job at the backend has started or is committed behind a started
+	// one: at most one of each per slot, and an exclusive job (on more
+	// than one slot) has the accelerator to itself.
+	n, started := 0, 0
 	excl := false
 	for _, tok := range append([]uint64(nil), c.running...) {
 		if c.state[tok] == tokRunning {
 			n++
-			ri := s.tokens.get(tok)
-			if s.models[s.streams[s.reqs[ri].stream].model].spec.Exclusive {
-				excl = true
+			r := &s.reqs[s.tokens.get(tok)]
+			if r.state == stRunning {
+				started++
+				if s.models[s.streams[r.stream].model].spec.Exclusive {
+					excl = true
+				}
 			}
 		}
 	}
-	if n > s.slots || (excl && n > 1) {
-		t.Fatalf("%d jobs running (exclusive %v) on %d slots", n, excl, s.slots)
+	if started > s.slots || n > 2*s.slots || (excl && s.slots > 1 && n > 1) {
+		t.Fatalf("%d jobs at the backend, %d started (exclusive %v) on %d slots", n, started, excl, s.slots)
 	}
-	if n != s.busy {
-		t.Fatalf("caller sees %d running, scheduler %d", n, s.busy)
+	if n != s.busy+s.committed || started != s.busy {
+		t.Fatalf("caller sees %d at the backend (%d started), scheduler %d + %d committed", n, started, s.busy, s.committed)
 	}
 }
 

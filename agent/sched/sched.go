@@ -10,7 +10,8 @@ type reqState uint8
 const (
 	stFree reqState = iota
 	stWaiting
-	stRunning
+	stRunning   // started on the accelerator (as far as vig can tell)
+	stCommitted // dispatched behind a running job: queued at the backend
 )
 
 // request is one entry of the pre-allocated request table.
@@ -19,6 +20,7 @@ type request struct {
 	stream    int32
 	state     reqState
 	deferred  bool // counted as deferred (once per request)
+	yielded   bool // counted as yielded to a predicted frame (once per request)
 	budget    bool // running on a min_rate_hz budget
 	cancelled bool // the client went away while it ran
 	capture   Time
@@ -28,7 +30,10 @@ type request struct {
 	rank      uint64 // 0 under a contract; Triton priority order otherwise
 	seq       uint64 // arrival order, the last tie-break
 	dispatch  Time
-	predEnd   Time
+	start     Time // observed start: dispatch to a free slot, or the predecessor's Complete
+	predEnd   Time // start + cost (margin included): what admission plans with
+	expEnd    Time // start + estimate (no margin): the window it is expected to land in
+	commitAt  Time // when the job behind it may be committed (see commitAt)
 	occ       int32
 	slot      int32
 	next      int32  // free-list link
@@ -38,7 +43,8 @@ type request struct {
 
 type model struct {
 	spec        ModelSpec
-	est         []window // indexed by occupancy at dispatch
+	est         []window        // indexed by occupancy at dispatch
+	costs       []time.Duration // estimate × margin per occupancy, kept current by refresh
 	backendMean time.Duration
 }
 
@@ -46,6 +52,14 @@ type model struct {
 // without margin.
 func (m *model) estimate(occ int) time.Duration {
 	return max(m.est[occ].p90, m.backendMean)
+}
+
+// refresh recomputes the margin-scaled costs after an estimate changed (a
+// division per estimate change, not per decision).
+func (m *model) refresh(margin Margin) {
+	for o := range m.costs {
+		m.costs[o] = margin.Apply(m.estimate(o))
+	}
 }
 
 type stream struct {
@@ -62,6 +76,7 @@ type stream struct {
 
 	lastCapture Time // newest capture received (protected prediction)
 	seen        bool
+	lag         time.Duration // arrival − capture, smoothed: when a predicted frame reaches vig
 
 	minRate  time.Duration // budget interval, 1/min_rate_hz; 0 = no budget
 	anchor   Time          // last dispatch, or first deferral before any
@@ -76,7 +91,14 @@ type stream struct {
 	budgetCost    uint64
 	budgetBlocked uint64
 	probes        uint64
+	yielded       uint64
 
+	// The coverage grid: windows [origin + k·period, …). Told by the
+	// config (gridKnown) or learnt at the first capture.
+	origin    Time
+	gridSet   bool
+	period    int64
+	delivWin  int64 // newest window with a fresh delivery
 	cov       coverageGauge
 	newest    Time // newest delivered capture (AoI)
 	delivered bool
@@ -98,13 +120,15 @@ type Scheduler struct {
 	adhoc        []int32 // default-contract stream per model, or -1
 	protected    []int32
 
-	reqs    []request
-	free    int32
-	tokens  tokenIndex
-	running []int32 // requests on the backend
-	slotUse []bool
+	reqs     []request
+	free     int32
+	tokens   tokenIndex
+	slotRun  []int32 // request started on each slot, or -1
+	slotNext []int32 // request committed behind it, or -1
+	commitQ  []int32 // committed requests in dispatch order (the backend's FIFO)
 
-	busy          int
+	busy          int // started jobs
+	committed     int // committed jobs not yet started
 	exclRunning   bool
 	budgetRunning int
 	seq           uint64
@@ -113,6 +137,8 @@ type Scheduler struct {
 	backendDown   bool
 	wake          Time
 	unrouted      Counters
+	epoch         Time // first capture on a stream with a learnt grid
+	epochSet      bool
 }
 
 // New validates cfg and builds a scheduler with every table allocated up
@@ -128,9 +154,13 @@ func New(cfg Config) (*Scheduler, error) {
 		margin:       cfg.SafetyMargin,
 		modelByName:  make(map[string]int32, len(cfg.Models)),
 		streamByName: make(map[string]int32, len(cfg.Streams)),
-		running:      make([]int32, 0, cfg.Slots),
-		slotUse:      make([]bool, cfg.Slots),
+		slotRun:      make([]int32, cfg.Slots),
+		slotNext:     make([]int32, cfg.Slots),
+		commitQ:      make([]int32, 0, cfg.Slots),
 		wake:         Never,
+	}
+	for i := range s.slotRun {
+		s.slotRun[i], s.slotNext[i] = -1, -1
 	}
 	w := cfg.EstimatorWindow
 	estBuf := make([]int64, len(cfg.Models)*cfg.Slots*2*w)
@@ -139,10 +169,12 @@ func New(cfg Config) (*Scheduler, error) {
 		m := &s.models[i]
 		m.spec = spec
 		m.est = make([]window, cfg.Slots)
+		m.costs = make([]time.Duration, cfg.Slots)
 		for o := range m.est {
 			m.est[o].init(estBuf[:2*w:2*w], spec.Exec)
 			estBuf = estBuf[2*w:]
 		}
+		m.refresh(cfg.SafetyMargin)
 		s.modelByName[spec.Name] = int32(i)
 	}
 
@@ -157,7 +189,7 @@ func New(cfg Config) (*Scheduler, error) {
 		s.byModel[i], s.adhoc[i] = -1, -1
 	}
 	perModel := make([]int, len(cfg.Models))
-	tableSize := cfg.Slots + 1 // running jobs, plus an arrival before it supersedes
+	tableSize := 2*cfg.Slots + 1 // running and committed jobs, plus an arrival before it supersedes
 	for _, spec := range cfg.Streams {
 		mi := s.modelByName[spec.Model]
 		st := stream{
@@ -169,6 +201,11 @@ func New(cfg Config) (*Scheduler, error) {
 			maxAge:   spec.MaxAge,
 			interval: spec.FrameInterval,
 			capacity: max(spec.Capacity, 1),
+			period:   int64(spec.Period),
+			delivWin: math.MinInt64,
+		}
+		if spec.WindowAligned {
+			st.origin, st.gridSet = Time(spec.WindowOffset), true
 		}
 		if st.interval == 0 {
 			st.interval = spec.Period
@@ -264,7 +301,7 @@ func (s *Scheduler) cost(mi int32, occ int) time.Duration {
 	if occ >= s.slots {
 		occ = s.slots - 1
 	}
-	return s.margin.Apply(m.estimate(occ))
+	return m.costs[occ]
 }
 
 // route maps a request to a stream index, or returns a reason to refuse it.
@@ -360,7 +397,19 @@ func (s *Scheduler) Arrive(now Time, r Request, acts []Action) []Action {
 		if !st.seen || capture > st.lastCapture {
 			st.lastCapture, st.seen = capture, true
 		}
-		st.cov.start(capture)
+		// An EWMA with gain 1/8 of how late frames reach vig after their
+		// capture; the look-ahead expects predicted frames that much later.
+		st.lag += (now.Sub(capture) - st.lag) / 8
+		if !st.gridSet {
+			// Learnt: the grid of every stream without a told one starts
+			// at the first capture vig sees on any of them (the session's
+			// start).
+			if !s.epochSet {
+				s.epoch, s.epochSet = capture, true
+			}
+			st.origin, st.gridSet = s.epoch, true
+		}
+		st.cov.start(st.windowStart(st.win(capture)))
 	}
 
 	if st.spec.Queue == Latest && len(st.q) == 1 {
@@ -411,10 +460,75 @@ func (s *Scheduler) release(ri int32) {
 	s.free = ri
 }
 
-// before reports whether the head of stream a goes before the head of b:
-// class, then Triton priority (default contract only), then earliest
-// deadline, then arrival.
-func (s *Scheduler) before(a, b *stream) bool {
+// win is the index of the coverage window containing t (floor division, so
+// times before the origin have negative indices).
+func (st *stream) win(t Time) int64 {
+	d := int64(t - st.origin)
+	k := d / st.period
+	if d < 0 && d%st.period != 0 {
+		k--
+	}
+	return k
+}
+
+func (st *stream) windowStart(k int64) Time { return st.origin + Time(k*st.period) }
+func (st *stream) windowEnd(k int64) Time   { return st.origin + Time((k+1)*st.period) }
+
+// claimed is the newest window of st that has a fresh result or is expected
+// to get one from a job of st already at the backend.
+func (s *Scheduler) claimed(st *stream) int64 {
+	k := st.delivWin
+	if st.running == 0 {
+		return k
+	}
+	for i := range s.slotRun {
+		for _, x := range [2]int32{s.slotRun[i], s.slotNext[i]} {
+			if x < 0 {
+				continue
+			}
+			r := &s.reqs[x]
+			if r.stream == st.idx && r.expEnd < r.deadline {
+				k = max(k, st.win(r.expEnd))
+			}
+		}
+	}
+	return k
+}
+
+// rankKey is what the laxity order compares (see doc.go, Dispatch).
+type rankKey struct {
+	useless bool  // its result would land in a window already covered
+	lax     int64 // target − predicted completion; MaxInt64 without a deadline
+}
+
+// key computes the rank of st's head if it started at start with cost c.
+func (s *Scheduler) key(st *stream, r *request, start Time, c time.Duration) rankKey {
+	if r.deadline == Never {
+		return rankKey{lax: math.MaxInt64}
+	}
+	tc := start.Add(c)
+	w := st.win(tc)
+	k := rankKey{}
+	if cl := s.claimed(st); w <= cl {
+		k.useless, w = true, cl+1
+	}
+	k.lax = int64(min(r.deadline, st.windowEnd(w))) - int64(tc)
+	return k
+}
+
+// before reports whether the head of stream a goes before the head of b.
+// Under OrderLaxity, ka and kb are their rank keys; otherwise (and among
+// requests without a deadline) class, then Triton priority (default
+// contract only), then earliest deadline, then arrival.
+func (s *Scheduler) before(a, b *stream, ka, kb rankKey) bool {
+	if s.cfg.Order == OrderLaxity {
+		if ka.useless != kb.useless {
+			return kb.useless
+		}
+		if ka.lax != kb.lax {
+			return ka.lax < kb.lax
+		}
+	}
 	if a.class != b.class {
 		return a.class < b.class
 	}
@@ -429,19 +543,81 @@ func (s *Scheduler) before(a, b *stream) bool {
 	return ra.seq < rb.seq
 }
 
-// pass takes every decision possible at now: it dispatches, drops and defers
-// waiting requests, then recomputes the next wake-up.
+// place finds where the next job can go at now: the lowest free slot
+// (start now), or — pipelined — a busy slot with nothing committed behind
+// it whose running job may end within CommitLead (start at its predicted
+// end). It returns slot -1 when nothing can be placed.
+func (s *Scheduler) place(now Time) (slot int, start Time, queued bool) {
+	if s.exclRunning && s.slots > 1 {
+		return -1, 0, false // the accelerator is reserved for the exclusive job
+	}
+	if s.busy < s.slots {
+		for i, x := range s.slotRun {
+			if x < 0 {
+				return i, now, false
+			}
+		}
+	}
+	if s.cfg.NoPipeline {
+		return -1, 0, false
+	}
+	slot, start = -1, Never
+	for i, x := range s.slotRun {
+		if x < 0 || s.slotNext[i] >= 0 || s.reqs[x].commitAt > now {
+			continue
+		}
+		if e := max(s.reqs[x].predEnd, now); e < start {
+			slot, start = i, e
+		}
+	}
+	return slot, start, slot >= 0
+}
+
+// commitAt is when the job behind a request started at start may be
+// committed: its earliest plausible end (the p10 of its model's estimates at
+// its occupancy) minus CommitLead.
+func (s *Scheduler) commitAt(m *model, occ int32, start Time) Time {
+	return start.Add(m.est[occ].p10 - s.cfg.CommitLead)
+}
+
+// occAt is the occupancy a job placed on slot at start would run under:
+// the other slots still busy then.
+func (s *Scheduler) occAt(now, start Time, slot int) int {
+	n := 0
+	for i := range s.slotRun {
+		if i != slot && s.slotFree(i, now) > start {
+			n++
+		}
+	}
+	return n
+}
+
+// pass takes every decision possible at now: it dispatches, commits, drops
+// and defers waiting requests, then recomputes the next wake-up.
 func (s *Scheduler) pass(now Time, acts []Action) []Action {
 	s.passID++
-	for !s.draining && !s.backendDown && !s.exclRunning && s.busy < s.slots {
+	for !s.draining && !s.backendDown {
+		slot, start, queued := s.place(now)
+		if slot < 0 {
+			break
+		}
+		occ := s.busy
+		if queued {
+			occ = s.occAt(now, start, slot)
+		}
 		var st *stream
+		var sk rankKey
 		for i := range s.streams {
 			c := &s.streams[i]
 			if len(c.q) == 0 || c.pass == s.passID {
 				continue
 			}
-			if st == nil || s.before(c, st) {
-				st = c
+			var ck rankKey
+			if s.cfg.Order == OrderLaxity {
+				ck = s.key(c, &s.reqs[c.q[0]], start, s.cost(c.model, occ))
+			}
+			if st == nil || s.before(c, st, ck, sk) {
+				st, sk = c, ck
 			}
 		}
 		if st == nil {
@@ -456,23 +632,34 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 			acts = s.answer(ri, Unavailable, LateDropped, ReasonQueueTimeout, acts)
 			continue
 		}
-		occ := s.busy
-		start := now
-		wait := m.spec.Exclusive && s.busy > 0
-		if m.spec.Exclusive {
-			occ = 0
+		excl := m.spec.Exclusive && s.slots > 1
+		if queued && excl {
+			// The backend would start it beside the jobs still running.
+			st.pass = s.passID
+			continue
+		}
+		jobOcc := occ
+		wait := excl && s.busy > 0
+		if excl {
+			jobOcc = 0
 			if wait {
 				// It waits for the accelerator to empty; meanwhile
 				// nothing of lower rank may start unless this job would
 				// be deferred there anyway.
-				for _, x := range s.running {
-					start = max(start, s.reqs[x].predEnd)
+				for i := range s.slotRun {
+					start = max(start, s.slotFree(i, now))
 				}
 			}
 		}
-		c := s.cost(st.model, occ)
+		c := s.cost(st.model, jobOcc)
 		probe := false
-		if now.Add(c) > r.deadline {
+		if start.Add(c) > r.deadline {
+			if queued {
+				// Late if it started behind the running job: leave it
+				// waiting; the slot's completion re-evaluates it.
+				st.pass = s.passID
+				continue
+			}
 			if r.deadline > now && s.cfg.ProbeAfter > 0 && st.lateStreak >= s.cfg.ProbeAfter && !wait {
 				probe = true
 			} else {
@@ -484,7 +671,7 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 		}
 		budget, cost := false, uint64(0)
 		if st.class != Protected && len(s.protected) > 0 {
-			blocked, misses, recheck := s.admission(now, start, st.idx, m.spec.Exclusive, c)
+			blocked, misses, recheck := s.admission(now, start, slot, st.idx, excl, c)
 			if blocked {
 				if !st.anchored {
 					st.anchor, st.anchored = now, true
@@ -507,6 +694,25 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 				cost = misses
 			}
 		}
+		if s.cfg.Order == OrderLaxity && !budget && !probe && sk.lax != math.MaxInt64 && !wait {
+			jTarget := start.Add(c) + Time(sk.lax)
+			y, recheck := false, Never
+			if s.slots == 1 {
+				y, recheck = s.lookaheadOne(now, start, st, c, jTarget)
+			} else {
+				y, recheck = s.lookahead(now, start, slot, st, excl, c, jTarget)
+			}
+			if y {
+				if !r.yielded {
+					r.yielded = true
+					st.yielded++
+				}
+				r.deferPass = s.passID
+				r.recheck = recheck
+				st.pass = s.passID
+				continue
+			}
+		}
 		if wait {
 			break // reserve the accelerator for the exclusive job
 		}
@@ -514,9 +720,21 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 			st.budgetRuns++
 			st.budgetCost += cost
 		}
-		acts = s.dispatchHead(now, st, occ, c, probe, budget, acts)
+		acts = s.dispatchHead(now, st, slot, start, queued, jobOcc, c, probe, budget, acts)
 	}
 	return s.expire(now, acts)
+}
+
+// slotFree is when slot i is predicted to be free: the predicted end of the
+// last job on it, or now.
+func (s *Scheduler) slotFree(i int, now Time) Time {
+	if x := s.slotNext[i]; x >= 0 {
+		return max(s.reqs[x].predEnd, now)
+	}
+	if x := s.slotRun[i]; x >= 0 {
+		return max(s.reqs[x].predEnd, now)
+	}
+	return now
 }
 
 // countStarved counts a late drop toward the next probe when the estimate
@@ -528,30 +746,38 @@ func (s *Scheduler) countStarved(st *stream, r *request, c time.Duration, now Ti
 	}
 }
 
-// dispatchHead starts the head of st's queue.
-func (s *Scheduler) dispatchHead(now Time, st *stream, occ int, c time.Duration, probe, budget bool, acts []Action) []Action {
+// dispatchHead sends the head of st's queue to slot: started at now on a
+// free slot, or committed behind the running job (queued) with its predicted
+// start.
+func (s *Scheduler) dispatchHead(now Time, st *stream, slot int, start Time, queued bool, occ int, c time.Duration, probe, budget bool, acts []Action) []Action {
 	ri := st.q[0]
 	st.q = st.q[:copy(st.q, st.q[1:])]
 	r := &s.reqs[ri]
-	slot := 0
-	for s.slotUse[slot] {
-		slot++
-	}
-	s.slotUse[slot] = true
-	r.state = stRunning
+	m := &s.models[st.model]
 	r.dispatch = now
-	r.predEnd = now.Add(c)
 	r.occ = int32(occ)
 	r.slot = int32(slot)
 	r.budget = budget
-	s.running = append(s.running, ri)
-	if s.models[st.model].spec.Exclusive {
-		s.exclRunning = true
+	r.start = start
+	r.predEnd = start.Add(c)
+	r.expEnd = start.Add(m.estimate(occ))
+	if queued {
+		r.state = stCommitted
+		s.slotNext[slot] = ri
+		s.commitQ = append(s.commitQ, ri)
+		s.committed++
+	} else {
+		r.state = stRunning
+		r.commitAt = s.commitAt(m, r.occ, start)
+		s.slotRun[slot] = ri
+		s.busy++
+		if m.spec.Exclusive {
+			s.exclRunning = true
+		}
 	}
 	if budget {
 		s.budgetRunning++
 	}
-	s.busy++
 	st.running++
 	st.lateStreak = 0
 	st.anchor, st.anchored = now, true
@@ -559,15 +785,16 @@ func (s *Scheduler) dispatchHead(now Time, st *stream, occ int, c time.Duration,
 		st.probes++
 	}
 	return append(acts, Action{Kind: Dispatch, Token: r.token, Stream: int(r.stream), Slot: slot, Busy: occ,
-		Capture: r.capture, Waited: now.Sub(r.arrival), Probe: probe, Budget: budget})
+		Capture: r.capture, Waited: now.Sub(r.arrival), Probe: probe, Budget: budget, Queued: queued, Start: start})
 }
 
 // expire answers every waiting request that can no longer meet its deadline
 // even if it started now, and computes the next wake-up: the earliest time
-// at which a waiting request will have to be dropped or a deferral
-// re-evaluated.
+// at which a waiting request will have to be dropped, a deferral
+// re-evaluated, or a job committed behind a running one.
 func (s *Scheduler) expire(now Time, acts []Action) []Action {
 	s.wake = Never
+	waiting := false
 	for i := range s.streams {
 		st := &s.streams[i]
 		for j := 0; j < len(st.q); {
@@ -594,7 +821,17 @@ func (s *Scheduler) expire(now Time, acts []Action) []Action {
 			if r.deferPass == s.passID {
 				s.wake = min(s.wake, r.recheck)
 			}
+			waiting = true
 			j++
+		}
+	}
+	if waiting && !s.cfg.NoPipeline && !s.draining && !s.backendDown {
+		for i, x := range s.slotRun {
+			if x >= 0 && s.slotNext[i] < 0 {
+				if t := s.reqs[x].commitAt; t > now {
+					s.wake = min(s.wake, t)
+				}
+			}
 		}
 	}
 	return acts
@@ -602,36 +839,44 @@ func (s *Scheduler) expire(now Time, acts []Action) []Action {
 
 // Complete reports that the backend finished a dispatched request (ok) or
 // failed it (!ok). The slot is freed, the execution time is learnt under the
-// occupancy recorded at dispatch, and freed capacity is used at once. A
-// token that is not running is ignored.
+// occupancy recorded at dispatch, and freed capacity is used at once: the
+// oldest committed request is taken to have started now (the backend's
+// queue is FIFO). A token that is not at the backend is ignored.
 func (s *Scheduler) Complete(now Time, token uint64, ok bool, acts []Action) []Action {
 	ri := s.tokens.get(token)
-	if ri < 0 || s.reqs[ri].state != stRunning {
+	if ri < 0 || (s.reqs[ri].state != stRunning && s.reqs[ri].state != stCommitted) {
 		return acts
 	}
 	r := &s.reqs[ri]
 	st := &s.streams[r.stream]
 	m := &s.models[st.model]
-	for i, x := range s.running {
-		if x == ri {
-			last := len(s.running) - 1
-			s.running[i] = s.running[last]
-			s.running = s.running[:last]
-			break
+	if r.state == stCommitted {
+		// Finished (or failed, or cancelled) before vig saw it start: the
+		// job it was queued behind still runs, and without a start there
+		// is no sample to learn.
+		s.uncommit(ri)
+	} else {
+		slot := int(r.slot)
+		s.slotRun[slot] = -1
+		s.busy--
+		if m.spec.Exclusive {
+			s.exclRunning = false
 		}
-	}
-	s.slotUse[r.slot] = false
-	s.busy--
-	if m.spec.Exclusive {
-		s.exclRunning = false
+		if ok {
+			// From its observed start: the dispatch to a free slot, or
+			// the predecessor's Complete for a pipelined job — so the
+			// time it queued at the backend is not counted.
+			m.est[r.occ].add(now.Sub(r.start))
+			m.refresh(s.margin)
+		}
+		if len(s.commitQ) > 0 {
+			s.promote(now, s.commitQ[0], slot)
+		}
 	}
 	if r.budget {
 		s.budgetRunning--
 	}
 	st.running--
-	if ok {
-		m.est[r.occ].add(now.Sub(r.dispatch))
-	}
 	switch {
 	case r.cancelled:
 		st.c.Cancelled++
@@ -645,6 +890,41 @@ func (s *Scheduler) Complete(now Time, token uint64, ok bool, acts []Action) []A
 	return s.pass(now, acts)
 }
 
+// uncommit removes a committed request from the backend queue model.
+func (s *Scheduler) uncommit(ri int32) {
+	r := &s.reqs[ri]
+	if s.slotNext[r.slot] == ri {
+		s.slotNext[r.slot] = -1
+	}
+	for i, x := range s.commitQ {
+		if x == ri {
+			s.commitQ = s.commitQ[:i+copy(s.commitQ[i:], s.commitQ[i+1:])]
+			break
+		}
+	}
+	s.committed--
+}
+
+// promote starts committed request ri on slot at now: the backend began it
+// when the job before it ended.
+func (s *Scheduler) promote(now Time, ri int32, slot int) {
+	s.uncommit(ri)
+	r := &s.reqs[ri]
+	st := &s.streams[r.stream]
+	m := &s.models[st.model]
+	r.state = stRunning
+	r.slot = int32(slot)
+	r.start = now
+	r.predEnd = now.Add(s.cost(st.model, int(r.occ)))
+	r.expEnd = now.Add(m.estimate(int(r.occ)))
+	r.commitAt = s.commitAt(m, r.occ, now)
+	s.slotRun[slot] = ri
+	s.busy++
+	if m.spec.Exclusive {
+		s.exclRunning = true
+	}
+}
+
 func (s *Scheduler) deliver(now Time, st *stream, capture Time) {
 	age := now.Sub(capture)
 	st.lastAge = age
@@ -653,6 +933,7 @@ func (s *Scheduler) deliver(now Time, st *stream, capture Time) {
 	}
 	if st.maxAge > 0 && age < st.maxAge {
 		st.cov.deliver(now)
+		st.delivWin = max(st.delivWin, st.win(now))
 	}
 }
 
@@ -665,7 +946,9 @@ func (s *Scheduler) Cancel(now Time, token uint64, acts []Action) []Action {
 		return acts
 	}
 	r := &s.reqs[ri]
-	if r.state == stRunning {
+	if r.state == stRunning || r.state == stCommitted {
+		// At the backend: the caller cancels the call there and reports
+		// its end with Complete.
 		r.cancelled = true
 		return acts
 	}
@@ -699,7 +982,9 @@ func (s *Scheduler) Drain(now Time, acts []Action) []Action {
 }
 
 // Drained reports whether Drain was called and nothing is in flight.
-func (s *Scheduler) Drained() bool { return s.draining && s.busy == 0 && s.waiting() == 0 }
+func (s *Scheduler) Drained() bool {
+	return s.draining && s.busy == 0 && s.committed == 0 && s.waiting() == 0
+}
 
 // SetBackendAvailable marks the backend up or down. While it is down every
 // waiting request and every arrival is answered Unavailable at once (counted
@@ -756,4 +1041,5 @@ func (s *Scheduler) ObserveBackendStats(model string, computeInferNs, count uint
 			m.est[o].seed(m.backendMean)
 		}
 	}
+	m.refresh(s.margin)
 }

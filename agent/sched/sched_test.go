@@ -354,7 +354,9 @@ func TestExclusiveRunsAlone(t *testing.T) {
 			{Name: "other", Exec: 10 * ms},
 		},
 		Streams: []StreamSpec{
-			{Name: "pose", Model: "det", Class: High, Period: 50 * ms, MaxAge: time.Second, Queue: Latest},
+			// A slow pose stream: no predicted pose frame falls within the
+			// VLM's run, so the VLM does not yield to one (see lookahead).
+			{Name: "pose", Model: "det", Class: High, Period: time.Second, MaxAge: time.Second, Queue: Latest},
 			{Name: "vlm", Model: "vlm", Class: High, Period: time.Second, MaxAge: 5 * time.Second, Queue: Latest},
 			{Name: "log", Model: "other", Class: BestEffort, Period: time.Second, MaxAge: 10 * time.Second, Queue: FIFO, Capacity: 4},
 		},
@@ -434,6 +436,7 @@ func TestMinRateBudget(t *testing.T) {
 
 func TestBudgetRunStepByStep(t *testing.T) {
 	cfg := detVLM(1, false, 50*ms)
+	cfg.NoPipeline = true           // one job at the backend at a time keeps the steps readable
 	cfg.Streams[1].MinRateHz = 1000 // owed 1 ms after the first deferral
 	h := newHarness(t, cfg)
 	det, _ := h.arrive("detector", 0)
@@ -535,6 +538,7 @@ func TestTritonPriorityAndTimeout(t *testing.T) {
 	cfg.Models = append(cfg.Models, ModelSpec{Name: "ocr", Exec: 5 * ms})
 	cfg.UnknownStreams = DefaultContract
 	cfg.DefaultCapacity = 8
+	cfg.NoPipeline = true // the order of starts is the point, not their overlap
 	h := newHarness(t, cfg)
 	busy, acts := h.arriveReq(Request{Model: "ocr"})
 	mustDispatch(t, acts, busy)

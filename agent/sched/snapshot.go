@@ -78,6 +78,9 @@ type StreamStats struct {
 	// Probes counts dispatches made despite a predicted miss to
 	// re-measure the model (see ProbeAfter).
 	Probes uint64
+	// Yielded counts requests that waited at least once for a predicted
+	// frame of another stream with a tighter window (see doc.go).
+	Yielded uint64
 }
 
 // EstimateStats is the estimator state of one (model, occupancy) pair.
@@ -95,9 +98,12 @@ type EstimateStats struct {
 
 // Snapshot is the scheduler state exported for metrics and diagnostics.
 type Snapshot struct {
-	Now          Time
-	Slots        int
-	Busy         int
+	Now   Time
+	Slots int
+	Busy  int
+	// Committed counts pipelined jobs queued at the backend behind a
+	// running one (at most one per slot); Busy counts the started ones.
+	Committed    int
 	Exclusive    bool // a corun:false job is running
 	Draining     bool
 	BackendDown  bool
@@ -113,6 +119,7 @@ func (s *Scheduler) Snapshot(now Time, dst *Snapshot) {
 	dst.Now = now
 	dst.Slots = s.slots
 	dst.Busy = s.busy
+	dst.Committed = s.committed
 	dst.Exclusive = s.exclRunning
 	dst.Draining = s.draining
 	dst.BackendDown = s.backendDown
@@ -132,6 +139,7 @@ func (s *Scheduler) Snapshot(now Time, dst *Snapshot) {
 			BudgetCost:    st.budgetCost,
 			BudgetBlocked: st.budgetBlocked,
 			Probes:        st.probes,
+			Yielded:       st.yielded,
 		}
 		ss.Waiting = uint64(len(st.q))
 		ss.Running = uint64(st.running)

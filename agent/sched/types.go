@@ -268,4 +268,13 @@ type Action struct {
 	// Budget marks a Dispatch started on a min_rate_hz budget although it
 	// blocks protected frames.
 	Budget bool
+	// Queued marks a pipelined Dispatch: the request is committed behind
+	// the job running on Slot and waits in the backend's queue; Start is
+	// its predicted start (the running job's predicted end). On more than
+	// one slot the backend starts it on whichever slot frees first, and
+	// the scheduler follows. For a Dispatch to a free slot Queued is false
+	// and Start is now. The caller sends both kinds at once, never holds a
+	// Queued one back, and calls Complete for each.
+	Queued bool
+	Start  Time
 }

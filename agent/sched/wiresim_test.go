@@ -1,0 +1,551 @@
+package sched
+
+import (
+	"container/heap"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A simulation of `vig bench wire` on the fake clock: the SCENARIOS.md
+// workloads with the bench's sensor phases (stream i starts 7·i ms after the
+// run, whose start is also the origin of every coverage grid), open-loop
+// sensors with client buffer depths 1, 4 and 16 (best depth per stream and
+// policy), the mock backend's execution-time law and its per-slot timeline
+// (a job starts at max(its arrival, the end of the previous job on the
+// slot); a FIFO queue in front of the slots), and fixed hops: sensor↔vig,
+// vig↔backend, sensor↔backend for the direct path, plus vig's timer
+// lateness. It is deterministic, so policies can be compared job by job.
+
+// simExecTime is mockbackend.ExecTime (the same law, copied so that the
+// scheduler's tests do not link the mock's gRPC server).
+func simExecTime(seed uint64, stream string, frame uint64, base time.Duration) time.Duration {
+	const offset, prime = 14695981039346656037, 1099511628211
+	h := uint64(offset)
+	u64 := func(v uint64) {
+		for i := 0; i < 8; i++ {
+			h ^= v & 0xff
+			h *= prime
+			v >>= 8
+		}
+	}
+	u64(seed)
+	for i := 0; i < len(stream); i++ {
+		h ^= uint64(stream[i])
+		h *= prime
+	}
+	u64(frame)
+	h ^= h >> 30
+	h *= 0xbf58476d1ce4e5b9
+	h ^= h >> 27
+	h *= 0x94d049bb133111eb
+	h ^= h >> 31
+	u := float64(h>>11) / (1 << 53)
+	return time.Duration(math.Round(float64(base) * (0.9 + 0.4*u)))
+}
+
+type wireHops struct {
+	client  time.Duration // sensor ↔ vig (or the triton-policy gateway), each way
+	backend time.Duration // vig ↔ backend, each way
+	direct  time.Duration // sensor ↔ backend, each way
+	timer   time.Duration // how late vig's timer fires
+	// noise adds to every hop, and timerNoise to every timer, an
+	// exponentially distributed delay of this mean (a busy 2-vCPU VM: a
+	// goroutine woken late, a timer late by ~2 ms at p99). Messages on one
+	// connection stay in order.
+	noise, timerNoise time.Duration
+}
+
+var benchHops = wireHops{client: 150 * time.Microsecond, backend: 200 * time.Microsecond,
+	direct: 200 * time.Microsecond, timer: 250 * time.Microsecond}
+
+var noisyHops = wireHops{client: 150 * time.Microsecond, backend: 200 * time.Microsecond,
+	direct: 200 * time.Microsecond, timer: 250 * time.Microsecond,
+	noise: 300 * time.Microsecond, timerNoise: 500 * time.Microsecond}
+
+type wireStream struct {
+	name                        string
+	class                       Class
+	frame, period, maxAge, exec time.Duration
+}
+
+type wireScenario struct {
+	name    string
+	slots   int
+	streams []wireStream
+}
+
+func wireScenarios() []wireScenario {
+	b := []wireStream{
+		{"detector", Protected, 50 * ms, 50 * ms, 50 * ms, 8 * ms},
+		{"pose", High, 33 * ms, 33 * ms, 66 * ms, 5 * ms},
+		{"depth", High, 33 * ms, 33 * ms, 100 * ms, 10 * ms},
+		{"vlm", BestEffort, 1000 * ms, 1000 * ms, 2000 * ms, 200 * ms},
+	}
+	return []wireScenario{
+		{"A", 1, []wireStream{
+			{"detector", Protected, 33 * ms, 50 * ms, 50 * ms, 12 * ms},
+			{"pose", High, 33 * ms, 100 * ms, 100 * ms, 8 * ms},
+			{"depth", High, 33 * ms, 100 * ms, 150 * ms, 20 * ms},
+			{"vlm", BestEffort, 1000 * ms, 1000 * ms, 2000 * ms, 200 * ms},
+		}},
+		{"B", 1, b},
+		{"C", 2, b},
+	}
+}
+
+// wirePolicy is one side of the comparison.
+type wirePolicy struct {
+	name   string
+	direct bool
+	triton bool
+	// for vig:
+	order      Order
+	noPipeline bool
+	gridOffset bool          // tell vig the grid (else it learns it from captures)
+	gridError  time.Duration // told, but wrong by this much
+}
+
+type simEvent struct {
+	at   Time
+	seq  uint64
+	kind uint8
+	a, b int  // stream and frame, or job index
+	wake Time // the NextWake a tick is for
+}
+
+const (
+	evCapture  uint8 = iota // a sensor captures (and sends) a frame
+	evArrive                // it reaches vig
+	evBackend               // a dispatched job reaches the backend
+	evEnd                   // a job ends on its slot
+	evComplete              // its answer reaches vig
+	evClient                // an answer reaches the sensor
+	evTick                  // vig's timer
+)
+
+type eventQ []simEvent
+
+func (q eventQ) Len() int { return len(q) }
+func (q eventQ) Less(i, j int) bool {
+	if q[i].at != q[j].at {
+		return q[i].at < q[j].at
+	}
+	return q[i].seq < q[j].seq
+}
+func (q eventQ) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *eventQ) Push(x any)   { *q = append(*q, x.(simEvent)) }
+func (q *eventQ) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return e
+}
+
+type simJob struct {
+	stream, frame int
+	capture       Time
+	waitFrom      Time // when it began waiting anywhere (vig or the backend)
+	atBackend     Time
+	start, end    Time
+	slot          int
+	ok            bool
+}
+
+// wireStreamResult is one stream's figures in one run.
+type wireStreamResult struct {
+	cov        CoverageResult
+	superseded uint64
+	late       uint64
+	deferred   uint64
+}
+
+type wireRun struct {
+	streams []wireStreamResult
+	idle    []time.Duration // per job that waited when its slot freed: the slot's idle time before it
+	idleSum time.Duration   // all idle time while some job for the slot waited
+	jobs    int
+}
+
+// tpState is the triton-policy emulation (bench/tritonpolicy.go): priority
+// level by class, one waiting request per level, a queue timeout of the
+// stream's max_age from arrival, at most Slots requests on the backend.
+type tpState struct {
+	free   int
+	levels [3][]int // job indices
+}
+
+func simulateWire(t testing.TB, sc wireScenario, p wirePolicy, depth int, dur time.Duration, hops wireHops) wireRun {
+	t.Helper()
+	var q eventQ
+	var seq uint64
+	rng := rand.New(rand.NewPCG(uint64(depth), 1))
+	// hop returns when a message sent at now over path arrives: the base
+	// delay plus noise, never before the previous message on that path.
+	last := map[int]Time{}
+	hop := func(now Time, base time.Duration, path int) Time {
+		d := base
+		if hops.noise > 0 {
+			d += time.Duration(rng.ExpFloat64() * float64(hops.noise))
+		}
+		at := max(now.Add(d), last[path])
+		last[path] = at
+		return at
+	}
+	const (
+		pathToBackend = -1 - iota
+		pathFromBackend
+	)
+	clientIn := func(stream int) int { return 2 * stream }
+	clientOut := func(stream int) int { return 2*stream + 1 }
+	push := func(at Time, kind uint8, a, b int) {
+		seq++
+		heap.Push(&q, simEvent{at: at, seq: seq, kind: kind, a: a, b: b})
+	}
+	var s *Scheduler
+	if !p.direct && !p.triton {
+		cfg := Config{Slots: sc.slots, SafetyMargin: DefaultMargin, Order: p.order, NoPipeline: p.noPipeline}
+		for _, st := range sc.streams {
+			cfg.Models = append(cfg.Models, ModelSpec{Name: st.name, Exec: st.exec})
+			cfg.Streams = append(cfg.Streams, StreamSpec{Name: st.name, Model: st.name, Class: st.class,
+				Period: st.period, MaxAge: st.maxAge, FrameInterval: st.frame, Queue: Latest,
+				WindowAligned: p.gridOffset, WindowOffset: p.gridError % st.period})
+		}
+		var err error
+		if s, err = New(cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var jobs []simJob
+	byToken := map[uint64]int{}
+	outstanding := make([]int, len(sc.streams))
+	deliv := make([][]Delivery, len(sc.streams))
+	slotEnd := make([]Time, sc.slots)
+	slotBusy := make([]bool, sc.slots)
+	slotUsed := make([]bool, sc.slots)
+	var fifo []int // jobs waiting at the backend
+	var run wireRun
+	var acts []Action
+	var tp tpState
+	tp.free = sc.slots
+	wakeAt := Never
+	end := Time(dur)
+
+	for i, st := range sc.streams {
+		push(Time(time.Duration(i)*7*ms), evCapture, i, 0)
+		_ = st
+	}
+	startJob := func(now Time, j int, slot int) {
+		jb := &jobs[j]
+		jb.start = max(jb.atBackend, slotEnd[slot])
+		if slotUsed[slot] {
+			prev := slotEnd[slot]
+			if jb.waitFrom <= prev {
+				run.idle = append(run.idle, jb.start.Sub(prev))
+			}
+			if gap := jb.start.Sub(max(prev, jb.waitFrom)); gap > 0 {
+				run.idleSum += gap
+			}
+		}
+		slotUsed[slot] = true
+		slotBusy[slot] = true
+		jb.slot = slot
+		st := sc.streams[jb.stream]
+		jb.end = jb.start.Add(simExecTime(1, st.name, uint64(jb.frame), st.exec))
+		slotEnd[slot] = jb.end
+		run.jobs++
+		push(jb.end, evEnd, j, 0)
+	}
+	toBackend := func(now Time, j int) {
+		jobs[j].atBackend = now
+		for i := range slotBusy {
+			if !slotBusy[i] {
+				startJob(now, j, i)
+				return
+			}
+		}
+		fifo = append(fifo, j)
+	}
+	answerClient := func(at Time, j int, ok bool) {
+		jobs[j].ok = ok
+		push(at, evClient, j, 0)
+	}
+	var apply func(now Time)
+	apply = func(now Time) {
+		for _, a := range acts {
+			j := byToken[a.Token]
+			switch a.Kind {
+			case Dispatch:
+				push(hop(now, hops.backend, pathToBackend), evBackend, j, 0)
+			case Answer:
+				answerClient(hop(now, hops.client, clientOut(jobs[j].stream)), j, false)
+			}
+		}
+		if w, ok := s.NextWake(); ok && w != wakeAt {
+			wakeAt = w
+			seq++
+			late := hops.timer
+			if hops.timerNoise > 0 {
+				late += time.Duration(rng.ExpFloat64() * float64(hops.timerNoise))
+			}
+			heap.Push(&q, simEvent{at: w.Add(late), seq: seq, kind: evTick, wake: w})
+		} else if !ok {
+			wakeAt = Never
+		}
+	}
+	tpGrant := func(now Time) {
+		for tp.free > 0 {
+			var j = -1
+			for l := range tp.levels {
+				for len(tp.levels[l]) > 0 && j < 0 {
+					j = tp.levels[l][0]
+					tp.levels[l] = tp.levels[l][1:]
+					if now.Sub(jobs[j].waitFrom) > sc.streams[jobs[j].stream].maxAge {
+						answerClient(hop(now, hops.client, clientOut(jobs[j].stream)), j, false) // queue timeout
+						j = -1
+					}
+				}
+				if j >= 0 {
+					break
+				}
+			}
+			if j < 0 {
+				return
+			}
+			tp.free--
+			push(hop(now, hops.backend, pathToBackend), evBackend, j, 0)
+		}
+	}
+
+	for q.Len() > 0 {
+		e := heap.Pop(&q).(simEvent)
+		now := e.at
+		switch e.kind {
+		case evCapture:
+			st := sc.streams[e.a]
+			if next := now.Add(st.frame); next < end {
+				push(next, evCapture, e.a, e.b+1)
+			}
+			if outstanding[e.a] >= depth {
+				continue // dropped at the client
+			}
+			outstanding[e.a]++
+			jobs = append(jobs, simJob{stream: e.a, frame: e.b, capture: now})
+			j := len(jobs) - 1
+			switch {
+			case p.direct:
+				at := hop(now, hops.direct, clientIn(e.a))
+				jobs[j].waitFrom = at
+				push(at, evBackend, j, 0)
+			default:
+				push(hop(now, hops.client, clientIn(e.a)), evArrive, j, 0)
+			}
+		case evArrive:
+			jb := &jobs[e.a]
+			jb.waitFrom = now
+			if p.triton {
+				l := int(sc.streams[jb.stream].class)
+				if len(tp.levels[l]) >= 1 {
+					answerClient(hop(now, hops.client, clientOut(jb.stream)), e.a, false) // max_queue_size
+					continue
+				}
+				tp.levels[l] = append(tp.levels[l], e.a)
+				tpGrant(now)
+				continue
+			}
+			tok := uint64(e.a + 1)
+			byToken[tok] = e.a
+			acts = s.Arrive(now, Request{Token: tok, Stream: sc.streams[jb.stream].name,
+				Model: sc.streams[jb.stream].name, Capture: jb.capture}, acts[:0])
+			apply(now)
+		case evBackend:
+			toBackend(now, e.a)
+		case evEnd:
+			slot := jobs[e.a].slot
+			slotBusy[slot] = false
+			if len(fifo) > 0 {
+				n := fifo[0]
+				fifo = fifo[1:]
+				startJob(now, n, slot)
+			}
+			if p.direct {
+				answerClient(hop(now, hops.direct, clientOut(jobs[e.a].stream)), e.a, true)
+			} else {
+				push(hop(now, hops.backend, pathFromBackend), evComplete, e.a, 0)
+			}
+		case evComplete:
+			if p.triton {
+				answerClient(hop(now, hops.client, clientOut(jobs[e.a].stream)), e.a, true)
+				tp.free++
+				tpGrant(now)
+				continue
+			}
+			acts = s.Complete(now, uint64(e.a+1), true, acts[:0])
+			answerClient(hop(now, hops.client, clientOut(jobs[e.a].stream)), e.a, true)
+			apply(now)
+		case evTick:
+			if e.wake != wakeAt {
+				continue // re-armed since
+			}
+			wakeAt = Never
+			acts = s.Tick(now, acts[:0])
+			apply(now)
+		case evClient:
+			jb := &jobs[e.a]
+			outstanding[jb.stream]--
+			if jb.ok {
+				deliv[jb.stream] = append(deliv[jb.stream], Delivery{At: now, Capture: jb.capture})
+			}
+		}
+		if now >= end.Add(time.Second) {
+			break
+		}
+	}
+	var snap Snapshot
+	if s != nil {
+		s.Snapshot(end, &snap)
+	}
+	for i, st := range sc.streams {
+		r := wireStreamResult{cov: Coverage(0, end, st.period, st.maxAge, deliv[i])}
+		if s != nil {
+			ss := snap.Streams[i]
+			if !ss.Balanced() {
+				t.Fatalf("%s: unbalanced %+v", st.name, ss.Counters)
+			}
+			r.superseded, r.late, r.deferred = ss.Superseded, ss.LateDropped, ss.Deferred
+		}
+		run.streams = append(run.streams, r)
+	}
+	return run
+}
+
+type wireSummary struct {
+	best    []wireStreamResult // best depth per stream
+	idleP50 time.Duration
+	idleP90 time.Duration
+	waited  int
+	idleSum time.Duration
+	jobs    int
+}
+
+// simulateBest runs depths 1, 4, 16 and keeps each stream's best coverage;
+// the idle figures are those of the depth-4 run.
+func simulateBest(t testing.TB, sc wireScenario, p wirePolicy, dur time.Duration, hops wireHops) wireSummary {
+	var sum wireSummary
+	for _, d := range []int{1, 4, 16} {
+		r := simulateWire(t, sc, p, d, dur, hops)
+		if sum.best == nil {
+			sum.best = r.streams
+		}
+		for i, st := range r.streams {
+			if st.cov.Covered > sum.best[i].cov.Covered {
+				sum.best[i] = st
+			}
+		}
+		if d == 4 {
+			idle := slices.Clone(r.idle)
+			slices.Sort(idle)
+			if len(idle) > 0 {
+				sum.idleP50, sum.idleP90 = idle[len(idle)/2], idle[len(idle)*9/10]
+			}
+			sum.waited, sum.idleSum, sum.jobs = len(idle), r.idleSum, r.jobs
+		}
+	}
+	return sum
+}
+
+var (
+	polDirect = wirePolicy{name: "direct", direct: true}
+	polTriton = wirePolicy{name: "triton-policy", triton: true}
+	polBefore = wirePolicy{name: "vig class-first, no pipeline", order: OrderClassFirst, noPipeline: true}
+	polPipe   = wirePolicy{name: "vig class-first, pipelined", order: OrderClassFirst}
+	polLearnt = wirePolicy{name: "vig laxity, grid learnt", order: OrderLaxity}
+	polLaxNP  = wirePolicy{name: "vig laxity, no pipeline", order: OrderLaxity, noPipeline: true, gridOffset: true}
+	polTold   = wirePolicy{name: "vig laxity, grid told", order: OrderLaxity, gridOffset: true}
+)
+
+func formatSummary(sc wireScenario, p wirePolicy, s wireSummary) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %-30s", sc.name, p.name)
+	for i, st := range sc.streams {
+		c := s.best[i].cov
+		fmt.Fprintf(&b, " %s %5.1f%% (e%d d%d)", st.name, 100*c.Ratio(), c.Empty(), c.Doubled)
+	}
+	fmt.Fprintf(&b, " | idle-while-waiting p50 %v p90 %v over %d of %d jobs, total %v",
+		s.idleP50, s.idleP90, s.waited, s.jobs, s.idleSum.Round(time.Microsecond))
+	return b.String()
+}
+
+// TestWireSimulation prints every policy on every scenario
+// (go test -run WireSimulation -v ./agent/sched/) and checks the issue's
+// targets under vig's default policy with the grid told, plus the learnt
+// grid's floor.
+func TestWireSimulation(t *testing.T) {
+	dur := 20 * time.Second
+	if testing.Short() {
+		dur = 10 * time.Second
+	}
+	pols := []wirePolicy{polDirect, polTriton, polBefore, polPipe, polLaxNP, polLearnt, polTold}
+	for _, sc := range wireScenarios() {
+		res := map[string]wireSummary{}
+		for _, p := range pols {
+			res[p.name] = simulateBest(t, sc, p, dur, benchHops)
+			t.Log(formatSummary(sc, p, res[p.name]))
+		}
+		told, direct, triton := res[polTold.name], res[polDirect.name], res[polTriton.name]
+		for i, st := range sc.streams {
+			got := told.best[i].cov.Ratio()
+			switch {
+			case sc.name == "C":
+				if d := direct.best[i].cov.Ratio(); got < d-0.005 {
+					t.Errorf("C %s: %.1f%%, direct %.1f%%", st.name, 100*got, 100*d)
+				}
+				if tr := triton.best[i].cov.Ratio(); st.class != BestEffort && got < tr {
+					t.Errorf("C %s: %.1f%%, triton-policy %.1f%%", st.name, 100*got, 100*tr)
+				}
+			case st.class == Protected && got < 0.99,
+				st.class == High && sc.name == "A" && got < 0.99,
+				st.class == High && sc.name == "B" && got < 0.97:
+				t.Errorf("%s %s: %.1f%% below target", sc.name, st.name, 100*got)
+			}
+		}
+		if sc.name == "B" && told.idleP50 > 50*time.Microsecond {
+			t.Errorf("B: idle while work waits p50 %v", told.idleP50)
+		}
+	}
+}
+
+// TestWireSimulationWrongGrid measures what a wrong grid costs: vig is told
+// windows that are off by δ from the ones coverage is counted on.
+func TestWireSimulationWrongGrid(t *testing.T) {
+	dur := 10 * time.Second
+	for _, sc := range wireScenarios()[1:] {
+		for _, d := range []time.Duration{0, 2 * ms, 5 * ms, 10 * ms, 16 * ms, 25 * ms, 31 * ms} {
+			p := polTold
+			p.gridError = d
+			p.name = fmt.Sprintf("vig laxity, grid off by %v", d)
+			t.Log(formatSummary(sc, p, simulateBest(t, sc, p, dur, benchHops)))
+		}
+	}
+}
+
+// TestWireSimulationNoisy repeats the comparison with noisy hops and timers:
+// vig's look-ahead and pipelining rest on predictions, and must not turn
+// jitter into lost windows.
+func TestWireSimulationNoisy(t *testing.T) {
+	dur := 20 * time.Second
+	veryNoisy := noisyHops
+	veryNoisy.noise, veryNoisy.timerNoise = time.Millisecond, time.Millisecond
+	for _, hops := range []wireHops{noisyHops, veryNoisy} {
+		t.Logf("hop noise %v, timer noise %v (exponential means)", hops.noise, hops.timerNoise)
+		for _, sc := range wireScenarios() {
+			for _, p := range []wirePolicy{polDirect, polTriton, polBefore, polTold} {
+				t.Log(formatSummary(sc, p, simulateBest(t, sc, p, dur, hops)))
+			}
+		}
+	}
+}
