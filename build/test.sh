@@ -20,6 +20,9 @@ step "go vet"
 step "go test -race (amd64)"
 "$GO" test -race -count=1 -timeout 15m ./...
 
+step "go test -race agent/gateway on the event loop (cpu.hot_path: dedicated)"
+"$GO" test -race -count=1 -timeout 5m ./agent/gateway/ -args -gateway.eventloop
+
 step "static linux/arm64 build"
 version=$(git describe --tags --always --dirty 2>/dev/null || echo devel)
 make --no-print-directory arm64 GO="$GO" VERSION="$version"

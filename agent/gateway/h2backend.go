@@ -37,6 +37,7 @@ type h2Backend struct {
 	rbuf   int
 	clock  func() int64
 
+	loop  *eventLoop // serves the connection's reads (dedicated hot path); nil: a goroutine
 	cur   atomic.Pointer[bconn]
 	state func(up bool)
 	first chan struct{} // closed once the first connection attempt has ended
@@ -172,6 +173,11 @@ func (b *h2Backend) connect() (*bconn, error) {
 	if err != nil {
 		return nil, err
 	}
+	var lc *loopConn
+	if b.loop != nil {
+		lc = &loopConn{Conn: nc}
+		nc = lc
+	}
 	w, err := newH2Writer(nc)
 	if err != nil {
 		nc.Close()
@@ -193,7 +199,14 @@ func (b *h2Backend) connect() (*bconn, error) {
 	w.buf = appendWindowUpdate(w.buf, 0, b.window-initialWindow)
 	w.flush()
 	w.mu.Unlock()
-	go c.read()
+	if lc != nil {
+		if err := lc.run(b.loop, c.read); err != nil {
+			nc.Close()
+			return nil, err
+		}
+	} else {
+		go c.read()
+	}
 	select {
 	case err := <-c.ready:
 		if err != nil {

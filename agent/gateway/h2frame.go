@@ -325,9 +325,10 @@ type sendState struct {
 // caller (netopt.TryWriter). What the socket does not take now is queued for a
 // flusher goroutine that exists only while that queue is not empty.
 type h2writer struct {
-	mu sync.Mutex
-	nc net.Conn
-	tw *netopt.TryWriter
+	mu   sync.Mutex
+	nc   net.Conn // closed through it (it may be a loop's connection)
+	sock net.Conn // written by the flusher
+	tw   *netopt.TryWriter
 
 	enc  *hpack.Encoder
 	hbuf bytes.Buffer
@@ -357,11 +358,15 @@ type h2writer struct {
 }
 
 func newH2Writer(nc net.Conn) (*h2writer, error) {
-	tw, err := netopt.NewTryWriter(nc)
+	raw := nc
+	if lc, ok := nc.(*loopConn); ok {
+		raw = lc.Conn // the socket itself; closing still goes through the loop
+	}
+	tw, err := netopt.NewTryWriter(raw)
 	if err != nil {
 		return nil, err
 	}
-	w := &h2writer{nc: nc, tw: tw, maxFrame: defaultMaxFrame, initWin: initialWindow, connWin: initialWindow}
+	w := &h2writer{nc: nc, sock: raw, tw: tw, maxFrame: defaultMaxFrame, initWin: initialWindow, connWin: initialWindow}
 	w.enc = hpack.NewEncoder(&w.hbuf)
 	return w, nil
 }
@@ -647,7 +652,7 @@ func (w *h2writer) flusher() {
 		w.queue, w.qrefs = nil, nil
 		w.mu.Unlock()
 		bufs := net.Buffers(q)
-		_, err := bufs.WriteTo(w.nc)
+		_, err := bufs.WriteTo(w.sock)
 		for _, r := range refs {
 			r.Free()
 		}

@@ -96,12 +96,58 @@ type sstream struct {
 
 func (g *Gateway) serveConn(nc net.Conn) {
 	defer g.conns.Done()
-	w, err := newH2Writer(nc)
-	if err != nil {
+	peerUID, hasUID := uint32(0), false
+	if a, ok := nc.RemoteAddr().(PeerUID); ok {
+		peerUID, hasUID = a.PeerUID()
+	}
+	// The preface is read here, with a deadline: a connection that sends nothing
+	// is dropped before it costs more.
+	var pre [len(clientPreface)]byte
+	nc.SetReadDeadline(time.Now().Add(g.handshakeTimeout))
+	if _, err := io.ReadFull(nc, pre[:]); err != nil || string(pre[:]) != clientPreface {
 		nc.Close()
 		return
 	}
-	c := &sconn{g: g, nc: nc, w: w, r: newH2Reader(nc, g.readBuf), streams: map[uint32]*sstream{}}
+	nc.SetReadDeadline(time.Time{})
+	if g.loop != nil && g.loop.clients.Add(1) <= HotConns {
+		defer g.loop.clients.Add(-1)
+		lc := &loopConn{Conn: nc}
+		c, ok := g.newSconn(lc, peerUID, hasUID)
+		if !ok {
+			return
+		}
+		defer g.untrack(c)
+		ended := make(chan struct{})
+		if err := lc.run(g.loop, func() {
+			defer close(ended)
+			c.shutdown(c.serve())
+		}); err != nil {
+			g.log.Warn("event loop: cannot serve a connection, closing it", "err", err)
+			nc.Close()
+			return
+		}
+		<-ended
+		return
+	}
+	if g.loop != nil {
+		g.loop.clients.Add(-1)
+	}
+	c, ok := g.newSconn(nc, peerUID, hasUID)
+	if !ok {
+		return
+	}
+	defer g.untrack(c)
+	c.shutdown(c.serve())
+}
+
+// newSconn builds a client connection's state and tracks it.
+func (g *Gateway) newSconn(nc net.Conn, peerUID uint32, hasUID bool) (*sconn, bool) {
+	w, err := newH2Writer(nc)
+	if err != nil {
+		nc.Close()
+		return nil, false
+	}
+	c := &sconn{g: g, nc: nc, w: w, r: newH2Reader(nc, g.readBuf), streams: map[uint32]*sstream{}, uid: peerUID, hasUID: hasUID}
 	w.eachStream = func(f func(*sendState)) {
 		for _, s := range c.streams {
 			f(&s.send)
@@ -112,28 +158,15 @@ func (g *Gateway) serveConn(nc net.Conn) {
 			c.removeLocked(s)
 		}
 	}
-	if a, ok := nc.RemoteAddr().(PeerUID); ok {
-		c.uid, c.hasUID = a.PeerUID()
-	}
 	if !g.track(c) {
 		nc.Close()
-		return
+		return nil, false
 	}
-	defer g.untrack(c)
-	err = c.serve()
-	c.shutdown(err)
+	return c, true
 }
 
+// serve runs the connection (its preface read) until it ends.
 func (c *sconn) serve() error {
-	var pre [len(clientPreface)]byte
-	c.nc.SetReadDeadline(time.Now().Add(c.g.handshakeTimeout))
-	if _, err := io.ReadFull(c.r.br, pre[:]); err != nil {
-		return err
-	}
-	c.nc.SetReadDeadline(time.Time{})
-	if string(pre[:]) != clientPreface {
-		return errors.New("not an HTTP/2 client preface")
-	}
 	c.recvConn = int64(c.g.connWindow)
 	c.w.mu.Lock()
 	c.w.buf = appendSettings(c.w.buf,
@@ -505,11 +538,38 @@ func (c *sconn) message(s *sstream, msg mem.BufferSlice, compressed bool) error 
 // infer turns one ModelInfer request into a Call and submits it.
 func (c *sconn) infer(s *sstream, msg mem.BufferSlice) {
 	call := c.g.NewCall()
-	if err := c.g.prepare(call, msg, c.uid, c.hasUID); err != nil {
+	err := c.g.prepare(call, msg, c.uid, c.hasUID)
+	if errors.Is(err, errShmUnknown) {
+		// The backend's region list is read on a goroutine of this request's own:
+		// the connection's reader (or the event loop) must not wait for it.
+		c.w.mu.Lock()
+		s.pending++ // keeps a ModelStreamInfer open meanwhile
+		c.w.mu.Unlock()
+		go func() {
+			err := c.g.shmSync()
+			if err == nil {
+				err = c.g.finishPrepare(call, c.uid, c.hasUID, true)
+			}
+			c.submit(s, call, err, true)
+		}()
+		return
+	}
+	c.submit(s, call, err, false)
+}
+
+// submit hands a prepared call to the gateway, or answers the error prepare
+// found. counted: s.pending already counts the call.
+func (c *sconn) submit(s *sstream, call *Call, err error, counted bool) {
+	if err != nil {
 		if s.kind == kindStreamInfer {
-			c.streamSend(s, call.Header.ID, nil, err, false) // the id, if it parsed, says which request failed
+			c.streamSend(s, call.Header.ID, nil, err, counted) // the id, if it parsed, says which request failed
 			call.release()
 			return
+		}
+		if counted {
+			c.w.mu.Lock()
+			s.pending--
+			c.w.mu.Unlock()
 		}
 		call.release()
 		c.failStream(s, err)
@@ -519,12 +579,19 @@ func (c *sconn) infer(s *sstream, msg mem.BufferSlice) {
 	call.Deadline = s.deadline
 	call.Replier = s
 	c.w.mu.Lock()
+	if s.done {
+		c.w.mu.Unlock()
+		call.release() // the client left while the region was looked up
+		return
+	}
 	if s.kind == kindInfer {
 		s.call = call
 	} else {
 		s.calls = append(s.calls, call)
 	}
-	s.pending++
+	if !counted {
+		s.pending++
+	}
 	c.w.mu.Unlock()
 	c.g.Submit(call)
 }
@@ -787,8 +854,9 @@ func (c *sconn) shutdown(err error) {
 		c.w.goAway(c.lastID, ce.code, ce.msg)
 		// Let the GOAWAY arrive before the close: a peer still sending would
 		// otherwise get a reset instead. Bounded in time and bytes.
-		c.nc.SetReadDeadline(time.Now().Add(lingerTime))
+		t := time.AfterFunc(lingerTime, func() { c.nc.Close() })
 		io.CopyN(io.Discard, c.r.br, lingerBytes)
+		t.Stop()
 	}
 	c.w.mu.Lock()
 	var calls []*Call

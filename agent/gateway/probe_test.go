@@ -268,10 +268,13 @@ func waitBackendReady(t *testing.T, e *env) {
 
 // governedYAML: one slot, three protected streams of one 5 ms model, max_age long
 // enough that nothing is late-dropped while a held call blocks the slot.
+// The scheduler does not commit a request to the backend behind a running one
+// (pipeline: false): these tests hold one call on the backend and need the next
+// ones waiting in vig. agent/sched tests the pipelined commit.
 const governedYAML = `
 listen: {metrics: "off"}
 backend: {slots: 1, stats_interval_ms: -1}
-scheduler: {safety_margin_pct: 100}
+scheduler: {safety_margin_pct: 100, pipeline: false}
 models:
   m: {exec_ms: 5}
 streams:

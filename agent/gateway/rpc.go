@@ -19,23 +19,29 @@ import (
 
 // prepare reads a ModelInfer request into call: its header parsed once, its
 // shared-memory references checked against the registry, vig's own parameters
-// removed. msg is owned by call from here on (freed with it on error).
+// removed. msg is owned by call from here on (freed with it on error). It returns
+// errShmUnknown when a region must first be looked up on the backend: then the
+// caller runs finishPrepare with synced set once it has (shmSync).
 func (g *Gateway) prepare(call *Call, msg mem.BufferSlice, uid uint32, hasUID bool) error {
 	call.Msg = msg
-	h := &call.Header
-	if err := h.ParseInfer(msg); err != nil {
+	if err := call.Header.ParseInfer(msg); err != nil {
 		return status.Errorf(codes.InvalidArgument, "ModelInfer: %v", err)
 	}
+	return g.finishPrepare(call, uid, hasUID, false)
+}
+
+func (g *Gateway) finishPrepare(call *Call, uid uint32, hasUID, synced bool) error {
+	h := &call.Header
 	if h.Shm {
-		if err := g.checkShm(h, uid, hasUID); err != nil {
+		if err := g.checkShm(h, uid, hasUID, synced); err != nil {
 			return err
 		}
 	}
 	if h.HasVigParams() {
 		// The header's views stay valid: they point into buffers the stripped
 		// message still references.
-		stripped := h.StripVig(msg)
-		msg.Free()
+		stripped := h.StripVig(call.Msg)
+		call.Msg.Free()
 		call.Msg = stripped
 	}
 	return nil

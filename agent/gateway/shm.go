@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"math"
 	"strings"
 	"sync"
@@ -33,6 +34,9 @@ import (
 type PeerUID interface{ PeerUID() (uid uint32, ok bool) }
 
 const shmSyncTimeout = 2 * time.Second
+
+// errShmUnknown: a tensor names a region vig has not seen (yet).
+var errShmUnknown = errors.New("shared memory region not in vig's registry")
 
 type shmRegion struct {
 	key          string
@@ -118,13 +122,17 @@ func (g *Gateway) shmAccess(name string, uid uint32, known bool) error {
 // checkShm validates the shared-memory references of a ModelInfer request against
 // the registry. A region vig has not seen (registered with the backend directly) is
 // looked up on the backend once before it is refused.
-func (g *Gateway) checkShm(h *wire.InferHeader, uid uint32, known bool) error {
+//
+// A region vig has not seen may have been registered with the backend directly:
+// unless synced (the backend's list was just read), that is errShmUnknown, and the
+// caller reads the list (shmSync) and checks again.
+func (g *Gateway) checkShm(h *wire.InferHeader, uid uint32, known, synced bool) error {
 	if g.relay == nil {
 		return status.Errorf(codes.Unimplemented, "backend %s is a shared-memory ring runtime: Triton system shared memory is not available there; send raw_input_contents", g.opts.Config.Backend.Address)
 	}
 	for _, ts := range [][]wire.Tensor{h.Inputs, h.Outputs} {
 		for i := range ts {
-			if err := g.checkTensorShm(&ts[i], uid, known); err != nil {
+			if err := g.checkTensorShm(&ts[i], uid, known, synced); err != nil {
 				return err
 			}
 		}
@@ -132,7 +140,7 @@ func (g *Gateway) checkShm(h *wire.InferHeader, uid uint32, known bool) error {
 	return nil
 }
 
-func (g *Gateway) checkTensorShm(t *wire.Tensor, uid uint32, known bool) error {
+func (g *Gateway) checkTensorShm(t *wire.Tensor, uid uint32, known, synced bool) error {
 	var name []byte
 	var size, offset int64
 	for _, p := range t.Params {
@@ -150,12 +158,10 @@ func (g *Gateway) checkTensorShm(t *wire.Tensor, uid uint32, known bool) error {
 	}
 	reg, ok := g.shm.lookup(name)
 	if !ok {
-		if err := g.shmSync(); err != nil {
-			return err
+		if !synced {
+			return errShmUnknown
 		}
-		if reg, ok = g.shm.lookup(name); !ok {
-			return status.Errorf(codes.NotFound, "unable to find system shared memory region: '%s'", name)
-		}
+		return status.Errorf(codes.NotFound, "unable to find system shared memory region: '%s'", name)
 	}
 	if reg.bound {
 		if !known || uid != reg.uid {
@@ -176,8 +182,9 @@ func (g *Gateway) checkTensorShm(t *wire.Tensor, uid uint32, known bool) error {
 // shmSync adds the backend's regions that vig does not know (registered directly
 // with the backend, or before vig started); they are usable by any peer.
 //
-// It runs on the client connection's reader goroutine: a request naming a region
-// vig has never seen waits for one backend round trip (bounded by shmSyncTimeout).
+// It waits for a backend round trip (bounded by shmSyncTimeout), so it never runs
+// on a connection's reader: the request that needs it waits on a goroutine of its
+// own (see sconn.infer).
 func (g *Gateway) shmSync() error {
 	ctx, cancel := context.WithTimeout(context.Background(), shmSyncTimeout)
 	defer cancel()

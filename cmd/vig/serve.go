@@ -189,7 +189,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready chan
 	if err != nil {
 		return err
 	}
-	defer cpuc.Close() // cpuc.Hot, cpuc.HotOptions and cpuc.Sampler are for the gateway's hot loop
+	defer cpuc.Close() // after the gateway's event loop has left the hot thread
 
 	if cfg.Backend.Embedded {
 		mb, err := mockbackend.Start(ctx, cfg.Backend.Address, mockbackend.FromConfig(cfg), gateway.ServerOptions(cfg.GRPC), &sockets)
@@ -219,7 +219,13 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready chan
 		}
 		backend = rb
 	}
-	gw, err := gateway.New(gateway.Options{Config: cfg, Dial: sockets.DialAddr, Metrics: reg, Log: log, Admit: gov, Backend: backend})
+	gopts := gateway.Options{Config: cfg, Dial: sockets.DialAddr, Metrics: reg, Log: log, Admit: gov, Backend: backend,
+		EventLoop: cfg.CPU.HotPath == "dedicated"}
+	if cpuc.Hot != nil {
+		// The event loop runs on the placed hot thread for as long as vig serves.
+		gopts.HotThread = func(run func()) { cpuc.Hot.Do(run) }
+	}
+	gw, err := gateway.New(gopts)
 	if err != nil {
 		if backend != nil {
 			backend.Close()

@@ -1,0 +1,220 @@
+package netopt
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+type poller struct {
+	epfd   int
+	wakeFD int // eventfd: Source.Close and Poller.Close wake the loop with it
+
+	mu      sync.Mutex
+	sources map[int32]*source // by fd
+	closing []*source         // closed by Source.Close, for the loop to finish
+	poked   []*source         // Source.Poke: handlers to call once
+	closed  bool
+	done    chan struct{}
+}
+
+type source struct {
+	p      *poller
+	c      net.Conn
+	rc     syscall.RawConn
+	fd     int32
+	h      Handler
+	closed atomic.Bool
+}
+
+func newPoller() (*poller, error) {
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("netopt: epoll_create1: %w", err)
+	}
+	wfd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		unix.Close(epfd)
+		return nil, fmt.Errorf("netopt: eventfd: %w", err)
+	}
+	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(wfd)}
+	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, wfd, &ev); err != nil {
+		unix.Close(epfd)
+		unix.Close(wfd)
+		return nil, fmt.Errorf("netopt: epoll_ctl: %w", err)
+	}
+	return &poller{epfd: epfd, wakeFD: wfd, sources: map[int32]*source{}, done: make(chan struct{})}, nil
+}
+
+func (p *poller) add(c net.Conn, h Handler) (*source, error) {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return nil, fmt.Errorf("netopt: %T is not a socket: %w", c, errors.ErrUnsupported)
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	s := &source{p: p, c: c, rc: rc, h: h}
+	var cerr error
+	err = rc.Control(func(fd uintptr) {
+		s.fd = int32(fd)
+		// Level-triggered: the loop reads once per event and leaves the rest
+		// for the next wait, which returns at once while data is there.
+		ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP, Fd: s.fd}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.closed {
+			cerr = net.ErrClosed
+			return
+		}
+		if cerr = unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, int(fd), &ev); cerr == nil {
+			p.sources[s.fd] = s
+		}
+	})
+	if err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("netopt: registering with epoll: %w", err)
+	}
+	return s, nil
+}
+
+func (p *poller) wake() {
+	var one = [8]byte{1}
+	unix.Write(p.wakeFD, one[:]) // EAGAIN means a wake-up is already pending
+}
+
+func (p *poller) run() error {
+	defer close(p.done)
+	events := make([]unix.EpollEvent, 128)
+	for {
+		n, err := unix.EpollWait(p.epfd, events, -1)
+		if err != nil {
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			return fmt.Errorf("netopt: epoll_wait: %w", err)
+		}
+		for _, ev := range events[:n] {
+			if int(ev.Fd) == p.wakeFD {
+				var b [8]byte
+				unix.Read(p.wakeFD, b[:])
+				continue
+			}
+			p.mu.Lock()
+			s := p.sources[ev.Fd]
+			p.mu.Unlock()
+			if s != nil {
+				s.h.Ready()
+			}
+		}
+		if stop := p.reap(); stop {
+			return nil
+		}
+	}
+}
+
+// reap finishes the sources closed since the last wait: each handler is told once
+// more (its reads now fail), then the connection is deregistered and closed. It
+// reports whether the Poller itself was closed.
+func (p *poller) reap() bool {
+	p.mu.Lock()
+	poked := p.poked
+	p.poked = nil
+	p.mu.Unlock()
+	for _, s := range poked {
+		if !s.closed.Load() {
+			s.h.Ready()
+		}
+	}
+	p.mu.Lock()
+	list := p.closing
+	p.closing = nil
+	closed := p.closed
+	if closed {
+		for _, s := range p.sources {
+			if !s.closed.Swap(true) {
+				list = append(list, s)
+			}
+		}
+	}
+	p.mu.Unlock()
+	for _, s := range list {
+		s.h.Ready()
+		p.mu.Lock()
+		delete(p.sources, s.fd)
+		p.mu.Unlock()
+		s.rc.Control(func(fd uintptr) { unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, int(fd), nil) })
+		s.c.Close()
+	}
+	if closed {
+		unix.Close(p.epfd)
+		unix.Close(p.wakeFD)
+	}
+	return closed
+}
+
+func (p *poller) close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	p.mu.Unlock()
+	p.wake()
+	<-p.done
+	return nil
+}
+
+func (s *source) read(b []byte) (int, error) {
+	if s.closed.Load() {
+		return 0, net.ErrClosed
+	}
+	var n int
+	var rerr error
+	err := s.rc.Read(func(fd uintptr) bool {
+		n, rerr = unix.Read(int(fd), b)
+		return true // never park: the loop waits
+	})
+	switch {
+	case err != nil:
+		return 0, err
+	case errors.Is(rerr, unix.EAGAIN):
+		return 0, ErrWouldBlock
+	case errors.Is(rerr, unix.EINTR):
+		return 0, ErrWouldBlock // the next event retries
+	case rerr != nil:
+		return 0, &net.OpError{Op: "read", Net: s.c.LocalAddr().Network(), Addr: s.c.RemoteAddr(), Err: rerr}
+	case n == 0 && len(b) > 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+func (s *source) poke() {
+	p := s.p
+	p.mu.Lock()
+	p.poked = append(p.poked, s)
+	p.mu.Unlock()
+	p.wake()
+}
+
+func (s *source) close() {
+	if s.closed.Swap(true) {
+		return
+	}
+	p := s.p
+	p.mu.Lock()
+	p.closing = append(p.closing, s)
+	p.mu.Unlock()
+	p.wake()
+}
