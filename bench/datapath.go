@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -24,17 +25,18 @@ import (
 // vig as a user starts it, nginx as configured by nginxConfig. The -pinned paths
 // repeat the TCP comparison with the proxy pinned to one CPU (proxyCPU).
 const (
-	PathTCP         = "grpc-tcp"        // gRPC copy path over loopback TCP
-	PathNginx       = "nginx"           // nginx grpc_pass over TCP: the reference proxy
-	PathTCPPinned   = "grpc-tcp-pinned" // PathTCP with vig under taskset
-	PathNginxPinned = "nginx-pinned"    // PathNginx with nginx under taskset
-	PathUnix        = "grpc-unix"       // gRPC copy path over Unix sockets
-	PathShm         = "triton-shm"      // Triton system shared memory: tensors by reference
-	PathShmring     = "shmring"         // vig's own ring
+	PathTCP          = "grpc-tcp"           // gRPC copy path over loopback TCP
+	PathNginx        = "nginx"              // nginx grpc_pass over TCP: the reference proxy
+	PathTCPPinned    = "grpc-tcp-pinned"    // PathTCP with vig under taskset
+	PathTCPDedicated = "grpc-tcp-dedicated" // PathTCP with cpu.hot_path: dedicated (vig's event loop)
+	PathNginxPinned  = "nginx-pinned"       // PathNginx with nginx under taskset
+	PathUnix         = "grpc-unix"          // gRPC copy path over Unix sockets
+	PathShm          = "triton-shm"         // Triton system shared memory: tensors by reference
+	PathShmring      = "shmring"            // vig's own ring
 )
 
 // DatapathPaths lists the paths in report order.
-var DatapathPaths = []string{PathTCP, PathNginx, PathTCPPinned, PathNginxPinned, PathUnix, PathShm, PathShmring}
+var DatapathPaths = []string{PathTCP, PathNginx, PathTCPDedicated, PathTCPPinned, PathNginxPinned, PathUnix, PathShm, PathShmring}
 
 // pinnedPaths maps a pinned path to the path it repeats under taskset.
 var pinnedPaths = map[string]string{PathTCPPinned: PathTCP, PathNginxPinned: PathNginx}
@@ -137,7 +139,7 @@ const benchModel = "m"
 //
 // With ring set, vig also listens for ring clients there, and the stream the ring
 // requests name (ringStream) gets the same contract.
-func vigDatapathConfig(listenGRPC, listenUnix, ring, backend string, exec time.Duration) string {
+func vigDatapathConfig(listenGRPC, listenUnix, ring, backend string, exec time.Duration, extra ...string) string {
 	listenRing, ringStreamLine := "", ""
 	if ring != "" {
 		listenRing = fmt.Sprintf(", ring: %q", ring)
@@ -150,7 +152,7 @@ models:
   %s: {exec_ms: %g}
 streams:
   - {name: %s, model: %s, class: protected, period_ms: 1000, max_age_ms: 60000}
-%s`, listenGRPC, listenUnix, listenRing, backend, benchModel, float64(exec)/1e6, benchModel, benchModel, ringStreamLine)
+%s%s`, listenGRPC, listenUnix, listenRing, backend, benchModel, float64(exec)/1e6, benchModel, benchModel, ringStreamLine, strings.Join(extra, ""))
 }
 
 // RunDatapath measures every path and payload. All paths are set up first (one
@@ -311,6 +313,11 @@ func setupPath(ctx context.Context, o *DatapathOptions, path string) (_ *pathEnv
 	case PathShmring:
 		// The gRPC listener is only there because vig wants one; nothing uses it.
 		e.proxy, err = StartVig(ctx, o.VigBinary, dir, vigDatapathConfig("127.0.0.1:0", "off", ringAddr(), mb.Addr(), o.Exec), pin)
+	case PathTCPDedicated:
+		e.proxy, err = StartVig(ctx, o.VigBinary, dir, vigDatapathConfig("127.0.0.1:0", "off", "", mb.Addr(), o.Exec, "cpu: {hot_path: dedicated}\n"), pin)
+		if err == nil {
+			viaAddr = e.proxy.Addrs["grpc"]
+		}
 	default:
 		e.proxy, err = StartVig(ctx, o.VigBinary, dir, vigDatapathConfig("127.0.0.1:0", "off", "", mb.Addr(), o.Exec), pin)
 		if err == nil {

@@ -16,6 +16,14 @@ import (
 // of its own that may block.
 type TryWriter struct {
 	rc syscall.RawConn
+
+	// The write's arguments and results, for write (a method value made once:
+	// a closure per call would allocate). A TryWriter is used by one goroutine
+	// at a time.
+	batch [][]byte
+	k     int
+	werr  error
+	write func(fd uintptr) bool
 }
 
 // NewTryWriter returns a TryWriter for c. A connection that is not a socket (a
@@ -30,7 +38,14 @@ func NewTryWriter(c net.Conn) (*TryWriter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &TryWriter{rc: rc}, nil
+	w := &TryWriter{rc: rc}
+	w.write = w.writeFD
+	return w, nil
+}
+
+func (w *TryWriter) writeFD(fd uintptr) bool {
+	w.k, w.werr = writev(fd, w.batch)
+	return true // never wait for writability: the caller queues the rest
 }
 
 // maxIOV is the kernel's limit of iovecs per writev (UIO_MAXIOV).
@@ -50,12 +65,10 @@ func (w *TryWriter) Writev(bufs [][]byte) (n int, err error) {
 		for _, b := range batch {
 			want += len(b)
 		}
-		var k int
-		var werr error
-		cerr := w.rc.Write(func(fd uintptr) bool {
-			k, werr = writev(fd, batch)
-			return true // never wait for writability: the caller queues the rest
-		})
+		w.batch = batch
+		cerr := w.rc.Write(w.write)
+		k, werr := w.k, w.werr
+		w.batch, w.werr = nil, nil
 		if cerr != nil {
 			return n, cerr
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -101,6 +102,52 @@ func runInfer(b *testing.B, addr string, dopts []grpc.DialOption, size int) {
 		req.Id = fmt.Sprint("s#", i)
 		if _, err := c.ModelInfer(ctx, req); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkGovernedForward is BenchmarkForward with vig governing the model (a
+// protected stream with a loose contract: every request is admitted, through the
+// scheduler). Allocations per request in vig's own code are via-vig minus direct
+// (the client and the mock backend, in this process, allocate the same on both).
+func BenchmarkGovernedForward(b *testing.B) {
+	cfg, err := config.Parse("bench.yaml", []byte(`listen: {metrics: "off"}
+backend: {slots: 1, stats_interval_ms: -1}
+models:
+  m: {exec_ms: 1}
+streams:
+  - {name: m, model: m, class: protected, period_ms: 1000, max_age_ms: 60000}
+`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	mb, err := mockbackend.Start(context.Background(), "127.0.0.1:0",
+		mockbackend.Config{Models: []mockbackend.Model{{Name: "m", Exec: 0}}, Slots: 1}, gateway.ServerOptions(cfg.GRPC), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer mb.Stop()
+	cfg.Backend.Address = mb.Addr()
+	gov, err := gateway.NewGovernor(gateway.GovernorOptions{Config: cfg, Clock: func() int64 { return time.Now().UnixNano() }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var st netopt.Stats
+	gw, err := gateway.New(gateway.Options{Config: cfg, Dial: st.DialAddr, Admit: gov})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ln, err := netopt.Listen("tcp", "127.0.0.1:0", &st)
+	if err != nil {
+		b.Fatal(err)
+	}
+	go gw.Serve(ln)
+	defer gw.Stop()
+	for _, p := range payloads[:2] {
+		for _, path := range []struct{ name, addr string }{{"direct", mb.Addr()}, {"via-vig", ln.Addr().String()}} {
+			b.Run(p.name+"/"+path.name, func(b *testing.B) {
+				runInfer(b, path.addr, gateway.DialOptions(cfg.GRPC), p.size)
+			})
 		}
 	}
 }

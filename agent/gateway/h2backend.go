@@ -318,7 +318,7 @@ func (b *h2Backend) Start(call *Call) {
 	}
 	c.w.mu.Lock()
 	call.bs.Store(bs)
-	c.w.queueData(&bs.send, append(mem.BufferSlice{mem.SliceBuffer(grpcPrefix(msg.Len()))}, msg...))
+	c.w.queueMsg(&bs.send, false, msg)
 	c.w.finish(&bs.send, nil)
 	c.w.flush()
 	c.w.mu.Unlock()
@@ -332,12 +332,6 @@ func (b *h2Backend) Abort(call *Call) {
 		return
 	}
 	bs.c.abort(bs, http2.ErrCodeCancel)
-}
-
-func grpcPrefix(n int) []byte {
-	p := make([]byte, 5)
-	binary.BigEndian.PutUint32(p[1:], uint32(n))
-	return p
 }
 
 // open starts a stream: HEADERS for method with the client's metadata. init
@@ -382,12 +376,8 @@ func reqHeaders(method, authority string) []hpack.HeaderField {
 
 // sendMessage queues one message of a relayed stream (body owned).
 func (c *bconn) sendMessage(bs *bstream, body mem.BufferSlice, compressed bool) {
-	p := grpcPrefix(body.Len())
-	if compressed {
-		p[0] = 1
-	}
 	c.w.mu.Lock()
-	c.w.queueData(&bs.send, append(mem.BufferSlice{mem.SliceBuffer(p)}, body...))
+	c.w.queueMsg(&bs.send, compressed, body)
 	c.w.flush()
 	c.w.mu.Unlock()
 }
@@ -843,7 +833,7 @@ func (b *h2Backend) Invoke(ctx context.Context, method string, req []byte) ([]by
 		return nil, err
 	}
 	c.w.mu.Lock()
-	c.w.queueData(&bs.send, mem.BufferSlice{mem.SliceBuffer(grpcPrefix(len(req))), mem.SliceBuffer(req)})
+	c.w.queueMsg(&bs.send, false, mem.BufferSlice{mem.SliceBuffer(req)})
 	c.w.finish(&bs.send, nil)
 	c.w.flush()
 	c.w.mu.Unlock()

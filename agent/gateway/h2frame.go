@@ -117,6 +117,7 @@ type h2reader struct {
 	tooBig  bool
 	block   []byte // header block being assembled (HEADERS + CONTINUATION)
 	scratch []byte // payload of a control frame
+	hdr     [frameHeaderLen]byte
 }
 
 func newH2Reader(r io.Reader, bufSize int) *h2reader {
@@ -137,8 +138,8 @@ func (r *h2reader) emit(f hpack.HeaderField) {
 
 // readHeader reads the next frame header.
 func (r *h2reader) readHeader() (frameHeader, error) {
-	var b [frameHeaderLen]byte
-	if _, err := io.ReadFull(r.br, b[:]); err != nil {
+	b := r.hdr[:]
+	if _, err := io.ReadFull(r.br, b); err != nil {
 		return frameHeader{}, err
 	}
 	h := frameHeader{
@@ -310,8 +311,11 @@ func (a *msgAssembler) reset() {
 // window, and what ends the stream once it is sent. Guarded by its h2writer's mu.
 type sendState struct {
 	id     uint32
-	win    int64           // stream send window
+	win    int64   // stream send window
+	head   [5]byte // a gRPC message prefix sent before data (headN bytes of it left)
+	headN  int
 	data   mem.BufferSlice // queued DATA payload, owned
+	inline [4]mem.Buffer   // data's storage for the usual few buffers
 	off    int             // bytes of data[0] already sent
 	end    bool            // end the stream once data is sent
 	trail  []hpack.HeaderField
@@ -417,8 +421,34 @@ func (w *h2writer) queueData(s *sendState, payload mem.BufferSlice) {
 		payload.Free()
 		return
 	}
+	if s.data == nil {
+		s.data = s.inline[:0]
+	}
 	s.data = append(s.data, payload...)
 	w.pump(s)
+}
+
+// queueMsg queues one gRPC message: its 5-byte prefix, then body (owned by the
+// writer from here on). The prefix travels in the frame buffer, not as a buffer
+// of its own. Only one message may wait per stream at a time for the prefix to
+// stay in order: a second one while the first is still queued goes as buffers.
+// Called with mu held.
+func (w *h2writer) queueMsg(s *sendState, compressed bool, body mem.BufferSlice) {
+	var p [5]byte
+	if compressed {
+		p[0] = 1
+	}
+	binary.BigEndian.PutUint32(p[1:], uint32(body.Len()))
+	if s.headN > 0 || len(s.data) > 0 {
+		w.queueData(s, append(mem.BufferSlice{mem.SliceBuffer(p[:])}, body...))
+		return
+	}
+	if s.closed {
+		body.Free()
+		return
+	}
+	s.head, s.headN = p, 5
+	w.queueData(s, body)
 }
 
 // finish ends s after its queued data: with trailers, or with an empty END_STREAM
@@ -434,7 +464,7 @@ func (w *h2writer) finish(s *sendState, trailers []hpack.HeaderField) {
 // pump sends as much of s's data as the stream and connection windows allow, and
 // the stream's end once its data is out. Called with mu held.
 func (w *h2writer) pump(s *sendState) {
-	for len(s.data) > 0 {
+	for s.headN > 0 || len(s.data) > 0 {
 		avail := min(s.win, w.connWin)
 		if avail <= 0 {
 			if !s.queued {
@@ -442,6 +472,35 @@ func (w *h2writer) pump(s *sendState) {
 				w.blocked = append(w.blocked, s)
 			}
 			return
+		}
+		if s.headN > 0 {
+			// The prefix, and what fits of the body, in one frame.
+			k := int(min(int64(s.headN), avail))
+			body := 0
+			if k == s.headN && len(s.data) > 0 {
+				body = int(min(int64(min(s.data[0].Len(), w.maxFrame-k)), avail-int64(k)))
+			}
+			w.buf = appendFrameHeader(w.buf, k+body, http2.FrameData, 0, s.id)
+			w.buf = append(w.buf, s.head[5-s.headN:5-s.headN+k]...)
+			s.headN -= k
+			s.win -= int64(k)
+			w.connWin -= int64(k)
+			if body == 0 {
+				continue
+			}
+			w.cut()
+			b := s.data[0]
+			w.vec = append(w.vec, b.ReadOnlyData()[:body])
+			s.win -= int64(body)
+			w.connWin -= int64(body)
+			s.off = body
+			if s.off == b.Len() {
+				w.refs = append(w.refs, b)
+				s.data[0] = nil
+				s.data = s.data[1:]
+				s.off = 0
+			}
+			continue
 		}
 		b := s.data[0]
 		rest := b.Len() - s.off
@@ -489,8 +548,13 @@ func (w *h2writer) reset(s *sendState, code http2.ErrCode) {
 
 // drop frees what s has queued, without sending anything. Called with mu held.
 func (w *h2writer) drop(s *sendState) {
+	if s.off > 0 && len(s.data) > 0 {
+		// Part of data[0] is in a batch not yet written: it is freed with it.
+		w.refs = append(w.refs, s.data[0])
+		s.data = s.data[1:]
+	}
 	s.data.Free()
-	s.data, s.off, s.trail = nil, 0, nil
+	s.data, s.off, s.trail, s.headN = nil, 0, nil, 0
 }
 
 // windowUpdate applies a WINDOW_UPDATE from the peer (s nil: the connection's) and

@@ -91,7 +91,8 @@ type sstream struct {
 	call     *Call   // ModelInfer: the request's call while it runs
 	calls    []*Call // ModelStreamInfer: the calls not yet answered
 	relay    *bstream
-	onOK     func() // run when a relayed call succeeds (shared-memory mirror)
+	onOK     func()               // run when a relayed call succeeds (shared-memory mirror)
+	trail    [4]hpack.HeaderField // the trailers' storage
 }
 
 func (g *Gateway) serveConn(nc net.Conn) {
@@ -762,13 +763,10 @@ func (c *sconn) headLocked(s *sstream, meta []string) {
 
 var respHeaders = []hpack.HeaderField{{Name: ":status", Value: "200"}, {Name: "content-type", Value: "application/grpc"}}
 
-// msgLocked queues one gRPC message (prefix + body; body owned) on s.
+// msgLocked queues one gRPC message (body owned) on s.
 func (c *sconn) msgLocked(s *sstream, body mem.BufferSlice) {
-	n := body.Len()
-	prefix := make([]byte, 5)
-	binary.BigEndian.PutUint32(prefix[1:], uint32(n))
-	c.w.queueData(&s.send, append(mem.BufferSlice{mem.SliceBuffer(prefix)}, body...))
-	s.m.Sent(n)
+	s.m.Sent(body.Len())
+	c.w.queueMsg(&s.send, false, body)
 }
 
 // finishLocked ends s with status OK (err nil) after its queued messages.
@@ -776,8 +774,7 @@ func (c *sconn) finishLocked(s *sstream, trailMeta []string) {
 	if s.done {
 		return
 	}
-	tr := make([]hpack.HeaderField, 0, 2+len(trailMeta)/2)
-	tr = append(tr, hpack.HeaderField{Name: "grpc-status", Value: "0"})
+	tr := append(s.trail[:0], hpack.HeaderField{Name: "grpc-status", Value: "0"})
 	tr = append(tr, metaFields(trailMeta)...)
 	c.w.finish(&s.send, tr)
 	c.endLocked(s, codes.OK)

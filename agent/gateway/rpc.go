@@ -67,13 +67,8 @@ func (c *sconn) relayMessage(s *sstream, body mem.BufferSlice, compressed bool) 
 		return
 	}
 	c.headLocked(s, nil)
-	n := body.Len()
-	p := grpcPrefix(n)
-	if compressed {
-		p[0] = 1
-	}
-	c.w.queueData(&s.send, append(mem.BufferSlice{mem.SliceBuffer(p)}, body...))
-	s.m.Sent(n)
+	s.m.Sent(body.Len())
+	c.w.queueMsg(&s.send, compressed, body)
 	c.w.flush()
 }
 
