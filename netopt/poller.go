@@ -41,8 +41,9 @@ func NewPoller() (*Poller, error) {
 	return &Poller{p: p}, nil
 }
 
-// Add registers c (a TCP or Unix socket) with h. The Poller owns c from now on:
-// close it with Source.Close, which the loop carries out.
+// Add registers c (a TCP or Unix socket) with h. The Poller owns the socket from
+// now on (c itself is closed; only its addresses stay of use): read and write it
+// through the Source, close it with Source.Close, which the loop carries out.
 func (p *Poller) Add(c net.Conn, h Handler) (*Source, error) {
 	s, err := p.p.add(c, h)
 	if err != nil {
@@ -61,6 +62,13 @@ func (p *Poller) Close() error { return p.p.close() }
 // Read reads what the socket holds now, without waiting: ErrWouldBlock when
 // nothing, io.EOF at the end, net.ErrClosed once Close was called.
 func (s *Source) Read(b []byte) (int, error) { return s.s.read(b) }
+
+// Writev writes bufs without waiting, as TryWriter.Writev does.
+func (s *Source) Writev(bufs [][]byte) (int, error) { return s.s.writev(bufs) }
+
+// WriteAll writes bufs, waiting for room in the socket as long as it takes; it
+// blocks its thread (for a flusher goroutine, never for the loop).
+func (s *Source) WriteAll(bufs [][]byte) error { return s.s.writeAll(bufs) }
 
 // Poke makes the loop call the handler once, as if the connection were readable.
 func (s *Source) Poke() { s.s.poke() }

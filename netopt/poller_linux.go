@@ -26,11 +26,11 @@ type poller struct {
 
 type source struct {
 	p      *poller
-	c      net.Conn
-	rc     syscall.RawConn
-	fd     int32
+	c      net.Conn // closed at once: kept for its addresses
+	fd     int32    // a duplicate of c's socket that only the loop watches
 	h      Handler
 	closed atomic.Bool
+	shut   sync.Once
 }
 
 func newPoller() (*poller, error) {
@@ -61,29 +61,36 @@ func (p *poller) add(c net.Conn, h Handler) (*source, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &source{p: p, c: c, rc: rc, h: h}
-	var cerr error
-	err = rc.Control(func(fd uintptr) {
-		s.fd = int32(fd)
-		// Level-triggered: the loop reads once per event and leaves the rest
-		// for the next wait, which returns at once while data is there.
-		ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP, Fd: s.fd}
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		if p.closed {
-			cerr = net.ErrClosed
-			return
-		}
-		if cerr = unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, int(fd), &ev); cerr == nil {
-			p.sources[s.fd] = s
-		}
-	})
-	if err == nil {
-		err = cerr
+	// The loop takes the socket over: a duplicate descriptor (same socket,
+	// non-blocking like the original) that Go's netpoller does not know, and the
+	// original closed. Otherwise the netpoller, which watches every net.Conn,
+	// would wake one of Go's threads for each of its events too (every read
+	// readiness, every write edge), only to find nobody waiting.
+	fd := -1
+	var derr error
+	if err := rc.Control(func(f uintptr) { fd, derr = unix.Dup(int(f)) }); err != nil {
+		return nil, err
 	}
-	if err != nil {
+	if derr != nil {
+		return nil, fmt.Errorf("netopt: dup: %w", derr)
+	}
+	unix.CloseOnExec(fd)
+	c.Close()
+	s := &source{p: p, c: c, fd: int32(fd), h: h}
+	// Level-triggered: the loop reads once per event and leaves the rest for
+	// the next wait, which returns at once while data is there.
+	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP, Fd: s.fd}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		unix.Close(fd)
+		return nil, net.ErrClosed
+	}
+	if err := unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+		unix.Close(fd)
 		return nil, fmt.Errorf("netopt: registering with epoll: %w", err)
 	}
+	p.sources[s.fd] = s
 	return s, nil
 }
 
@@ -152,8 +159,9 @@ func (p *poller) reap() bool {
 		p.mu.Lock()
 		delete(p.sources, s.fd)
 		p.mu.Unlock()
-		s.rc.Control(func(fd uintptr) { unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, int(fd), nil) })
-		s.c.Close()
+		unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, int(s.fd), nil)
+		s.shutdown()
+		unix.Close(int(s.fd))
 	}
 	if closed {
 		unix.Close(p.epfd)
@@ -179,25 +187,80 @@ func (s *source) read(b []byte) (int, error) {
 	if s.closed.Load() {
 		return 0, net.ErrClosed
 	}
-	var n int
-	var rerr error
-	err := s.rc.Read(func(fd uintptr) bool {
-		n, rerr = unix.Read(int(fd), b)
-		return true // never park: the loop waits
-	})
+	n, err := unix.Read(int(s.fd), b)
 	switch {
-	case err != nil:
-		return 0, err
-	case errors.Is(rerr, unix.EAGAIN):
-		return 0, ErrWouldBlock
-	case errors.Is(rerr, unix.EINTR):
+	case errors.Is(err, unix.EAGAIN), errors.Is(err, unix.EINTR):
 		return 0, ErrWouldBlock // the next event retries
-	case rerr != nil:
-		return 0, &net.OpError{Op: "read", Net: s.c.LocalAddr().Network(), Addr: s.c.RemoteAddr(), Err: rerr}
+	case err != nil:
+		return 0, &net.OpError{Op: "read", Net: s.c.LocalAddr().Network(), Addr: s.c.RemoteAddr(), Err: err}
 	case n == 0 && len(b) > 0:
 		return 0, io.EOF
 	}
 	return n, nil
+}
+
+func (s *source) writev(bufs [][]byte) (int, error) {
+	if s.closed.Load() {
+		return 0, net.ErrClosed
+	}
+	n := 0
+	for len(bufs) > 0 {
+		batch := bufs[:min(len(bufs), maxIOV)]
+		want := 0
+		for _, b := range batch {
+			want += len(b)
+		}
+		k, err := writev(uintptr(s.fd), batch)
+		if k > 0 {
+			n += k
+		}
+		switch {
+		case errors.Is(err, unix.EAGAIN):
+			return n, nil
+		case errors.Is(err, unix.EINTR):
+			continue
+		case err != nil:
+			return n, &net.OpError{Op: "write", Net: s.c.LocalAddr().Network(), Addr: s.c.RemoteAddr(), Err: err}
+		case k < want:
+			return n, nil
+		}
+		bufs = bufs[len(batch):]
+	}
+	return n, nil
+}
+
+// writeAll writes bufs, waiting for room with poll(2) (it blocks its thread: for
+// the flusher goroutine, not for the loop).
+func (s *source) writeAll(bufs [][]byte) error {
+	for len(bufs) > 0 {
+		n, err := s.writev(bufs)
+		if err != nil {
+			return err
+		}
+		for n > 0 {
+			if n >= len(bufs[0]) {
+				n -= len(bufs[0])
+				bufs = bufs[1:]
+				continue
+			}
+			bufs[0] = bufs[0][n:]
+			n = 0
+		}
+		if len(bufs) == 0 {
+			return nil
+		}
+		pfd := []unix.PollFd{{Fd: s.fd, Events: unix.POLLOUT}}
+		if _, err := unix.Poll(pfd, 1000); err != nil && !errors.Is(err, unix.EINTR) {
+			return err
+		}
+	}
+	return nil
+}
+
+// shutdown wakes whatever waits on the socket (a flusher in poll) before it is
+// closed.
+func (s *source) shutdown() {
+	s.shut.Do(func() { unix.Shutdown(int(s.fd), unix.SHUT_RDWR) })
 }
 
 func (s *source) poke() {
@@ -212,6 +275,7 @@ func (s *source) close() {
 	if s.closed.Swap(true) {
 		return
 	}
+	s.shutdown()
 	p := s.p
 	p.mu.Lock()
 	p.closing = append(p.closing, s)

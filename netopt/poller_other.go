@@ -20,3 +20,5 @@ func (p *poller) close() error                           { return nil }
 func (s *source) read([]byte) (int, error)               { return 0, errors.ErrUnsupported }
 func (s *source) close()                                 {}
 func (s *source) poke()                                  {}
+func (s *source) writev([][]byte) (int, error)           { return 0, errors.ErrUnsupported }
+func (s *source) writeAll([][]byte) error                { return errors.ErrUnsupported }

@@ -1,22 +1,46 @@
-// Package gateway is vig's Triton-protocol frontend: a gRPC server, on TCP and on a
-// Unix socket, that existing Triton clients point at unchanged, and the client leg to
-// the backend.
+// Package gateway is vig's Triton-protocol frontend — gRPC over HTTP/2, on TCP and
+// on a Unix socket, that existing Triton clients point at unchanged — and its leg to
+// the backend, with the freshness scheduler between them.
 //
-// Every RPC of inference.GRPCInferenceService reaches the backend. vig registers no
-// typed service for it: all methods arrive at one unknown-service handler that uses
-// a raw codec (wire.Frame), so methods vig has no message types for (ModelConfig,
-// Repository*, Cuda*, TraceSetting, LogSettings, or RPCs added to the protocol later)
-// pass through byte for byte. ModelInfer is the one vig reads: it scans the header
-// fields it needs straight out of gRPC's receive buffers (wire.InferHeader), never the
-// tensor data, removes its own vig_* parameters by splicing buffer views, and
-// forwards the rest. ModelStreamInfer requests are forwarded one by one as ModelInfer
-// calls and their answers spliced into ModelStreamInferResponse messages, so that
-// each one can be scheduled on its own.
+// # One pipeline
 //
-// Metadata and deadlines propagate in both directions; backend status codes come
-// back unchanged. The health service answers SERVING only while the backend
-// connection is READY.
+// Every inference request, whatever its frontend (a gRPC ModelInfer, one message of
+// ModelStreamInfer, a ring descriptor from ringfront) becomes one Call: its header
+// parsed once (wire.InferHeader), the message to forward, and the frontend's answer
+// path (Replier). Every backend (Triton over gRPC here, a ring runtime in ringback)
+// implements Backend, chosen once when the gateway is built. Submit → scheduler →
+// Backend.Start → Call.Finish → scheduler → Replier.Reply, each step on the
+// goroutine that has the event (pipeline.go); the scheduler's decision is taken
+// inline under its lock (govern.go).
 //
-// Cost per request: the handler runs on the goroutine gRPC gave the RPC, forwards on
-// the same goroutine, and allocates nothing per byte of payload.
+// # The transport
+//
+// vig speaks HTTP/2 itself (h2frame.go, h2server.go, h2backend.go) instead of
+// through grpc-go's server and client: grpc-go gives every RPC a handler goroutine
+// and every connection a writer goroutine, so a proxied request crossed four
+// hand-offs between threads. Here each connection has one reader; a request is
+// handled on the client connection's reader and written to the backend from there;
+// the answer is written to the client by the backend connection's reader. Writes
+// never park the writer (netopt.TryWriter): what a full socket does not take waits
+// for a flusher goroutine that exists only while it has something to write.
+// Flow control, SETTINGS, PING, RST_STREAM, GOAWAY (graceful, with the two-step
+// drain), trailers, metadata and deadlines (grpc-timeout) follow RFC 9113 and gRPC's
+// HTTP/2 mapping; the conformance and abuse suites in this package hold it to them.
+//
+// With cpu.hot_path: dedicated the connections are read by one event loop of vig's
+// own instead (loop.go, netopt.Poller): one wait and one read per readable event on
+// one thread.
+//
+// # What vig reads, what it forwards
+//
+// ModelInfer is the one RPC vig reads: it scans the header fields it needs straight
+// out of the received message, never the tensor data, removes its own vig_*
+// parameters by splicing buffer views, and forwards the rest. ModelStreamInfer
+// requests are forwarded one by one as ModelInfer calls and their answers spliced
+// into ModelStreamInferResponse messages, so that each can be scheduled on its own.
+// System shared-memory registration is mirrored (shm.go) so that tensor references
+// are checked before a request waits in vig's queues. Health (grpc.health.v1) is
+// answered by vig from the backend's state. Everything else — ModelConfig,
+// Repository*, Cuda*, TraceSetting, LogSettings, methods added to the protocol
+// later — is relayed message by message, byte for byte.
 package gateway

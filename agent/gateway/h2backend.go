@@ -190,6 +190,13 @@ func (b *h2Backend) connect() (*bconn, error) {
 			f(&bs.send)
 		}
 	}
+	if lc != nil {
+		// Registered before anything is written: the loop owns the socket.
+		if err := lc.run(b.loop, c.read); err != nil {
+			nc.Close()
+			return nil, err
+		}
+	}
 	w.mu.Lock()
 	w.raw([]byte(clientPreface))
 	w.buf = appendSettings(w.buf,
@@ -199,12 +206,7 @@ func (b *h2Backend) connect() (*bconn, error) {
 	w.buf = appendWindowUpdate(w.buf, 0, b.window-initialWindow)
 	w.flush()
 	w.mu.Unlock()
-	if lc != nil {
-		if err := lc.run(b.loop, c.read); err != nil {
-			nc.Close()
-			return nil, err
-		}
-	} else {
+	if lc == nil {
 		go c.read()
 	}
 	select {

@@ -329,10 +329,9 @@ type sendState struct {
 // caller (netopt.TryWriter). What the socket does not take now is queued for a
 // flusher goroutine that exists only while that queue is not empty.
 type h2writer struct {
-	mu   sync.Mutex
-	nc   net.Conn // closed through it (it may be a loop's connection)
-	sock net.Conn // written by the flusher
-	tw   *netopt.TryWriter
+	mu sync.Mutex
+	nc net.Conn // closed through it (it may be a loop's connection)
+	sw sockWriter
 
 	enc  *hpack.Encoder
 	hbuf bytes.Buffer
@@ -361,16 +360,38 @@ type h2writer struct {
 	onClosed   func(*sendState)
 }
 
+// sockWriter writes a connection: Writev never waits (it takes what the socket
+// takes now), WriteAll waits as long as it must (the flusher's).
+type sockWriter interface {
+	Writev(bufs [][]byte) (int, error)
+	WriteAll(bufs [][]byte) error
+}
+
+// connWriter is a sockWriter on a net.Conn.
+type connWriter struct {
+	tw *netopt.TryWriter
+	c  net.Conn
+}
+
+func (w connWriter) Writev(bufs [][]byte) (int, error) { return w.tw.Writev(bufs) }
+func (w connWriter) WriteAll(bufs [][]byte) error {
+	b := net.Buffers(bufs)
+	_, err := b.WriteTo(w.c)
+	return err
+}
+
 func newH2Writer(nc net.Conn) (*h2writer, error) {
-	raw := nc
+	var sw sockWriter
 	if lc, ok := nc.(*loopConn); ok {
-		raw = lc.Conn // the socket itself; closing still goes through the loop
+		sw = lc // the loop owns the socket
+	} else {
+		tw, err := netopt.NewTryWriter(nc)
+		if err != nil {
+			return nil, err
+		}
+		sw = connWriter{tw, nc}
 	}
-	tw, err := netopt.NewTryWriter(raw)
-	if err != nil {
-		return nil, err
-	}
-	w := &h2writer{nc: nc, sock: raw, tw: tw, maxFrame: defaultMaxFrame, initWin: initialWindow, connWin: initialWindow}
+	w := &h2writer{nc: nc, sw: sw, maxFrame: defaultMaxFrame, initWin: initialWindow, connWin: initialWindow}
 	w.enc = hpack.NewEncoder(&w.hbuf)
 	return w, nil
 }
@@ -652,7 +673,7 @@ func (w *h2writer) flush() {
 		w.newBatch()
 		return
 	}
-	n, err := w.tw.Writev(w.vec)
+	n, err := w.sw.Writev(w.vec)
 	if err != nil {
 		w.fail(err)
 		w.freeBatch()
@@ -715,8 +736,7 @@ func (w *h2writer) flusher() {
 		}
 		w.queue, w.qrefs = nil, nil
 		w.mu.Unlock()
-		bufs := net.Buffers(q)
-		_, err := bufs.WriteTo(w.sock)
+		err := w.sw.WriteAll(q)
 		for _, r := range refs {
 			r.Free()
 		}

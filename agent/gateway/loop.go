@@ -132,6 +132,17 @@ func (lc *loopConn) Read(p []byte) (int, error) {
 	}
 }
 
+// Writev and WriteAll write through the loop's socket (the connection's own
+// descriptor was handed over when it was registered).
+func (lc *loopConn) Writev(bufs [][]byte) (int, error) { return lc.source().Writev(bufs) }
+func (lc *loopConn) WriteAll(bufs [][]byte) error      { return lc.source().WriteAll(bufs) }
+
+func (lc *loopConn) source() *netopt.Source {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	return lc.src
+}
+
 // Close asks the loop to close the connection; a Read pending in the coroutine
 // then fails.
 func (lc *loopConn) Close() error {
