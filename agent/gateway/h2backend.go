@@ -600,28 +600,11 @@ func httpStatus(fields []hpack.HeaderField) error {
 }
 
 func (c *bconn) data(h frameHeader) error {
-	n := int(h.length)
-	c.recvConn -= int64(n)
-	if c.recvConn < 0 {
-		return connError{http2.ErrCodeFlowControl, "backend sent more than the connection window"}
-	}
-	pad := 0
-	if h.has(http2.FlagDataPadded) {
-		if n < 1 {
-			return protocolError("padded DATA without a pad length")
-		}
-		b, err := c.r.br.ReadByte()
-		if err != nil {
-			return err
-		}
-		pad, n = int(b), n-1
-		if pad > n {
-			return protocolError("DATA padding exceeds the frame")
-		}
-		n -= pad
+	n, pad, err := c.r.dataStart(h, &c.recvConn, "backend")
+	if err != nil {
+		return err
 	}
 	bs := c.lookup(h.stream)
-	var err error
 	if bs == nil {
 		err = c.r.discard(n)
 	} else {
@@ -729,14 +712,10 @@ func rstError(code http2.ErrCode) error {
 }
 
 func (c *bconn) windowUpdate(h frameHeader) error {
-	p, err := c.r.payload(h)
+	inc, err := c.r.windowIncrement(h)
 	if err != nil {
 		return err
 	}
-	if len(p) != 4 {
-		return connError{http2.ErrCodeFrameSize, "WINDOW_UPDATE of the wrong size"}
-	}
-	inc := binary.BigEndian.Uint32(p) & 0x7fffffff
 	c.w.mu.Lock()
 	defer c.w.mu.Unlock()
 	var st *sendState

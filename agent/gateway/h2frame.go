@@ -164,6 +164,48 @@ func (r *h2reader) payload(h frameHeader) ([]byte, error) {
 	return b, err
 }
 
+// dataStart begins a DATA frame: it charges the frame to the connection's receive
+// window (*recv, what the peer may still send) and reads the pad length. It returns
+// the data bytes to read, then the padding to skip.
+func (r *h2reader) dataStart(h frameHeader, recv *int64, who string) (n, pad int, err error) {
+	n = int(h.length)
+	*recv -= int64(n)
+	if *recv < 0 {
+		return 0, 0, connError{http2.ErrCodeFlowControl, who + " sent more than the connection window"}
+	}
+	if !h.has(http2.FlagDataPadded) {
+		return n, 0, nil
+	}
+	if n < 1 {
+		return 0, 0, protocolError("padded DATA without a pad length")
+	}
+	b, err := r.br.ReadByte()
+	if err != nil {
+		return 0, 0, err
+	}
+	pad, n = int(b), n-1
+	if pad > n {
+		return 0, 0, protocolError("DATA padding exceeds the frame")
+	}
+	return n - pad, pad, nil
+}
+
+// windowIncrement reads a WINDOW_UPDATE frame's increment.
+func (r *h2reader) windowIncrement(h frameHeader) (uint32, error) {
+	p, err := r.payload(h)
+	if err != nil {
+		return 0, err
+	}
+	if len(p) != 4 {
+		return 0, connError{http2.ErrCodeFrameSize, "WINDOW_UPDATE of the wrong size"}
+	}
+	inc := binary.BigEndian.Uint32(p) & 0x7fffffff
+	if inc == 0 {
+		return 0, protocolError("WINDOW_UPDATE with increment 0")
+	}
+	return inc, nil
+}
+
 // discard skips n bytes of payload.
 func (r *h2reader) discard(n int) error {
 	_, err := r.br.Discard(n)

@@ -244,16 +244,9 @@ func (c *sconn) lookup(id uint32) *sstream {
 }
 
 func (c *sconn) windowUpdate(h frameHeader) error {
-	p, err := c.r.payload(h)
+	inc, err := c.r.windowIncrement(h)
 	if err != nil {
 		return err
-	}
-	if len(p) != 4 {
-		return connError{http2.ErrCodeFrameSize, "WINDOW_UPDATE of the wrong size"}
-	}
-	inc := binary.BigEndian.Uint32(p) & 0x7fffffff
-	if inc == 0 {
-		return protocolError("WINDOW_UPDATE with increment 0")
 	}
 	c.w.mu.Lock()
 	defer c.w.mu.Unlock()
@@ -275,29 +268,11 @@ func (c *sconn) data(h frameHeader) error {
 	if h.stream == 0 {
 		return protocolError("DATA on stream 0")
 	}
-	n := int(h.length)
-	c.recvConn -= int64(n)
-	if c.recvConn < 0 {
-		return connError{http2.ErrCodeFlowControl, "client sent more than the connection window"}
-	}
-	pad := 0
-	if h.has(http2.FlagDataPadded) {
-		if n < 1 {
-			return protocolError("padded DATA without a pad length")
-		}
-		b, err := c.r.br.ReadByte()
-		if err != nil {
-			return err
-		}
-		pad = int(b)
-		n--
-		if pad > n {
-			return protocolError("DATA padding exceeds the frame")
-		}
-		n -= pad
+	n, pad, err := c.r.dataStart(h, &c.recvConn, "client")
+	if err != nil {
+		return err
 	}
 	s := c.lookup(h.stream)
-	var err error
 	if s == nil || s.half {
 		if h.stream > c.lastID {
 			return protocolError("DATA on idle stream %d", h.stream)
