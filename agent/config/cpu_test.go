@@ -35,7 +35,7 @@ cpu:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.CPU.HotPath != HotPathShared || c.CPU.Pin != PinNone || c.CPU.PinCPUs() != nil || c.CPU.ProcessCPUList() != nil ||
+	if c.CPU.HotPath != HotPathDedicated || c.CPU.Pin != PinNone || c.CPU.PinCPUs() != nil || c.CPU.ProcessCPUList() != nil ||
 		c.CPU.UclampMin != nil || c.CPU.GC.MemoryLimitMiB != nil || c.CPU.GC.GOGC != nil {
 		t.Errorf("defaults %+v", c.CPU)
 	}
@@ -55,11 +55,11 @@ func TestCPUErrors(t *testing.T) {
 		{"unknown gc key", "cpu:\n  gc:\n    limit: 3\n", 3, []string{"cpu.gc.limit", "gogc, memory_limit_mib"}},
 		{"bad hot path", "cpu:\n  hot_path: pinned\n", 2, []string{"cpu.hot_path", "dedicated", "shared"}},
 		{"bad pin", "cpu:\n  hot_path: dedicated\n  pin: huge\n", 3, []string{"cpu.pin", "none, big, mid, little", "4-7"}},
-		{"pin without dedicated", "cpu:\n  pin: big\n", 2, []string{"cpu.pin", "set hot_path: dedicated", "process_cpus"}},
+		{"pin without dedicated", "cpu:\n  hot_path: shared\n  pin: big\n", 3, []string{"cpu.pin", "set hot_path: dedicated", "process_cpus"}},
 		{"bad process cpus", "cpu:\n  process_cpus: 3-1\n", 2, []string{"cpu.process_cpus", "bad range"}},
 		{"pin outside process", "cpu:\n  hot_path: dedicated\n  pin: 2-3\n  process_cpus: 0-2\n", 3, []string{"cpu3 is outside process_cpus 0-2"}},
 		{"uclamp range", "cpu:\n  hot_path: dedicated\n  uclamp_min: 2048\n", 3, []string{"outside 0–1024"}},
-		{"uclamp without dedicated", "cpu:\n  uclamp_min: 100\n", 2, []string{"set hot_path: dedicated"}},
+		{"uclamp without dedicated", "cpu:\n  hot_path: shared\n  uclamp_min: 100\n", 3, []string{"set hot_path: dedicated"}},
 		{"uclamp wrong type", "cpu:\n  uclamp_min: high\n", 2, []string{"wrong type"}},
 		{"tiny memory limit", "cpu:\n  gc:\n    memory_limit_mib: 4\n", 3, []string{"at least 16 MiB", "-1 for none"}},
 		{"gogc zero", "cpu:\n  gc: {gogc: 0}\n", 2, []string{"almost constantly"}},

@@ -55,11 +55,12 @@ func TestPlanCPU(t *testing.T) {
 		errSub   string
 		noTopoOK bool
 	}{
-		{name: "defaults", cfg: "", allowed: all},
+		{name: "defaults: dedicated, unpinned", cfg: "", allowed: all, hotOn: true, uclamp: -1},
+		{name: "shared", cfg: "cpu: {hot_path: shared}", allowed: all},
 		{name: "dedicated unpinned", cfg: "cpu: {hot_path: dedicated}", allowed: all, hotOn: true, uclamp: -1},
 		{name: "big core, mid+big process", cfg: "cpu: {hot_path: dedicated, pin: big, process_cpus: 4-7, uclamp_min: 300}",
 			allowed: all, process: []int{4, 5, 6, 7}, hot: []int{7}, hotOn: true, uclamp: 300},
-		{name: "offline cpu dropped from process_cpus", cfg: "cpu: {process_cpus: 0-3}", allowed: all, process: []int{0, 1, 3}, note: "cpu2 offline"},
+		{name: "offline cpu dropped from process_cpus", cfg: "cpu: {hot_path: shared, process_cpus: 0-3}", allowed: all, process: []int{0, 1, 3}, note: "cpu2 offline"},
 		{name: "cpuset narrower than the pin", cfg: "cpu: {hot_path: dedicated, pin: mid}", allowed: []int{0, 1, 3, 4},
 			hot: []int{4}, hotOn: true, uclamp: -1, note: "cpu5-6 outside vig's mask cpu0-1,3-4"},
 		{name: "background cpuset excludes big", cfg: "cpu: {hot_path: dedicated, pin: big}", allowed: []int{0, 1, 3},
