@@ -61,6 +61,10 @@ type Backend struct {
 	// StatsIntervalMs is how often vig reads the backend's ModelStatistics to correct
 	// its execution-time estimates; a negative value turns the polling off.
 	StatsIntervalMs int `yaml:"stats_interval_ms"`
+	// Compression of inference requests and answers on the backend link: "none"
+	// (the default: loopback and shared memory gain nothing from it) or "gzip"
+	// (gRPC's gzip encoding, for a backend across USB or Wi-Fi).
+	Compression string `yaml:"compression"`
 }
 
 // BackendRing sizes the ring vig creates for a ring: backend. Zero values take the
@@ -349,6 +353,7 @@ func (c *Config) applyDefaults() {
 	setDefaultInt(&c.Scheduler.SafetyMarginPct, DefaultSafetyMarginPct)
 	setDefault(&c.Scheduler.UnknownStreams, "default")
 	setDefault(&c.Scheduler.CaptureClock, "monotonic")
+	setDefault(&c.Backend.Compression, "none")
 	c.CPU.applyDefaults()
 	setDefault(&c.Scheduler.Order, "laxity")
 	for i := range c.Streams {

@@ -45,6 +45,15 @@ func (c *Config) validate(file string) error {
 			bad(0, key, "%d must not be negative (0 = default)", v)
 		}
 	}
+	switch c.Backend.Compression {
+	case "none":
+	case "gzip":
+		if _, ring := c.Backend.RingBackend(); ring {
+			bad(0, "backend.compression", "gzip compresses the gRPC link; a ring backend shares memory: set compression: none")
+		}
+	default:
+		bad(0, "backend.compression", "%q is not one of none, gzip", c.Backend.Compression)
+	}
 	if c.Backend.Slots < 1 {
 		bad(0, "backend.slots", "%d: the accelerator runs at least 1 job at once", c.Backend.Slots)
 	}

@@ -128,6 +128,7 @@ func New(opts Options) (*Gateway, error) {
 	if !ring {
 		g.relay = newH2Backend(opts.Config.Backend.Address, opts.Dial, g.window, g.maxMsg, g.readBuf, nowNs, g.log)
 		g.relay.loop = g.loop
+		g.relay.gzip = opts.Config.Backend.Compression == "gzip"
 	}
 	g.backend = opts.Backend
 	g.m.BackendState("CONNECTING")

@@ -38,6 +38,7 @@ type h2Backend struct {
 	clock  func() int64
 
 	loop  *eventLoop // serves the connection's reads (dedicated hot path); nil: a goroutine
+	gzip  bool       // inference messages in gRPC's gzip encoding (backend.compression)
 	cur   atomic.Pointer[bconn]
 	state func(up bool)
 	first chan struct{} // closed once the first connection attempt has ended
@@ -311,7 +312,14 @@ func (b *h2Backend) Start(call *Call) {
 		call.Finish(nil, err)
 		return
 	}
-	msg.Ref() // the Call keeps its own references (its header views them)
+	if b.gzip {
+		if msg, err = gzipMessage(msg); err != nil {
+			call.Finish(nil, status.Errorf(codes.Internal, "compressing the request: %v", err))
+			return
+		}
+	} else {
+		msg.Ref() // the Call keeps its own references (its header views them)
+	}
 	bs, err := c.open(methodInfer, call.Meta, call.Deadline, func(bs *bstream) { bs.call = call })
 	if err != nil {
 		msg.Free()
@@ -320,7 +328,7 @@ func (b *h2Backend) Start(call *Call) {
 	}
 	c.w.mu.Lock()
 	call.bs.Store(bs)
-	c.w.queueMsg(&bs.send, false, msg)
+	c.w.queueMsg(&bs.send, b.gzip, msg)
 	c.w.finish(&bs.send, nil)
 	c.w.flush()
 	c.w.mu.Unlock()
@@ -358,6 +366,9 @@ func (c *bconn) open(method string, meta []string, deadline int64, init func(*bs
 	init(bs)
 	c.streams[bs.id] = bs
 	req := reqHeaders(method, c.b.addr)
+	if c.b.gzip && method == methodInfer {
+		req = append(req, hpack.HeaderField{Name: "grpc-encoding", Value: "gzip"}, hpack.HeaderField{Name: "grpc-accept-encoding", Value: "gzip"})
+	}
 	if deadline != 0 {
 		req = append(req, hpack.HeaderField{Name: "grpc-timeout", Value: formatTimeout(time.Duration(deadline - c.b.clock()))})
 	}
@@ -619,8 +630,14 @@ func (c *bconn) data(h frameHeader) error {
 				return nil
 			}
 			if compressed {
-				msg.Free()
-				return errCompressed
+				if !c.b.gzip {
+					msg.Free()
+					return errCompressed
+				}
+				var err error
+				if msg, err = gunzipMessage(msg, c.b.maxMsg); err != nil {
+					return errCompressed
+				}
 			}
 			if bs.resp != nil {
 				bs.resp.Free()
