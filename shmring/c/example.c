@@ -17,7 +17,9 @@
  * Exits 0 when every frame was answered, 1 on a ring error, 2 on bad usage.
  * Build: make shmring/c/example (or cc -O2 -std=c99 -o example example.c).
  */
-#define _GNU_SOURCE
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* syscall, ftruncate, SOCK_CLOEXEC under -std=c99 */
+#endif
 #define VIGRING_IMPLEMENTATION
 #include "vigring.h"
 

@@ -8,8 +8,9 @@
  * the shared mapping is bounds-checked, and descriptors are copied out before
  * they are decoded.
  *
- * In exactly one translation unit:
+ * In exactly one translation unit, before any other #include:
  *
+ *     #define _GNU_SOURCE
  *     #define VIGRING_IMPLEMENTATION
  *     #include "vigring.h"
  *
@@ -190,8 +191,8 @@ int64_t vigring_now_ns(void);
 #ifndef VIGRING_IMPLEMENTATION_DONE
 #define VIGRING_IMPLEMENTATION_DONE
 
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* memfd_create, MFD_*, F_ADD_SEALS */
+#if !defined(_GNU_SOURCE) && !defined(_DEFAULT_SOURCE)
+#error "vigring.h: #define _GNU_SOURCE before the first #include of the file that defines VIGRING_IMPLEMENTATION (-std=c99 hides syscall, ftruncate, SOCK_CLOEXEC)"
 #endif
 #include <errno.h>
 #include <fcntl.h>
