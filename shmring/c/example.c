@@ -2,7 +2,7 @@
  * example: a sensor that hands frames to vig over the shared-memory ring.
  *
  *   example ADDR STREAM MODEL FRAME_BYTES N [--rate HZ] [--backend memfd|shm|shm-key]
- *           [--outputs] [--slot-kib K]
+ *           [--outputs] [--slot-kib K] [--bench]
  *
  * Submits N frames of FRAME_BYTES bytes (byte j of frame k is k + 7j, mod 256),
  * each after the previous one's answer, or at HZ frames per second with --rate
@@ -13,6 +13,12 @@
  * and, with --outputs, one line per output tensor after it:
  *
  *   output name=NAME datatype=TYPE shape=[D0,D1] hex=BYTES
+ *
+ * With --bench (closed loop only) it prints no result lines but, at the end, the
+ * mean time from submit to result over the N frames (filling the frame is not
+ * counted):
+ *
+ *   round_trip_us=MEAN frames=N
  *
  * Exits 0 when every frame was answered, 1 on a ring error, 2 on bad usage.
  * Build: make shmring/c/example (or cc -O2 -std=c99 -o example example.c).
@@ -30,7 +36,7 @@
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: example ADDR STREAM MODEL FRAME_BYTES N [--rate HZ] [--backend memfd|shm|shm-key] [--outputs] [--slot-kib K]\n"
+	fprintf(stderr, "usage: example ADDR STREAM MODEL FRAME_BYTES N [--rate HZ] [--backend memfd|shm|shm-key] [--outputs] [--slot-kib K] [--bench]\n"
 	                "  ADDR: vig's listen.ring, e.g. @vig-ring\n");
 	return 2;
 }
@@ -65,8 +71,8 @@ int main(int argc, char **argv)
 	const char *addr, *stream, *model;
 	unsigned long long bytes, n, sent = 0, answered = 0;
 	double rate = 0;
-	int outputs = 0, i, rc;
-	int64_t next_at;
+	int outputs = 0, bench = 0, i, rc;
+	int64_t next_at, submitted_at = 0, rtt_total = 0;
 
 	if (argc < 6)
 		return usage();
@@ -80,6 +86,8 @@ int main(int argc, char **argv)
 			rate = atof(argv[++i]);
 		} else if (strcmp(argv[i], "--outputs") == 0) {
 			outputs = 1;
+		} else if (strcmp(argv[i], "--bench") == 0) {
+			bench = 1;
 		} else if (strcmp(argv[i], "--slot-kib") == 0 && i + 1 < argc) {
 			cfg.responses.slot_size = strtoull(argv[++i], NULL, 10) << 10;
 		} else if (strcmp(argv[i], "--backend") == 0 && i + 1 < argc) {
@@ -123,6 +131,7 @@ int main(int argc, char **argv)
 			q.frame = sent;
 			q.capture_ns = vigring_now_ns();
 			q.len = bytes;
+			submitted_at = vigring_now_ns();
 			if ((rc = vigring_submit(&r, slot, &q, NULL)) != 0)
 				break;
 			sent++;
@@ -142,7 +151,10 @@ int main(int argc, char **argv)
 			continue;
 		if (rc != 0)
 			break;
-		print_result(&r, &res, outputs);
+		if (bench)
+			rtt_total += vigring_now_ns() - submitted_at;
+		else
+			print_result(&r, &res, outputs);
 		vigring_release(&r, &res);
 		answered++;
 	}
@@ -152,6 +164,8 @@ int main(int argc, char **argv)
 		vigring_close(&r);
 		return 1;
 	}
+	if (bench && n > 0)
+		printf("round_trip_us=%.2f frames=%llu\n", (double)rtt_total / 1e3 / (double)n, n);
 	if (r.skipped)
 		fprintf(stderr, "example: %llu malformed results skipped\n", (unsigned long long)r.skipped);
 	vigring_close(&r);

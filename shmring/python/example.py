@@ -2,7 +2,7 @@
 """A sensor that hands frames to vig over the shared-memory ring.
 
     python3 example.py ADDR STREAM MODEL FRAME_BYTES N [--rate HZ]
-                       [--backend memfd|shm|shm-key] [--outputs] [--slot-kib K]
+                       [--backend memfd|shm|shm-key] [--outputs] [--slot-kib K] [--bench]
 
 Submits N frames of FRAME_BYTES bytes (byte j of frame k is k + 7j, mod 256),
 each after the previous one's answer, or at HZ frames per second with --rate
@@ -13,6 +13,11 @@ each after the previous one's answer, or at HZ frames per second with --rate
 and, with --outputs, one line per output tensor after it:
 
     output name=NAME datatype=TYPE shape=[D0,D1] hex=BYTES
+
+With --bench (closed loop only) it prints no result lines but, at the end, the
+mean time from submit to result over the N frames (filling is not counted):
+
+    round_trip_us=MEAN frames=N
 
 Exits 0 when every frame was answered, 1 on a ring error, 2 on bad usage.
 """
@@ -55,6 +60,7 @@ def main():
     ap.add_argument("--rate", type=float, default=0, help="open loop: frames per second")
     ap.add_argument("--backend", choices=["memfd", "shm", "shm-key"], default="memfd")
     ap.add_argument("--outputs", action="store_true", help="print every output tensor")
+    ap.add_argument("--bench", action="store_true", help="print only the mean round trip")
     ap.add_argument("--slot-kib", type=int, default=64, help="response slot size")
     a = ap.parse_args()
     backend = {"memfd": vigring.MEMFD, "shm": vigring.SHM, "shm-key": vigring.SHM_KEY}[a.backend]
@@ -67,12 +73,14 @@ def main():
     sent = answered = 0
     next_at = time.monotonic()
     period = 1 / a.rate if a.rate > 0 else 0
+    submitted_at, rtt_total = 0, 0
     try:
         while answered < a.n:
             due = sent < a.n and (time.monotonic() >= next_at if a.rate > 0 else sent == answered)
             if due and ring.outstanding < ring.max_outstanding:
                 slot = ring.loan(timeout=10)
                 fill(slot.buf, a.frame_bytes, sent)
+                submitted_at = time.monotonic_ns()
                 ring.submit(slot, model=a.model, stream=a.stream, frame=sent,
                             capture_ns=time.monotonic_ns(), length=a.frame_bytes)
                 sent += 1
@@ -87,7 +95,10 @@ def main():
                 if a.rate > 0 and sent < a.n:
                     continue
                 raise
-            show(res, a.outputs)
+            if a.bench:
+                rtt_total += time.monotonic_ns() - submitted_at
+            else:
+                show(res, a.outputs)
             ring.release(res)
             answered += 1
     except vigring.Error as e:
@@ -95,6 +106,8 @@ def main():
         print("example: %d of %d frames answered: %s" % (answered, a.n, e), file=sys.stderr)
         return 1
     finally:
+        if a.bench and answered == a.n and a.n:
+            print("round_trip_us=%.2f frames=%d" % (rtt_total / 1e3 / a.n, a.n))
         if ring.skipped:
             print("example: %d malformed results skipped" % ring.skipped, file=sys.stderr)
         ring.close()
