@@ -531,3 +531,99 @@ func TestCClientArm64(t *testing.T) {
 		})
 	}
 }
+
+// startEchoRing serves rings with shmring's server side alone, answering every
+// request at once with a 16-byte OUTPUT0 and never reading the frame: what is
+// left to measure is the hand-off itself (descriptor, counters, wake-ups),
+// which does not depend on the frame's size.
+func startEchoRing(b *testing.B) string {
+	b.Helper()
+	if _, err := shmring.Probe(); err != nil {
+		b.Skipf("no shared memory for rings on this machine: %v", err)
+	}
+	addr := fmt.Sprintf("@vig-clients-echo-%d-%d", os.Getpid(), clientSeq.Add(1))
+	ln, err := shmring.Listen(addr, shmring.ServerConfig{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ln.Close() })
+	out := make([]byte, 16)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go c.Serve(context.Background(), func(_ context.Context, req *shmring.Request) {
+				res := shmring.Response{Status: shmring.StatusOK, NumTensors: 1, Payload: out}
+				res.Tensors[0] = shmring.Tensor{Name: "OUTPUT0", Datatype: "INT64", Rank: 1, Dims: [shmring.MaxRank]int64{2}, Length: 16}
+				c.Respond(req, &res)
+			})
+		}
+	}()
+	return addr
+}
+
+// BenchmarkClientHandoff is the round trip from submit to result, per client
+// library, at 64 B and 6.2 MB, against an echo ring (startEchoRing); filling
+// the frame is not counted. The C and Python examples time themselves with
+// --bench; the figure is reported as µs/roundtrip.
+//
+//	go test -run '^$' -bench ClientHandoff -benchtime 2000x ./cmd/vig
+func BenchmarkClientHandoff(b *testing.B) {
+	if h := qemuUserHost(); h != "" {
+		b.Skipf("under qemu-user on a %s host: no meaningful timing", h)
+	}
+	addr := startEchoRing(b)
+	for _, size := range []int{64, 6_200_000} {
+		b.Run(fmt.Sprintf("go/%dB", size), func(b *testing.B) {
+			c, err := client.Dial(addr, client.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			var total time.Duration
+			for k := 0; b.Loop(); k++ {
+				f, err := c.Loan()
+				if err != nil {
+					b.Fatal(err)
+				}
+				start := time.Now()
+				if _, err := c.Submit(f, &client.Request{Stream: "cam", Model: "det", Frame: uint64(k), Len: size}); err != nil {
+					b.Fatal(err)
+				}
+				var r client.Result
+				if err := c.Next(&r); err != nil {
+					b.Fatal(err)
+				}
+				total += time.Since(start)
+				c.Release(&r)
+			}
+			b.ReportMetric(float64(total.Microseconds())/float64(b.N), "µs/roundtrip")
+		})
+		example := func(b *testing.B, argv ...string) {
+			out := runClient(b, argv[0], append(argv[1:], addr, "cam", "det", strconv.Itoa(size), strconv.Itoa(b.N), "--bench")...)
+			var us float64
+			var n int
+			if _, err := fmt.Sscanf(out, "round_trip_us=%g frames=%d", &us, &n); err != nil || n != b.N {
+				b.Fatalf("example said %q (%v)", out, err)
+			}
+			b.ReportMetric(us, "µs/roundtrip")
+		}
+		b.Run(fmt.Sprintf("c/%dB", size), func(b *testing.B) {
+			cc, err := exec.LookPath("gcc")
+			if err != nil {
+				b.Skipf("gcc not installed: %v", err)
+			}
+			bin := buildC(b, cc, srcDir(b, "c", "example.c"))
+			example(b, bin)
+		})
+		b.Run(fmt.Sprintf("python/%dB", size), func(b *testing.B) {
+			py, err := exec.LookPath("python3")
+			if err != nil {
+				b.Skipf("python3 not installed: %v", err)
+			}
+			example(b, py, srcDir(b, "python", "example.py"))
+		})
+	}
+}
