@@ -159,6 +159,8 @@ int main(int argc, char **argv)
 		answered++;
 	}
 	fflush(stdout);
+	if (r.skipped)
+		fprintf(stderr, "example: %llu malformed results skipped\n", (unsigned long long)r.skipped);
 	if (answered < n) {
 		fprintf(stderr, "example: %llu of %llu frames answered: %s\n", answered, n, vigring_error(&r));
 		vigring_close(&r);
@@ -166,8 +168,6 @@ int main(int argc, char **argv)
 	}
 	if (bench && n > 0)
 		printf("round_trip_us=%.2f frames=%llu\n", (double)rtt_total / 1e3 / (double)n, n);
-	if (r.skipped)
-		fprintf(stderr, "example: %llu malformed results skipped\n", (unsigned long long)r.skipped);
 	vigring_close(&r);
 	return 0;
 }

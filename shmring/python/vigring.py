@@ -210,7 +210,7 @@ class Tensor:
 
     def array(self, dtype=None):
         """The tensor as a NumPy array over the shared bytes (NumPy optional)."""
-        import numpy as np
+        np = _numpy()
         dt = np.dtype(dtype or _NUMPY_TYPES.get(self.datatype, "u1"))
         return np.frombuffer(self.data, dtype=dt).reshape(self.shape)
 
@@ -249,12 +249,21 @@ class Slot:
 
     def array(self, dtype, shape, offset=0):
         """A NumPy view of the slot's bytes (NumPy optional): fill it in place."""
-        import numpy as np
+        np = _numpy()
         dt = np.dtype(dtype)
         count = 1
         for d in shape:
             count *= d
         return np.frombuffer(self.buf, dtype=dt, count=count, offset=offset).reshape(shape)
+
+
+def _numpy():
+    try:
+        import numpy
+    except ImportError:
+        raise ImportError("vigring: NumPy is not installed: use the memoryview (slot.buf, tensor.data) "
+                          "or install NumPy (apt-get install -y python3-numpy)") from None
+    return numpy
 
 
 def _utf8(b, what):
