@@ -106,8 +106,8 @@ func qemuUserHost() string {
 func needTool(t *testing.T, tool, install string) string {
 	t.Helper()
 	if h := qemuUserHost(); h != "" {
-		t.Skipf("this %s test binary runs under qemu-user on a %s host: the host's %s builds and runs %s clients, which the native run of this test covers (and TestCClientArm64 runs the arm64 C client under qemu)",
-			runtime.GOARCH, h, tool, h)
+		t.Skipf("this %s test binary runs under qemu-user on a %s host, where %s would build or run native %s clients: the %s run of this test covers them, and its TestCClientArm64 runs the arm64 C client under qemu-aarch64",
+			runtime.GOARCH, h, tool, h, h)
 	}
 	p, err := exec.LookPath(tool)
 	if err != nil {
@@ -510,7 +510,7 @@ func TestHostileClientsLeaveVigServing(t *testing.T) {
 // against vig: the header's atomics, futex calls and layout hold on arm64.
 func TestCClientArm64(t *testing.T) {
 	if runtime.GOARCH == "arm64" {
-		t.Skip("this test binary is arm64 itself: TestCClientMatchesGo runs the native C client")
+		t.Skip("this test binary is arm64 (native: TestCClientMatchesGo runs the arm64 C client; under qemu-user: the amd64 run of this test does)")
 	}
 	cc, err := exec.LookPath("aarch64-linux-gnu-gcc")
 	if err != nil {
