@@ -374,6 +374,11 @@ func TestClientsOpenLoop(t *testing.T) {
 		addr, _ := startRingVig(t)
 		checkOpenLoop(t, runClient(t, py, srcDir(t, "python", "example.py"), addr, "cam", "det", "4096", "40", "--rate", "400"), 40)
 	})
+	t.Run("python-kernel-atomics", func(t *testing.T) { // no libatomic: fences and adds by FUTEX_WAKE_OP
+		py := needPython(t)
+		addr, _ := startRingVig(t)
+		checkOpenLoop(t, runEnv(t, []string{"VIGRING_NO_LIBATOMIC=1"}, py, srcDir(t, "python", "example.py"), addr, "cam", "det", "4096", "40", "--rate", "400"), 40)
+	})
 }
 
 // The C and Python layouts are shmring.ComputeLayout's, offset for offset, for

@@ -23,13 +23,14 @@ vig reads it (no copy). With NumPy, slot.array(dtype, shape) is a view over
 the same bytes (np.frombuffer), e.g. cv2.cvtColor(src, code, dst=slot.array(
 np.uint8, (h, w, 3))). NumPy is optional.
 
-Atomics: Python has no atomic instructions, so every read-modify-write of a
-shared word (the waiters counts and the futex sequence words) is done by the
-kernel with FUTEX_WAKE_OP, which is a fully ordered atomic operation, and the
-store-then-load orderings the protocol needs ("publish head, then look at the
-waiters word") are separated by a full barrier made the same way. Plain 8-byte
-loads and stores of aligned words are single accesses (ctypes reads and writes
-them whole).
+Atomics: Python has no atomic instructions. The read-modify-writes of shared
+words (waiters counts, futex sequence words) and the full barriers the protocol
+needs between a store and a later load ("publish head, then look at the waiters
+word") come from libatomic (GCC's runtime: atomic_thread_fence and
+__atomic_fetch_add_4, seq_cst) when it is installed, and from the kernel
+otherwise (FUTEX_WAKE_OP with FUTEX_OP_ADD is a fully ordered atomic add); a
+wake-up bumps and wakes in one FUTEX_WAKE_OP. Plain 8-byte loads and stores of
+aligned words are single accesses (ctypes reads and writes them whole).
 """
 
 import ctypes
@@ -65,6 +66,7 @@ _DHEAD = struct.Struct("<QQqIIQQBBBBI")
 # Tensor record up to the shape: data off, data len, name len, datatype len, rank.
 _THEAD = struct.Struct("<QQBBB")
 _SHAPE = struct.Struct("<8q")
+_ZERO_RESERVED = bytes(_DESC - _D_RESERVED)
 
 OK, INVALID_ARGUMENT, DEADLINE_EXCEEDED, NOT_FOUND = 0, 3, 4, 5
 RESOURCE_EXHAUSTED, ABORTED, UNIMPLEMENTED, INTERNAL, UNAVAILABLE = 8, 10, 12, 13, 14
@@ -136,9 +138,42 @@ def _atomic_add(addr, n, wake=0):
         raise OSError(e, "futex(FUTEX_WAKE_OP): " + os.strerror(e))
 
 
-def _full_fence():
+def _kernel_fence():
     """A full memory barrier: an atomic operation in the kernel on a private word."""
     _syscall(_SYS_FUTEX, _FENCE_ADDR, _FUTEX_WAKE_OP | _FUTEX_PRIVATE, 0, None, _FENCE_ADDR, _op_add(0))
+
+
+# libatomic (GCC's runtime, present wherever GCC is) has C11's atomic_thread_fence
+# and atomic adds out of line: a ctypes call instead of a syscall. Without it the
+# kernel does both.
+# VIGRING_NO_LIBATOMIC=1 forces the kernel's (the tests run both).
+_SEQ_CST = 5
+try:
+    if os.environ.get("VIGRING_NO_LIBATOMIC"):
+        raise OSError("VIGRING_NO_LIBATOMIC is set")
+    _libatomic = ctypes.CDLL("libatomic.so.1")
+    _thread_fence = _libatomic.atomic_thread_fence
+    _thread_fence.argtypes, _thread_fence.restype = [ctypes.c_int], None
+    _fetch_add4 = _libatomic.__atomic_fetch_add_4
+    _fetch_add4.argtypes, _fetch_add4.restype = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int], ctypes.c_uint32
+except (OSError, AttributeError):
+    _libatomic = None
+
+
+def _full_fence():
+    """A full memory barrier (seq_cst fence)."""
+    if _libatomic is not None:
+        _thread_fence(_SEQ_CST)
+    else:
+        _kernel_fence()
+
+
+def _add(addr, n):
+    """Atomically add n to the shared 32-bit word at addr, fully ordered."""
+    if _libatomic is not None:
+        _fetch_add4(addr, n & 0xFFFFFFFF, _SEQ_CST)
+    else:
+        _atomic_add(addr, n)
 
 
 def _order_fence():
@@ -425,7 +460,7 @@ class Ring:
                         raise Timeout("vigring: nothing within %.3f s" % timeout)
                     if i % 4096 == 0 and not self._alive():
                         raise Closed("vigring: vig closed the session")
-        _atomic_add(ctypes.addressof(waiters), 1)
+        _add(ctypes.addressof(waiters), 1)
         seq = ctypes.c_uint32.from_address(seq_addr)
         try:
             while True:
@@ -444,7 +479,7 @@ class Ring:
                 _futex_wait(seq_addr, val, wait)
         finally:
             if not self.closed or self.mm is not None:
-                _atomic_add(ctypes.addressof(waiters), -1)
+                _add(ctypes.addressof(waiters), -1)
         if self.spin == 0:
             waited = time.monotonic() - start
             w = self._window[which]
@@ -575,7 +610,7 @@ class Ring:
             raise ValueError("field lengths %d/%d/%d/%d exceed their fields" % (sl, ml, nt, gl))
         if flags:
             raise ValueError("reserved flags %#x" % flags)
-        if any(d[_D_RESERVED:]):
+        if d[_D_RESERVED:] != _ZERO_RESERVED:
             raise ValueError("reserved bytes not zero")
         if slot == NO_SLOT:
             if poff or plen:
