@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -541,13 +542,13 @@ func TestCClientArm64(t *testing.T) {
 // request at once with a 16-byte OUTPUT0 and never reading the frame: what is
 // left to measure is the hand-off itself (descriptor, counters, wake-ups),
 // which does not depend on the frame's size.
-func startEchoRing(b *testing.B) string {
+func startEchoRing(b *testing.B, spin shmring.Spin) string {
 	b.Helper()
 	if _, err := shmring.Probe(); err != nil {
 		b.Skipf("no shared memory for rings on this machine: %v", err)
 	}
 	addr := fmt.Sprintf("@vig-clients-echo-%d-%d", os.Getpid(), clientSeq.Add(1))
-	ln, err := shmring.Listen(addr, shmring.ServerConfig{Logger: slog.New(slog.DiscardHandler)})
+	ln, err := shmring.Listen(addr, shmring.ServerConfig{Spin: spin, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -571,27 +572,44 @@ func startEchoRing(b *testing.B) string {
 
 // BenchmarkClientHandoff is the round trip from submit to result, per client
 // library, at 64 B and 6.2 MB, against an echo ring (startEchoRing); filling
-// the frame is not counted. The C and Python examples time themselves with
-// --bench; the figure is reported as µs/roundtrip.
+// the frame is not counted. adaptive: both sides spin for the adaptive window,
+// then sleep on the futex (the default); spin: both sides poll without sleeping
+// (the floor of the hand-off; burns a core per side). The C and Python examples
+// time themselves with --bench; the figures are the mean (µs/roundtrip) and the
+// median (µs-p50).
 //
 //	go test -run '^$' -bench ClientHandoff -benchtime 2000x ./cmd/vig
 func BenchmarkClientHandoff(b *testing.B) {
 	if h := qemuUserHost(); h != "" {
 		b.Skipf("under qemu-user on a %s host: no meaningful timing", h)
 	}
-	addr := startEchoRing(b)
+	for _, mode := range []struct {
+		name string
+		spin shmring.Spin
+		flag string
+	}{{"adaptive", shmring.SpinAdaptive, "adaptive"}, {"spin", shmring.SpinForever, "forever"}} {
+		b.Run(mode.name, func(b *testing.B) { benchHandoff(b, startEchoRing(b, mode.spin), mode.spin, mode.flag) })
+	}
+}
+
+func benchHandoff(b *testing.B, addr string, spin shmring.Spin, spinFlag string) {
 	for _, size := range []int{64, 6_200_000} {
 		b.Run(fmt.Sprintf("go/%dB", size), func(b *testing.B) {
-			c, err := client.Dial(addr, client.Options{})
+			c, err := client.Dial(addr, client.Options{Spin: spin})
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer c.Close()
 			var total time.Duration
+			var rtts []time.Duration
 			for k := 0; b.Loop(); k++ {
 				f, err := c.Loan()
 				if err != nil {
 					b.Fatal(err)
+				}
+				data := f.Bytes()[:size] // filled as the examples do, so the peer idles as long
+				for j := range data {
+					data[j] = frameByte(uint64(k), j)
 				}
 				start := time.Now()
 				if _, err := c.Submit(f, &client.Request{Stream: "cam", Model: "det", Frame: uint64(k), Len: size}); err != nil {
@@ -601,19 +619,24 @@ func BenchmarkClientHandoff(b *testing.B) {
 				if err := c.Next(&r); err != nil {
 					b.Fatal(err)
 				}
-				total += time.Since(start)
+				d := time.Since(start)
+				total += d
+				rtts = append(rtts, d)
 				c.Release(&r)
 			}
-			b.ReportMetric(float64(total.Microseconds())/float64(b.N), "µs/roundtrip")
+			slices.Sort(rtts)
+			b.ReportMetric(float64(total.Nanoseconds())/1e3/float64(b.N), "µs/roundtrip")
+			b.ReportMetric(float64(rtts[len(rtts)/2].Nanoseconds())/1e3, "µs-p50")
 		})
 		example := func(b *testing.B, argv ...string) {
-			out := runClient(b, argv[0], append(argv[1:], addr, "cam", "det", strconv.Itoa(size), strconv.Itoa(b.N), "--bench")...)
-			var us float64
+			out := runClient(b, argv[0], append(argv[1:], addr, "cam", "det", strconv.Itoa(size), strconv.Itoa(b.N), "--bench", "--spin", spinFlag)...)
+			var us, p50 float64
 			var n int
-			if _, err := fmt.Sscanf(out, "round_trip_us=%g frames=%d", &us, &n); err != nil || n != b.N {
+			if _, err := fmt.Sscanf(out, "round_trip_us=%g p50_us=%g frames=%d", &us, &p50, &n); err != nil || n != b.N {
 				b.Fatalf("example said %q (%v)", out, err)
 			}
 			b.ReportMetric(us, "µs/roundtrip")
+			b.ReportMetric(p50, "µs-p50")
 		}
 		b.Run(fmt.Sprintf("c/%dB", size), func(b *testing.B) {
 			cc, err := exec.LookPath("gcc")

@@ -2,7 +2,7 @@
  * example: a sensor that hands frames to vig over the shared-memory ring.
  *
  *   example ADDR STREAM MODEL FRAME_BYTES N [--rate HZ] [--backend memfd|shm|shm-key]
- *           [--outputs] [--slot-kib K] [--bench]
+ *           [--outputs] [--slot-kib K] [--bench] [--spin adaptive|never|forever]
  *
  * Submits N frames of FRAME_BYTES bytes (byte j of frame k is k + 7j, mod 256),
  * each after the previous one's answer, or at HZ frames per second with --rate
@@ -18,7 +18,7 @@
  * mean time from submit to result over the N frames (filling the frame is not
  * counted):
  *
- *   round_trip_us=MEAN frames=N
+ *   round_trip_us=MEAN p50_us=MEDIAN frames=N
  *
  * Exits 0 when every frame was answered, 1 on a ring error, 2 on bad usage.
  * Build: make shmring/c/example (or cc -O2 -std=c99 -o example example.c).
@@ -36,9 +36,15 @@
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: example ADDR STREAM MODEL FRAME_BYTES N [--rate HZ] [--backend memfd|shm|shm-key] [--outputs] [--slot-kib K] [--bench]\n"
+	fprintf(stderr, "usage: example ADDR STREAM MODEL FRAME_BYTES N [--rate HZ] [--backend memfd|shm|shm-key] [--outputs] [--slot-kib K] [--bench] [--spin adaptive|never|forever]\n"
 	                "  ADDR: vig's listen.ring, e.g. @vig-ring\n");
 	return 2;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+	return (x > y) - (x < y);
 }
 
 static void print_result(const vigring *r, const vigring_result *res, int outputs)
@@ -72,7 +78,7 @@ int main(int argc, char **argv)
 	unsigned long long bytes, n, sent = 0, answered = 0;
 	double rate = 0;
 	int outputs = 0, bench = 0, i, rc;
-	int64_t next_at, submitted_at = 0, rtt_total = 0;
+	int64_t next_at, submitted_at = 0, rtt_total = 0, *rtts = NULL;
 
 	if (argc < 6)
 		return usage();
@@ -88,6 +94,16 @@ int main(int argc, char **argv)
 			outputs = 1;
 		} else if (strcmp(argv[i], "--bench") == 0) {
 			bench = 1;
+		} else if (strcmp(argv[i], "--spin") == 0 && i + 1 < argc) {
+			const char *m = argv[++i];
+			if (strcmp(m, "adaptive") == 0)
+				cfg.spin = 0;
+			else if (strcmp(m, "never") == 0)
+				cfg.spin = -1;
+			else if (strcmp(m, "forever") == 0)
+				cfg.spin = -2;
+			else
+				return usage();
 		} else if (strcmp(argv[i], "--slot-kib") == 0 && i + 1 < argc) {
 			cfg.responses.slot_size = strtoull(argv[++i], NULL, 10) << 10;
 		} else if (strcmp(argv[i], "--backend") == 0 && i + 1 < argc) {
@@ -107,6 +123,10 @@ int main(int argc, char **argv)
 	/* Size the request slots for the frame (at least the default 8 MiB). */
 	if (bytes > cfg.requests.slot_size)
 		cfg.requests.slot_size = bytes;
+	if (bench && (rtts = (int64_t *)calloc(n ? n : 1, sizeof *rtts)) == NULL) {
+		fprintf(stderr, "example: no memory for %llu round trips\n", n);
+		return 1;
+	}
 	if ((rc = vigring_connect(&r, addr, &cfg)) != 0) {
 		fprintf(stderr, "%s\n", vigring_error(&r));
 		return 1;
@@ -151,8 +171,10 @@ int main(int argc, char **argv)
 			continue;
 		if (rc != 0)
 			break;
-		if (bench)
-			rtt_total += vigring_now_ns() - submitted_at;
+		if (bench) {
+			rtts[answered] = vigring_now_ns() - submitted_at;
+			rtt_total += rtts[answered];
+		}
 		else
 			print_result(&r, &res, outputs);
 		vigring_release(&r, &res);
@@ -166,8 +188,11 @@ int main(int argc, char **argv)
 		vigring_close(&r);
 		return 1;
 	}
-	if (bench && n > 0)
-		printf("round_trip_us=%.2f frames=%llu\n", (double)rtt_total / 1e3 / (double)n, n);
+	if (bench && n > 0) {
+		qsort(rtts, n, sizeof *rtts, cmp_i64);
+		printf("round_trip_us=%.2f p50_us=%.2f frames=%llu\n", (double)rtt_total / 1e3 / (double)n, (double)rtts[n / 2] / 1e3, n);
+	}
+	free(rtts);
 	vigring_close(&r);
 	return 0;
 }

@@ -198,6 +198,7 @@ int64_t vigring_now_ns(void);
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -618,6 +619,8 @@ static int vr_await(vigring *r, int which, uint32_t *seq, uint32_t *waiters, vr_
 #elif defined(__aarch64__)
 			__asm__ __volatile__("yield");
 #endif
+			if (r->spin == -2 && i % 1024 == 0)
+				sched_yield(); /* never sleeping: let a peer on this CPU run */
 			if (i % 32 == 0) {
 				int64_t now = vigring_now_ns();
 				if (r->spin == 0 && now - start > *window)

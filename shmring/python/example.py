@@ -3,6 +3,7 @@
 
     python3 example.py ADDR STREAM MODEL FRAME_BYTES N [--rate HZ]
                        [--backend memfd|shm|shm-key] [--outputs] [--slot-kib K] [--bench]
+                       [--spin adaptive|never|forever]
 
 Submits N frames of FRAME_BYTES bytes (byte j of frame k is k + 7j, mod 256),
 each after the previous one's answer, or at HZ frames per second with --rate
@@ -17,7 +18,7 @@ and, with --outputs, one line per output tensor after it:
 With --bench (closed loop only) it prints no result lines but, at the end, the
 mean time from submit to result over the N frames (filling is not counted):
 
-    round_trip_us=MEAN frames=N
+    round_trip_us=MEAN p50_us=MEDIAN frames=N
 
 Exits 0 when every frame was answered, 1 on a ring error, 2 on bad usage.
 """
@@ -61,19 +62,22 @@ def main():
     ap.add_argument("--backend", choices=["memfd", "shm", "shm-key"], default="memfd")
     ap.add_argument("--outputs", action="store_true", help="print every output tensor")
     ap.add_argument("--bench", action="store_true", help="print only the mean round trip")
+    ap.add_argument("--spin", choices=["adaptive", "never", "forever"], default="adaptive",
+                    help="how waits spin before sleeping on the futex")
     ap.add_argument("--slot-kib", type=int, default=64, help="response slot size")
     a = ap.parse_args()
     backend = {"memfd": vigring.MEMFD, "shm": vigring.SHM, "shm-key": vigring.SHM_KEY}[a.backend]
     try:
         ring = vigring.connect(a.addr, requests=(16, 4, max(8 << 20, a.frame_bytes)),
-                               responses=(16, 8, a.slot_kib << 10), backend=backend)
+                               responses=(16, 8, a.slot_kib << 10), backend=backend,
+                               spin={"adaptive": 0, "never": -1, "forever": -2}[a.spin])
     except vigring.Error as e:
         print(e, file=sys.stderr)
         return 1
     sent = answered = 0
     next_at = time.monotonic()
     period = 1 / a.rate if a.rate > 0 else 0
-    submitted_at, rtt_total = 0, 0
+    submitted_at, rtts = 0, []
     try:
         while answered < a.n:
             due = sent < a.n and (time.monotonic() >= next_at if a.rate > 0 else sent == answered)
@@ -96,7 +100,7 @@ def main():
                     continue
                 raise
             if a.bench:
-                rtt_total += time.monotonic_ns() - submitted_at
+                rtts.append(time.monotonic_ns() - submitted_at)
             else:
                 show(res, a.outputs)
             ring.release(res)
@@ -107,7 +111,7 @@ def main():
         return 1
     finally:
         if a.bench and answered == a.n and a.n:
-            print("round_trip_us=%.2f frames=%d" % (rtt_total / 1e3 / a.n, a.n))
+            print("round_trip_us=%.2f p50_us=%.2f frames=%d" % (sum(rtts) / 1e3 / a.n, sorted(rtts)[a.n // 2] / 1e3, a.n))
         if ring.skipped:
             print("example: %d malformed results skipped" % ring.skipped, file=sys.stderr)
         ring.close()

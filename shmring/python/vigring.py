@@ -452,6 +452,8 @@ class Ring:
                     return v
                 if self.spin > 0 and i >= self.spin:
                     break
+                if self.spin == -2 and i % 64 == 0:
+                    os.sched_yield()  # never sleeping: let a peer on this CPU run
                 if i % 16 == 0:
                     now = time.monotonic()
                     if self.spin == 0 and now - start > self._window[which]:
