@@ -15,6 +15,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -652,6 +653,47 @@ func benchHandoff(b *testing.B, addr string, spin shmring.Spin, spinFlag string)
 				b.Skipf("python3 not installed: %v", err)
 			}
 			example(b, py, srcDir(b, "python", "example.py"))
+		})
+	}
+}
+
+// The region kinds of the hello: a /dev/shm file kept under a key (kind 3) is
+// handed to the backend by reference and answered as the Go client's memfd is; an unlinked /dev/shm file (kind 2) cannot be sealed and is
+// refused where memfds work, and the client says so with vig's reason.
+func TestClientRegionKinds(t *testing.T) {
+	for _, lang := range []struct {
+		name string
+		argv func(t *testing.T) []string
+	}{
+		{"c", func(t *testing.T) []string { return []string{buildC(t, needGCC(t), srcDir(t, "c", "example.c"))} }},
+		{"python", func(t *testing.T) []string { return []string{needPython(t), srcDir(t, "python", "example.py")} }},
+	} {
+		t.Run(lang.name, func(t *testing.T) {
+			argv := lang.argv(t)
+			if b, err := shmring.Probe(); err != nil || b != shmring.BackendMemfd {
+				t.Skipf("sealed memfds unavailable here (%v, %v): vig accepts unsealed regions", b, err)
+			}
+			if _, err := os.Stat("/dev/shm"); err != nil {
+				t.Skipf("no /dev/shm: %v", err)
+			}
+			addr, logs := startRingVig(t)
+			want := goClientLines(t, addr, "cam", "det", 1000, 3)
+			if got := runClient(t, argv[0], append(argv[1:], addr, "cam", "det", "1000", "3", "--outputs", "--backend", "shm-key")...); got != want {
+				t.Errorf("with a keyed /dev/shm region the client answered\n%s\nwant\n%s", got, want)
+			}
+			// The mock backend maps the keyed file: the frames it digested were
+			// read in place, by reference, from the client's region.
+			if !strings.Contains(logs.String(), "backend=shm-key") || !strings.Contains(logs.String(), "path=by_reference") {
+				t.Errorf("vig did not take the keyed region by reference:\n%s", logs.String())
+			}
+			cmd := exec.Command(argv[0], append(argv[1:], addr, "cam", "det", "1000", "1", "--backend", "shm")...)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(stderr.String(), "refused the session (unsealed region)") {
+				t.Errorf("an unsealed region: %v, stderr %q; want exit 1 with vig's reason", err, stderr.String())
+			}
 		})
 	}
 }
