@@ -40,13 +40,15 @@ import (
 var clientSeq atomic.Uint64
 
 // clientsConfig is vig with its embedded mock backend: det answers OUTPUT0
-// (INT64 [2] = digest, frame), cam_detector three outputs (boxes, scores, classes).
+// (INT64 [2] = digest, frame), cam_detector three outputs (boxes, scores, classes);
+// slow takes 200 ms, so that a client can die while vig holds its request.
 const clientsConfig = `
 listen: {grpc: "127.0.0.1:0", metrics: "off", ring: "%s"}
 backend: {address: "127.0.0.1:0", embedded: true, slots: 1, stats_interval_ms: -1}
 models:
   det: {exec_ms: 1}
   cam_detector: {exec_ms: 1}
+  slow: {exec_ms: 200}
 streams:
   - {name: cam, model: det, class: protected, period_ms: 50, max_age_ms: 5000}
 `
@@ -417,7 +419,8 @@ func TestClientLayoutsMatchGo(t *testing.T) {
 
 // Hostile clients in C and Python: one scribbles its control blocks (counters,
 // waiters words, slot states) after a good round trip, another is killed with
-// SIGKILL with a frame in flight and half a descriptor written. vig disconnects
+// SIGKILL while vig holds its frame (a 200 ms model) and with half a descriptor
+// written, so that vig answers into the region of a dead process. vig disconnects
 // the first (saying why), drops the second, and keeps serving: a Go client
 // connected all along still gets every answer right, and a fresh client of the
 // same language is served afterwards.

@@ -4,8 +4,9 @@
  *   hostile ADDR scribble   one good round trip ("ok"), then garbage in the ring
  *                           control blocks (counters, waiters words, slot states);
  *                           prints "disconnected" once vig has ended the session
- *   hostile ADDR die        posts a frame, leaves half a descriptor in the next
- *                           entry, prints "ready" and waits to be killed (kill -9)
+ *   hostile ADDR die        posts a frame to the 200 ms model "slow", leaves half
+ *                           a descriptor in the next entry, prints "ready" and
+ *                           waits to be killed (kill -9)
  *   hostile - layout        prints the layouts of two configurations, for the
  *                           byte-exactness check against shmring.ComputeLayout
  */
@@ -110,8 +111,7 @@ int main(int argc, char **argv)
 		uint8_t *buf;
 		vigring_request req;
 		memset(&req, 0, sizeof req);
-		req.stream = "cam";
-		req.model = "det";
+		req.model = "slow"; /* 200 ms: vig still holds it when we die */
 		req.len = 4096;
 		if (vigring_loan(&r, &slot, &buf, 5000) != 0 || vigring_submit(&r, slot, &req, NULL) != 0) {
 			fprintf(stderr, "%s\n", vigring_error(&r));

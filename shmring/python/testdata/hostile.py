@@ -2,8 +2,9 @@
 
     hostile.py ADDR scribble   one good round trip ("ok"), then garbage in the
                                ring control blocks; "disconnected" once vig ended it
-    hostile.py ADDR die        posts a frame, leaves half a descriptor in the next
-                               entry, prints "ready" and waits to be killed
+    hostile.py ADDR die        posts a frame to the 200 ms model "slow", leaves
+                               half a descriptor in the next entry, prints
+                               "ready" and waits to be killed
     hostile.py - layout        the layouts of two configurations
 """
 
@@ -58,7 +59,7 @@ def main():
         return 1
     if mode == "die":
         slot = ring.loan(timeout=5)
-        ring.submit(slot, model="det", stream="cam", frame=0, length=4096)
+        ring.submit(slot, model="slow", frame=0, length=4096)  # 200 ms: vig still holds it when we die
         off = q.desc_off + (ring._head & (q.descriptors - 1)) * 4096
         ring._mv[off:off + 2048] = b"\x7f" * 2048  # half a descriptor, never published
         print("ready", flush=True)
