@@ -136,7 +136,7 @@ int main(int argc, char **argv)
 		/* Submit while frames remain, the previous one is answered (closed
 		 * loop) or its time has come (open loop), and vig can take one. */
 		int due = sent < n && (rate > 0 ? vigring_now_ns() >= next_at : sent == answered);
-		if (due && r.outstanding < r.max_outstanding) {
+		if (due && vigring_outstanding(&r) < r.max_outstanding) {
 			uint32_t slot;
 			uint8_t *buf;
 			unsigned long long j;
@@ -161,7 +161,7 @@ int main(int argc, char **argv)
 		/* Open loop: wait for a result only until the next frame is due. */
 		{
 			int wait_ms = 30000;
-			if (rate > 0 && sent < n && r.outstanding < r.max_outstanding) {
+			if (rate > 0 && sent < n && vigring_outstanding(&r) < r.max_outstanding) {
 				int64_t left = next_at - vigring_now_ns();
 				wait_ms = left > 0 ? (int)(left / 1000000) : 0;
 			}

@@ -35,8 +35,10 @@
  *     vigring_close(&r);
  *
  * Loan/submit must be called from one thread at a time, and next from one thread
- * at a time; the two groups may run on different threads. release may be called
- * from the thread that calls next.
+ * at a time; the two groups may run on different threads (what they share is
+ * atomic). release may be called from the thread that calls next. close must not
+ * race any other call. vigring_error is the text of the last failure in either
+ * group.
  */
 #ifndef VIGRING_H
 #define VIGRING_H
@@ -159,7 +161,8 @@ typedef struct vigring {
 	 * change them by scribbling the shared copies. */
 	uint64_t req_head, resp_tail, next_tag;
 	uint32_t next_slot;
-	int outstanding, max_outstanding, closed, spin;
+	int outstanding, closed; /* shared by both thread groups: __atomic only */
+	int max_outstanding, spin;
 	int64_t window_ns[2]; /* adaptive spin windows: loan, next */
 	uint64_t skipped;     /* malformed results skipped */
 	uint8_t loaned[VIGRING_MAX_SLOTS];
@@ -178,6 +181,9 @@ const uint8_t *vigring_output(const vigring *r, const vigring_result *res, int i
 void vigring_release(vigring *r, vigring_result *res);
 void vigring_close(vigring *r);
 uint64_t vigring_slot_size(const vigring *r);
+/* Requests submitted and not yet answered; submit refuses more than
+ * max_outstanding (min of the response ring's descriptors and slots). */
+int vigring_outstanding(const vigring *r);
 const char *vigring_error(const vigring *r);
 const char *vigring_status_name(uint32_t status);
 int64_t vigring_now_ns(void);
@@ -274,6 +280,7 @@ int64_t vigring_now_ns(void)
 }
 
 uint64_t vigring_slot_size(const vigring *r) { return r->lay.rings[0].slot_size; }
+int vigring_outstanding(const vigring *r) { return __atomic_load_n(&r->outstanding, __ATOMIC_SEQ_CST); }
 const char *vigring_error(const vigring *r) { return r->err; }
 
 const char *vigring_status_name(uint32_t s)
@@ -511,7 +518,7 @@ int vigring_connect(vigring *r, const char *addr, const vigring_config *cfg)
 
 	memset(r, 0, sizeof *r);
 	r->sock = r->fd = -1;
-	r->closed = 1;
+	VR_STORE(&r->closed, 1);
 	c = cfg ? *cfg : def;
 	if (c.backend == 0)
 		c.backend = VIGRING_MEMFD;
@@ -529,7 +536,7 @@ int vigring_connect(vigring *r, const char *addr, const vigring_config *cfg)
 	if (rc != 0) {
 		char keep[sizeof r->err];
 		memcpy(keep, r->err, sizeof keep);
-		r->closed = 0;
+		VR_STORE(&r->closed, 0);
 		vigring_close(r);
 		memcpy(r->err, keep, sizeof keep);
 		return rc;
@@ -538,7 +545,7 @@ int vigring_connect(vigring *r, const char *addr, const vigring_config *cfg)
 	/* vig answers without waiting, so a request may be in flight only while its
 	 * answer is sure to find a response descriptor and a payload slot. */
 	r->max_outstanding = (int)(rl->descriptors < rl->slots ? rl->descriptors : rl->slots);
-	r->closed = 0;
+	VR_STORE(&r->closed, 0);
 	return 0;
 }
 
@@ -562,14 +569,14 @@ void vigring_close(vigring *r)
 	if (r->fd >= 0)
 		close(r->fd);
 	r->sock = r->fd = -1;
-	r->closed = 1;
+	VR_STORE(&r->closed, 1);
 }
 
 /* vr_alive polls the socket: vig closing it (or dying) ends the session. */
 static int vr_alive(vigring *r)
 {
 	struct pollfd p;
-	if (r->closed)
+	if (VR_LOAD(&r->closed))
 		return 0;
 	p.fd = r->sock;
 	p.events = POLLIN;
@@ -578,7 +585,7 @@ static int vr_alive(vigring *r)
 		char b[64];
 		ssize_t n = recv(r->sock, b, sizeof b, MSG_DONTWAIT);
 		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-			r->closed = 1;
+			VR_STORE(&r->closed, 1);
 			return 0;
 		}
 		/* vig sends nothing after the handshake; extra bytes are ignored. */
@@ -669,7 +676,7 @@ static int vr_try_loan(vigring *r, void *arg)
 {
 	const vigring_ring_layout *l = &r->lay.rings[0];
 	uint32_t k, *slot = (uint32_t *)arg;
-	if (r->closed)
+	if (VR_LOAD(&r->closed))
 		return vr_fail(r, VIGRING_ECLOSED, "vigring: the session is closed");
 	for (k = 0; k < l->slots; k++) {
 		uint32_t i = (r->next_slot + k) % l->slots;
@@ -692,7 +699,7 @@ int vigring_loan(vigring *r, uint32_t *slot, uint8_t **buf, int timeout_ms)
 	const vigring_ring_layout *l = &r->lay.rings[0];
 	uint32_t s = VIGRING_NO_SLOT;
 	int rc;
-	if (r->closed || r->mem == NULL)
+	if (VR_LOAD(&r->closed) || r->mem == NULL)
 		return vr_fail(r, VIGRING_ECLOSED, "vigring: the session is closed");
 	rc = vr_await(r, 0, vr_w32(r, l->ring_off + VR_SPACE_SEQ), vr_w32(r, l->ring_off + VR_SPACE_WAITERS), vr_try_loan, &s, timeout_ms);
 	if (rc != 0)
@@ -717,10 +724,10 @@ static int vr_space(vigring *r, void *arg)
 	const vigring_ring_layout *l = &r->lay.rings[0];
 	uint64_t t = VR_LOAD(vr_w64(r, l->ring_off + VR_TAIL));
 	(void)arg;
-	if (r->closed)
+	if (VR_LOAD(&r->closed))
 		return vr_fail(r, VIGRING_ECLOSED, "vigring: the session is closed");
 	if (t > r->req_head || r->req_head - t > l->descriptors) {
-		r->closed = 1;
+		VR_STORE(&r->closed, 1);
 		return vr_fail(r, VIGRING_ECORRUPT, "vigring: vig's consumer counter %llu with ours at %llu (ring of %u): corrupt ring, session ended",
 		               (unsigned long long)t, (unsigned long long)r->req_head, l->descriptors);
 	}
@@ -742,11 +749,11 @@ int vigring_submit(vigring *r, uint32_t slot, const vigring_request *q, uint64_t
 	const vigring_ring_layout *l = &r->lay.rings[0];
 	uint8_t *d = r->desc;
 	int n, i, j, rc;
-	if (r->closed || r->mem == NULL)
+	if (VR_LOAD(&r->closed) || r->mem == NULL)
 		return vr_fail(r, VIGRING_ECLOSED, "vigring: the session is closed");
-	if (r->outstanding >= r->max_outstanding)
+	if (vigring_outstanding(r) >= r->max_outstanding)
 		return vr_fail(r, VIGRING_EBUSY, "vigring: %d requests await results (the response ring holds %d): call vigring_next first",
-		               r->outstanding, r->max_outstanding);
+		               vigring_outstanding(r), r->max_outstanding);
 	if (slot != VIGRING_NO_SLOT && (slot >= l->slots || !r->loaned[slot]))
 		return vr_fail(r, VIGRING_EINVAL, "vigring: payload slot %u is not loaned", slot);
 	if (slot != VIGRING_NO_SLOT ? q->len > l->slot_size : q->len != 0)
@@ -798,7 +805,7 @@ int vigring_submit(vigring *r, uint32_t slot, const vigring_request *q, uint64_t
 		r->loaned[slot] = 0; /* vig owns it until it answers */
 	r->req_head++;
 	r->next_tag++;
-	r->outstanding++;
+	VR_ADD(&r->outstanding, 1);
 	VR_STORE(vr_w64(r, l->ring_off + VR_HEAD), r->req_head); /* publishes the descriptor */
 	vr_wake(vr_w32(r, l->ring_off + VR_READY_SEQ), vr_w32(r, l->ring_off + VR_READY_WAITERS));
 	if (tag)
@@ -916,14 +923,14 @@ static int vr_try_next(vigring *r, void *arg)
 	const vigring_ring_layout *l = &r->lay.rings[1];
 	vigring_result *res = (vigring_result *)arg;
 	uint64_t h;
-	if (r->closed)
+	if (VR_LOAD(&r->closed))
 		return vr_fail(r, VIGRING_ECLOSED, "vigring: the session is closed");
 	for (;;) {
 		h = VR_LOAD(vr_w64(r, l->ring_off + VR_HEAD));
 		if (h == r->resp_tail)
 			return 0;
 		if (h - r->resp_tail > l->descriptors) { /* also catches h < tail */
-			r->closed = 1;
+			VR_STORE(&r->closed, 1);
 			return vr_fail(r, VIGRING_ECORRUPT, "vigring: vig's producer counter %llu with ours at %llu (ring of %u): corrupt ring, session ended",
 			               (unsigned long long)h, (unsigned long long)r->resp_tail, l->descriptors);
 		}
@@ -932,8 +939,8 @@ static int vr_try_next(vigring *r, void *arg)
 		r->resp_tail++;
 		VR_STORE(vr_w64(r, l->ring_off + VR_TAIL), r->resp_tail);
 		vr_wake(vr_w32(r, l->ring_off + VR_SPACE_SEQ), vr_w32(r, l->ring_off + VR_SPACE_WAITERS));
-		if (r->outstanding > 0)
-			r->outstanding--;
+		if (vigring_outstanding(r) > 0)
+			VR_ADD(&r->outstanding, -1);
 		if (vr_decode(r, res) == 0)
 			return 1;
 		/* A malformed answer still answered something: skip it (returning a
@@ -949,7 +956,7 @@ static int vr_try_next(vigring *r, void *arg)
 int vigring_next(vigring *r, vigring_result *res, int timeout_ms)
 {
 	const vigring_ring_layout *l = &r->lay.rings[1];
-	if (r->closed || r->mem == NULL)
+	if (VR_LOAD(&r->closed) || r->mem == NULL)
 		return vr_fail(r, VIGRING_ECLOSED, "vigring: the session is closed");
 	return vr_await(r, 1, vr_w32(r, l->ring_off + VR_READY_SEQ), vr_w32(r, l->ring_off + VR_READY_WAITERS), vr_try_next, res, timeout_ms);
 }

@@ -42,6 +42,7 @@ import platform
 import select
 import socket
 import struct
+import threading
 import time
 
 VERSION = 2
@@ -314,7 +315,8 @@ class Ring:
     """A session with vig: one region, a request ring and a response ring.
 
     loan/submit must be called from one thread at a time, and next/release
-    from one thread at a time."""
+    from one thread at a time; the two groups may run on different threads (a
+    capture loop and a result loop). close must not race any other call."""
 
     def __init__(self, addr="@vig.shmring", requests=(16, 4, 8 << 20), responses=(16, 8, 64 << 10),
                  backend=MEMFD, spin=0, timeout=2.0):
@@ -326,6 +328,7 @@ class Ring:
         self.closed = True
         self._head = self._tail = self._tag = self._next_slot = 0
         self.outstanding, self.skipped = 0, 0
+        self._count = threading.Lock()  # outstanding: changed by both thread groups
         self._loaned = bytearray(self.layout.rings[0].slots)
         self._held = bytearray(self.layout.rings[1].slots)
         self._window = [16e-6, 16e-6]
@@ -591,7 +594,8 @@ class Ring:
             self._loaned[idx] = 0  # vig owns it until it answers
         self._head += 1
         self._tag += 1
-        self.outstanding += 1
+        with self._count:
+            self.outstanding += 1
         _order_fence()  # the descriptor before the head that publishes it
         self._req_head.value = self._head
         self._wake(*self._req_ready)
@@ -670,8 +674,9 @@ class Ring:
             self._tail += 1
             self._resp_tail.value = self._tail
             self._wake(*self._resp_space)
-            if self.outstanding:
-                self.outstanding -= 1
+            with self._count:
+                if self.outstanding:
+                    self.outstanding -= 1
             try:
                 return self._decode(d)
             except ValueError:
