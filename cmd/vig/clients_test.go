@@ -700,3 +700,16 @@ func TestClientRegionKinds(t *testing.T) {
 		})
 	}
 }
+
+// A capture thread and a result thread on one C ring, as a camera pipeline runs
+// them, under ThreadSanitizer: what the two groups of calls share is atomic or
+// separate (the test once caught them sharing the descriptor scratch buffer).
+func TestCClientTwoThreads(t *testing.T) {
+	cc := needGCC(t)
+	addr, _ := startRingVig(t)
+	bin := buildC(t, cc, srcDir(t, "c", "testdata", "threads.c"), "-g", "-O1", "-fsanitize=thread", "-pthread")
+	got := runEnv(t, []string{"TSAN_OPTIONS=halt_on_error=1 exitcode=66"}, bin, addr, "300")
+	if got != "answered=300\n" {
+		t.Errorf("two-thread client said %q, want answered=300", got)
+	}
+}

@@ -167,7 +167,8 @@ typedef struct vigring {
 	uint64_t skipped;     /* malformed results skipped */
 	uint8_t loaned[VIGRING_MAX_SLOTS];
 	uint8_t held[VIGRING_MAX_SLOTS];
-	uint8_t desc[4096]; /* private copy of the descriptor being decoded */
+	uint8_t desc_out[4096]; /* the request being encoded (loan/submit's) */
+	uint8_t desc_in[4096];  /* private copy of the response being decoded (next's) */
 	char err[320];
 } vigring;
 
@@ -747,7 +748,7 @@ static int vr_put_str(vigring *r, uint8_t *dst, size_t max, const char *s, const
 int vigring_submit(vigring *r, uint32_t slot, const vigring_request *q, uint64_t *tag)
 {
 	const vigring_ring_layout *l = &r->lay.rings[0];
-	uint8_t *d = r->desc;
+	uint8_t *d = r->desc_out;
 	int n, i, j, rc;
 	if (VR_LOAD(&r->closed) || r->mem == NULL)
 		return vr_fail(r, VIGRING_ECLOSED, "vigring: the session is closed");
@@ -846,12 +847,12 @@ static void vr_copy_str(char *dst, const uint8_t *src, size_t n)
 	dst[n] = 0;
 }
 
-/* vr_decode validates the private copy r->desc as a response of the response
+/* vr_decode validates the private copy r->desc_in as a response of the response
  * ring, the checks of shmring's DecodeDescriptor and CheckPayload. */
 static int vr_decode(vigring *r, vigring_result *res)
 {
 	const vigring_ring_layout *l = &r->lay.rings[1];
-	const uint8_t *d = r->desc;
+	const uint8_t *d = r->desc_in;
 	size_t sl = d[D_STREAMLEN], ml = d[D_MODELLEN], nt = d[D_NTENSORS], gl = d[D_MSGLEN];
 	size_t i, j;
 	memset(res, 0, sizeof *res);
@@ -935,7 +936,7 @@ static int vr_try_next(vigring *r, void *arg)
 			               (unsigned long long)h, (unsigned long long)r->resp_tail, l->descriptors);
 		}
 		/* Copy out before decoding: the shared bytes may change at any time. */
-		memcpy(r->desc, r->mem + l->desc_off + (r->resp_tail & (l->descriptors - 1)) * VR_DESC, VR_DESC);
+		memcpy(r->desc_in, r->mem + l->desc_off + (r->resp_tail & (l->descriptors - 1)) * VR_DESC, VR_DESC);
 		r->resp_tail++;
 		VR_STORE(vr_w64(r, l->ring_off + VR_TAIL), r->resp_tail);
 		vr_wake(vr_w32(r, l->ring_off + VR_SPACE_SEQ), vr_w32(r, l->ring_off + VR_SPACE_WAITERS));
