@@ -10,11 +10,16 @@ CONFIG  ?= examples/demo.yaml
 # which costs 2.6 MB (html/template's reflection keeps every exported method alive).
 GOTAGS  ?= grpcnotrace
 
+# The C ring client (shmring/c): built with the flags its tests use.
+CC           ?= cc
+RING_CFLAGS  ?= -std=c99 -O2 -Wall -Wextra -Werror
+AARCH64_CC   ?= aarch64-linux-gnu-gcc
+
 # Pinned protoc plugins for `make proto`.
 PROTOC_GEN_GO      := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 PROTOC_GEN_GO_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.0
 
-.PHONY: help build run test lint arm64 android-push release proto bench bench-link demo clean
+.PHONY: help build run test lint arm64 android-push release proto bench bench-link demo ring-c ring-c-arm64 clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-13s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -58,5 +63,14 @@ bench-link: ## (root) gzip vs identity for a 1.2 MB frame over a veth shaped lik
 demo: build ## the scenario-B sensors against vig, with a live per-stream table
 	$(BIN)/vig demo
 
+ring-c: shmring/c/example ## the C sensor example (shmring/c/example); the Python one needs no build
+
+shmring/c/example: shmring/c/example.c shmring/c/vigring.h
+	$(CC) $(RING_CFLAGS) -o $@ shmring/c/example.c
+
+ring-c-arm64: ## the C sensor example for arm64, static (shmring/c/example-arm64; apt-get install -y gcc-aarch64-linux-gnu)
+	@command -v $(AARCH64_CC) >/dev/null || { echo "$(AARCH64_CC) missing: apt-get install -y gcc-aarch64-linux-gnu"; exit 1; }
+	$(AARCH64_CC) $(RING_CFLAGS) -static -o shmring/c/example-arm64 shmring/c/example.c
+
 clean: ## remove build outputs
-	rm -rf $(BIN) dist
+	rm -rf $(BIN) dist shmring/c/example shmring/c/example-arm64

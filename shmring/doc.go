@@ -40,7 +40,8 @@
 // the backend call. A request that is dropped without an answer must still be
 // released (Conn.Release) so its slot returns to the client. Probe reports
 // which backend this machine supports (for doctor). The sensor side is package
-// shmring/client. This package is the protocol only; it imports nothing of vig's
+// shmring/client in Go, the single header shmring/c/vigring.h in C and C++, and
+// shmring/python/vigring.py (standard library only) in Python. This package is the protocol only; it imports nothing of vig's
 // gateway.
 //
 // # Trust
@@ -65,7 +66,11 @@
 //
 // The client connects to vig's SOCK_SEQPACKET Unix socket (abstract namespace
 // "@name" where allowed, a filesystem path otherwise) and sends one 128-byte hello
-// message carrying the region's file descriptor in SCM_RIGHTS:
+// message carrying the region's file descriptor in SCM_RIGHTS. An abstract name
+// is sun_path = a zero byte followed by the bytes after '@', and the address
+// length covers exactly those bytes (offsetof(sun_path) + 1 + len(name)): no
+// terminating zero, no padding, as Go and Python pass it. A C client that passes
+// sizeof(struct sockaddr_un) names another socket (ECONNREFUSED).
 //
 //	off size field
 //	  0    8 magic       0x4f4c4c4548474956 ("VIGHELLO" little-endian)
@@ -105,7 +110,12 @@
 //
 // After an accepted handshake the socket carries no data; it stays open as the
 // liveness signal of both sides. Either side closing it (or dying) ends the
-// session: the other side wakes from any futex wait and sees ErrClosed.
+// session. Each side watches the socket itself and wakes its own sleepers: vig,
+// when it ends a session, bumps and wakes only the words it sleeps on, and a dead
+// process wakes nobody. So a client that sleeps on a futex word must also notice
+// the socket's end on its own: the Go client reads the socket on a goroutine and
+// bumps its words at EOF; the C and Python clients bound each futex wait (50 ms)
+// and poll the socket between waits.
 //
 // # Region layout (ABI version 2)
 //
@@ -179,10 +189,14 @@
 // waiters word; load the seq word; re-check the condition (head for a consumer,
 // tail and the slot states for a producer); if still unmet, FUTEX_WAIT on seq
 // with the loaded value; on wake-up, re-check; finally decrement waiters. All of
-// these atomics must be sequentially consistent (C11 memory_order_seq_cst; Go's
-// sync/atomic): that is what makes the "skip the wake when waiters is zero"
-// rule free of lost wake-ups, since either the sleeper sees the new counter or
-// the waker sees the sleeper. A side that closes the session bumps every seq
+// these atomics must be sequentially consistent (C11 memory_order_seq_cst or
+// GCC's __atomic builtins with __ATOMIC_SEQ_CST; Go's sync/atomic): that is what
+// makes the "skip the wake when waiters is zero" rule free of lost wake-ups,
+// since either the sleeper sees the new counter or the waker sees the sleeper. A
+// language without atomic instructions (Python) can do the read-modify-writes in
+// the kernel (FUTEX_WAKE_OP with FUTEX_OP_ADD is a fully ordered atomic add on a
+// 32-bit word) and needs a full barrier between a store of head, tail or a slot
+// state and its load of the waiters word. A side that closes the session bumps every seq
 // word and wakes it unconditionally.
 //
 // Descriptor, 4096 bytes (at ring offset + D + 4096*(i mod desc count)):
@@ -250,6 +264,13 @@
 // in its message. A result larger than the client's response slots is answered
 // with status 8 and the two sizes in the message: size the response slots for
 // the model's largest answer.
+//
+// vig never waits for room in the response ring: an answer that finds no free
+// response descriptor or payload slot is dropped (and logged), and its request is
+// never answered. A client therefore keeps at most min(response desc count,
+// response slot count) requests unanswered, and releases each result's slot
+// promptly (shmring/client refuses a Submit beyond that with
+// ErrTooManyOutstanding; the C and Python clients with VIGRING_EBUSY / Busy).
 //
 // # By reference (kind 3 regions)
 //
