@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/vig-edge/vig/agent/access"
 	"github.com/vig-edge/vig/agent/config"
 	"github.com/vig-edge/vig/agent/metrics"
 	"github.com/vig-edge/vig/wire"
@@ -46,6 +47,9 @@ type Options struct {
 	// Backend runs inference calls: a ring runtime. Nil: the gRPC backend at
 	// Config.Backend.Address, which also carries every other RPC.
 	Backend Backend
+	// Token, when set, is required as "authorization: Bearer <token>" on every
+	// RPC but health checks (auth.go); others are answered UNAUTHENTICATED.
+	Token *access.Token
 }
 
 // Admitter gates inference requests. Admit blocks until the request may run, or

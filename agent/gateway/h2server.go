@@ -410,6 +410,9 @@ func (c *sconn) request(s *sstream, fields []hpack.HeaderField) error {
 	if ctype != "application/grpc" && !strings.HasPrefix(ctype, "application/grpc+") && !strings.HasPrefix(ctype, "application/grpc;") {
 		return status.Errorf(codes.Unimplemented, "content-type %q is not gRPC", ctype)
 	}
+	if err := c.g.authorize(path, &s.meta); err != nil { // auth.go
+		return err
+	}
 	g := c.g
 	switch {
 	case path == methodInfer:

@@ -107,4 +107,3 @@ func BenchmarkViaVig(b *testing.B) {
 		gw.Stop()
 	}
 }
-
