@@ -29,6 +29,8 @@ type Config struct {
 	Models    map[string]Model `yaml:"models"`
 	Streams   []Stream         `yaml:"streams"`
 	CPU       CPU              `yaml:"cpu"`
+
+	File string `yaml:"-"` // the name Parse was given, for errors found later (files the config names)
 }
 
 // Listen holds the addresses vig serves on. "off" turns a listener off; an absent key
@@ -207,7 +209,7 @@ func Parse(file string, data []byte) (*Config, error) {
 	if err := yaml.Unmarshal(data, &root); err != nil {
 		return nil, &Error{File: file, Msg: strings.TrimPrefix(err.Error(), "yaml: ")}
 	}
-	var c Config
+	c := Config{File: file}
 	if len(root.Content) == 0 { // empty document: all defaults
 		c.applyDefaults()
 		return &c, c.validate(file)
