@@ -381,6 +381,7 @@ func reservedHeader(name string) bool {
 // request reads a stream's request headers and decides what vig does with it.
 func (c *sconn) request(s *sstream, fields []hpack.HeaderField) error {
 	var method, path, ctype string
+	var badTimeout error // answered once s.m is set (a nil s.m crashed vig: FuzzServerConn)
 	for _, f := range fields {
 		switch f.Name {
 		case ":method":
@@ -392,7 +393,8 @@ func (c *sconn) request(s *sstream, fields []hpack.HeaderField) error {
 		case "grpc-timeout":
 			d, ok := parseTimeout(f.Value)
 			if !ok {
-				return status.Errorf(codes.Internal, "malformed grpc-timeout %q", f.Value)
+				badTimeout = status.Errorf(codes.Internal, "malformed grpc-timeout %q", f.Value)
+				continue
 			}
 			s.deadline = int64(c.g.clock()) + int64(d)
 		default:
@@ -404,6 +406,9 @@ func (c *sconn) request(s *sstream, fields []hpack.HeaderField) error {
 	s.method = path
 	s.m = c.g.m.Method(shortName(path))
 	s.m.Start()
+	if badTimeout != nil {
+		return badTimeout
+	}
 	if method != "POST" {
 		return status.Errorf(codes.Unimplemented, "%s %s: gRPC needs POST", method, path)
 	}
