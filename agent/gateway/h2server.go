@@ -730,6 +730,7 @@ func (c *sconn) answerLocked(s *sstream, err error, trailMeta []string) {
 	if s.done {
 		return
 	}
+	err = deadlineStatus(err, s.deadline, c.g.clock()) // deadline.go
 	st := status.Convert(err)
 	code := st.Code()
 	fields := make([]hpack.HeaderField, 0, 4+len(trailMeta)/2)
