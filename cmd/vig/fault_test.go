@@ -7,6 +7,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -66,7 +68,24 @@ func startProc(t *testing.T, args ...string) *proc {
 		t.Fatal(err)
 	}
 	p := &proc{t: t, cmd: cmd, news: make(chan struct{}, 1), done: make(chan struct{})}
-	if err := cmd.Start(); err != nil {
+	if err := cmd.Start(); errors.Is(err, syscall.ENOEXEC) && runtime.GOARCH == "arm64" {
+		// The arm64 tests run under qemu-user, which cannot execve an arm64
+		// binary by itself (no binfmt_misc here): run the child under qemu too.
+		q, qerr := exec.LookPath("qemu-aarch64")
+		if qerr != nil {
+			t.Skipf("cannot start %s (%v) and no qemu-aarch64 to run it with", os.Args[0], err)
+		}
+		stderr.Close()
+		p.cmd = exec.Command(q, append([]string{os.Args[0]}, args...)...)
+		p.cmd.Env = cmd.Env
+		if stderr, err = p.cmd.StderrPipe(); err != nil {
+			t.Fatal(err)
+		}
+		cmd = p.cmd
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+	} else if err != nil {
 		t.Fatal(err)
 	}
 	go func() {
