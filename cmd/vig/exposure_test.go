@@ -161,6 +161,12 @@ func startServe(t *testing.T, cfgText string) (map[string]string, *config.Config
 	if err != nil {
 		t.Fatal(err)
 	}
+	return startServeConfig(t, cfg)
+}
+
+// startServeConfig runs serve with cfg until the test ends.
+func startServeConfig(t *testing.T, cfg *config.Config) (map[string]string, *config.Config) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan map[string]string, 1)
 	served := make(chan error, 1)
