@@ -154,7 +154,8 @@ func FuzzServerConn(f *testing.F) {
 // FuzzShmReferences parses a ModelInfer request and checks its shared-memory
 // references against a registry of three regions (one bound to uid 1000). An
 // accepted request only names registered regions it may use, inside their bounds;
-// a refused one gets one of Triton's codes.
+// a refused one gets one of Triton's codes. The same bytes are also checked as a
+// SystemSharedMemoryRegister request.
 func FuzzShmReferences(f *testing.F) {
 	g := fuzzGateway(f)
 	regions := map[string]shmRegion{
@@ -179,8 +180,21 @@ func FuzzShmReferences(f *testing.F) {
 		f.Add(b, uint16(1000))
 		f.Add(b, uint16(0xffff)) // credentials unknown
 	}
+	reg, _ := proto.Marshal(&pb.SystemSharedMemoryRegisterRequest{Name: "r", Key: "/frames", Offset: 8, ByteSize: 1 << 20})
+	f.Add(reg, uint16(0))
 	f.Fuzz(func(t *testing.T, msg []byte, uid16 uint16) {
 		uid, known := uint32(uid16), uid16 != 0xffff
+		// The same bytes as a registration: accepted only with a valid key and
+		// an offset + size that does not overflow. (The registry is not changed:
+		// the returned function is what would record it.)
+		if _, err := g.shmCheck(methodShmRegister, mem.BufferSlice{mem.SliceBuffer(msg)}, uid, known); err == nil {
+			var r pb.SystemSharedMemoryRegisterRequest
+			if perr := proto.Unmarshal(msg, &r); perr != nil || !validShmKey(r.Key) || r.Offset > math.MaxUint64-r.ByteSize {
+				t.Fatalf("registration accepted: %v %+v", perr, &r)
+			}
+		} else if status.Code(err) != codes.InvalidArgument {
+			t.Fatalf("registration refused with %v", err)
+		}
 		var h wire.InferHeader
 		if err := h.ParseInfer(mem.BufferSlice{mem.SliceBuffer(msg)}); err != nil || !h.Shm {
 			return
