@@ -44,7 +44,7 @@ else
 		read -r pkg target <<<"$t"
 		echo "--- $target ($pkg)"
 		if ! "$GO" test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "$pkg" 2>&1 | tail -n 12; then
-			echo "$target found a failure: the input is in $pkg/testdata/fuzz/$target/ — fix it and commit the input"; exit 1
+			echo "$target failed; an input that fails is written to $pkg/testdata/fuzz/$target/: fix the code and commit the input"; exit 1
 		fi
 	done
 fi
