@@ -30,7 +30,7 @@ build: ## build bin/vig for this machine
 run: build ## build and serve examples/demo.yaml (embedded mock backend)
 	$(BIN)/vig serve -c $(CONFIG)
 
-test: ## gofmt, vet, all tests with -race, static arm64 build, arm64 tests under qemu
+test: ## gofmt, vet, all tests with -race, fuzz targets (FUZZTIME=10s each), static arm64 build, arm64 tests under qemu
 	./build/test.sh
 
 lint: ## gofmt and go vet

@@ -71,3 +71,6 @@ func PeerCredentials(uc *net.UnixConn) (UnixPeer, error) {
 	p.Known = true
 	return p, nil
 }
+
+// PeerCred returns the peer's uid and gid when they are known.
+func (p UnixPeer) PeerCred() (uid, gid uint32, ok bool) { return p.UID, p.GID, p.Known }

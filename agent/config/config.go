@@ -29,6 +29,8 @@ type Config struct {
 	Models    map[string]Model `yaml:"models"`
 	Streams   []Stream         `yaml:"streams"`
 	CPU       CPU              `yaml:"cpu"`
+
+	File string `yaml:"-"` // the name Parse was given, for errors found later (files the config names)
 }
 
 // Listen holds the addresses vig serves on. "off" turns a listener off; an absent key
@@ -40,6 +42,19 @@ type Listen struct {
 	// Ring is the Unix socket (abstract "@name" where allowed) on which sensor
 	// processes attach shared-memory rings; off by default.
 	Ring string `yaml:"ring"`
+
+	// Exposure (exposure.go). A grpc or metrics address that is not loopback
+	// needs TLS or Insecure; validation refuses it otherwise.
+	TLS      TLS  `yaml:"tls"`      // serve the TCP listeners over TLS
+	Insecure bool `yaml:"insecure"` // serve a non-loopback address in plain text anyway
+	Auth     Auth `yaml:"auth"`     // bearer token for gRPC and metrics
+	// AllowUIDs and AllowGIDs restrict the peers of listen.unix and listen.ring
+	// (SO_PEERCRED): a peer is admitted when its uid or its gid is listed. Both
+	// empty: any process that can open the socket (mode 0660).
+	AllowUIDs []uint32 `yaml:"allow_uids"`
+	AllowGIDs []uint32 `yaml:"allow_gids"`
+
+	lines map[string]int // key (grpc, tls.cert_file, …) → line, for errors
 }
 
 // Backend describes the inference server vig forwards to.
@@ -221,7 +236,7 @@ func Parse(file string, data []byte) (*Config, error) {
 	if err := yaml.Unmarshal(data, &root); err != nil {
 		return nil, &Error{File: file, Msg: strings.TrimPrefix(err.Error(), "yaml: ")}
 	}
-	var c Config
+	c := Config{File: file}
 	if len(root.Content) == 0 { // empty document: all defaults
 		c.applyDefaults()
 		return &c, c.validate(file)
@@ -316,6 +331,8 @@ func (c *Config) locate(doc *yaml.Node) {
 		switch k.Value {
 		case "cpu":
 			c.CPU.locate(v)
+		case "listen":
+			c.Listen.locate(v)
 		case "streams":
 			for j, item := range v.Content {
 				if j < len(c.Streams) {

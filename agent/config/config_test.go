@@ -164,11 +164,19 @@ func TestMarginRoundTrip(t *testing.T) {
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(scenarioB))
 	f.Add([]byte("listen: {grpc: \"off\"}\n"))
+	f.Add([]byte("listen: {grpc: \"0.0.0.0:1\", metrics: \"[::1]:2\", tls: {cert_file: c, key_file: k}, allow_uids: [1]}\n"))
 	f.Add([]byte("streams: [{name: a}]\nmodels: {a: &x {exec_ms: 1}, b: *x}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse("fuzz.yaml", data)
 		if err == nil && (c.Backend.Slots < 1 || c.Scheduler.SafetyMarginPct < 100) {
 			t.Fatalf("accepted an invalid config: %+v", c)
+		}
+		if err == nil && !c.Listen.TLS.Enabled() && !c.Listen.Insecure {
+			for _, a := range []string{c.Listen.GRPC, c.Listen.Metrics} {
+				if a != "" && !Loopback(a) {
+					t.Fatalf("accepted %q in plain text without listen.insecure", a)
+				}
+			}
 		}
 	})
 }

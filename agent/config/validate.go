@@ -21,9 +21,10 @@ func (c *Config) validate(file string) error {
 			continue
 		}
 		if _, _, err := net.SplitHostPort(addr); err != nil {
-			bad(0, key, "%q is not host:port (e.g. 127.0.0.1:9001), or \"off\"", addr)
+			bad(c.Listen.Line(strings.TrimPrefix(key, "listen.")), key, "%q is not host:port (e.g. 127.0.0.1:9001), or \"off\"", addr)
 		}
 	}
+	c.Listen.validate(bad)
 	if c.Listen.GRPC == "" && c.Listen.Unix == "" {
 		bad(0, "listen", "both listen.grpc and listen.unix are off: vig would accept no requests")
 	}

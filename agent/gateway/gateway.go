@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/vig-edge/vig/agent/access"
 	"github.com/vig-edge/vig/agent/config"
 	"github.com/vig-edge/vig/agent/metrics"
 	"github.com/vig-edge/vig/wire"
@@ -53,6 +54,9 @@ type Options struct {
 	// HotThread, when set, runs the event loop on the placed hot thread
 	// (cpu.Thread.Do); it returns when run does.
 	HotThread func(run func())
+	// Token, when set, is required as "authorization: Bearer <token>" on every
+	// RPC but health checks (auth.go); others are answered UNAUTHENTICATED.
+	Token *access.Token
 }
 
 // Admitter gates inference requests. Admit blocks until the request may run, or

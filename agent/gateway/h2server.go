@@ -390,6 +390,7 @@ func reservedHeader(name string) bool {
 // request reads a stream's request headers and decides what vig does with it.
 func (c *sconn) request(s *sstream, fields []hpack.HeaderField) error {
 	var method, path, ctype string
+	var badTimeout error // answered once s.m is set (a nil s.m crashed vig: FuzzServerConn)
 	for _, f := range fields {
 		switch f.Name {
 		case ":method":
@@ -401,7 +402,8 @@ func (c *sconn) request(s *sstream, fields []hpack.HeaderField) error {
 		case "grpc-timeout":
 			d, ok := parseTimeout(f.Value)
 			if !ok {
-				return status.Errorf(codes.Internal, "malformed grpc-timeout %q", f.Value)
+				badTimeout = status.Errorf(codes.Internal, "malformed grpc-timeout %q", f.Value)
+				continue
 			}
 			s.deadline = int64(c.g.clock()) + int64(d)
 		default:
@@ -413,11 +415,17 @@ func (c *sconn) request(s *sstream, fields []hpack.HeaderField) error {
 	s.method = path
 	s.m = c.g.m.Method(shortName(path))
 	s.m.Start()
+	if badTimeout != nil {
+		return badTimeout
+	}
 	if method != "POST" {
 		return status.Errorf(codes.Unimplemented, "%s %s: gRPC needs POST", method, path)
 	}
 	if ctype != "application/grpc" && !strings.HasPrefix(ctype, "application/grpc+") && !strings.HasPrefix(ctype, "application/grpc;") {
 		return status.Errorf(codes.Unimplemented, "content-type %q is not gRPC", ctype)
+	}
+	if err := c.g.authorize(path, &s.meta); err != nil { // auth.go
+		return err
 	}
 	g := c.g
 	switch {
@@ -761,6 +769,7 @@ func (c *sconn) answerLocked(s *sstream, err error, trailMeta []string) {
 	if s.done {
 		return
 	}
+	err = deadlineStatus(err, s.deadline, c.g.clock()) // deadline.go
 	st := status.Convert(err)
 	code := st.Code()
 	fields := make([]hpack.HeaderField, 0, 4+len(trailMeta)/2)

@@ -57,9 +57,10 @@ func (r *shmRegistry) lookup(name []byte) (shmRegion, bool) {
 	return reg, ok
 }
 
-// validShmKey applies Triton's rule: a leading '/', no other '/'.
+// validShmKey applies Triton's rule: a leading '/', no other '/'; "/." and "/.."
+// name /dev/shm itself and its parent, never a shared-memory object.
 func validShmKey(key string) bool {
-	return len(key) > 1 && key[0] == '/' && !strings.Contains(key[1:], "/")
+	return len(key) > 1 && key[0] == '/' && !strings.Contains(key[1:], "/") && key != "/." && key != "/.."
 }
 
 // shmCheck reads a SystemSharedMemoryRegister or Unregister request before it is
@@ -73,7 +74,7 @@ func (g *Gateway) shmCheck(method string, msg mem.BufferSlice, uid uint32, bound
 			return nil, status.Errorf(codes.InvalidArgument, "SystemSharedMemoryRegister: %v", err)
 		}
 		if !validShmKey(r.Key) {
-			return nil, status.Errorf(codes.InvalidArgument, "shared memory key %q must start with '/' and contain no other '/'", r.Key)
+			return nil, status.Errorf(codes.InvalidArgument, "shared memory key %q must start with '/', contain no other '/', and not be \"/.\" or \"/..\"", r.Key)
 		}
 		if r.Offset > math.MaxUint64-r.ByteSize {
 			return nil, status.Errorf(codes.InvalidArgument, "shared memory region %q: offset + byte_size overflows", r.Name)

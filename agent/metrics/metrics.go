@@ -26,6 +26,7 @@ type Registry struct {
 	bytesIn  *prometheus.CounterVec // method
 	bytesOut *prometheus.CounterVec // method
 	backend  *prometheus.GaugeVec   // state
+	refused  *prometheus.CounterVec // listener, reason
 
 	mu      sync.RWMutex
 	methods map[string]*Method
@@ -50,9 +51,12 @@ func New() *Registry {
 		backend: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "vig_backend_connection_state", Help: "1 for the current state of the backend connection (IDLE, CONNECTING, READY, TRANSIENT_FAILURE, SHUTDOWN).",
 		}, []string{"state"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "vig_access_refused_total", Help: "Connections and calls refused by vig's access rules, by listener (grpc, unix, ring, metrics) and reason (peer, token).",
+		}, []string{"listener", "reason"}),
 		methods: map[string]*Method{},
 	}
-	r.reg.MustRegister(r.requests, r.inFlight, r.bytesIn, r.bytesOut, r.backend,
+	r.reg.MustRegister(r.requests, r.inFlight, r.bytesIn, r.bytesOut, r.backend, r.refused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return r
 }
@@ -113,6 +117,12 @@ func (m *Method) Done(c codes.Code) {
 		c = codes.Unknown
 	}
 	m.codes[c].Inc()
+}
+
+// Refused counts a connection or call refused by an access rule: listener is
+// grpc, unix, ring or metrics; reason is peer (uid/gid allowlist) or token.
+func (r *Registry) Refused(listener, reason string) {
+	r.refused.WithLabelValues(listener, reason).Inc()
 }
 
 // BackendState records the state of the backend connection.

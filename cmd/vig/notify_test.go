@@ -34,7 +34,7 @@ func TestServeNotifiesSystemd(t *testing.T) {
 	}
 
 	cfg, err := config.Parse("notify.yaml", []byte(`
-listen: {grpc: "127.0.0.1:0"}
+listen: {grpc: "127.0.0.1:0", metrics: "off"}
 backend: {address: "127.0.0.1:0", embedded: true, slots: 1, stats_interval_ms: -1}
 models: {det: {exec_ms: 1}}
 `))
@@ -45,7 +45,13 @@ models: {det: {exec_ms: 1}}
 	ready := make(chan map[string]string, 1)
 	served := make(chan error, 1)
 	go func() { served <- serve(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), ready, nil) }()
-	addrs := <-ready
+	var addrs map[string]string
+	select {
+	case addrs = <-ready:
+	case err := <-served:
+		cancel()
+		t.Fatalf("serve: %v", err)
+	}
 	if m, err := recv(10 * time.Second); err != nil || m != "READY=1" {
 		t.Fatalf("first notification %q, %v; want READY=1", m, err)
 	}

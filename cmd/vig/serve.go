@@ -83,6 +83,10 @@ func runServe(args []string) int {
 	if prof != nil {
 		writeProfile(log, prof, *profilePath, answered)
 	}
+	if ce := (configError{}); errors.As(err, &ce) {
+		fmt.Fprintf(os.Stderr, "vig: invalid config:\n%v\n", ce.error)
+		return 2
+	}
 	if err != nil {
 		log.Error("serve", "err", err)
 		return 1
@@ -182,6 +186,10 @@ func newLogger(c config.Log) *slog.Logger {
 // addresses vig listens on once it accepts requests (tests use it).
 // answered, when not nil, receives the number of RPCs answered.
 func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready chan<- map[string]string, answered *uint64) error {
+	exp, err := loadExposure(cfg.File, cfg.Listen, log)
+	if err != nil {
+		return err
+	}
 	var sockets netopt.Stats
 	reg := metrics.New()
 	reg.Sockets(&sockets)
@@ -220,7 +228,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready chan
 		backend = rb
 	}
 	gopts := gateway.Options{Config: cfg, Dial: sockets.DialAddr, Metrics: reg, Log: log, Admit: gov, Backend: backend,
-		EventLoop: cfg.CPU.HotPath == "dedicated"}
+		EventLoop: cfg.CPU.HotPath == "dedicated", Token: exp.token}
 	if cpuc.Hot != nil {
 		// The event loop runs on the placed hot thread for as long as vig serves.
 		gopts.HotThread = func(run func()) { cpuc.Hot.Do(run) }
@@ -264,7 +272,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready chan
 			gw.Stop()
 			return fmt.Errorf("listen.%s %s: %w", l.name, l.addr, err)
 		}
-		listeners = append(listeners, listener{l.name, ln})
+		listeners = append(listeners, listener{l.name, exp.listener(l.name, ln, log, reg)})
 		addrs[l.name] = ln.Addr().String()
 	}
 
@@ -278,7 +286,8 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready chan
 		}
 		// Keyed /dev/shm regions are what lets a Triton backend read frames in
 		// place (by reference); they are fault-guarded like any /dev/shm region.
-		rl, err := shmring.Listen(cfg.Listen.Ring, shmring.ServerConfig{AllowUnsealed: allowUnsealed, AllowShmKey: true, Logger: log})
+		rl, err := shmring.Listen(cfg.Listen.Ring, shmring.ServerConfig{AllowUnsealed: allowUnsealed, AllowShmKey: true, Logger: log,
+			Authorize: exp.authorizeRing(reg)})
 		if err != nil {
 			closeAll()
 			gw.Stop()
@@ -292,7 +301,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready chan
 	for _, l := range listeners {
 		if l.name == "metrics" {
 			mux := http.NewServeMux()
-			mux.Handle("/metrics", reg.Handler())
+			mux.Handle("/metrics", exp.metricsHandler(reg.Handler(), log, reg))
 			metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 			go func() { errc <- ignoreClosed(metricsSrv.Serve(l.ln)) }()
 			continue
@@ -300,7 +309,8 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready chan
 		go func() { errc <- gw.Serve(l.ln) }()
 	}
 	log.Info("vig serving", "version", version.String(), "grpc", addrs["grpc"], "unix", addrs["unix"], "ring", addrs["ring"],
-		"metrics", addrs["metrics"], "backend", cfg.Backend.Address, "slots", cfg.Backend.Slots)
+		"metrics", addrs["metrics"], "backend", cfg.Backend.Address, "slots", cfg.Backend.Slots,
+		"tls", exp.tls != nil, "token", exp.token != nil, "peer_allowlist", exp.peers.Restricted())
 	if ready != nil {
 		ready <- addrs
 	}

@@ -1,0 +1,260 @@
+package main
+
+// Overload (issue 15, item 3), the short CI version: scenario B's sensors at ten
+// times their contracted frame rate against vig serve with its embedded backend.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/vig-edge/vig/agent/config"
+	"github.com/vig-edge/vig/agent/gateway"
+	"github.com/vig-edge/vig/agent/sched"
+	"github.com/vig-edge/vig/bench"
+	"github.com/vig-edge/vig/platform/clock"
+	pb "github.com/vig-edge/vig/proto/inference"
+)
+
+// scrapeMetrics reads vig's metrics endpoint: series (name{labels}) → value.
+func scrapeMetrics(t *testing.T, addr string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+			out[line[:i]] = v
+		}
+	}
+	return out
+}
+
+// streamSeries picks one stream's series of a metric by its last label's value.
+func streamSeries(m map[string]float64, metric, stream, class, label, value string) float64 {
+	return m[fmt.Sprintf(`%s{class=%q,%s=%q,stream=%q}`, metric, class, label, value, stream)]
+}
+
+// vmRSS reads this process's resident set from /proc/self/status (kB → bytes).
+func vmRSS(t *testing.T) uint64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Skipf("no /proc/self/status: %v", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	t.Fatal("VmRSS missing from /proc/self/status")
+	return 0
+}
+
+// Scenario B's four sensors send ten frames per contracted frame interval, open
+// loop, with up to four calls each in flight, for a few seconds. No queue of vig
+// holds more than its bound at any scrape (LATEST: 1 waiting per stream); every
+// scrape balances (received = Σ outcomes + in flight); every frame a sensor sent
+// is answered once, and vig's count of what it received equals the sensors';
+// the process's memory stays bounded; the protected detector keeps being served
+// fresh. Coverage and RSS are logged, with a loose floor and ceiling only.
+//
+// Not asserted, because it does not hold today: streams within their contract
+// keep their coverage when another stream floods. A detector at 10× its frame
+// rate takes the slot from pose and depth (coverage ~0 %, logged below): the
+// scheduler serves a protected stream as often as frames arrive, not at its
+// contracted period.
+func TestOverloadTenTimes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("overload runs for several seconds; skipped with -short")
+	}
+	for _, tc := range []struct {
+		name    string
+		flooder string // the one stream at 10×; "" = every stream
+	}{{"every sensor", ""}, {"the detector alone", "detector"}} {
+		t.Run(tc.name, func(t *testing.T) { overload(t, tc.flooder) })
+	}
+}
+
+func overload(t *testing.T, flooder string) {
+	data, err := os.ReadFile("../../examples/scenarios/b.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse("b.yaml", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Listen = config.Listen{GRPC: "127.0.0.1:0", Metrics: "127.0.0.1:0"}
+	cfg.Backend.Address, cfg.Backend.StatsIntervalMs = "127.0.0.1:0", -1
+	addrs, _ := startServeConfig(t, cfg)
+
+	cc, err := grpc.NewClient("passthrough:///"+addrs["grpc"], append(gateway.DialOptions(cfg.GRPC), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	client := pb.NewGRPCInferenceServiceClient(cc)
+	rctx, rcancel := context.WithTimeout(context.Background(), 20*time.Second)
+	for { // the embedded backend connects in the background
+		r, err := client.ServerReady(rctx, &pb.ServerReadyRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Ready {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	rcancel()
+
+	const factor, depth, run = 10, 4, 4 * time.Second
+	type result struct {
+		mu         sync.Mutex
+		deliveries []sched.Delivery
+		errors     uint64
+		stats      bench.SensorStats
+	}
+	results := make([]result, len(cfg.Streams))
+	payload := make([]byte, 1024)
+	start := clock.Monotonic() + int64(50*time.Millisecond)
+	end := start + int64(run)
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	timer := time.AfterFunc(time.Duration(end-clock.Monotonic()), stop)
+	defer timer.Stop()
+	var wg sync.WaitGroup
+	for i, s := range cfg.Streams {
+		res := &results[i]
+		interval := s.FrameInterval()
+		if flooder == "" || flooder == s.Name {
+			interval /= factor
+		}
+		sensor := &bench.Sensor{Interval: interval, Offset: time.Duration(i) * 7 * time.Millisecond, Depth: depth, Clock: bench.Monotonic,
+			Send: func(ctx context.Context, frame uint64, capture int64) error {
+				r := frameRequest(s.Name, s.Model, frame)
+				r.Parameters["vig_capture_ns"].ParameterChoice = &pb.InferParameter_Int64Param{Int64Param: capture}
+				r.Inputs = []*pb.ModelInferRequest_InferInputTensor{{Name: "INPUT0", Datatype: "UINT8", Shape: []int64{int64(len(payload))}}}
+				r.RawInputContents = [][]byte{payload}
+				// The sensors' own deadline is far: a call that ends is ended by vig.
+				cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				_, err := client.ModelInfer(cctx, r)
+				return err
+			},
+			OnResult: func(_ uint64, capture, at int64, err error) {
+				res.mu.Lock()
+				defer res.mu.Unlock()
+				if err != nil {
+					res.errors++
+					return
+				}
+				res.deliveries = append(res.deliveries, sched.Delivery{At: sched.Time(at), Capture: sched.Time(capture)})
+			}}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st := sensor.Run(ctx, start)
+			res.mu.Lock()
+			res.stats = st
+			res.mu.Unlock()
+		}()
+	}
+
+	// Sample while the overload runs.
+	var rssFirst, rssPeak uint64
+	var goroutinesPeak, scrapes int
+	for tick := time.NewTicker(250 * time.Millisecond); ctx.Err() == nil; <-tick.C {
+		m := scrapeMetrics(t, addrs["metrics"])
+		scrapes++
+		for _, s := range cfg.Streams {
+			waiting := streamSeries(m, "vig_stream_in_flight", s.Name, s.Class, "state", "waiting")
+			if waiting > float64(s.Capacity) {
+				t.Errorf("stream %s: %v requests waiting in vig, its queue holds %d", s.Name, waiting, s.Capacity)
+			}
+			checkStreamBalance(t, m, s)
+		}
+		rss := vmRSS(t)
+		if rssFirst == 0 {
+			rssFirst = rss
+		}
+		rssPeak = max(rssPeak, rss)
+		goroutinesPeak = max(goroutinesPeak, runtime.NumGoroutine())
+	}
+	wg.Wait() // every call the sensors made has returned
+
+	m := scrapeMetrics(t, addrs["metrics"])
+	var sent, answered uint64
+	for i, s := range cfg.Streams {
+		r := &results[i]
+		got := uint64(len(r.deliveries)) + r.errors
+		if got != r.stats.Sent {
+			t.Errorf("stream %s: %d frames sent, %d answered", s.Name, r.stats.Sent, got)
+		}
+		if recv := streamSeries(m, "vig_stream_requests_total", s.Name, s.Class, "outcome", "received"); uint64(recv) != r.stats.Sent {
+			t.Errorf("stream %s: vig received %v, the sensor sent %d", s.Name, recv, r.stats.Sent)
+		}
+		checkStreamBalance(t, m, s)
+		if w := streamSeries(m, "vig_stream_in_flight", s.Name, s.Class, "state", "waiting") + streamSeries(m, "vig_stream_in_flight", s.Name, s.Class, "state", "running"); w != 0 {
+			t.Errorf("stream %s: %v still in flight after every call returned", s.Name, w)
+		}
+		cov := sched.Coverage(sched.Time(start), sched.Time(end), s.Period(), s.MaxAge(), r.deliveries)
+		t.Logf("%-8s %-11s sent %5d (%d/s) delivered %5d errors %5d client-dropped %4d coverage %5.1f%%",
+			s.Name, s.Class, r.stats.Sent, int(float64(r.stats.Sent)/run.Seconds()), len(r.deliveries), r.errors, r.stats.Dropped, 100*cov.Ratio())
+		if s.Class == config.ClassProtected && cov.Ratio() < 0.5 {
+			// A floor, not a benchmark figure: at the contracted rate vig covers
+			// ~99 % of the detector's windows; a FIFO in front of this load
+			// covers next to none.
+			t.Errorf("protected stream %s: coverage %.1f%% under 10× overload", s.Name, 100*cov.Ratio())
+		}
+		sent += r.stats.Sent
+		answered += got
+	}
+	t.Logf("%d scrapes; RSS %d MiB at the first, %d MiB peak; %d goroutines peak; %d calls answered of %d sent",
+		scrapes, rssFirst>>20, rssPeak>>20, goroutinesPeak, answered, sent)
+	// Bounded memory: the queues are bounded, so the process must not keep
+	// growing with the number of frames (a loose ceiling for a noisy machine).
+	if rssPeak > rssFirst+128<<20 {
+		t.Errorf("RSS grew from %d MiB to %d MiB during the overload", rssFirst>>20, rssPeak>>20)
+	}
+}
+
+// checkStreamBalance asserts received = Σ outcomes + in flight for one stream in
+// one scrape.
+func checkStreamBalance(t *testing.T, m map[string]float64, s config.Stream) {
+	t.Helper()
+	get := func(label, v string) float64 {
+		metric := "vig_stream_requests_total"
+		if label == "state" {
+			metric = "vig_stream_in_flight"
+		}
+		return streamSeries(m, metric, s.Name, s.Class, label, v)
+	}
+	sum := get("outcome", "forwarded") + get("outcome", "superseded") + get("outcome", "late_dropped") + get("outcome", "rejected") +
+		get("outcome", "backend_error") + get("outcome", "cancelled") + get("state", "waiting") + get("state", "running")
+	if recv := get("outcome", "received"); recv != sum {
+		t.Errorf("stream %s: received %v != outcomes + in flight %v", s.Name, recv, sum)
+	}
+}
