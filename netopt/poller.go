@@ -52,6 +52,10 @@ func (p *Poller) Add(c net.Conn, h Handler) (*Source, error) {
 	return &Source{s: s}, nil
 }
 
+// OnWake, set before Run, is called on the loop's thread each time the loop wakes
+// (a placement sampler: which CPU the loop runs on, at what clock).
+func (p *Poller) OnWake(f func()) { p.p.onWake = f }
+
 // Run serves events until Close; it returns nil then.
 func (p *Poller) Run() error { return p.p.run() }
 

@@ -22,6 +22,7 @@ type poller struct {
 	poked   []*source         // Source.Poke: handlers to call once
 	closed  bool
 	done    chan struct{}
+	onWake  func()
 }
 
 type source struct {
@@ -109,6 +110,9 @@ func (p *poller) run() error {
 				continue
 			}
 			return fmt.Errorf("netopt: epoll_wait: %w", err)
+		}
+		if p.onWake != nil {
+			p.onWake()
 		}
 		for _, ev := range events[:n] {
 			if int(ev.Fd) == p.wakeFD {

@@ -8,7 +8,7 @@ import (
 	"net"
 )
 
-type poller struct{}
+type poller struct{ onWake func() }
 type source struct{}
 
 func newPoller() (*poller, error) {

@@ -54,6 +54,9 @@ type Options struct {
 	// HotThread, when set, runs the event loop on the placed hot thread
 	// (cpu.Thread.Do); it returns when run does.
 	HotThread func(run func())
+	// OnWake is called on the event loop's thread each time it wakes (the hot
+	// thread's placement sampler, cpu.Sampler.Observe).
+	OnWake func()
 	// Token, when set, is required as "authorization: Bearer <token>" on every
 	// RPC but health checks (auth.go); others are answered UNAUTHENTICATED.
 	Token *access.Token
@@ -118,7 +121,7 @@ func New(opts Options) (*Gateway, error) {
 	}
 
 	if opts.EventLoop || (forceEventLoop != nil && forceEventLoop()) {
-		l, err := startLoop(opts.HotThread)
+		l, err := startLoop(opts.HotThread, opts.OnWake)
 		if err != nil {
 			// Said, not silent: the shared path serves instead.
 			g.log.Warn("cpu.hot_path dedicated: no event loop on this system, connections are served by Go's netpoller", "err", err)

@@ -36,10 +36,13 @@ type eventLoop struct {
 	done    chan error
 }
 
-func startLoop(onThread func(run func())) (*eventLoop, error) {
+func startLoop(onThread func(run func()), onWake func()) (*eventLoop, error) {
 	p, err := netopt.NewPoller()
 	if err != nil {
 		return nil, err
+	}
+	if onWake != nil {
+		p.OnWake(onWake)
 	}
 	l := &eventLoop{p: p, done: make(chan error, 1)}
 	run := func() { l.done <- p.Run() }

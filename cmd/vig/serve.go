@@ -71,6 +71,7 @@ func runServe(args []string) int {
 	}
 
 	var prof *profile.Session
+	sampleHot = *profilePath != "" // --profile also samples the hot thread's CPU and clock
 	if *profilePath != "" {
 		var err error
 		if prof, err = profile.Start(profile.Options{PID: os.Getpid(), EBPF: profile.Auto}); err != nil {
@@ -93,6 +94,10 @@ func runServe(args []string) int {
 	}
 	return 0
 }
+
+// sampleHot turns on the hot thread's placement sampling (vig_cpu_hot_*): set by
+// serve --profile.
+var sampleHot bool
 
 // logDoctor logs doctor's findings and checks at start: errors and warnings as such,
 // the rest at debug level.
@@ -232,6 +237,10 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready chan
 	if cpuc.Hot != nil {
 		// The event loop runs on the placed hot thread for as long as vig serves.
 		gopts.HotThread = func(run func()) { cpuc.Hot.Do(run) }
+		gopts.OnWake = cpuc.Sampler.Observe // one atomic load unless sampling is on
+		if sampleHot {
+			cpuc.Sampler.Enable(10 * time.Millisecond)
+		}
 	}
 	gw, err := gateway.New(gopts)
 	if err != nil {
