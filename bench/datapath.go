@@ -25,18 +25,18 @@ import (
 // vig as a user starts it, nginx as configured by nginxConfig. The -pinned paths
 // repeat the TCP comparison with the proxy pinned to one CPU (proxyCPU).
 const (
-	PathTCP         = "grpc-tcp"        // gRPC copy path over loopback TCP
-	PathNginx       = "nginx"           // nginx grpc_pass over TCP: the reference proxy
-	PathTCPPinned   = "grpc-tcp-pinned" // PathTCP with vig under taskset
-	PathTCPShared   = "grpc-tcp-shared" // PathTCP with cpu.hot_path: shared (Go's netpoller instead of vig's event loop)
-	PathNginxPinned = "nginx-pinned"    // PathNginx with nginx under taskset
-	PathUnix        = "grpc-unix"       // gRPC copy path over Unix sockets
-	PathShm         = "triton-shm"      // Triton system shared memory: tensors by reference
-	PathShmring     = "shmring"         // vig's own ring
+	PathTCP          = "grpc-tcp"        // gRPC copy path over loopback TCP
+	PathNginx        = "nginx"           // nginx grpc_pass over TCP: the reference proxy
+	PathTCPPinned    = "grpc-tcp-pinned" // PathTCP with vig under taskset
+	PathTCPDedicated = "grpc-tcp-shared" // PathTCP with cpu.hot_path: shared (Go's netpoller instead of vig's event loop)
+	PathNginxPinned  = "nginx-pinned"    // PathNginx with nginx under taskset
+	PathUnix         = "grpc-unix"       // gRPC copy path over Unix sockets
+	PathShm          = "triton-shm"      // Triton system shared memory: tensors by reference
+	PathShmring      = "shmring"         // vig's own ring
 )
 
 // DatapathPaths lists the paths in report order.
-var DatapathPaths = []string{PathTCP, PathNginx, PathTCPShared, PathTCPPinned, PathNginxPinned, PathUnix, PathShm, PathShmring}
+var DatapathPaths = []string{PathTCP, PathNginx, PathTCPDedicated, PathTCPPinned, PathNginxPinned, PathUnix, PathShm, PathShmring}
 
 // pinnedPaths maps a pinned path to the path it repeats under taskset.
 var pinnedPaths = map[string]string{PathTCPPinned: PathTCP, PathNginxPinned: PathNginx}
@@ -313,8 +313,8 @@ func setupPath(ctx context.Context, o *DatapathOptions, path string) (_ *pathEnv
 	case PathShmring:
 		// The gRPC listener is only there because vig wants one; nothing uses it.
 		e.proxy, err = StartVig(ctx, o.VigBinary, dir, vigDatapathConfig("127.0.0.1:0", "off", ringAddr(), mb.Addr(), o.Exec), pin)
-	case PathTCPShared:
-		e.proxy, err = StartVig(ctx, o.VigBinary, dir, vigDatapathConfig("127.0.0.1:0", "off", "", mb.Addr(), o.Exec, "cpu: {hot_path: shared}\n"), pin)
+	case PathTCPDedicated:
+		e.proxy, err = StartVig(ctx, o.VigBinary, dir, vigDatapathConfig("127.0.0.1:0", "off", "", mb.Addr(), o.Exec, "cpu: {hot_path: dedicated}\n"), pin)
 		if err == nil {
 			viaAddr = e.proxy.Addrs["grpc"]
 		}

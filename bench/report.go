@@ -422,8 +422,8 @@ func pathLabel(p string) string {
 		return "vig gRPC TCP"
 	case PathTCPPinned:
 		return "vig gRPC TCP, pinned"
-	case PathTCPShared:
-		return "vig gRPC TCP, hot_path: shared"
+	case PathTCPDedicated:
+		return "vig gRPC TCP, hot_path: dedicated"
 	case PathUnix:
 		return "vig gRPC Unix"
 	case PathShm:

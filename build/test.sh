@@ -64,6 +64,9 @@ fi
 step "size budget (arm64, stripped)"
 ./build/sizecheck.sh bin/vig-linux-arm64
 
+step "make release (both binaries, SHA-256 sums, size report; fails above the budget)"
+make --no-print-directory release GO="$GO" VERSION="$version"
+
 step "qemu-aarch64"
 if ! command -v qemu-aarch64 >/dev/null; then
 	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then

@@ -84,7 +84,7 @@ func TestParseErrors(t *testing.T) {
 		want       []string // substrings of the error
 	}{
 		{"unknown top key", "listen: {grpc: \":1\"}\nbakend: {slots: 2}\n", 2, []string{`unknown key "bakend"`, "backend"}},
-		{"unknown nested key", "backend:\n  slots: 1\n  slot: 2\n", 3, []string{"backend.slot", `unknown key "slot"`, "known keys here: address, embedded, ring, seed, slots, stats_interval_ms"}},
+		{"unknown nested key", "backend:\n  slots: 1\n  slot: 2\n", 3, []string{"backend.slot", `unknown key "slot"`, "known keys here: address, compression, embedded, ring, seed, slots, stats_interval_ms"}},
 		{"unknown stream key", "models: {m: {exec_ms: 1}}\nstreams:\n  - name: a\n    model: m\n    class: high\n    period_ms: 10\n    max_age_ms: 10\n    maxage: 3\n", 8, []string{"streams[0].maxage"}},
 		{"unknown model key", "models:\n  m: {exec_ms: 1, exec: 2}\n", 2, []string{"models.m.exec"}},
 		{"wrong type", "backend:\n  slots: many\n", 2, []string{"wrong type", "many"}},
@@ -179,4 +179,25 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestBackendCompression(t *testing.T) {
+	for _, tc := range []struct{ yaml, err string }{
+		{"backend: {compression: gzip}\n", ""},
+		{"backend: {compression: zstd}\n", `"zstd" is not one of none, gzip`},
+		{"backend: {address: \"ring:@npu\", compression: gzip}\n", "a ring backend shares memory"},
+	} {
+		c, err := Parse("c.yaml", []byte(tc.yaml))
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("%q: %v", tc.yaml, err)
+		case tc.err == "" && c.Backend.Compression != "gzip":
+			t.Errorf("%q: compression %q", tc.yaml, c.Backend.Compression)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%q: error %v, want %q", tc.yaml, err, tc.err)
+		}
+	}
+	if c, err := Parse("d.yaml", nil); err != nil || c.Backend.Compression != "none" {
+		t.Errorf("default compression %q (%v), want none", c.Backend.Compression, err)
+	}
 }

@@ -14,11 +14,11 @@ import (
 // Every control is applied at start by vig serve and read back; what it achieved
 // is logged, exported as vig_cpu_* metrics and checked by vig doctor.
 type CPU struct {
-	// HotPath "dedicated" (the default) reads every hot connection on one event
-	// loop of vig's own, on one locked OS thread: per request a wait, a read and a
-	// write on each side, no hand-off between threads, and the CPU under it sees
-	// sustained load so the governor raises its clock. "shared" gives every
-	// connection a goroutine on Go's netpoller and leaves placement to Go.
+	// HotPath "shared" (the default) gives every connection a goroutine on Go's
+	// netpoller and leaves placement to Go. "dedicated" reads every hot connection
+	// on one event loop of vig's own, on one locked OS thread that pin and
+	// uclamp_min place: per request a wait, a read and a write on each side, no
+	// hand-off between threads.
 	HotPath string `yaml:"hot_path"`
 	// Pin restricts the hot thread: "none", a core kind ("big", "mid", "little",
 	// from the device's topology) or a CPU list such as "4-6". Needs hot_path: dedicated.
@@ -54,7 +54,7 @@ const (
 	HotPathShared    = "shared"
 	PinNone          = "none"
 
-	DefaultHotPath        = HotPathDedicated
+	DefaultHotPath        = HotPathShared
 	DefaultMemoryLimitMiB = 512
 	DefaultGOGC           = 100
 )

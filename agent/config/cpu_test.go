@@ -35,7 +35,7 @@ cpu:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.CPU.HotPath != HotPathDedicated || c.CPU.Pin != PinNone || c.CPU.PinCPUs() != nil || c.CPU.ProcessCPUList() != nil ||
+	if c.CPU.HotPath != HotPathShared || c.CPU.Pin != PinNone || c.CPU.PinCPUs() != nil || c.CPU.ProcessCPUList() != nil ||
 		c.CPU.UclampMin != nil || c.CPU.GC.MemoryLimitMiB != nil || c.CPU.GC.GOGC != nil {
 		t.Errorf("defaults %+v", c.CPU)
 	}

@@ -55,8 +55,7 @@ func TestPlanCPU(t *testing.T) {
 		errSub   string
 		noTopoOK bool
 	}{
-		{name: "defaults: dedicated, unpinned", cfg: "", allowed: all, hotOn: true, uclamp: -1},
-		{name: "shared", cfg: "cpu: {hot_path: shared}", allowed: all},
+		{name: "defaults: shared", cfg: "", allowed: all},
 		{name: "dedicated unpinned", cfg: "cpu: {hot_path: dedicated}", allowed: all, hotOn: true, uclamp: -1},
 		{name: "big core, mid+big process", cfg: "cpu: {hot_path: dedicated, pin: big, process_cpus: 4-7, uclamp_min: 300}",
 			allowed: all, process: []int{4, 5, 6, 7}, hot: []int{7}, hotOn: true, uclamp: 300},
