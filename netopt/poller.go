@@ -3,6 +3,7 @@ package netopt
 import (
 	"errors"
 	"net"
+	"syscall"
 )
 
 // Poller is an event loop of vig's own: an epoll instance whose waits and reads run
@@ -80,3 +81,11 @@ func (s *Source) Poke() { s.s.poke() }
 // Close asks the loop to close the connection; the handler is told once more, on
 // the loop, and its reads fail from then on. Safe from any goroutine.
 func (s *Source) Close() { s.s.close() }
+
+// Pollable reports whether c can be served by a Poller: a TCP or Unix socket (not
+// a wrapper around one, such as a TLS connection, whose bytes are not the
+// socket's).
+func Pollable(c net.Conn) bool {
+	_, ok := c.(syscall.Conn)
+	return ok
+}

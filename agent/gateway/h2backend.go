@@ -18,6 +18,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
+
+	"github.com/vig-edge/vig/netopt"
 )
 
 // The backend leg: one HTTP/2 connection to Triton (or any server of its gRPC
@@ -175,7 +177,7 @@ func (b *h2Backend) connect() (*bconn, error) {
 		return nil, err
 	}
 	var lc *loopConn
-	if b.loop != nil {
+	if b.loop != nil && netopt.Pollable(nc) { // a wrapped connection keeps its goroutine
 		lc = &loopConn{Conn: nc}
 		nc = lc
 	}

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/vig-edge/vig/agent/metrics"
+	"github.com/vig-edge/vig/netopt"
 	"github.com/vig-edge/vig/wire"
 )
 
@@ -110,7 +111,7 @@ func (g *Gateway) serveConn(nc net.Conn) {
 		return
 	}
 	nc.SetReadDeadline(time.Time{})
-	if g.loop != nil && g.loop.clients.Add(1) <= HotConns {
+	if g.loop != nil && netopt.Pollable(nc) && g.loop.clients.Add(1) <= HotConns {
 		defer g.loop.clients.Add(-1)
 		lc := &loopConn{Conn: nc}
 		c, ok := g.newSconn(lc, peerUID, hasUID)
@@ -130,8 +131,8 @@ func (g *Gateway) serveConn(nc net.Conn) {
 		<-ended
 		return
 	}
-	if g.loop != nil {
-		g.loop.clients.Add(-1)
+	if g.loop != nil && netopt.Pollable(nc) {
+		g.loop.clients.Add(-1) // over HotConns: this one gets a goroutine
 	}
 	c, ok := g.newSconn(nc, peerUID, hasUID)
 	if !ok {
