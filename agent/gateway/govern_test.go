@@ -136,13 +136,15 @@ func TestBurstOnLatestStream(t *testing.T) {
 func waitRunning(t *testing.T, reg *metrics.Registry, stream string) {
 	t.Helper()
 	key := fmt.Sprintf(`vig_stream_in_flight{class="best_effort",state="running",stream=%q}`, stream)
-	for range 10000 {
+	// Polled with a pause: a goroutine spinning on scrapes must not take the CPU
+	// from the connection's reader it waits for (under -race a scrape takes ms).
+	for range 2000 {
 		if scrape(t, reg)[key] == 1 {
 			return
 		}
-		runtimeGosched()
+		time.Sleep(5 * time.Millisecond)
 	}
-	t.Fatalf("%s never became 1", key)
+	t.Fatalf("%s never became 1 in 10 s", key)
 }
 
 // A frame whose result cannot be fresh is never started: with a 1 s job on the only

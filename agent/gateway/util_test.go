@@ -1,5 +1,0 @@
-package gateway_test
-
-import "runtime"
-
-func runtimeGosched() { runtime.Gosched() }
