@@ -233,6 +233,7 @@ func (g *Governor) complete(c *Call, err error) {
 	g.mu.Lock()
 	now := g.clock()
 	delete(g.calls, c.token)
+	c.phase = phaseDone
 	if err == nil && g.obs != nil {
 		capture := c.capture
 		if capture == 0 {
@@ -258,12 +259,9 @@ func (g *Governor) complete(c *Call, err error) {
 // cancel answers a call that still waits (CANCELLED) and reports true; a call
 // already on the backend is left to the backend (false).
 func (g *Governor) cancel(c *Call) bool {
-	if c.token == 0 {
-		return false
-	}
 	var buf [4]decision
 	g.mu.Lock()
-	if c.phase != phaseWaiting {
+	if c.token == 0 || c.phase != phaseWaiting { // ungoverned, running or answered
 		g.mu.Unlock()
 		return false
 	}

@@ -83,7 +83,6 @@ func (g *Gateway) reply(c *Call, resp mem.BufferSlice, err error) {
 	if c.cancel != nil {
 		c.cancel()
 	}
-	c.phase = phaseDone
 	c.Replier.Reply(c, resp, err)
 	c.release()
 }
