@@ -731,23 +731,12 @@ func rstError(code http2.ErrCode) error {
 }
 
 func (c *bconn) windowUpdate(h frameHeader) error {
-	inc, err := c.r.windowIncrement(h)
-	if err != nil {
-		return err
-	}
-	c.w.mu.Lock()
-	defer c.w.mu.Unlock()
-	var st *sendState
-	if h.stream != 0 {
-		bs := c.streams[h.stream]
-		if bs == nil {
-			return nil
+	return windowUpdateFrame(c.r, c.w, h, func(id uint32) *sendState {
+		if bs := c.streams[id]; bs != nil {
+			return &bs.send
 		}
-		st = &bs.send
-	}
-	err = c.w.windowUpdate(st, inc)
-	c.w.flush()
-	return err
+		return nil
+	})
 }
 
 // goAwayFrame: the backend will take no new streams. Those above its last stream

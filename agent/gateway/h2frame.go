@@ -190,6 +190,27 @@ func (r *h2reader) dataStart(h frameHeader, recv *int64, who string) (n, pad int
 	return n - pad, pad, nil
 }
 
+// windowUpdateFrame applies a WINDOW_UPDATE frame: to the connection's window, or
+// to the send state lookup finds for its stream (nil: the stream has ended). lookup
+// is called with w.mu held.
+func windowUpdateFrame(r *h2reader, w *h2writer, h frameHeader, lookup func(uint32) *sendState) error {
+	inc, err := r.windowIncrement(h)
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var st *sendState
+	if h.stream != 0 {
+		if st = lookup(h.stream); st == nil {
+			return nil
+		}
+	}
+	err = w.windowUpdate(st, inc)
+	w.flush()
+	return err
+}
+
 // windowIncrement reads a WINDOW_UPDATE frame's increment.
 func (r *h2reader) windowIncrement(h frameHeader) (uint32, error) {
 	p, err := r.payload(h)

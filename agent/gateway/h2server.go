@@ -245,23 +245,12 @@ func (c *sconn) lookup(id uint32) *sstream {
 }
 
 func (c *sconn) windowUpdate(h frameHeader) error {
-	inc, err := c.r.windowIncrement(h)
-	if err != nil {
-		return err
-	}
-	c.w.mu.Lock()
-	defer c.w.mu.Unlock()
-	var st *sendState
-	if h.stream != 0 {
-		s := c.streams[h.stream]
-		if s == nil {
-			return nil // a stream that ended
+	return windowUpdateFrame(c.r, c.w, h, func(id uint32) *sendState {
+		if s := c.streams[id]; s != nil {
+			return &s.send
 		}
-		st = &s.send
-	}
-	err = c.w.windowUpdate(st, inc)
-	c.w.flush()
-	return err
+		return nil
+	})
 }
 
 // data reads a DATA frame into its stream's message.
