@@ -123,7 +123,10 @@ func (p *poller) run() error {
 			p.mu.Lock()
 			s := p.sources[ev.Fd]
 			p.mu.Unlock()
-			if s != nil {
+			// A closed source is told once more, by reap, never here:
+			// its socket is shut down, so level-triggered epoll reports it
+			// until reap deregisters it.
+			if s != nil && !s.closed.Load() {
 				s.h.Ready()
 			}
 		}
@@ -279,10 +282,10 @@ func (s *source) close() {
 	if s.closed.Swap(true) {
 		return
 	}
-	s.shutdown()
 	p := s.p
 	p.mu.Lock()
 	p.closing = append(p.closing, s)
 	p.mu.Unlock()
+	s.shutdown()
 	p.wake()
 }

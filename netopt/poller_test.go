@@ -58,7 +58,7 @@ func TestPoller(t *testing.T) {
 		t.Fatal(err)
 	}
 	var src *netopt.Source
-	r := recorder{src: &src, got: make(chan []byte, 8), ended: make(chan error, 1)}
+	r := recorder{src: &src, got: make(chan []byte, 8), ended: make(chan error, 8)}
 	h := netopt.Handler(r)
 	src, err = p.Add(c, h)
 	if err != nil {
@@ -95,5 +95,11 @@ func TestPoller(t *testing.T) {
 	}
 	if err := <-ran; err != nil {
 		t.Fatalf("Run: %v", err)
+	}
+	// Told once after Close (plus, at most, one readiness that raced the Close
+	// and read after it), not again for each readiness of the shut-down socket
+	// before the loop deregistered it.
+	if n := len(r.ended); n > 1 {
+		t.Fatalf("handler told of the close %d more times", n)
 	}
 }
