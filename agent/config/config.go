@@ -80,6 +80,17 @@ type Backend struct {
 	// (the default: loopback and shared memory gain nothing from it) or "gzip"
 	// (gRPC's gzip encoding, for a backend across USB or Wi-Fi).
 	Compression string `yaml:"compression"`
+	// CallTimeoutMs bounds how long vig waits for the backend's answer to a call
+	// whose client set no deadline (grpc-timeout); a client's deadline is
+	// enforced as it is. A call the backend has not answered by then is stopped
+	// on the backend, its slot freed, and answered DEADLINE_EXCEEDED: a wedged
+	// backend cannot hold a slot forever.
+	CallTimeoutMs int `yaml:"call_timeout_ms"`
+}
+
+// CallTimeout is backend.call_timeout_ms as a duration.
+func (b Backend) CallTimeout() time.Duration {
+	return time.Duration(b.CallTimeoutMs) * time.Millisecond
 }
 
 // BackendRing sizes the ring vig creates for a ring: backend. Zero values take the
@@ -185,6 +196,7 @@ const (
 	DefaultWriteBufferKiB  = 1024
 	DefaultSafetyMarginPct = 110
 	DefaultStatsIntervalMs = 5000
+	DefaultCallTimeoutMs   = 30000
 )
 
 // Period, MaxAge and FrameInterval return the contract's durations.
@@ -359,6 +371,7 @@ func (c *Config) applyDefaults() {
 		}
 	}
 	setDefaultInt(&c.Backend.StatsIntervalMs, DefaultStatsIntervalMs)
+	setDefaultInt(&c.Backend.CallTimeoutMs, DefaultCallTimeoutMs)
 	setDefault(&c.Backend.Address, DefaultBackendAddr)
 	setDefaultInt(&c.Backend.Slots, 1)
 	setDefaultInt(&c.GRPC.MaxMessageMiB, DefaultMaxMessageMiB)

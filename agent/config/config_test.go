@@ -84,7 +84,7 @@ func TestParseErrors(t *testing.T) {
 		want       []string // substrings of the error
 	}{
 		{"unknown top key", "listen: {grpc: \":1\"}\nbakend: {slots: 2}\n", 2, []string{`unknown key "bakend"`, "backend"}},
-		{"unknown nested key", "backend:\n  slots: 1\n  slot: 2\n", 3, []string{"backend.slot", `unknown key "slot"`, "known keys here: address, compression, embedded, ring, seed, slots, stats_interval_ms"}},
+		{"unknown nested key", "backend:\n  slots: 1\n  slot: 2\n", 3, []string{"backend.slot", `unknown key "slot"`, "known keys here: address, call_timeout_ms, compression, embedded, ring, seed, slots, stats_interval_ms"}},
 		{"unknown stream key", "models: {m: {exec_ms: 1}}\nstreams:\n  - name: a\n    model: m\n    class: high\n    period_ms: 10\n    max_age_ms: 10\n    maxage: 3\n", 8, []string{"streams[0].maxage"}},
 		{"unknown model key", "models:\n  m: {exec_ms: 1, exec: 2}\n", 2, []string{"models.m.exec"}},
 		{"wrong type", "backend:\n  slots: many\n", 2, []string{"wrong type", "many"}},
@@ -199,5 +199,31 @@ func TestBackendCompression(t *testing.T) {
 	}
 	if c, err := Parse("d.yaml", nil); err != nil || c.Backend.Compression != "none" {
 		t.Errorf("default compression %q (%v), want none", c.Backend.Compression, err)
+	}
+}
+
+func TestBackendCallTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		yaml string
+		want int    // parsed value when err is empty
+		err  string // part of the error
+	}{
+		{"backend: {}\n", DefaultCallTimeoutMs, ""},
+		{"backend: {call_timeout_ms: 2500}\n", 2500, ""},
+		{"backend: {call_timeout_ms: -1}\n", 0, "backend.call_timeout_ms: -1 must be positive"},
+		{"backend: {call_timeout_ms: 100}\nmodels: {vlm: {exec_ms: 200}}\n", 0, "100 ms is not above model vlm's exec_ms (200)"},
+		{"backend: {call_timeout_ms: 201}\nmodels: {vlm: {exec_ms: 200}}\n", 201, ""},
+	} {
+		c, err := Parse("c.yaml", []byte(tc.yaml))
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("%q: %v", tc.yaml, err)
+		case tc.err == "" && c.Backend.CallTimeoutMs != tc.want:
+			t.Errorf("%q: call_timeout_ms %d, want %d", tc.yaml, c.Backend.CallTimeoutMs, tc.want)
+		case tc.err == "" && c.Backend.CallTimeout() != time.Duration(tc.want)*time.Millisecond:
+			t.Errorf("%q: CallTimeout %v", tc.yaml, c.Backend.CallTimeout())
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%q: error %v, want %q", tc.yaml, err, tc.err)
+		}
 	}
 }

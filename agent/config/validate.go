@@ -55,6 +55,17 @@ func (c *Config) validate(file string) error {
 	default:
 		bad(0, "backend.compression", "%q is not one of none, gzip", c.Backend.Compression)
 	}
+	if c.Backend.CallTimeoutMs < 0 {
+		bad(0, "backend.call_timeout_ms", "%d must be positive: how long vig waits for the backend to answer a call whose client set no deadline (0 = default, %d)",
+			c.Backend.CallTimeoutMs, DefaultCallTimeoutMs)
+	} else {
+		for _, name := range c.ModelNames() {
+			if m := c.Models[name]; m.ExecMs >= float64(c.Backend.CallTimeoutMs) {
+				bad(0, "backend.call_timeout_ms", "%d ms is not above model %s's exec_ms (%g): every such call would be given up on; raise call_timeout_ms",
+					c.Backend.CallTimeoutMs, name, m.ExecMs)
+			}
+		}
+	}
 	if c.Backend.Slots < 1 {
 		bad(0, "backend.slots", "%d: the accelerator runs at least 1 job at once", c.Backend.Slots)
 	}

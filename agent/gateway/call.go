@@ -54,6 +54,11 @@ type Call struct {
 	bs   atomic.Pointer[bstream] // the call's stream on the gRPC backend, while it runs there
 	refs atomic.Int32            // the gateway's reference, plus frontends about to Cancel
 
+	// vig's deadline for the call on the backend (expiry.go).
+	expired atomic.Bool // vig gave up on it: the backend is to finish it now
+	expAt   int64       // when, on the gateway's clock; guarded by expiry.mu
+	expIdx  int32       // its place in the expiry heap + 1, 0 when not there; guarded by expiry.mu
+
 	// Scheduling state, guarded by the Governor's lock.
 	token   uint64 // the scheduler's id of the request; 0 when ungoverned
 	phase   callPhase
@@ -93,8 +98,12 @@ type Backend interface {
 	// then calls c.Finish exactly once, on any goroutine, possibly before Start
 	// returns (a backend that is down fails the call at once).
 	Start(c *Call)
-	// Abort tells the backend that the client of a started call has left. The
-	// backend stops the call if it can; c.Finish still follows, exactly once.
+	// Abort tells the backend that the client of a started call has left, or
+	// that vig gave up on it (c.Expired). The backend stops the call if it can;
+	// c.Finish still follows, exactly once. For an expired call it must follow
+	// at once, whatever the backend itself does with the call, and a call that
+	// expires while Start is still registering it must be found: a backend
+	// checks Expired after it has recorded the call where Abort looks for it.
 	Abort(c *Call)
 	// Close ends every session; started calls finish with UNAVAILABLE.
 	Close() error
@@ -104,6 +113,12 @@ type Backend interface {
 // (the Call takes ownership), or err a gRPC status. It must be called exactly once
 // per Start.
 func (c *Call) Finish(resp mem.BufferSlice, err error) { c.gw.finish(c, resp, err) }
+
+// Expired reports whether vig gave up on the call on the backend: its deadline,
+// or backend.call_timeout_ms, passed without an answer. A backend asked to Abort
+// such a call finishes it at once (CANCELLED; the gateway answers the client
+// DEADLINE_EXCEEDED).
+func (c *Call) Expired() bool { return c.expired.Load() }
 
 // Message returns the message a gRPC backend is sent, building it when the
 // frontend deferred that (Build).

@@ -78,6 +78,7 @@ type Gateway struct {
 	relay   *h2Backend // the gRPC backend, for everything else; nil for a ring backend
 	gov     *Governor  // inline scheduling, when Admit is the freshness scheduler
 	loop    *eventLoop // the dedicated hot path, when Options.EventLoop
+	exp     *expiry    // vig's deadline for calls on the backend (expiry.go)
 	shm     shmRegistry
 
 	window, connWindow uint32
@@ -115,6 +116,7 @@ func New(opts Options) (*Gateway, error) {
 		handshakeTimeout: 10 * time.Second,
 		lns:              map[net.Listener]struct{}{}, live: map[*sconn]struct{}{}, watchers: map[*sstream]string{}}
 	g.connWindow = g.window
+	g.exp = newExpiry(nowNs, opts.Config.Backend.CallTimeout(), func(c *Call) { g.backend.Abort(c) })
 	if gov, ok := opts.Admit.(*Governor); ok {
 		g.gov = gov
 		gov.gw = g
@@ -293,6 +295,7 @@ func (g *Gateway) closeAll() {
 		g.mu.Unlock()
 		g.conns.Wait()
 		g.backend.Close()
+		g.exp.stop()
 		if g.relay != nil && Backend(g.relay) != g.backend {
 			g.relay.Close()
 		}

@@ -186,7 +186,7 @@ func (g *Governor) submit(c *Call) {
 	if !g.known[string(h.Model)] {
 		g.ungoverned(string(h.Model))
 		c.phase = phaseRunning
-		g.gw.backend.Start(c)
+		g.gw.start(c)
 		return
 	}
 	req, err := g.request(h)

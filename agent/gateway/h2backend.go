@@ -322,18 +322,32 @@ func (b *h2Backend) Start(call *Call) {
 	} else {
 		msg.Ref() // the Call keeps its own references (its header views them)
 	}
-	bs, err := c.open(methodInfer, call.Meta, call.Deadline, func(bs *bstream) { bs.call = call })
+	// The stream is the call's (for Abort) from the moment it is registered.
+	bs, err := c.open(methodInfer, call.Meta, call.Deadline, func(bs *bstream) { bs.call = call; call.bs.Store(bs) })
 	if err != nil {
 		msg.Free()
 		call.Finish(nil, err)
 		return
 	}
 	c.w.mu.Lock()
-	call.bs.Store(bs)
-	c.w.queueMsg(&bs.send, b.gzip, msg)
-	c.w.finish(&bs.send, nil)
-	c.w.flush()
+	if c.streams[bs.id] != bs { // finished meanwhile (connection lost, aborted): call is not ours
+		c.w.mu.Unlock()
+		msg.Free()
+		return
+	}
+	// vig may have given up on the call before its stream was stored (expiry.go:
+	// the mark is set before Abort looks for the stream).
+	expired := call.expired.Load()
+	if !expired {
+		c.w.queueMsg(&bs.send, b.gzip, msg)
+		c.w.finish(&bs.send, nil)
+		c.w.flush()
+	}
 	c.w.mu.Unlock()
+	if expired {
+		msg.Free()
+		c.abort(bs, http2.ErrCodeCancel)
+	}
 }
 
 // Abort implements Backend: the client left; the backend stream is reset and the
@@ -563,7 +577,13 @@ func (c *bconn) headersFrame(h frameHeader) error {
 			if bs.relay != nil {
 				bs.relay.c.relayHeaders(bs.relay, fields)
 			} else if bs.call != nil {
-				bs.call.RespMeta = appendMeta(bs.call.RespMeta[:0], fields)
+				// Under the lock: an Abort on another goroutine may finish the
+				// call, and its Replier reads RespMeta.
+				c.w.mu.Lock()
+				if c.streams[h.stream] == bs {
+					bs.call.RespMeta = appendMeta(bs.call.RespMeta[:0], fields)
+				}
+				c.w.mu.Unlock()
 			}
 			return nil
 		}

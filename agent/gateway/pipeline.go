@@ -33,8 +33,15 @@ func (g *Gateway) Submit(c *Call) {
 		g.admitBlocking(c)
 	default:
 		c.phase = phaseRunning
-		g.backend.Start(c)
+		g.start(c)
 	}
+}
+
+// start hands c to the backend, with vig's deadline for it armed first: the
+// backend may finish it before Start returns.
+func (g *Gateway) start(c *Call) {
+	g.exp.add(c)
+	g.backend.Start(c)
 }
 
 // admitBlocking runs an Admitter that blocks (a policy other than vig's
@@ -49,7 +56,7 @@ func (g *Gateway) admitBlocking(c *Call) {
 		}
 		c.done = done
 		c.phase = phaseRunning
-		g.backend.Start(c)
+		g.start(c)
 	}()
 }
 
@@ -69,6 +76,12 @@ func (g *Gateway) Cancel(c *Call) {
 // finish is Call.Finish: the backend's answer.
 func (g *Gateway) finish(c *Call, resp mem.BufferSlice, err error) {
 	c.bs.Store(nil)
+	g.exp.remove(c)
+	if err != nil && c.expired.Load() && status.Code(err) == codes.Canceled {
+		// vig gave up on it (expiry.go) and the backend stopped it.
+		err = g.exp.errFor(c)
+		g.m.BackendExpired()
+	}
 	switch {
 	case g.gov != nil && c.token != 0:
 		g.gov.complete(c, err) // may start the next call before this one is answered
@@ -104,7 +117,7 @@ func (g *Gateway) carry(ds []decision) {
 			g.reply(d.c, nil, answerError(d.a))
 			continue
 		}
-		g.backend.Start(d.c)
+		g.start(d.c)
 	}
 }
 

@@ -27,6 +27,7 @@ type Registry struct {
 	bytesOut *prometheus.CounterVec // method
 	backend  *prometheus.GaugeVec   // state
 	refused  *prometheus.CounterVec // listener, reason
+	expired  prometheus.Counter
 
 	mu      sync.RWMutex
 	methods map[string]*Method
@@ -54,9 +55,12 @@ func New() *Registry {
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "vig_access_refused_total", Help: "Connections and calls refused by vig's access rules, by listener (grpc, unix, ring, metrics) and reason (peer, token).",
 		}, []string{"listener", "reason"}),
+		expired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "vig_backend_calls_expired_total", Help: "Calls vig gave up on because the backend answered neither by the client's deadline nor within backend.call_timeout_ms (each answered DEADLINE_EXCEEDED, its slot freed).",
+		}),
 		methods: map[string]*Method{},
 	}
-	r.reg.MustRegister(r.requests, r.inFlight, r.bytesIn, r.bytesOut, r.backend, r.refused,
+	r.reg.MustRegister(r.requests, r.inFlight, r.bytesIn, r.bytesOut, r.backend, r.refused, r.expired,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return r
 }
@@ -124,6 +128,9 @@ func (m *Method) Done(c codes.Code) {
 func (r *Registry) Refused(listener, reason string) {
 	r.refused.WithLabelValues(listener, reason).Inc()
 }
+
+// BackendExpired counts a call vig gave up on at its deadline.
+func (r *Registry) BackendExpired() { r.expired.Inc() }
 
 // BackendState records the state of the backend connection.
 func (r *Registry) BackendState(state string) {

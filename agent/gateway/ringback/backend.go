@@ -50,7 +50,11 @@
 // descriptors and the response ring's slots and descriptors. A single reader
 // goroutine takes the results, which may come in any order, and finishes each call
 // (gateway.Call.Finish) on that goroutine. Abort takes a call that still waits out
-// of the FIFO (CANCELLED); a posted call runs to its result.
+// of the FIFO (CANCELLED); a posted call runs to its result, unless vig gave up on
+// it (gateway.Call.Expired: the runtime did not answer by its deadline): then it
+// is finished at once and its tag kept as a tombstone, which holds its unit of
+// room until the runtime answers (the answer is then dropped), since the runtime
+// still owns its request slot and will post an answer.
 //
 // The Backend connects in the background once the gateway Opens it, and reconnects
 // with exponential backoff (no busy loop) when the session ends or cannot be
@@ -323,7 +327,8 @@ func (b *Backend) Start(c *gateway.Call) {
 }
 
 // Abort implements gateway.Backend: a call still waiting for room is finished
-// CANCELLED; a posted call runs to its result.
+// CANCELLED; a posted call runs to its result unless it expired (then it is
+// finished now and its room stays held until the runtime answers).
 func (b *Backend) Abort(c *gateway.Call) {
 	if s := b.cur.Load(); s != nil {
 		s.abort(c)
@@ -388,6 +393,11 @@ func (s *session) start(j job) {
 		return
 	}
 	if len(s.waitq) > 0 || s.inflight == s.room {
+		if expired(j) { // Abort may have looked before it was queued
+			s.mu.Unlock()
+			j.f.Finish(nil, errGaveUp)
+			return
+		}
 		s.waitq = append(s.waitq, j)
 		s.mu.Unlock()
 		s.wake()
@@ -430,20 +440,48 @@ func (s *session) poster() {
 	}
 }
 
-// abort finishes a call that still waits for room.
+// abort finishes a call that still waits for room, or one that expired.
+//
+// The call is finished on a goroutine of its own, not the caller's: the
+// canceller may hold a lock that its Replier takes (a rare path: the call never
+// reached the ring, or the runtime is wedged).
 func (s *session) abort(c *gateway.Call) {
 	s.mu.Lock()
 	for i, j := range s.waitq {
 		if j.f == finisher(c) {
 			s.waitq = append(s.waitq[:i], s.waitq[i+1:]...)
 			s.mu.Unlock()
-			// Not on the caller's goroutine: the canceller may hold a lock that
-			// its Replier takes (a rare path: the call never reached the ring).
-			go c.Finish(nil, status.Error(codes.Canceled, "the client left before the call was sent to the ring backend"))
+			err := status.Error(codes.Canceled, "the client left before the call was sent to the ring backend")
+			if c.Expired() {
+				err = errGaveUp
+			}
+			go c.Finish(nil, err)
 			return
 		}
 	}
+	if c.Expired() {
+		for tag, j := range s.pending {
+			if j.f == finisher(c) {
+				s.pending[tag] = job{} // a tombstone: the room stays held until the runtime answers
+				s.mu.Unlock()
+				go c.Finish(nil, errGaveUp)
+				return
+			}
+		}
+	}
 	s.mu.Unlock()
+}
+
+// errGaveUp finishes a call vig gave up on (the gateway answers its client
+// DEADLINE_EXCEEDED).
+var errGaveUp = status.Error(codes.Canceled, "vig gave up on the call: the ring runtime did not answer in time")
+
+// expired reports whether vig gave up on j's call; Abort may have looked for it
+// while it was between the queue and the pending table, so whoever puts it in
+// either checks this under s.mu.
+func expired(j job) bool {
+	e, ok := j.f.(interface{ Expired() bool })
+	return ok && e.Expired()
 }
 
 // giveBack returns a unit of room and wakes the poster if someone waits for it.
@@ -543,6 +581,12 @@ func (s *session) post(j job, wait bool) {
 			// an answered call yet: the poster waits for it.
 			s.mu.Lock()
 			s.inflight--
+			if expired(j) {
+				s.mu.Unlock()
+				s.wake() // the room it held may let a waiting call go
+				j.f.Finish(nil, errGaveUp)
+				return
+			}
 			s.waitq = append(s.waitq, job{})
 			copy(s.waitq[1:], s.waitq)
 			s.waitq[0] = j
@@ -601,6 +645,14 @@ func (s *session) post(j job, wait bool) {
 		j.f.Finish(nil, s.b.downError())
 		return
 	}
+	if expired(j) { // not posted: its slot and room come back at once
+		s.mu.Unlock()
+		s.unloanLocked(slot)
+		s.sendMu.Unlock()
+		s.giveBack()
+		j.f.Finish(nil, errGaveUp)
+		return
+	}
 	s.pending[tag] = j
 	s.mu.Unlock()
 	err := s.s.Guard(func() error { return s.s.Requests.TryPost(d) })
@@ -612,13 +664,16 @@ func (s *session) post(j job, wait bool) {
 		return
 	}
 	s.mu.Lock()
-	_, mine := s.pending[tag]
+	p, mine := s.pending[tag]
 	delete(s.pending, tag)
 	s.mu.Unlock()
 	if !mine {
 		return // the session ended meanwhile and failed the call
 	}
 	s.giveBack()
+	if p.f == nil {
+		return // vig gave up on it meanwhile, and abort finished it
+	}
 	if errors.Is(err, shmring.ErrFull) {
 		// The room keeps the posted requests below the ring's size: only a
 		// runtime that stopped reading its ring gets here.
@@ -677,7 +732,9 @@ func (s *session) read() error {
 	failed := make([]job, 0, len(s.pending)+len(s.waitq))
 	for tag, j := range s.pending {
 		delete(s.pending, tag)
-		failed = append(failed, j)
+		if j.f != nil { // not a tombstone (abort)
+			failed = append(failed, j)
+		}
 	}
 	failed = append(failed, s.waitq...)
 	s.waitq = nil
@@ -694,6 +751,11 @@ func (s *session) deliver(d *shmring.Descriptor, err error) {
 	j, ok := s.pending[d.Tag]
 	delete(s.pending, d.Tag)
 	s.mu.Unlock()
+	if ok && j.f == nil { // the late answer of a call vig gave up on: its room comes back
+		s.release(d)
+		s.giveBack()
+		return
+	}
 	if !ok {
 		s.release(d)
 		if n := s.b.stray.Add(1); n <= 10 || n%1000 == 0 {
