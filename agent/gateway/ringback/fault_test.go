@@ -239,4 +239,3 @@ func TestRingBackendHangs(t *testing.T) {
 		t.Errorf("%d answers counted stray: the late answers of abandoned calls are expected, not stray", n)
 	}
 }
-
