@@ -14,7 +14,9 @@
 // and goes back to its ring; the answer is written by whichever goroutine finishes
 // the call, so no goroutine is started per request. The requests in flight are
 // bounded by what the client can have outstanding (its request descriptors and
-// slots).
+// slots). A client that leaves has its calls still waiting or running cancelled:
+// they free their slots at once, and the session's requests and buffers are
+// released once each has been answered.
 //
 // # Three data paths, one per session
 //
@@ -178,6 +180,7 @@ func (f *Frontend) serveConn(c *shmring.Conn) {
 	f.mu.Unlock()
 	s.loop()
 	c.Close()
+	s.cancelAll()
 	s.close()
 	f.mu.Lock()
 	delete(f.conns, c)
@@ -197,6 +200,8 @@ type session struct {
 
 	reqs []request
 	free chan *request // requests not in flight
+
+	mu sync.Mutex // guards each request's call
 }
 
 func newSession(f *Frontend, c *shmring.Conn) *session {
@@ -278,6 +283,25 @@ func (s *session) loop() {
 	}
 }
 
+// cancelAll tells the gateway that the client has left: every call of the
+// session still waiting or running is cancelled (and still answered, into the
+// closed session), so that it neither keeps a slot nor runs for nobody.
+func (s *session) cancelAll() {
+	var calls []*gateway.Call
+	s.mu.Lock()
+	for i := range s.reqs {
+		if c := s.reqs[i].call; c != nil {
+			c.Hold() // found unanswered under the lock Reply takes first: not recycled until Release
+			calls = append(calls, c)
+		}
+	}
+	s.mu.Unlock()
+	for _, c := range calls {
+		s.f.gw.Cancel(c)
+		c.Release()
+	}
+}
+
 // close waits until every request of the session has been answered, then
 // unregisters the region.
 func (s *session) close() {
@@ -306,6 +330,9 @@ func (s *session) submit(r *request) {
 	c := s.f.gw.NewCall()
 	r.fill(c)
 	c.Build, c.Replier, c.Tag = r.buildFn, r, r
+	s.mu.Lock()
+	r.call = c
+	s.mu.Unlock()
 	s.f.gw.Submit(c)
 }
 
@@ -314,7 +341,8 @@ type request struct {
 	s       *session
 	req     shmring.Request
 	buildFn func(*gateway.Call) (mem.BufferSlice, error)
-	byRef   bool // this request's message references the arena
+	byRef   bool          // this request's message references the arena
+	call    *gateway.Call // while submitted and unanswered; guarded by s.mu
 
 	names  []byte // the header's names and id
 	enc    []byte // scratch for the message's small fields
@@ -420,6 +448,9 @@ func addInput(h *wire.InferHeader) *wire.Tensor {
 // Reply implements gateway.Replier: it writes the answer on the client's
 // response ring, on whatever goroutine finished the call.
 func (r *request) Reply(_ *gateway.Call, resp mem.BufferSlice, err error) {
+	r.s.mu.Lock()
+	r.call = nil
+	r.s.mu.Unlock()
 	res := &r.res
 	if err != nil {
 		st := status.Convert(err)

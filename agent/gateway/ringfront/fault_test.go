@@ -1,0 +1,129 @@
+package ringfront_test
+
+import (
+	"context"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"testing"
+	"time"
+
+	"github.com/vig-edge/vig/agent/config"
+	"github.com/vig-edge/vig/agent/gateway"
+	"github.com/vig-edge/vig/agent/gateway/ringfront"
+	"github.com/vig-edge/vig/agent/sched"
+	"github.com/vig-edge/vig/mockbackend"
+	"github.com/vig-edge/vig/netopt"
+	"github.com/vig-edge/vig/platform/clock"
+	pb "github.com/vig-edge/vig/proto/inference"
+	"github.com/vig-edge/vig/shmring"
+	"github.com/vig-edge/vig/shmring/client"
+)
+
+// A ring client that leaves while its request runs on vig's only slot (the
+// backend holds it for 3 s): vig cancels the call and the slot is free again
+// while the backend still runs it (its statistics count no "hold" inference
+// yet), another client's request runs, and the session's requests and buffers
+// are released (the session closes).
+func TestRingClientLeavesMidRequest(t *testing.T) {
+	if _, err := shmring.Probe(); err != nil {
+		t.Skipf("no shared memory for rings on this machine: %v", err)
+	}
+	cfg, err := config.Parse("leave.yaml", []byte(`
+backend: {slots: 1, stats_interval_ms: -1}
+models:
+  det: {exec_ms: 1}
+  hold: {exec_ms: 1}
+streams:
+  - {name: cam, model: det, class: protected, period_ms: 50, max_age_ms: 60000}
+  - {name: held, model: hold, class: protected, period_ms: 50, max_age_ms: 60000}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The backend has a second slot of its own: what vig frees, the next
+	// request gets, whatever the backend still does with the abandoned one.
+	mcfg := mockbackend.Config{Models: []mockbackend.Model{{Name: "det", Exec: time.Millisecond}, {Name: "hold", Exec: 3 * time.Second}},
+		Slots: 2, Spin: -1}
+	mb, err := mockbackend.Start(context.Background(), "127.0.0.1:0", mcfg, gateway.ServerOptions(cfg.GRPC), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mb.Stop() })
+	cfg.Backend.Address = mb.Addr()
+	gov, err := gateway.NewGovernor(gateway.GovernorOptions{Config: cfg, Clock: clock.Monotonic, WallDiff: clock.WallOffset})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st netopt.Stats
+	gw, err := gateway.New(gateway.Options{Config: cfg, Dial: st.DialAddr, Admit: gov})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(gw.Stop)
+	ln, err := shmring.Listen(ringAddr("leave"), shmring.ServerConfig{AllowUnsealed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fe := ringfront.New(ln, gw, ringfront.Options{})
+	go fe.Serve()
+	t.Cleanup(fe.Close)
+	var snap sched.Snapshot
+	busy := func() int { gov.Snapshot(&snap); return snap.Busy }
+	waitUntil := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(2 * time.Millisecond) { // a hang guard
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+		}
+	}
+
+	a, err := client.Dial(ln.Addr(), client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := a.Loan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Submit(f, &client.Request{Stream: "held", Model: "hold", Frame: 1, CaptureNs: clock.Monotonic(), Len: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil("the request to run on vig's slot", func() bool { return busy() == 1 })
+	a.Close() // the client leaves mid-request
+	waitUntil("the slot to be freed", func() bool { return busy() == 0 })
+	if n := holdInferences(t, mb.Addr()); n != 0 {
+		t.Errorf("the slot was freed only after the backend finished the abandoned call (%d hold inferences)", n)
+	}
+	waitUntil("the session to close, its requests released", func() bool { b, c := fe.Sessions(); return b+c == 0 })
+
+	b, err := client.Dial(ln.Addr(), client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	send(t, b, "det", 2, 100, checkOutput0)
+	for _, s := range snap.Streams {
+		if s.Name == "held" && s.Cancelled != 1 {
+			t.Errorf("stream held: %+v, want 1 cancelled", s)
+		}
+	}
+}
+
+// holdInferences is how many "hold" inferences the backend has completed.
+func holdInferences(t *testing.T, addr string) uint64 {
+	t.Helper()
+	cc, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	r, err := pb.NewGRPCInferenceServiceClient(cc).ModelStatistics(ctx, &pb.ModelStatisticsRequest{Name: "hold"})
+	if err != nil || len(r.ModelStats) != 1 {
+		t.Fatalf("ModelStatistics: %v", err)
+	}
+	return r.ModelStats[0].InferenceCount
+}
