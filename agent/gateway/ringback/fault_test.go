@@ -32,12 +32,13 @@ import (
 // wedgedRuntime serves a ring: requests for model "hang" are held, unanswered,
 // until release is closed (a wedged accelerator), then answered; every other
 // request is answered at once with an empty payload. held counts the requests
-// it holds now.
+// it holds now. Other requests are answered after slow (0: at once).
 type wedgedRuntime struct {
 	addr    string
 	release chan struct{}
 	once    sync.Once
 	held    atomic.Int64
+	slow    atomic.Int64 // ns
 }
 
 // unwedge lets the held requests be answered, and later ones at once.
@@ -75,6 +76,8 @@ func startWedgedRuntime(t *testing.T) *wedgedRuntime {
 						case <-ctx.Done(): // the session ended
 						}
 						w.held.Add(-1)
+					} else if d := time.Duration(w.slow.Load()); d > 0 {
+						time.Sleep(d)
 					}
 					c.Respond(req, &shmring.Response{Status: shmring.StatusOK})
 				})
@@ -237,5 +240,27 @@ func TestRingBackendHangs(t *testing.T) {
 	}
 	if n := v.b.stray.Load(); n != 0 {
 		t.Errorf("%d answers counted stray: the late answers of abandoned calls are expected, not stray", n)
+	}
+}
+
+// A ring runtime that is slower than the model's prior (1 ms): every call is
+// still answered, and vig's execution-time estimate for the model follows what
+// the runtime takes (each call takes at least 20 ms: a lower bound, not a timing
+// claim).
+func TestRingBackendSlow(t *testing.T) {
+	w := startWedgedRuntime(t)
+	w.slow.Store(int64(20 * time.Millisecond))
+	v := startRingVig(t, w.addr, ringFaultYAML)
+	estimate := func() float64 { return v.scrape(t)[`vig_estimate_seconds{busy="0",model="det"}`] }
+	if e := estimate(); e > 0.0015 {
+		t.Fatalf("estimate %v s before any call, want the 1 ms prior", e)
+	}
+	for i := range 30 {
+		if _, err := v.c.ModelInfer(context.Background(), request("det", uint64(i), pattern(100, byte(i)))); err != nil {
+			t.Fatalf("call %d on a slow runtime: %v", i, err)
+		}
+	}
+	if e := estimate(); e < 0.019 {
+		t.Errorf("estimate %v s after 30 calls of at least 20 ms, want it to follow the runtime", e)
 	}
 }
