@@ -31,6 +31,15 @@
 // own instead (loop.go, netopt.Poller): one wait and one read per readable event on
 // one thread.
 //
+// # vig's own deadline
+//
+// Every call handed to a backend is given up on at the client's deadline, or
+// backend.call_timeout_ms after dispatch when the client set none, plus a small
+// grace (expiry.go): the client is answered DEADLINE_EXCEEDED, the backend is told
+// to Abort the call, and its slot is freed, so a backend that honours neither
+// grpc-timeout nor RST_STREAM cannot hold a slot forever. One timer serves all
+// calls.
+//
 // # What vig reads, what it forwards
 //
 // ModelInfer is the one RPC vig reads: it scans the header fields it needs straight
