@@ -266,12 +266,24 @@ func (g *Governor) cancel(c *Call) bool {
 		return false
 	}
 	now := g.clock()
+	// The scheduler forgets a cancelled waiting request without answering it
+	// (its client is gone); the call is answered here, so that its Replier
+	// still gets its one answer and the call is released.
 	g.acts = g.s.Cancel(now, c.token, g.acts[:0])
+	delete(g.calls, c.token)
+	c.phase = phaseDone
 	ds := g.collect(now, buf[:0])
 	g.mu.Unlock()
 	g.carryTo(ds)
+	if c.wake != nil { // a blocking Admit waits for it
+		c.wake <- sched.Action{Kind: sched.Answer, Token: c.token, Code: sched.Code(codes.Canceled)}
+	} else {
+		g.gw.reply(c, nil, errCancelledWaiting)
+	}
 	return true
 }
+
+var errCancelledWaiting = status.Error(codes.Canceled, "vig: the client left while the request waited")
 
 // event runs a scheduler event that is not about one call.
 func (g *Governor) event(f func(now sched.Time, acts []sched.Action) []sched.Action) {

@@ -21,16 +21,18 @@ import (
 )
 
 // A ring client that leaves while its request runs on vig's only slot (the
-// backend holds it for 3 s): vig cancels the call and the slot is free again
-// while the backend still runs it (its statistics count no "hold" inference
-// yet), another client's request runs, and the session's requests and buffers
-// are released (the session closes).
+// backend holds it for 3 s) and another waits in vig's queue: vig cancels both,
+// the slot is free again while the backend still runs the first (its statistics
+// count no "hold" inference yet), the waiting one is answered (into the closed
+// session), another client's request runs, and the session's requests and
+// buffers are released (the session closes).
 func TestRingClientLeavesMidRequest(t *testing.T) {
 	if _, err := shmring.Probe(); err != nil {
 		t.Skipf("no shared memory for rings on this machine: %v", err)
 	}
 	cfg, err := config.Parse("leave.yaml", []byte(`
 backend: {slots: 1, stats_interval_ms: -1}
+scheduler: {pipeline: false} # the second request waits in vig, not at the backend
 models:
   det: {exec_ms: 1}
   hold: {exec_ms: 1}
@@ -91,6 +93,23 @@ streams:
 		t.Fatal(err)
 	}
 	waitUntil("the request to run on vig's slot", func() bool { return busy() == 1 })
+	// A second request waits in vig's queue behind it.
+	f, err = a.Loan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Submit(f, &client.Request{Stream: "cam", Model: "det", Frame: 1, CaptureNs: clock.Monotonic(), Len: 100}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil("the second request to wait", func() bool {
+		gov.Snapshot(&snap)
+		for _, s := range snap.Streams {
+			if s.Name == "cam" && s.Waiting == 1 {
+				return true
+			}
+		}
+		return false
+	})
 	a.Close() // the client leaves mid-request
 	waitUntil("the slot to be freed", func() bool { return busy() == 0 })
 	if n := holdInferences(t, mb.Addr()); n != 0 {
@@ -104,9 +123,10 @@ streams:
 	}
 	defer b.Close()
 	send(t, b, "det", 2, 100, checkOutput0)
+	gov.Snapshot(&snap)
 	for _, s := range snap.Streams {
-		if s.Name == "held" && s.Cancelled != 1 {
-			t.Errorf("stream held: %+v, want 1 cancelled", s)
+		if (s.Name == "held" || s.Name == "cam") && s.Cancelled != 1 {
+			t.Errorf("stream %s: %+v, want 1 cancelled (the running and the waiting request)", s.Name, s.Counters)
 		}
 	}
 }
