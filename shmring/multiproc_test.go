@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"testing"
 
+	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
 )
 
@@ -34,7 +35,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m) // every test leaves no goroutine behind
 }
 
 // peerProc is a child process playing the client.

@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -46,7 +47,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(runAsVig) == "1" {
 		os.Exit(run(os.Args[1:]))
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m) // every test leaves no goroutine behind
 }
 
 // proc is vig (or its mock backend) in a child process.

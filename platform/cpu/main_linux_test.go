@@ -4,6 +4,8 @@ import (
 	"os"
 	"runtime"
 	"testing"
+
+	"go.uber.org/goleak"
 )
 
 // The main goroutine stays on the process's main thread, so that TestMain can
@@ -33,7 +35,7 @@ func TestMain(m *testing.M) {
 		fromMain.err = th.Close()
 		fromMain.gone = threadGone(fromMain.tid)
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m) // every test leaves no goroutine behind
 }
 
 // TestThreadFromMainThread: a Thread started on the main thread runs on another
