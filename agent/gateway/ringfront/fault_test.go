@@ -21,7 +21,7 @@ import (
 )
 
 // A ring client that leaves while its request runs on vig's only slot (the
-// backend holds it for 3 s) and another waits in vig's queue: vig cancels both,
+// backend holds it for 5 s) and another waits in vig's queue: vig cancels both,
 // the slot is free again while the backend still runs the first (its statistics
 // count no "hold" inference yet), the waiting one is answered (into the closed
 // session), another client's request runs, and the session's requests and
@@ -45,7 +45,7 @@ streams:
 	}
 	// The backend has a second slot of its own: what vig frees, the next
 	// request gets, whatever the backend still does with the abandoned one.
-	mcfg := mockbackend.Config{Models: []mockbackend.Model{{Name: "det", Exec: time.Millisecond}, {Name: "hold", Exec: 3 * time.Second}},
+	mcfg := mockbackend.Config{Models: []mockbackend.Model{{Name: "det", Exec: time.Millisecond}, {Name: "hold", Exec: 5 * time.Second}},
 		Slots: 2, Spin: -1}
 	mb, err := mockbackend.Start(context.Background(), "127.0.0.1:0", mcfg, gateway.ServerOptions(cfg.GRPC), nil)
 	if err != nil {
