@@ -123,6 +123,9 @@ streams:
 	}
 	defer b.Close()
 	send(t, b, "det", 2, 100, checkOutput0)
+	// The backend runs a job to its end (it is not preemptible): wait for it, so
+	// that its goroutine is gone when the package's leak check runs.
+	waitUntil("the backend to finish the abandoned call", func() bool { return holdInferences(t, mb.Addr()) == 1 })
 	gov.Snapshot(&snap)
 	for _, s := range snap.Streams {
 		if (s.Name == "held" || s.Name == "cam") && s.Cancelled != 1 {
