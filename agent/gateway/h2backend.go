@@ -186,7 +186,7 @@ func (b *h2Backend) connect() (*bconn, error) {
 		nc.Close()
 		return nil, err
 	}
-	c := &bconn{b: b, nc: nc, w: w, r: newH2Reader(nc, b.rbuf), streams: map[uint32]*bstream{}, nextID: 1,
+	c := &bconn{b: b, nc: nc, w: w, r: newH2Reader(connReader(nc), b.rbuf), streams: map[uint32]*bstream{}, nextID: 1,
 		maxStreams: 1 << 31, recvConn: int64(b.window), unusable: make(chan struct{}), readerDone: make(chan struct{}), ready: make(chan error, 1)}
 	w.eachStream = func(f func(*sendState)) {
 		for _, bs := range c.streams {
