@@ -155,3 +155,48 @@ func TestFloodingHighLeavesProtectedAndPeers(t *testing.T) {
 		}
 	}
 }
+
+func TestProtectedExtraIsAdmitted(t *testing.T) {
+	// Two protected streams. The detector's window [50, 150) is covered,
+	// so its next frame is an extra, and an extra is admitted like a
+	// best_effort job: it may not make the lidar's frame miss.
+	h := newHarness(t, Config{
+		Slots:        1,
+		SafetyMargin: DefaultMargin,
+		Models:       []ModelSpec{{Name: "det", Exec: 8 * ms}, {Name: "lidar", Exec: 10 * ms}},
+		Streams: []StreamSpec{
+			{Name: "detector", Model: "det", Class: Protected, Period: 100 * ms, MaxAge: 100 * ms, Queue: Latest,
+				WindowAligned: true, WindowOffset: 50 * ms},
+			{Name: "lidar", Model: "lidar", Class: Protected, Period: 100 * ms, MaxAge: 20 * ms, Queue: Latest, WindowAligned: true},
+		},
+	})
+	l0, acts := h.arrive("lidar", 0)
+	mustDispatch(t, acts, l0)
+	h.set(at(10))
+	h.complete(l0, true)
+	h.set(at(60))
+	d0, acts := h.arrive("detector", 0)
+	mustDispatch(t, acts, d0)
+	h.set(at(68))
+	h.complete(d0, true)
+
+	// The lidar frame captured at 100 is late to vig but can still make
+	// its deadline (120) if it starts by 109; the extra (8.8 ms with
+	// margin) started at 103 would hold the slot until 111.8.
+	h.set(at(103))
+	d1, acts := h.arrive("detector", 0)
+	mustNothing(t, acts, d1)
+	if st := h.stats("detector"); st.Deferred != 1 {
+		t.Fatalf("detector %+v: want its extra deferred", st.Counters)
+	}
+	h.set(at(104))
+	l1, acts := h.arrive("lidar", at(100))
+	mustDispatch(t, acts, l1)
+	mustNothing(t, acts, d1)
+	h.set(at(114))
+	acts = h.complete(l1, true)
+	mustDispatch(t, acts, d1) // nothing left to protect: the slot would idle
+	if st := h.stats("lidar"); st.LateDropped != 0 || st.Forwarded != 2 {
+		t.Fatalf("lidar %+v", st.Counters)
+	}
+}
