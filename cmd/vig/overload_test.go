@@ -233,14 +233,18 @@ func overload(t *testing.T, flooder string) {
 		sent += r.stats.Sent
 		answered += got
 	}
-	// A floor, not a benchmark figure, checked when one stream floods and kept
-	// its own windows (when it did not, the box starved every stream and the
-	// protected floor above has failed already). It catches a flooder that
-	// takes the slot, not a slow box: on a 2-vCPU VM shared with other builds
-	// (load average 5–15), runs in which the detector held measured pose and
-	// depth at 26–65 % with -race and 21–100 % without.
+	// A floor, not a benchmark figure, checked when one stream floods and was
+	// served (it covered ≥ 90 % of its windows): the failure it guards against,
+	// a flooder taking the slot, leaves the flooder at ~100 % and the others
+	// near 0 %. On a box too busy to serve the detector every stream falls
+	// together (with -race at load averages 10–15 on 2 vCPUs, pose fell to
+	// 2.5 % beside a detector at 61 %; with no sensor flooding at all, pose and
+	// depth covered 12–60 %): that is the box, not the policy.
+	// Measured on a 2-vCPU VM shared with other builds (load average 5–15),
+	// runs in which the detector covered ≥ 90 %: pose and depth 44–63 % with
+	// -race, 74–100 % without.
 	const highFloor = 0.10
-	if flooder != "" && covs[flooder] >= 0.5 {
+	if flooder != "" && covs[flooder] >= 0.9 {
 		for _, s := range cfg.Streams {
 			if s.Name != flooder && s.Class == config.ClassHigh && covs[s.Name] < highFloor {
 				t.Errorf("high stream %s: coverage %.1f%% with %s at 10× its contract", s.Name, 100*covs[s.Name], flooder)
