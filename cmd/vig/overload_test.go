@@ -241,7 +241,7 @@ func overload(t *testing.T, flooder string) {
 	// 2.5 % beside a detector at 61 %; with no sensor flooding at all, pose and
 	// depth covered 12–60 %): that is the box, not the policy.
 	// Measured on a 2-vCPU VM shared with other builds (load average 5–15),
-	// runs in which the detector covered ≥ 90 %: pose and depth 44–63 % with
+	// runs in which the detector covered ≥ 90 %: pose and depth 44–87 % with
 	// -race, 74–100 % without.
 	const highFloor = 0.10
 	if flooder != "" && covs[flooder] >= 0.9 {
