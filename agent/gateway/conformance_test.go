@@ -720,7 +720,12 @@ func TestConfStreamInferCancelMidway(t *testing.T) {
 	if _, err := s.Recv(); status.Code(err) != codes.Canceled {
 		t.Errorf("cancelled stream: %v, want CANCELLED", err)
 	}
+	// All 5 reached the backend (waitStarted) and each of their streams is reset
+	// there, whether or not its request message was read first.
 	eventually(t, "the backend sees 5 cancellations", func() bool { return p.cancelled.Load() == 5 })
+	if v, _ := p.ctxErrs.Load("held"); !errors.Is(v.(error), context.Canceled) {
+		t.Errorf("backend's context ended with %v, want context.Canceled", v)
+	}
 	drained(t, e.gw)
 	if err := serves(t, e.tcp, "detector"); err != nil {
 		t.Errorf("after a cancelled stream: %v", err)
