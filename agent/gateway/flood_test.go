@@ -19,6 +19,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -176,4 +177,76 @@ func openFDs(t *testing.T) int {
 func isTimeout(err error) bool {
 	ne, ok := err.(net.Error)
 	return ok && ne.Timeout()
+}
+
+// A flood that fills the process's file descriptor table: while it is full,
+// accepting fails (EMFILE). vig must keep its listener and accept the waiting
+// connections once the flood leaves, not stop serving.
+func TestConnectionFloodPastFDLimit(t *testing.T) {
+	e, _ := withProbe(t, "")
+	if err := serves(t, e.tcp, "detector"); err != nil {
+		t.Fatal(err)
+	}
+	var orig syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &orig); err != nil {
+		t.Fatalf("getrlimit: %v", err)
+	}
+	restore := sync.OnceFunc(func() {
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &orig); err != nil {
+			t.Errorf("restoring the fd limit: %v", err)
+		}
+	})
+	t.Cleanup(restore)
+	accepted0 := e.sockets.TCPAccepted.Load()
+	// Room for 32 more fds: the test's ends and vig's share it.
+	low := orig
+	low.Cur = uint64(openFDs(t) + 32)
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low); err != nil {
+		t.Fatalf("setrlimit: %v", err)
+	}
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	dialed := 0
+	dial := func() error {
+		c, err := net.DialTimeout("tcp", e.tcp, 5*time.Second) // liveness
+		if err != nil {
+			return err
+		}
+		io.WriteString(c, http2.ClientPreface)
+		conns = append(conns, c)
+		dialed++
+		return nil
+	}
+	for dial() == nil {
+		if dialed > 64 {
+			t.Fatalf("%d connections under a limit of %d fds", dialed, low.Cur)
+		}
+	}
+	// The table is full. Free one of the test's fds at a time until a
+	// connection waits in vig's backlog with no fd left for vig to accept it:
+	// vig's accept then fails with EMFILE.
+	for tries := 0; uint64(dialed) <= e.sockets.TCPAccepted.Load()-accepted0; tries++ {
+		if tries == 100 {
+			t.Fatal("no connection left waiting in the backlog")
+		}
+		conns[0].Close()
+		conns = conns[1:]
+		dial()
+	}
+	time.Sleep(50 * time.Millisecond) // let vig's accept fail a few times
+	for _, c := range conns {
+		c.Close()
+	}
+	conns = nil
+	restore()
+	// vig accepts what waited in its backlog, and new clients.
+	eventually(t, "vig accepts every flood connection", func() bool { return e.sockets.TCPAccepted.Load()-accepted0 >= uint64(dialed) })
+	if err := serves(t, e.tcp, "detector"); err != nil {
+		t.Errorf("after the fd table was full: %v", err)
+	}
+	drained(t, e.gw)
 }
