@@ -47,6 +47,7 @@ func TestConfLargeMessagesDefaultWindows(t *testing.T) {
 	t.Cleanup(func() { mb.Stop() })
 	cfg.Backend.Address = mb.Addr()
 	e := startEnv(t, cfg, false)
+	waitBackendReady(t, e)
 	ctx := ctxT(t)
 	via := pb.NewGRPCInferenceServiceClient(plainClient(t, e.tcp))
 	direct := pb.NewGRPCInferenceServiceClient(plainClient(t, mb.Addr()))
