@@ -197,6 +197,19 @@ func (b *h2Backend) connect() (*bconn, error) {
 			f(&bs.send)
 		}
 	}
+	// The preface and SETTINGS are queued before the reader can run: the
+	// backend sends its SETTINGS at once, and the reader's ACK must follow the
+	// preface on the wire. (On the event loop the reader may run as soon as
+	// the connection is registered; a backend that read the ACK first took it
+	// for a bogus preface and reset the connection.)
+	w.mu.Lock()
+	w.raw([]byte(clientPreface))
+	w.buf = appendSettings(w.buf,
+		http2.Setting{ID: http2.SettingEnablePush, Val: 0},
+		http2.Setting{ID: http2.SettingInitialWindowSize, Val: b.window},
+		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: maxHeaderList})
+	w.buf = appendWindowUpdate(w.buf, 0, b.window-initialWindow)
+	w.mu.Unlock()
 	if lc != nil {
 		// Registered before anything is written: the loop owns the socket.
 		if err := lc.run(b.loop, c.read); err != nil {
@@ -205,12 +218,6 @@ func (b *h2Backend) connect() (*bconn, error) {
 		}
 	}
 	w.mu.Lock()
-	w.raw([]byte(clientPreface))
-	w.buf = appendSettings(w.buf,
-		http2.Setting{ID: http2.SettingEnablePush, Val: 0},
-		http2.Setting{ID: http2.SettingInitialWindowSize, Val: b.window},
-		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: maxHeaderList})
-	w.buf = appendWindowUpdate(w.buf, 0, b.window-initialWindow)
 	w.flush()
 	w.mu.Unlock()
 	if lc == nil {
