@@ -173,10 +173,13 @@ func (g *Gateway) setBackendUp(up bool) {
 		state = "READY"
 	}
 	g.m.BackendState(state)
-	g.notifyHealth()
+	// The scheduler first, health after: a client that starts sending when
+	// Watch says SERVING must not find the scheduler still refusing
+	// (UNAVAILABLE "backend unavailable") because it has not been told yet.
 	if g.gov != nil {
 		g.gov.SetBackendAvailable(up)
 	}
+	g.notifyHealth()
 }
 
 // BackendUp reports whether the backend is reachable now.
