@@ -202,13 +202,15 @@ func runLoad(ctx context.Context, o loadOptions) (*loadRun, error) {
 		}()
 	}
 
-	// Sample on the sensors' clock: sample k at start + (k+1)·Every.
+	// Sample on the sensors' clock: sample k at start + k·Every, the last at the
+	// end of the run. The sleeps wait on ctx, not on the sensors' context, so
+	// that the timer ending the sensors does not race the last sample away.
 	for k := int64(1); ; k++ {
 		at := run.Start + k*int64(o.Every)
 		if at > run.End {
 			break
 		}
-		if err := Monotonic.SleepUntil(sctx, at); err != nil {
+		if err := Monotonic.SleepUntil(ctx, at); err != nil {
 			break
 		}
 		s := sp.read(ctx, float64(at-run.Start)/1e9)
