@@ -183,7 +183,7 @@ func TestSoakRows(t *testing.T) {
 	sec := func(s float64) sched.Time { return sched.Time(start + int64(s*1e9)) }
 	var samples []Sample
 	for k := 1; k <= 6; k++ { // one a second at the end of each second
-		samples = append(samples, Sample{T: float64(k), RSS: uint64(k) << 20, Goroutines: 10 + k, FDs: 5})
+		samples = append(samples, Sample{T: float64(k), RSS: uint64(k) << 20, HeapInuse: uint64(k) << 19, Goroutines: 10 + k, FDs: 5})
 	}
 	samples = append(samples, Sample{T: 6.5, Err: "metrics: refused"}) // skipped
 	ds := [][]sched.Delivery{
@@ -207,6 +207,9 @@ func TestSoakRows(t *testing.T) {
 		r := got[i]
 		if r.Row != i+1 || r.Samples != want.samples || r.Goroutines != want.goroutines || r.RSS != want.rssMedian || r.RSSMax != want.rssMax || r.FDs != 5 {
 			t.Errorf("row %d = %+v, want %+v", i+1, r, want)
+		}
+		if r.Heap != r.RSS/2 {
+			t.Errorf("row %d: heap median %d, want %d", i+1, r.Heap, r.RSS/2)
 		}
 		if len(r.Latency) != 2 || r.Latency[1].N != 0 {
 			t.Fatalf("row %d latency %+v: want two streams, the second empty", i+1, r.Latency)

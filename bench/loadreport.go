@@ -151,13 +151,14 @@ func loadReport(w func(string, ...any), r *Results) {
 		w("\n")
 		memLine(w, s.Memory)
 		checksLine(w, s.Checks)
-		w("| row | s | samples | RSS median MiB | RSS max MiB | goroutines max | open fds max |")
+		w("| row | s | samples | RSS median MiB | RSS max MiB | Go heap in use median MiB | heap objects median | goroutines max | open fds max |")
 		for _, n := range s.StreamNames {
 			w(" %s p50 / p99 / p99.9 ms (n) |", n)
 		}
-		w("\n|---|---|---|---|---|---|---|%s\n", strings.Repeat("---|", len(s.StreamNames)))
+		w("\n|---|---|---|---|---|---|---|---|---|%s\n", strings.Repeat("---|", len(s.StreamNames)))
 		for _, row := range s.Rows {
-			w("| %d | %.0f–%.0f | %d | %.1f | %.1f | %d | %d |", row.Row, row.FromS, row.ToS, row.Samples, mib(row.RSS), mib(row.RSSMax), row.Goroutines, row.FDs)
+			w("| %d | %.0f–%.0f | %d | %.1f | %.1f | %s | %s | %d | %d |", row.Row, row.FromS, row.ToS, row.Samples, mib(row.RSS), mib(row.RSSMax),
+				orDash(row.Heap > 0, fmt.Sprintf("%.1f", mib(row.Heap))), orDash(row.HeapObjects > 0, fmt.Sprint(row.HeapObjects)), row.Goroutines, row.FDs)
 			for _, n := range s.StreamNames {
 				if l := s.rowLatency(row, n); l.N > 0 {
 					w(" %.1f / %.1f / %.1f (%d) |", l.P50, l.P99, l.P999, l.N)
@@ -172,6 +173,13 @@ func loadReport(w func(string, ...any), r *Results) {
 		w("\n![soak RSS](soak_rss.svg)\n\n![soak goroutines and fds](soak_goroutines_fds.svg)\n\n![soak p99](soak_p99.svg)\n\n")
 		w("vig ran with:\n\n```yaml\n%s```\n\n", s.Config)
 	}
+}
+
+func orDash(ok bool, s string) string {
+	if ok {
+		return s
+	}
+	return "–"
 }
 
 func sampleSeries(name string, samples []Sample, get func(Sample) float64) Series {
@@ -203,6 +211,9 @@ func loadPlots(r *Results, out map[string]string) {
 	}
 	if s := r.Soak; s != nil {
 		rss := []Series{sampleSeries("VmRSS", s.Samples, rssMiB)}
+		if len(s.Samples) > 0 && s.Samples[0].HeapInuse > 0 {
+			rss = append(rss, sampleSeries("Go heap in use", s.Samples, func(s Sample) float64 { return mib(s.HeapInuse) }))
+		}
 		gf := []Series{sampleSeries("goroutines", s.Samples, func(s Sample) float64 { return float64(s.Goroutines) }),
 			sampleSeries("open fds", s.Samples, func(s Sample) float64 { return float64(s.FDs) })}
 		var p99 []Series

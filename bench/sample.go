@@ -191,13 +191,18 @@ func ParseVmRSS(status []byte) (uint64, error) {
 
 // Sample is one reading of vig under load.
 type Sample struct {
-	T          float64                 `json:"t_s"`       // seconds since the load started
-	RSS        uint64                  `json:"rss_bytes"` // VmRSS from /proc/PID/status
-	Goroutines int                     `json:"goroutines"`
-	FDs        int                     `json:"open_fds"`
-	FDSource   string                  `json:"fd_source,omitempty"` // "metrics" (process_open_fds) or "/proc"
-	Streams    map[string]StreamCounts `json:"streams,omitempty"`
-	Err        string                  `json:"error,omitempty"` // the scrape failed
+	T          float64 `json:"t_s"`       // seconds since the load started
+	RSS        uint64  `json:"rss_bytes"` // VmRSS from /proc/PID/status
+	Goroutines int     `json:"goroutines"`
+	FDs        int     `json:"open_fds"`
+	FDSource   string  `json:"fd_source,omitempty"` // "metrics" (process_open_fds) or "/proc"
+	// HeapInuse and HeapObjects are the Go runtime's (go_memstats_heap_*): what
+	// of RSS is live Go heap, to tell a growing heap from the runtime keeping
+	// freed pages.
+	HeapInuse   uint64                  `json:"heap_inuse_bytes,omitempty"`
+	HeapObjects uint64                  `json:"heap_objects,omitempty"`
+	Streams     map[string]StreamCounts `json:"streams,omitempty"`
+	Err         string                  `json:"error,omitempty"` // the scrape failed
 }
 
 // Unbalanced lists the streams of s whose counters do not balance.
@@ -241,6 +246,12 @@ func (sp *sampler) read(ctx context.Context, t float64) Sample {
 		s.FDs, s.FDSource = int(f), "metrics"
 	} else if ents, err := os.ReadDir(fmt.Sprintf("%s/%d/fd", procDir, sp.pid)); err == nil {
 		s.FDs, s.FDSource = len(ents), "/proc"
+	}
+	if h, ok := gauge(ms, "go_memstats_heap_inuse_bytes"); ok {
+		s.HeapInuse = uint64(h)
+	}
+	if h, ok := gauge(ms, "go_memstats_heap_objects"); ok {
+		s.HeapObjects = uint64(h)
 	}
 	s.Streams = Streams(ms)
 	return s

@@ -48,6 +48,10 @@ type SoakRow struct {
 	RSSMax     uint64  `json:"rss_max_bytes"`
 	Goroutines int     `json:"goroutines_max"`
 	FDs        int     `json:"open_fds_max"`
+	// Heap is the median of the samples' Go heap in use, HeapObjects of their
+	// live objects (0 when vig's metrics do not say).
+	Heap        uint64 `json:"heap_inuse_median_bytes"`
+	HeapObjects uint64 `json:"heap_objects_median"`
 	// Latency per stream (in the soak's stream order) of the results delivered
 	// in the interval.
 	Latency []Lat `json:"latency"`
@@ -103,7 +107,7 @@ func SoakRows(samples []Sample, deliveries [][]sched.Delivery, start int64, dur,
 		i := int((t*1e9 - 1) / float64(every))
 		return min(max(i, 0), n-1)
 	}
-	rss := make([][]float64, n)
+	rss, heap, objs := make([][]float64, n), make([][]float64, n), make([][]float64, n)
 	for i := range rows {
 		rows[i].Row, rows[i].FromS = i+1, float64(i)*every.Seconds()
 		rows[i].ToS = min(float64(i+1)*every.Seconds(), dur.Seconds())
@@ -115,11 +119,14 @@ func SoakRows(samples []Sample, deliveries [][]sched.Delivery, start int64, dur,
 		r := &rows[rowOf(s.T)]
 		r.Samples++
 		rss[r.Row-1] = append(rss[r.Row-1], float64(s.RSS))
+		heap[r.Row-1] = append(heap[r.Row-1], float64(s.HeapInuse))
+		objs[r.Row-1] = append(objs[r.Row-1], float64(s.HeapObjects))
 		r.RSSMax = max(r.RSSMax, s.RSS)
 		r.Goroutines, r.FDs = max(r.Goroutines, s.Goroutines), max(r.FDs, s.FDs)
 	}
 	for i := range rows {
 		rows[i].RSS = uint64(Median(rss[i]))
+		rows[i].Heap, rows[i].HeapObjects = uint64(Median(heap[i])), uint64(Median(objs[i]))
 		for _, ds := range deliveries {
 			var xs []float64
 			for _, d := range ds {

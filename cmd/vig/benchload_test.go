@@ -151,7 +151,7 @@ func TestBenchSoakEndToEnd(t *testing.T) {
 	// Every delivered result is in exactly one row.
 	perStream := map[string]int{}
 	for _, r := range s.Rows {
-		if r.Samples != 1 || r.RSS == 0 || r.RSS != r.RSSMax {
+		if r.Samples != 1 || r.RSS == 0 || r.RSS != r.RSSMax || r.Heap == 0 || r.Heap > r.RSS {
 			t.Errorf("row %d: %+v, want one sample", r.Row, r)
 		}
 		for i, l := range r.Latency {
@@ -171,7 +171,7 @@ func TestBenchSoakEndToEnd(t *testing.T) {
 	if !s.Flat.Flat {
 		verdict = "Flatness: **not flat**"
 	}
-	for _, want := range []string{verdict, s.Flat.Rule, "| 3 | 2–3 | 1 |", "soak_p99.svg"} {
+	for _, want := range []string{verdict, s.Flat.Rule, "| 3 | 2–3 | 1 | ", "soak_p99.svg"} {
 		if !strings.Contains(rep, want) {
 			t.Errorf("report.md lacks %q", want)
 		}
