@@ -102,6 +102,17 @@ func FuzzParseVmRSS(f *testing.F) {
 	})
 }
 
+func TestParseLoad1(t *testing.T) {
+	if got, err := ParseLoad1([]byte("10.64 7.04 3.32 13/174 30301\n")); err != nil || got != 10.64 {
+		t.Errorf("ParseLoad1 = %v, %v; want 10.64", got, err)
+	}
+	for _, bad := range []string{"", "1.0 2.0", "x 1 2 3/4 5"} {
+		if _, err := ParseLoad1([]byte(bad)); err == nil {
+			t.Errorf("ParseLoad1(%q): no error", bad)
+		}
+	}
+}
+
 func TestServeConfig(t *testing.T) {
 	for _, tc := range []struct{ name, in string }{
 		{"no listen", "backend: {address: \"127.0.0.1:8001\", slots: 1, embedded: true, seed: 1}\nmodels: {m: {exec_ms: 8}}\nstreams: [{name: s, model: m, class: protected, period_ms: 50, max_age_ms: 50}]\n"},

@@ -92,9 +92,9 @@ func streamTable(w func(string, ...any), streams []LoadStream) {
 }
 
 func memLine(w func(string, ...any), m MemStats) {
-	w("vig's RSS over %d samples: min %.1f MiB, median %.1f MiB, max %.1f MiB; median of the first 10 s %.1f MiB, of the last 10 s %.1f MiB (growth %+.1f MiB, %+.1f %%). Goroutines %d–%d, open fds %d–%d.\n\n",
+	w("vig's RSS over %d samples: min %.1f MiB, median %.1f MiB, max %.1f MiB; median of the first 10 s %.1f MiB, of the last 10 s %.1f MiB (growth %+.1f MiB, %+.1f %%). Goroutines %d–%d, open fds %d–%d. The machine's 1-minute load average during the run: %.1f–%.1f (2 CPUs).\n\n",
 		m.Samples, mib(m.MinRSS), mib(m.MedianRSS), mib(m.MaxRSS), mib(m.First10), mib(m.Last10), float64(m.Growth)/(1<<20), m.GrowthPct,
-		m.Goroutines[0], m.Goroutines[1], m.FDs[0], m.FDs[1])
+		m.Goroutines[0], m.Goroutines[1], m.FDs[0], m.FDs[1], m.Load1[0], m.Load1[1])
 }
 
 func checksLine(w func(string, ...any), k LoadChecks) {
@@ -151,14 +151,14 @@ func loadReport(w func(string, ...any), r *Results) {
 		w("\n")
 		memLine(w, s.Memory)
 		checksLine(w, s.Checks)
-		w("| row | s | samples | RSS median MiB | RSS max MiB | Go heap in use median MiB | heap objects median | goroutines max | open fds max |")
+		w("| row | s | samples | RSS median MiB | RSS max MiB | Go heap in use median MiB | heap objects median | goroutines max | open fds max | load average (1 min) max |")
 		for _, n := range s.StreamNames {
 			w(" %s p50 / p99 / p99.9 ms (n) |", n)
 		}
-		w("\n|---|---|---|---|---|---|---|---|---|%s\n", strings.Repeat("---|", len(s.StreamNames)))
+		w("\n|---|---|---|---|---|---|---|---|---|---|%s\n", strings.Repeat("---|", len(s.StreamNames)))
 		for _, row := range s.Rows {
-			w("| %d | %.0f–%.0f | %d | %.1f | %.1f | %s | %s | %d | %d |", row.Row, row.FromS, row.ToS, row.Samples, mib(row.RSS), mib(row.RSSMax),
-				orDash(row.Heap > 0, fmt.Sprintf("%.1f", mib(row.Heap))), orDash(row.HeapObjects > 0, fmt.Sprint(row.HeapObjects)), row.Goroutines, row.FDs)
+			w("| %d | %.0f–%.0f | %d | %.1f | %.1f | %s | %s | %d | %d | %.1f |", row.Row, row.FromS, row.ToS, row.Samples, mib(row.RSS), mib(row.RSSMax),
+				orDash(row.Heap > 0, fmt.Sprintf("%.1f", mib(row.Heap))), orDash(row.HeapObjects > 0, fmt.Sprint(row.HeapObjects)), row.Goroutines, row.FDs, row.Load1)
 			for _, n := range s.StreamNames {
 				if l := s.rowLatency(row, n); l.N > 0 {
 					w(" %.1f / %.1f / %.1f (%d) |", l.P50, l.P99, l.P999, l.N)

@@ -192,12 +192,13 @@ type MemStats struct {
 	MaxRSS    uint64 `json:"rss_max_bytes"`
 	// First10 and Last10 are the median RSS of the samples in the first and
 	// the last 10 s; Growth is Last10 − First10.
-	First10    uint64  `json:"rss_first_10s_bytes"`
-	Last10     uint64  `json:"rss_last_10s_bytes"`
-	Growth     int64   `json:"rss_growth_bytes"`
-	GrowthPct  float64 `json:"rss_growth_pct"`
-	Goroutines [2]int  `json:"goroutines_min_max"`
-	FDs        [2]int  `json:"open_fds_min_max"`
+	First10    uint64     `json:"rss_first_10s_bytes"`
+	Last10     uint64     `json:"rss_last_10s_bytes"`
+	Growth     int64      `json:"rss_growth_bytes"`
+	GrowthPct  float64    `json:"rss_growth_pct"`
+	Goroutines [2]int     `json:"goroutines_min_max"`
+	FDs        [2]int     `json:"open_fds_min_max"`
+	Load1      [2]float64 `json:"load1_min_max"` // the machine's 1-minute load average
 }
 
 // Memory computes MemStats over samples (those with an error are skipped) of a
@@ -219,9 +220,11 @@ func Memory(samples []Sample, dur float64) MemStats {
 		}
 		if m.Samples == 1 {
 			m.Goroutines, m.FDs = [2]int{s.Goroutines, s.Goroutines}, [2]int{s.FDs, s.FDs}
+			m.Load1 = [2]float64{s.Load1, s.Load1}
 		}
 		m.Goroutines = [2]int{min(m.Goroutines[0], s.Goroutines), max(m.Goroutines[1], s.Goroutines)}
 		m.FDs = [2]int{min(m.FDs[0], s.FDs), max(m.FDs[1], s.FDs)}
+		m.Load1 = [2]float64{min(m.Load1[0], s.Load1), max(m.Load1[1], s.Load1)}
 	}
 	if len(rss) == 0 {
 		return m

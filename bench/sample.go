@@ -199,10 +199,13 @@ type Sample struct {
 	// HeapInuse and HeapObjects are the Go runtime's (go_memstats_heap_*): what
 	// of RSS is live Go heap, to tell a growing heap from the runtime keeping
 	// freed pages.
-	HeapInuse   uint64                  `json:"heap_inuse_bytes,omitempty"`
-	HeapObjects uint64                  `json:"heap_objects,omitempty"`
-	Streams     map[string]StreamCounts `json:"streams,omitempty"`
-	Err         string                  `json:"error,omitempty"` // the scrape failed
+	HeapInuse   uint64 `json:"heap_inuse_bytes,omitempty"`
+	HeapObjects uint64 `json:"heap_objects,omitempty"`
+	// Load1 is the machine's 1-minute load average (/proc/loadavg): how
+	// contended the CPUs were, vig and the bench included.
+	Load1   float64                 `json:"load1"`
+	Streams map[string]StreamCounts `json:"streams,omitempty"`
+	Err     string                  `json:"error,omitempty"` // the scrape failed
 }
 
 // Unbalanced lists the streams of s whose counters do not balance.
@@ -226,6 +229,9 @@ type sampler struct {
 
 func (sp *sampler) read(ctx context.Context, t float64) Sample {
 	s := Sample{T: t}
+	if b, err := os.ReadFile(loadavgPath); err == nil {
+		s.Load1, _ = ParseLoad1(b) // best effort: a context column, not a measurement
+	}
 	st, err := os.ReadFile(fmt.Sprintf("%s/%d/status", procDir, sp.pid))
 	if err == nil {
 		s.RSS, err = ParseVmRSS(st)
@@ -277,4 +283,13 @@ func (sp *sampler) scrape(ctx context.Context) ([]Metric, error) {
 		return nil, err
 	}
 	return ParseMetrics(b)
+}
+
+// ParseLoad1 reads the 1-minute load average from the contents of /proc/loadavg.
+func ParseLoad1(b []byte) (float64, error) {
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return 0, fmt.Errorf("loadavg %q: want three averages", b)
+	}
+	return strconv.ParseFloat(f[0], 64)
 }

@@ -52,6 +52,8 @@ type SoakRow struct {
 	// live objects (0 when vig's metrics do not say).
 	Heap        uint64 `json:"heap_inuse_median_bytes"`
 	HeapObjects uint64 `json:"heap_objects_median"`
+	// Load1 is the machine's 1-minute load average, the most any sample saw.
+	Load1 float64 `json:"load1_max"`
 	// Latency per stream (in the soak's stream order) of the results delivered
 	// in the interval.
 	Latency []Lat `json:"latency"`
@@ -123,6 +125,7 @@ func SoakRows(samples []Sample, deliveries [][]sched.Delivery, start int64, dur,
 		objs[r.Row-1] = append(objs[r.Row-1], float64(s.HeapObjects))
 		r.RSSMax = max(r.RSSMax, s.RSS)
 		r.Goroutines, r.FDs = max(r.Goroutines, s.Goroutines), max(r.FDs, s.FDs)
+		r.Load1 = max(r.Load1, s.Load1)
 	}
 	for i := range rows {
 		rows[i].RSS = uint64(Median(rss[i]))
