@@ -25,6 +25,9 @@ vig_stream_requests_total{class="protected",outcome="superseded",stream="detecto
 vig_stream_requests_total{class="high",outcome="forwarded",stream="pose"} 10
 vig_stream_requests_total{class="high",outcome="received",stream="pose"} 12
 vig_grpc_requests_total{code="OK",method="/inference.GRPCInferenceService/ModelInfer"} 99
+vig_stream_probes_total{class="protected",stream="detector"} 3
+vig_estimate_seconds{busy="0",model="detector_small"} 0.0094
+vig_estimate_seconds{busy="1",model="detector_small"} 0.02
 odd_label{v="a \"quoted\" } value"} 1.5e3
 `
 
@@ -33,8 +36,8 @@ func TestParseMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ms) != 12 {
-		t.Fatalf("%d series, want 12", len(ms))
+	if len(ms) != 15 {
+		t.Fatalf("%d series, want 15", len(ms))
 	}
 	if g, ok := gauge(ms, "go_goroutines"); !ok || g != 21 {
 		t.Errorf("go_goroutines = %v, %v", g, ok)
@@ -45,7 +48,7 @@ func TestParseMetrics(t *testing.T) {
 	}
 	st := Streams(ms)
 	d := st["detector"]
-	if d.Class != "protected" || d.Received != 527 || d.Finished() != 525 || d.Waiting != 1 || d.Running != 1 {
+	if d.Class != "protected" || d.Received != 527 || d.Finished() != 525 || d.Waiting != 1 || d.Running != 1 || d.Probes != 3 {
 		t.Errorf("detector = %+v", d)
 	}
 	if !d.Balanced() { // 527 = 89 + 12 + 424 + 1 + 1
@@ -53,6 +56,11 @@ func TestParseMetrics(t *testing.T) {
 	}
 	if p := st["pose"]; p.Balanced() { // 12 ≠ 10: two requests unaccounted for
 		t.Errorf("pose balances: %+v", p)
+	}
+	var smp Sample
+	fromMetrics(&smp, ms)
+	if smp.Goroutines != 21 || smp.FDs != 16 || smp.FDSource != "metrics" || len(smp.Estimates) != 1 || math.Abs(smp.Estimates["detector_small"]-9.4) > 1e-9 || len(smp.Streams) != 2 {
+		t.Errorf("sample from metrics: %+v", smp)
 	}
 	for _, bad := range []string{"novalue", "m{a=\"b\"} x", "m{a=\"b} 1", "m{a} 1", "m{a=\"b\"}"} {
 		if _, err := ParseMetrics([]byte(bad + "\n")); err == nil {

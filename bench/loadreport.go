@@ -131,6 +131,10 @@ func loadReport(w func(string, ...any), r *Results) {
 			w("\n")
 		}
 		w("![RSS under overload](overload_rss.svg)\n\n![goroutines and fds under overload](overload_goroutines_fds.svg)\n\n")
+		w("Results vig forwarded per second (the difference of `vig_stream_requests_total{outcome=\"forwarded\"}` between samples), and vig's execution-time estimate for each model (`vig_estimate_seconds{busy=\"0\"}`, what admission uses) per sample:\n\n")
+		for i, c := range o.Cases {
+			w("![forwarded per second, %s](overload_%d_forwarded.svg) ![estimates, %s](overload_%d_estimates.svg)\n\n", c.Name, i+1, c.Name, i+1)
+		}
 		w("vig ran with:\n\n```yaml\n%s```\n\n", o.Config)
 	}
 	if s := r.Soak; s != nil {
@@ -207,6 +211,41 @@ func loadPlots(r *Results, out map[string]string) {
 				sampleSeries(c.Name+": open fds", c.Samples, func(s Sample) float64 { return float64(s.FDs) }))
 		}
 		out["overload_rss.svg"] = Lines(Plot{Title: fmt.Sprintf("vig RSS under %d× overload (scenario B)", o.Factor), XLabel: "seconds", YLabel: "VmRSS, MiB", Series: rss, YMin: 0, YMax: yTop(rss)})
+		for i, c := range o.Cases {
+			var fw, est []Series
+			var models []string
+			for _, smp := range c.Samples {
+				for m := range smp.Estimates {
+					if !slices.Contains(models, m) {
+						models = append(models, m)
+					}
+				}
+			}
+			slices.Sort(models)
+			for _, st := range c.Streams {
+				ser := Series{Name: st.Stream}
+				prev, prevT := 0.0, 0.0
+				for _, smp := range c.Samples {
+					v, ok := smp.Streams[st.Stream].Outcomes["forwarded"]
+					if smp.Err != "" || !ok || smp.T <= prevT {
+						continue
+					}
+					ser.X, ser.Y = append(ser.X, smp.T), append(ser.Y, (v-prev)/(smp.T-prevT))
+					prev, prevT = v, smp.T
+				}
+				fw = append(fw, ser)
+			}
+			for _, m := range models {
+				est = append(est, sampleSeries(m, c.Samples, func(s Sample) float64 {
+					if v, ok := s.Estimates[m]; ok {
+						return v
+					}
+					return math.NaN()
+				}))
+			}
+			out[fmt.Sprintf("overload_%d_forwarded.svg", i+1)] = Lines(Plot{Title: fmt.Sprintf("%s at %d×: results forwarded per second", c.Name, o.Factor), XLabel: "seconds", YLabel: "forwarded / s", Series: fw, YMin: 0, YMax: yTop(fw)})
+			out[fmt.Sprintf("overload_%d_estimates.svg", i+1)] = Lines(Plot{Title: fmt.Sprintf("%s at %d×: vig's execution estimates", c.Name, o.Factor), XLabel: "seconds", YLabel: "estimate, ms", Series: est, YMin: 0, YMax: yTop(est)})
+		}
 		out["overload_goroutines_fds.svg"] = Lines(Plot{Title: fmt.Sprintf("vig goroutines and open fds under %d× overload", o.Factor), XLabel: "seconds", YLabel: "count", Series: gf, YMin: 0, YMax: yTop(gf)})
 	}
 	if s := r.Soak; s != nil {

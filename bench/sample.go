@@ -110,6 +110,9 @@ type StreamCounts struct {
 	Outcomes map[string]float64 `json:"outcomes"` // every outcome but received
 	Waiting  float64            `json:"waiting"`
 	Running  float64            `json:"running"`
+	// Probes counts dispatches made despite a predicted miss, to re-measure
+	// the model (vig_stream_probes_total).
+	Probes float64 `json:"probes,omitempty"`
 }
 
 // Finished is the sum of the outcomes: requests vig has answered.
@@ -143,6 +146,10 @@ func Streams(ms []Metric) map[string]StreamCounts {
 			} else {
 				c.Outcomes[o] = m.Value
 			}
+			out[m.Labels["stream"]] = c
+		case "vig_stream_probes_total":
+			c := get(m)
+			c.Probes = m.Value
 			out[m.Labels["stream"]] = c
 		case "vig_stream_in_flight":
 			c := get(m)
@@ -203,9 +210,13 @@ type Sample struct {
 	HeapObjects uint64 `json:"heap_objects,omitempty"`
 	// Load1 is the machine's 1-minute load average (/proc/loadavg): how
 	// contended the CPUs were, vig and the bench included.
-	Load1   float64                 `json:"load1"`
-	Streams map[string]StreamCounts `json:"streams,omitempty"`
-	Err     string                  `json:"error,omitempty"` // the scrape failed
+	Load1 float64 `json:"load1"`
+	// Estimates is vig's execution-time estimate per model with no other job
+	// running (vig_estimate_seconds{busy="0"}), in milliseconds: what its
+	// admission decisions use.
+	Estimates map[string]float64      `json:"estimate_ms,omitempty"`
+	Streams   map[string]StreamCounts `json:"streams,omitempty"`
+	Err       string                  `json:"error,omitempty"` // the scrape failed
 }
 
 // Unbalanced lists the streams of s whose counters do not balance.
@@ -245,13 +256,22 @@ func (sp *sampler) read(ctx context.Context, t float64) Sample {
 		s.Err = "metrics: " + err.Error()
 		return s
 	}
+	fromMetrics(&s, ms)
+	if s.FDSource == "" {
+		if ents, err := os.ReadDir(fmt.Sprintf("%s/%d/fd", procDir, sp.pid)); err == nil {
+			s.FDs, s.FDSource = len(ents), "/proc"
+		}
+	}
+	return s
+}
+
+// fromMetrics fills what s takes from a scrape of vig's metrics.
+func fromMetrics(s *Sample, ms []Metric) {
 	if g, ok := gauge(ms, "go_goroutines"); ok {
 		s.Goroutines = int(g)
 	}
 	if f, ok := gauge(ms, "process_open_fds"); ok {
 		s.FDs, s.FDSource = int(f), "metrics"
-	} else if ents, err := os.ReadDir(fmt.Sprintf("%s/%d/fd", procDir, sp.pid)); err == nil {
-		s.FDs, s.FDSource = len(ents), "/proc"
 	}
 	if h, ok := gauge(ms, "go_memstats_heap_inuse_bytes"); ok {
 		s.HeapInuse = uint64(h)
@@ -259,8 +279,15 @@ func (sp *sampler) read(ctx context.Context, t float64) Sample {
 	if h, ok := gauge(ms, "go_memstats_heap_objects"); ok {
 		s.HeapObjects = uint64(h)
 	}
+	for _, m := range ms {
+		if m.Name == "vig_estimate_seconds" && m.Labels["busy"] == "0" {
+			if s.Estimates == nil {
+				s.Estimates = map[string]float64{}
+			}
+			s.Estimates[m.Labels["model"]] = 1000 * m.Value
+		}
+	}
 	s.Streams = Streams(ms)
-	return s
 }
 
 func (sp *sampler) scrape(ctx context.Context) ([]Metric, error) {
