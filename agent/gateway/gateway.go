@@ -136,6 +136,7 @@ func New(opts Options) (*Gateway, error) {
 		g.relay = newH2Backend(opts.Config.Backend.Address, opts.Dial, g.window, g.maxMsg, g.readBuf, nowNs, g.log)
 		g.relay.loop = g.loop
 		g.relay.gzip = opts.Config.Backend.Compression == "gzip"
+		g.relay.onConnect = g.reregisterShm
 	}
 	g.backend = opts.Backend
 	g.m.BackendState("CONNECTING")

@@ -39,11 +39,12 @@ type h2Backend struct {
 	rbuf   int
 	clock  func() int64
 
-	loop  *eventLoop // serves the connection's reads (dedicated hot path); nil: a goroutine
-	gzip  bool       // inference messages in gRPC's gzip encoding (backend.compression)
-	cur   atomic.Pointer[bconn]
-	state func(up bool)
-	first chan struct{} // closed once the first connection attempt has ended
+	loop      *eventLoop // serves the connection's reads (dedicated hot path); nil: a goroutine
+	gzip      bool       // inference messages in gRPC's gzip encoding (backend.compression)
+	cur       atomic.Pointer[bconn]
+	state     func(up bool)
+	onConnect func()        // after each new connection, on a goroutine of its own
+	first     chan struct{} // closed once the first connection attempt has ended
 
 	// While a connection is being dialled right after a working one (the backend
 	// sent GOAWAY: it restarts gracefully), calls wait for it instead of failing.
@@ -140,6 +141,9 @@ func (b *h2Backend) run() {
 		b.settle(c)
 		b.firstDone()
 		setUp(true)
+		if b.onConnect != nil {
+			go b.onConnect()
+		}
 		b.log.Info("backend connected", "address", b.addr)
 		delay = 0
 		select {
@@ -186,7 +190,7 @@ func (b *h2Backend) connect() (*bconn, error) {
 		nc.Close()
 		return nil, err
 	}
-	c := &bconn{b: b, nc: nc, w: w, r: newH2Reader(nc, b.rbuf), streams: map[uint32]*bstream{}, nextID: 1,
+	c := &bconn{b: b, nc: nc, w: w, r: newH2Reader(connReader(nc), b.rbuf), streams: map[uint32]*bstream{}, nextID: 1,
 		maxStreams: 1 << 31, recvConn: int64(b.window), unusable: make(chan struct{}), readerDone: make(chan struct{}), ready: make(chan error, 1)}
 	w.eachStream = func(f func(*sendState)) {
 		for _, bs := range c.streams {

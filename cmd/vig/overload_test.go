@@ -63,13 +63,12 @@ func vmRSS(t *testing.T) uint64 {
 // scrape balances (received = Σ outcomes + in flight); every frame a sensor sent
 // is answered once, and vig's count of what it received equals the sensors';
 // the process's memory stays bounded; the protected detector keeps being served
-// fresh. Coverage and RSS are logged, with a loose floor and ceiling only.
-//
-// Not asserted, because it does not hold today: streams within their contract
-// keep their coverage when another stream floods. A detector at 10× its frame
-// rate takes the slot from pose and depth (coverage ~0 %, logged below): the
-// scheduler serves a protected stream as often as frames arrive, not at its
-// contracted period.
+// fresh; and with the detector alone at 10×, pose and depth, within their
+// contracts, keep being served too: the scheduler guarantees a stream one result
+// per window of its period_ms, and ranks the frames beyond it as best effort
+// (agent/sched doc.go, Extra frames), so the flooding detector no longer takes
+// the slot from them. Coverage and RSS are logged, with loose floors and a
+// ceiling only.
 func TestOverloadTenTimes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("overload runs for several seconds; skipped with -short")
@@ -190,6 +189,7 @@ func overload(t *testing.T, flooder string) {
 
 	m := scrapeStreams(t, addrs["metrics"])
 	var sent, answered uint64
+	covs := map[string]float64{}
 	for i, s := range cfg.Streams {
 		r := &results[i]
 		got := uint64(len(r.deliveries)) + r.errors
@@ -212,8 +212,27 @@ func overload(t *testing.T, flooder string) {
 			// covers next to none.
 			t.Errorf("protected stream %s: coverage %.1f%% under 10× overload", s.Name, 100*cov.Ratio())
 		}
+		covs[s.Name] = cov.Ratio()
 		sent += r.stats.Sent
 		answered += got
+	}
+	// A floor, not a benchmark figure, checked when one stream floods and was
+	// served (it covered ≥ 90 % of its windows): the failure it guards against,
+	// a flooder taking the slot, leaves the flooder at ~100 % and the others
+	// near 0 %. On a box too busy to serve the detector every stream falls
+	// together (with -race at load averages 10–15 on 2 vCPUs, pose fell to
+	// 2.5 % beside a detector at 61 %; with no sensor flooding at all, pose and
+	// depth covered 12–60 %): that is the box, not the policy.
+	// Measured on a 2-vCPU VM shared with other builds (load average 5–15),
+	// runs in which the detector covered ≥ 90 %: pose and depth 44–87 % with
+	// -race, 74–100 % without.
+	const highFloor = 0.10
+	if flooder != "" && covs[flooder] >= 0.9 {
+		for _, s := range cfg.Streams {
+			if s.Name != flooder && s.Class == config.ClassHigh && covs[s.Name] < highFloor {
+				t.Errorf("high stream %s: coverage %.1f%% with %s at 10× its contract", s.Name, 100*covs[s.Name], flooder)
+			}
+		}
 	}
 	t.Logf("%d scrapes; RSS %d MiB at the first, %d MiB peak; %d goroutines peak; %d calls answered of %d sent",
 		scrapes, rssFirst>>20, rssPeak>>20, goroutinesPeak, answered, sent)
