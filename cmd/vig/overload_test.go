@@ -5,13 +5,10 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"runtime"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -27,8 +24,9 @@ import (
 	pb "github.com/vig-edge/vig/proto/inference"
 )
 
-// scrapeMetrics reads vig's metrics endpoint: series (name{labels}) → value.
-func scrapeMetrics(t *testing.T, addr string) map[string]float64 {
+// scrapeStreams reads vig's metrics endpoint and returns each stream's counters
+// (the parsing is vig bench's, which samples the same series).
+func scrapeStreams(t *testing.T, addr string) map[string]bench.StreamCounts {
 	t.Helper()
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
@@ -39,38 +37,24 @@ func scrapeMetrics(t *testing.T, addr string) map[string]float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]float64{}
-	for _, line := range strings.Split(string(b), "\n") {
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
-			out[line[:i]] = v
-		}
+	ms, err := bench.ParseMetrics(b)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out
+	return bench.Streams(ms)
 }
 
-// streamSeries picks one stream's series of a metric by its last label's value.
-func streamSeries(m map[string]float64, metric, stream, class, label, value string) float64 {
-	return m[fmt.Sprintf(`%s{class=%q,%s=%q,stream=%q}`, metric, class, label, value, stream)]
-}
-
-// vmRSS reads this process's resident set from /proc/self/status (kB → bytes).
+// vmRSS reads this process's resident set from /proc/self/status (bytes).
 func vmRSS(t *testing.T) uint64 {
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		t.Skipf("no /proc/self/status: %v", err)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return kb << 10
-		}
+	rss, err := bench.ParseVmRSS(b)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("VmRSS missing from /proc/self/status")
-	return 0
+	return rss
 }
 
 // Scenario B's four sensors send ten frames per contracted frame interval, open
@@ -188,11 +172,10 @@ func overload(t *testing.T, flooder string) {
 	var rssFirst, rssPeak uint64
 	var goroutinesPeak, scrapes int
 	for tick := time.NewTicker(250 * time.Millisecond); ctx.Err() == nil; <-tick.C {
-		m := scrapeMetrics(t, addrs["metrics"])
+		m := scrapeStreams(t, addrs["metrics"])
 		scrapes++
 		for _, s := range cfg.Streams {
-			waiting := streamSeries(m, "vig_stream_in_flight", s.Name, s.Class, "state", "waiting")
-			if waiting > float64(s.Capacity) {
+			if waiting := m[s.Name].Waiting; waiting > float64(s.Capacity) {
 				t.Errorf("stream %s: %v requests waiting in vig, its queue holds %d", s.Name, waiting, s.Capacity)
 			}
 			checkStreamBalance(t, m, s)
@@ -206,7 +189,7 @@ func overload(t *testing.T, flooder string) {
 	}
 	wg.Wait() // every call the sensors made has returned
 
-	m := scrapeMetrics(t, addrs["metrics"])
+	m := scrapeStreams(t, addrs["metrics"])
 	var sent, answered uint64
 	covs := map[string]float64{}
 	for i, s := range cfg.Streams {
@@ -215,11 +198,11 @@ func overload(t *testing.T, flooder string) {
 		if got != r.stats.Sent {
 			t.Errorf("stream %s: %d frames sent, %d answered", s.Name, r.stats.Sent, got)
 		}
-		if recv := streamSeries(m, "vig_stream_requests_total", s.Name, s.Class, "outcome", "received"); uint64(recv) != r.stats.Sent {
+		if recv := m[s.Name].Received; uint64(recv) != r.stats.Sent {
 			t.Errorf("stream %s: vig received %v, the sensor sent %d", s.Name, recv, r.stats.Sent)
 		}
 		checkStreamBalance(t, m, s)
-		if w := streamSeries(m, "vig_stream_in_flight", s.Name, s.Class, "state", "waiting") + streamSeries(m, "vig_stream_in_flight", s.Name, s.Class, "state", "running"); w != 0 {
+		if w := m[s.Name].Waiting + m[s.Name].Running; w != 0 {
 			t.Errorf("stream %s: %v still in flight after every call returned", s.Name, w)
 		}
 		cov := sched.Coverage(sched.Time(start), sched.Time(end), s.Period(), s.MaxAge(), r.deliveries)
@@ -266,19 +249,15 @@ func overload(t *testing.T, flooder string) {
 }
 
 // checkStreamBalance asserts received = Σ outcomes + in flight for one stream in
-// one scrape.
-func checkStreamBalance(t *testing.T, m map[string]float64, s config.Stream) {
+// one scrape, and that vig reports the stream at all.
+func checkStreamBalance(t *testing.T, m map[string]bench.StreamCounts, s config.Stream) {
 	t.Helper()
-	get := func(label, v string) float64 {
-		metric := "vig_stream_requests_total"
-		if label == "state" {
-			metric = "vig_stream_in_flight"
-		}
-		return streamSeries(m, metric, s.Name, s.Class, label, v)
+	c, ok := m[s.Name]
+	if !ok {
+		t.Errorf("stream %s: not in vig's metrics", s.Name)
+		return
 	}
-	sum := get("outcome", "forwarded") + get("outcome", "superseded") + get("outcome", "late_dropped") + get("outcome", "rejected") +
-		get("outcome", "backend_error") + get("outcome", "cancelled") + get("state", "waiting") + get("state", "running")
-	if recv := get("outcome", "received"); recv != sum {
-		t.Errorf("stream %s: received %v != outcomes + in flight %v", s.Name, recv, sum)
+	if !c.Balanced() {
+		t.Errorf("stream %s: received %v != outcomes %v + in flight %v", s.Name, c.Received, c.Finished(), c.Waiting+c.Running)
 	}
 }
