@@ -16,18 +16,24 @@ import (
 )
 
 // Benchmarks names what Run can run.
-var Benchmarks = []string{"datapath", "wire", "idle", "all"}
+var Benchmarks = []string{"datapath", "wire", "idle", "all", "overload", "soak"}
 
 // Options configures Run.
 type Options struct {
-	Which     string // datapath, wire, idle or all
+	Which     string // datapath, wire, idle, all (the three), overload or soak
 	Quick     bool   // shorter runs (make bench)
 	Out       string // output directory; default bench/results/<date>-<host>
 	VigBinary string // vig to run as its own process (datapath, idle)
 	// ScenarioDir holds a.yaml, b.yaml, c.yaml (default examples/scenarios).
 	ScenarioDir string
 	Pin         bool // pin the proxy under test with taskset (default on in the CLI)
-	Command     string
+	// Duration is the length of an overload case or of the soak (0: their
+	// defaults, 60 s and 10 min); Factor the overload's multiple of the
+	// contracted frame rates (0: 10); RowEvery the soak's row interval (0: 1 min).
+	Duration time.Duration
+	Factor   int
+	RowEvery time.Duration
+	Command  string
 	// Progress receives one line per step; TTY makes it a single line rewritten
 	// in place.
 	Progress io.Writer
@@ -48,6 +54,8 @@ type Results struct {
 	Datapath *DatapathResult `json:"datapath,omitempty"`
 	Wire     *WireResult     `json:"wire,omitempty"`
 	Idle     *IdleResult     `json:"idle,omitempty"`
+	Overload *OverloadResult `json:"overload,omitempty"`
+	Soak     *SoakResult     `json:"soak,omitempty"`
 	Targets  []Target        `json:"targets"`
 }
 
@@ -103,6 +111,15 @@ func DefaultOut(t time.Time, host string) string {
 	return filepath.Join("bench", "results", t.UTC().Format("2006-01-02")+"-"+host)
 }
 
+// DefaultOutFor is DefaultOut for benchmark which: overload and soak write
+// beside the day's other results, in <date>-<host>-overload and -soak.
+func DefaultOutFor(which string, t time.Time, host string) string {
+	if which == "overload" || which == "soak" {
+		return DefaultOut(t, host) + "-" + which
+	}
+	return DefaultOut(t, host)
+}
+
 // progress writes status lines: rewritten in place on a TTY, one per line
 // otherwise.
 type progress struct {
@@ -139,7 +156,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	switch o.Which {
 	case "all":
 		which["datapath"], which["wire"], which["idle"] = true, true, true
-	case "datapath", "wire", "idle":
+	case "datapath", "wire", "idle", "overload", "soak":
 		which[o.Which] = true
 	default:
 		return nil, fmt.Errorf("unknown benchmark %q (want one of %s)", o.Which, strings.Join(Benchmarks, ", "))
@@ -147,7 +164,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	res := &Results{Version: version.String(), Command: o.Command, Started: time.Now().UTC(), Quick: o.Quick,
 		Machine: machine(), LoadStart: readTrim(loadavgPath)}
 	if o.Out == "" {
-		o.Out = DefaultOut(res.Started, res.Machine.Host)
+		o.Out = DefaultOutFor(o.Which, res.Started, res.Machine.Host)
 	}
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return nil, err
@@ -164,8 +181,19 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 			return nil, err
 		}
 	}
-	if (which["datapath"] || which["idle"]) && o.VigBinary == "" {
-		return nil, fmt.Errorf("datapath and idle run vig as its own process: no vig binary given")
+	if (which["datapath"] || which["idle"] || which["overload"] || which["soak"]) && o.VigBinary == "" {
+		return nil, fmt.Errorf("%s runs vig as its own process: no vig binary given", o.Which)
+	}
+	var scenarioB []byte
+	if which["overload"] || which["soak"] {
+		path := filepath.Join(o.ScenarioDir, "b.yaml")
+		var err error
+		if scenarioB, err = os.ReadFile(path); err != nil {
+			return nil, fmt.Errorf("scenario b: %w (run from the repository root, or pass --scenarios DIR)", err)
+		}
+		if _, err := scenarioStreams(scenarioB); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
 	}
 
 	var err error
@@ -193,6 +221,18 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 			iopts.Sample, iopts.Probes = 3*time.Second, 50
 		}
 		if res.Idle, err = RunIdle(ctx, iopts); err != nil {
+			return res, err
+		}
+	}
+	if which["overload"] {
+		oo := OverloadOptions{VigBinary: o.VigBinary, Scenario: scenarioB, Duration: o.Duration, Factor: o.Factor, Progress: pr.printf}
+		if res.Overload, err = RunOverload(ctx, oo); err != nil {
+			return res, err
+		}
+	}
+	if which["soak"] {
+		so := SoakOptions{VigBinary: o.VigBinary, Scenario: scenarioB, Duration: o.Duration, RowEvery: o.RowEvery, Progress: pr.printf}
+		if res.Soak, err = RunSoak(ctx, so); err != nil {
 			return res, err
 		}
 	}

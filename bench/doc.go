@@ -1,7 +1,8 @@
 // Package bench measures vig the way DESIGN.md §8 says it must be measured, and
 // writes what it measured as results.json, report.md and hand-written SVG plots.
 //
-// Three benchmarks, each runnable alone (`vig bench datapath|wire|idle|all`):
+// Three benchmarks, each runnable alone (`vig bench datapath|wire|idle|all`),
+// and two runs of vig under sustained load (`vig bench overload|soak`):
 //
 //   - Datapath: what one request costs through vig compared with going to the
 //     backend directly, and compared with nginx as an operator configures it as a
@@ -22,6 +23,15 @@
 //     and vig's governor. Coverage and age of information come from agent/sched.
 //   - Idle: vig's CPU with 1, 5 and 10 idle gRPC clients and as many idle ring
 //     sessions attached, and the latency of a request after a quiet period.
+//   - Overload: scenario B's sensors at a multiple (10×) of their contracted
+//     frame rates against `vig serve` as its own process with its embedded
+//     backend, then the detector alone at that rate; every second vig's RSS
+//     (/proc), goroutines, fds, queues and per-outcome counters (its /metrics),
+//     checked as TestOverloadTenTimes checks them: queues within their bounds,
+//     every scrape balanced, every frame answered once and counted by vig.
+//   - Soak: the same at the contracted rates for ten minutes, one row a minute
+//     (RSS, goroutines, fds, latency percentiles per stream), judged flat or not
+//     by an explicit rule (FlatRule) that the report prints.
 //
 // Timing claims live here and in the reports, never in unit tests: the tests of
 // this package check the measurement code (percentiles, best-depth selection, the

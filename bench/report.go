@@ -33,8 +33,18 @@ func verdict(ok bool) string {
 // between sizes does not count as growth) and still count as flat.
 const flatLimitMs = 0.1
 
-// Evaluate checks the issue's targets against the results.
+// Evaluate checks the issue's targets against the results: those of datapath,
+// wire and idle when one of them ran (or nothing did), then those of overload and
+// soak.
 func Evaluate(r *Results) []Target {
+	var ts []Target
+	if r.Datapath != nil || r.Wire != nil || r.Idle != nil || (r.Overload == nil && r.Soak == nil) {
+		ts = evaluateMeasure(r)
+	}
+	return append(ts, loadTargets(r)...)
+}
+
+func evaluateMeasure(r *Results) []Target {
 	var ts []Target
 	best := func(sc, policy, stream string) (StreamResult, bool) {
 		if r.Wire == nil {
@@ -409,6 +419,7 @@ func Plots(r *Results) map[string]string {
 			HLines: []Tick{{0.05, "target 0.05 %"}}})
 		out["idle_latency_p99.svg"] = Bars(Plot{Title: "Idle-settled round trip p99", YLabel: "ms", Groups: groups, Series: lat})
 	}
+	loadPlots(r, out)
 	return out
 }
 
@@ -577,7 +588,8 @@ func Report(r *Results, plots map[string]string) string {
 		w("\nAdded = the VIA percentile minus the DIRECT percentile (what the target is stated in); with %d probes the p99 is decided by two or three probes on each side, so one scheduling hiccup of this shared VM on either side moves it by milliseconds. The per-pair column takes the difference probe by probe.\n", probesOf(id))
 		w("\n![idle CPU](idle_cpu.svg)\n\n![idle latency](idle_latency_p99.svg)\n\n")
 	}
-	w("## Reproduce\n\n```\nmake build && bin/vig bench all            # full runs\nbin/vig bench all --quick                   # make bench\nbin/vig bench datapath|wire|idle [--quick] [--out DIR]\n```\n")
+	loadReport(w, r)
+	w("## Reproduce\n\n```\nmake build && bin/vig bench all            # full runs\nbin/vig bench all --quick                   # make bench\nbin/vig bench datapath|wire|idle [--quick] [--out DIR]\nbin/vig bench overload [--duration 60s] [--factor 10] [--out DIR]\nbin/vig bench soak [--duration 10m] [--row-every 1m] [--out DIR]\n```\n")
 	return b.String()
 }
 

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/vig-edge/vig/agent/config"
 	"github.com/vig-edge/vig/agent/gateway"
 	"github.com/vig-edge/vig/agent/sched"
@@ -337,8 +339,13 @@ func driveSensors(ctx context.Context, cfg *config.Config, policy string, depth 
 		}
 		conns = append(conns, cc)
 		client := pb.NewGRPCInferenceServiceClient(cc)
-		// Connect before the clock starts.
-		if _, err := client.ServerLive(ctx, &pb.ServerLiveRequest{}); err != nil {
+		// Connect before the clock starts. Waiting for the connection to be
+		// ready, with a bound: one connect attempt that times out on a loaded
+		// machine (1 s, DialOptions) is retried, not the end of the run.
+		lctx, lcancel := context.WithTimeout(ctx, 20*time.Second)
+		_, err = client.ServerLive(lctx, &pb.ServerLiveRequest{}, grpc.WaitForReady(true))
+		lcancel()
+		if err != nil {
 			return nil, fmt.Errorf("connect %s: %w", target, err)
 		}
 		st := &states[i]

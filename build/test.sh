@@ -51,6 +51,9 @@ else
 	done
 fi
 
+step "go build for darwin/arm64 (a developer's laptop: vig doctor, vig bench against a remote vig)"
+GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 "$GO" build -o /dev/null ./cmd/vig
+
 step "static linux/arm64 build"
 version=$(git describe --tags --always --dirty 2>/dev/null || echo devel)
 make --no-print-directory arm64 GO="$GO" VERSION="$version"

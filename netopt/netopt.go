@@ -14,6 +14,7 @@ import (
 	"os"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -94,18 +95,36 @@ func Split(address string) (network, addr string) {
 
 type listener struct {
 	net.Listener
-	st *Stats
+	st       *Stats
+	lastWarn atomic.Int64 // unix ns of the last out-of-fds warning
 }
 
 // Accept returns the next connection with TCP_NODELAY verified. A TCP connection that
 // fails verification is closed and counted, and Accept moves on to the next one: one
 // bad socket must not stop the server.
+//
+// When the process is out of file descriptors (EMFILE, ENFILE: a connection flood,
+// or a low ulimit -n) Accept waits and tries again, 5 ms doubling to 1 s, as
+// net/http's server does: the listener is fine, and connections that close make
+// room. Returning the error would stop the server for good.
 func (l *listener) Accept() (net.Conn, error) {
+	var delay time.Duration
 	for {
 		c, err := l.Listener.Accept()
+		if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+			if now := time.Now().UnixNano(); now-l.lastWarn.Load() > int64(10*time.Second) {
+				l.lastWarn.Store(now)
+				slog.Warn("accept: out of file descriptors, waiting for connections to close; raise the limit (ulimit -n, or LimitNOFILE= in the systemd unit) if this is not a flood",
+					"listener", l.Addr().String(), "err", err)
+			}
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			time.Sleep(delay)
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
+		delay = 0
 		l.st.count(c, true)
 		if err := l.st.enforce(c); err != nil {
 			slog.Error("refusing accepted connection", "remote", c.RemoteAddr().String(), "err", err)

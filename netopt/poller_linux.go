@@ -32,6 +32,7 @@ type source struct {
 	h      Handler
 	closed atomic.Bool
 	shut   sync.Once
+	iov    []unix.Iovec // writev's scratch (the loop's writes)
 }
 
 func newPoller() (*poller, error) {
@@ -194,7 +195,7 @@ func (s *source) read(b []byte) (int, error) {
 	if s.closed.Load() {
 		return 0, net.ErrClosed
 	}
-	n, err := unix.Read(int(s.fd), b)
+	n, err := rawRead(int(s.fd), b)
 	switch {
 	case errors.Is(err, unix.EAGAIN), errors.Is(err, unix.EINTR):
 		return 0, ErrWouldBlock // the next event retries
@@ -206,7 +207,10 @@ func (s *source) read(b []byte) (int, error) {
 	return n, nil
 }
 
-func (s *source) writev(bufs [][]byte) (int, error) {
+func (s *source) writev(bufs [][]byte) (int, error) { return s.writevWith(bufs, &s.iov) }
+
+// writevWith is writev with the caller's iovec scratch.
+func (s *source) writevWith(bufs [][]byte, iov *[]unix.Iovec) (int, error) {
 	if s.closed.Load() {
 		return 0, net.ErrClosed
 	}
@@ -217,7 +221,7 @@ func (s *source) writev(bufs [][]byte) (int, error) {
 		for _, b := range batch {
 			want += len(b)
 		}
-		k, err := writev(uintptr(s.fd), batch)
+		k, err := rawSendmsg(int(s.fd), batch, iov)
 		if k > 0 {
 			n += k
 		}
@@ -239,8 +243,9 @@ func (s *source) writev(bufs [][]byte) (int, error) {
 // writeAll writes bufs, waiting for room with poll(2) (it blocks its thread: for
 // the flusher goroutine, not for the loop).
 func (s *source) writeAll(bufs [][]byte) error {
+	var iov []unix.Iovec
 	for len(bufs) > 0 {
-		n, err := s.writev(bufs)
+		n, err := s.writevWith(bufs, &iov)
 		if err != nil {
 			return err
 		}

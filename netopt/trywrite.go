@@ -4,6 +4,8 @@ import (
 	"errors"
 	"net"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // TryWriter writes to a connection without ever parking the calling goroutine.
@@ -24,6 +26,7 @@ type TryWriter struct {
 	k     int
 	werr  error
 	write func(fd uintptr) bool
+	iov   []unix.Iovec
 }
 
 // NewTryWriter returns a TryWriter for c. A connection that is not a socket (a
@@ -44,7 +47,7 @@ func NewTryWriter(c net.Conn) (*TryWriter, error) {
 }
 
 func (w *TryWriter) writeFD(fd uintptr) bool {
-	w.k, w.werr = writev(fd, w.batch)
+	w.k, w.werr = rawSendmsg(int(fd), w.batch, &w.iov)
 	return true // never wait for writability: the caller queues the rest
 }
 

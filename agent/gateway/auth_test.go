@@ -62,7 +62,8 @@ func TestBearerToken(t *testing.T) {
 	}
 	go gw.Serve(ln)
 	t.Cleanup(gw.Stop)
-	e := &env{cfg: cfg}
+	e := &env{cfg: cfg, tcp: ln.Addr().String()}
+	waitBackendReady(t, e)
 	cc := e.dial(t, ln.Addr().String())
 	c := pb.NewGRPCInferenceServiceClient(cc)
 

@@ -23,6 +23,9 @@
 // the answer is written to the client by the backend connection's reader. Writes
 // never park the writer (netopt.TryWriter): what a full socket does not take waits
 // for a flusher goroutine that exists only while it has something to write.
+// Socket reads and sends are raw syscalls (netopt.Reader, netopt.TryWriter): they
+// never block, and the ordinary syscall entry would wake the Go runtime's monitor
+// thread, asleep whenever vig is idle between two frames, for every request.
 // Flow control, SETTINGS, PING, RST_STREAM, GOAWAY (graceful, with the two-step
 // drain), trailers, metadata and deadlines (grpc-timeout) follow RFC 9113 and gRPC's
 // HTTP/2 mapping; the conformance and abuse suites in this package hold it to them.

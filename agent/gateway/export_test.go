@@ -1,9 +1,17 @@
 package gateway
 
-import "flag"
+import (
+	"flag"
+	"time"
+)
 
 // -gateway.eventloop runs the whole test suite on the dedicated hot path (every
 // gateway built with Options.EventLoop); make test runs the package both ways.
 var eventLoopFlag = flag.Bool("gateway.eventloop", false, "serve every test gateway on the event loop (cpu.hot_path: dedicated)")
 
 func init() { forceEventLoop = func() bool { return *eventLoopFlag } }
+
+// SetHandshakeTimeout sets how long g waits for a connection's preface (10 s
+// otherwise), so that a test can watch vig drop the connections that never send
+// it. Call it before Serve.
+func SetHandshakeTimeout(g *Gateway, d time.Duration) { g.handshakeTimeout = d }

@@ -138,6 +138,7 @@ func New(opts Options) (*Gateway, error) {
 		g.relay = newH2Backend(opts.Config.Backend.Address, opts.Dial, g.window, g.maxMsg, g.readBuf, nowNs, g.log)
 		g.relay.loop = g.loop
 		g.relay.gzip = opts.Config.Backend.Compression == "gzip"
+		g.relay.onConnect = g.reregisterShm
 	}
 	g.backend = opts.Backend
 	g.m.BackendState("CONNECTING")
@@ -174,10 +175,13 @@ func (g *Gateway) setBackendUp(up bool) {
 		state = "READY"
 	}
 	g.m.BackendState(state)
-	g.notifyHealth()
+	// The scheduler first, health after: a client that starts sending when
+	// Watch says SERVING must not find the scheduler still refusing
+	// (UNAVAILABLE "backend unavailable") because it has not been told yet.
 	if g.gov != nil {
 		g.gov.SetBackendAvailable(up)
 	}
+	g.notifyHealth()
 }
 
 // BackendUp reports whether the backend is reachable now.

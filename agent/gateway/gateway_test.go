@@ -92,6 +92,11 @@ func startEnv(t *testing.T, cfg *config.Config, withBackend bool) *env {
 	go gw.Serve(uds)
 	t.Cleanup(gw.Stop)
 	e.tcp, e.unix = tcp.Addr().String(), "unix:"+sock
+	if withBackend {
+		// vig answers UNAVAILABLE until its backend connection is up, which on
+		// a loaded machine can be after the test's first call.
+		waitBackendReady(t, e)
+	}
 	return e
 }
 
@@ -404,6 +409,7 @@ func TestMetadataDeadlineAndStatus(t *testing.T) {
 	cfg := testConfig(t, "")
 	cfg.Backend.Address = ln.Addr().String()
 	e := startEnv(t, cfg, false)
+	waitBackendReady(t, e)
 	c := pb.NewGRPCInferenceServiceClient(e.dial(t, e.tcp))
 	ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "x-trace", "abc"), 10*time.Second)
 	defer cancel()

@@ -66,6 +66,7 @@ func startGoverned(t *testing.T, yaml string) (*env, *gateway.Governor, *metrics
 	go gw.Serve(ln)
 	t.Cleanup(gw.Stop)
 	e.gw, e.tcp = gw, ln.Addr().String()
+	waitBackendReady(t, e)
 	return e, gov, ms
 }
 

@@ -57,7 +57,8 @@ func TestBackendGzip(t *testing.T) {
 				t.Fatal(err)
 			}
 			go gw.Serve(ln)
-			e := &env{cfg: cfg}
+			e := &env{cfg: cfg, tcp: ln.Addr().String()}
+			waitBackendReady(t, e)
 			via := pb.NewGRPCInferenceServiceClient(e.dial(t, ln.Addr().String()))
 			direct := pb.NewGRPCInferenceServiceClient(e.dial(t, mb.Addr()))
 			req := inferRequest("detector", mockbackend.FrameID("cam0", 3), 1_200_000)

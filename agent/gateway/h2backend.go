@@ -39,11 +39,12 @@ type h2Backend struct {
 	rbuf   int
 	clock  func() int64
 
-	loop  *eventLoop // serves the connection's reads (dedicated hot path); nil: a goroutine
-	gzip  bool       // inference messages in gRPC's gzip encoding (backend.compression)
-	cur   atomic.Pointer[bconn]
-	state func(up bool)
-	first chan struct{} // closed once the first connection attempt has ended
+	loop      *eventLoop // serves the connection's reads (dedicated hot path); nil: a goroutine
+	gzip      bool       // inference messages in gRPC's gzip encoding (backend.compression)
+	cur       atomic.Pointer[bconn]
+	state     func(up bool)
+	onConnect func()        // after each new connection, on a goroutine of its own
+	first     chan struct{} // closed once the first connection attempt has ended
 
 	// While a connection is being dialled right after a working one (the backend
 	// sent GOAWAY: it restarts gracefully), calls wait for it instead of failing.
@@ -140,6 +141,9 @@ func (b *h2Backend) run() {
 		b.settle(c)
 		b.firstDone()
 		setUp(true)
+		if b.onConnect != nil {
+			go b.onConnect()
+		}
 		b.log.Info("backend connected", "address", b.addr)
 		delay = 0
 		select {
@@ -186,13 +190,26 @@ func (b *h2Backend) connect() (*bconn, error) {
 		nc.Close()
 		return nil, err
 	}
-	c := &bconn{b: b, nc: nc, w: w, r: newH2Reader(nc, b.rbuf), streams: map[uint32]*bstream{}, nextID: 1,
+	c := &bconn{b: b, nc: nc, w: w, r: newH2Reader(connReader(nc), b.rbuf), streams: map[uint32]*bstream{}, nextID: 1,
 		maxStreams: 1 << 31, recvConn: int64(b.window), unusable: make(chan struct{}), readerDone: make(chan struct{}), ready: make(chan error, 1)}
 	w.eachStream = func(f func(*sendState)) {
 		for _, bs := range c.streams {
 			f(&bs.send)
 		}
 	}
+	// The preface and SETTINGS are queued before the reader can run: the
+	// backend sends its SETTINGS at once, and the reader's ACK must follow the
+	// preface on the wire. (On the event loop the reader may run as soon as
+	// the connection is registered; a backend that read the ACK first took it
+	// for a bogus preface and reset the connection.)
+	w.mu.Lock()
+	w.raw([]byte(clientPreface))
+	w.buf = appendSettings(w.buf,
+		http2.Setting{ID: http2.SettingEnablePush, Val: 0},
+		http2.Setting{ID: http2.SettingInitialWindowSize, Val: b.window},
+		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: maxHeaderList})
+	w.buf = appendWindowUpdate(w.buf, 0, b.window-initialWindow)
+	w.mu.Unlock()
 	if lc != nil {
 		// Registered before anything is written: the loop owns the socket.
 		if err := lc.run(b.loop, c.read); err != nil {
@@ -201,12 +218,6 @@ func (b *h2Backend) connect() (*bconn, error) {
 		}
 	}
 	w.mu.Lock()
-	w.raw([]byte(clientPreface))
-	w.buf = appendSettings(w.buf,
-		http2.Setting{ID: http2.SettingEnablePush, Val: 0},
-		http2.Setting{ID: http2.SettingInitialWindowSize, Val: b.window},
-		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: maxHeaderList})
-	w.buf = appendWindowUpdate(w.buf, 0, b.window-initialWindow)
 	w.flush()
 	w.mu.Unlock()
 	if lc == nil {

@@ -120,6 +120,15 @@ type h2reader struct {
 	hdr     [frameHeaderLen]byte
 }
 
+// connReader is what a connection's reader reads: the event loop's coroutine for a
+// connection the loop owns, else the socket read with raw syscalls (netopt.Reader).
+func connReader(nc net.Conn) io.Reader {
+	if lc, ok := nc.(*loopConn); ok {
+		return lc
+	}
+	return netopt.NewReader(nc)
+}
+
 func newH2Reader(r io.Reader, bufSize int) *h2reader {
 	rd := &h2reader{br: bufio.NewReaderSize(r, bufSize)}
 	rd.dec = hpack.NewDecoder(4096, rd.emit)

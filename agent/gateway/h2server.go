@@ -149,7 +149,7 @@ func (g *Gateway) newSconn(nc net.Conn, peerUID uint32, hasUID bool) (*sconn, bo
 		nc.Close()
 		return nil, false
 	}
-	c := &sconn{g: g, nc: nc, w: w, r: newH2Reader(nc, g.readBuf), streams: map[uint32]*sstream{}, uid: peerUID, hasUID: hasUID}
+	c := &sconn{g: g, nc: nc, w: w, r: newH2Reader(connReader(nc), g.readBuf), streams: map[uint32]*sstream{}, uid: peerUID, hasUID: hasUID}
 	w.eachStream = func(f func(*sendState)) {
 		for _, s := range c.streams {
 			f(&s.send)

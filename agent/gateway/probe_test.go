@@ -54,9 +54,13 @@ type probe struct {
 	mu    sync.Mutex
 	calls []probeCall
 
-	messages  atomic.Int64 // calls whose request message arrived whole
-	cancelled atomic.Int64 // held calls ended by their context
-	ctxErrs   sync.Map     // x-probe-id → context error of a held call
+	messages atomic.Int64 // calls whose request message arrived whole
+	// cancelled counts calls whose stream ended by its context (vig reset it, or
+	// its deadline passed) while the probe held them or before their request
+	// message arrived: a reset can overtake the request's DATA, and that call's
+	// backend stream is cancelled all the same.
+	cancelled atomic.Int64
+	ctxErrs   sync.Map // x-probe-id → context error of a cancelled call
 }
 
 type probeCall struct {
@@ -114,6 +118,10 @@ func (p *probe) handle(_ any, ss grpc.ServerStream) error {
 		f.Free()
 		p.messages.Add(1)
 	} else if p.onCall == nil {
+		if ctx.Err() != nil {
+			p.cancelled.Add(1)
+			p.ctxErrs.Store(id, ctx.Err())
+		}
 		return err
 	}
 	if p.onCall != nil {

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -30,7 +31,7 @@ func (g *Gateway) RegisterShm(ctx context.Context, name, key string, offset, siz
 	if g.shm.regions == nil {
 		g.shm.regions = map[string]shmRegion{}
 	}
-	g.shm.regions[name] = shmRegion{key: key, offset: offset, size: size, uid: uid, bound: true}
+	g.shm.regions[name] = shmRegion{key: key, offset: offset, size: size, uid: uid, bound: true, own: true}
 	g.shm.mu.Unlock()
 	return nil
 }
@@ -46,4 +47,39 @@ func (g *Gateway) UnregisterShm(ctx context.Context, name string) error {
 	req, _ := proto.Marshal(&pb.SystemSharedMemoryUnregisterRequest{Name: name})
 	_, err := g.Invoke(ctx, methodShmUnregister, req)
 	return err
+}
+
+// reregisterShm registers again, on a new backend connection, the regions vig
+// registered itself: a backend that restarted (Triton keeps its registrations in
+// memory) has forgotten them, and every ring frame forwarded by reference would
+// fail until the ring session ended. A backend that still has them answers
+// ALREADY_EXISTS, which is what vig wants. Regions that clients registered are
+// theirs to register again, as they would be without vig.
+func (g *Gateway) reregisterShm() {
+	g.shm.mu.RLock()
+	var own []pb.SystemSharedMemoryRegisterRequest
+	for name, r := range g.shm.regions {
+		if r.own {
+			own = append(own, pb.SystemSharedMemoryRegisterRequest{Name: name, Key: r.key, Offset: r.offset, ByteSize: r.size})
+		}
+	}
+	g.shm.mu.RUnlock()
+	again := 0
+	for i := range own {
+		req, _ := proto.Marshal(&own[i])
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := g.Invoke(ctx, methodShmRegister, req)
+		cancel()
+		switch status.Code(err) {
+		case codes.OK:
+			again++
+		case codes.AlreadyExists:
+		default:
+			g.log.Warn("ring region: cannot register it again with the backend after reconnecting; frames of its session will fail",
+				"region", own[i].Name, "key", own[i].Key, "err", err)
+		}
+	}
+	if again > 0 {
+		g.log.Info("backend had forgotten vig's ring regions (restarted?): registered them again", "regions", again)
+	}
 }

@@ -43,6 +43,7 @@ type shmRegion struct {
 	offset, size uint64
 	uid          uint32
 	bound        bool // only uid may use it
+	own          bool // registered by vig itself (RegisterShm), not by a client
 }
 
 type shmRegistry struct {

@@ -179,9 +179,9 @@ func (s *Scheduler) lookahead(now, start Time, slot int, j *stream, excl bool, c
 
 // next is when the next frame of p is predicted to reach vig, and its
 // capture; ok is false when p's sensor stopped or p is not a candidate for
-// the look-ahead of a job of stream j.
-func (s *Scheduler) next(now Time, p, j *stream) (a, capture Time, ok bool) {
-	if p == j || p.adhoc || !p.seen || (p.class == BestEffort && j.class != BestEffort) ||
+// the look-ahead of a job of stream j ranked as class jc.
+func (s *Scheduler) next(now Time, p, j *stream, jc Class) (a, capture Time, ok bool) {
+	if p == j || p.adhoc || !p.seen || (p.class == BestEffort && jc != BestEffort) ||
 		now.Sub(p.lastCapture) > 2*p.interval+p.maxAge {
 		return 0, 0, false
 	}
@@ -202,7 +202,7 @@ func (s *Scheduler) dueBefore(now, t Time, j *stream) bool {
 		if len(p.q) > 0 {
 			continue
 		}
-		if a, _, ok := s.next(now, p, j); ok && a < t {
+		if a, _, ok := s.next(now, p, j, j.class); ok && a < t {
 			return true
 		}
 	}
@@ -253,14 +253,14 @@ func (s *Scheduler) lookaheadOne(now, start Time, j *stream, c time.Duration, jT
 				continue
 			}
 			k := s.key(p, h, endJ, cp)
-			if k.useless {
+			if k.extra {
 				continue
 			}
 			fr[n] = laFrame{a: now, c: cp, target: endJ.Add(cp) + Time(k.lax)}
 			n++
 			continue
 		}
-		a, capture, ok := s.next(now, p, j)
+		a, capture, ok := s.next(now, p, j, j.class)
 		if !ok {
 			continue
 		}
@@ -311,4 +311,42 @@ func (s *Scheduler) lookaheadOne(now, start Time, j *stream, c time.Duration, jT
 		}
 	}
 	return true, recheck
+}
+
+// extraYields reports whether an extra of stream j (a head whose result
+// would land in a window of j already claimed; cost c, placed on slot at
+// start) should wait for the next predicted frame of another contract
+// stream, of any class, whose window is not claimed: a frame expected
+// before the extra would end, that would start later because of it and
+// could meet its target without it. An extra has no guarantee of its own,
+// so unlike the look-ahead of a contracted frame it yields whether or not
+// the other frame would then miss, and whatever waiting costs itself. It
+// returns when to re-evaluate: once that frame is overdue.
+func (s *Scheduler) extraYields(now, start Time, slot int, j *stream, excl bool, c time.Duration) (bool, Time) {
+	endJ := start.Add(c)
+	for i := range s.streams {
+		p := &s.streams[i]
+		if len(p.q) > 0 {
+			// Its head outranks the extra already, unless admission or
+			// the look-ahead holds it back, or it is an extra itself.
+			continue
+		}
+		a, capture, ok := s.next(now, p, j, BestEffort)
+		if !ok || a >= endJ {
+			continue
+		}
+		fWo, occWo := s.earliestStart(now, a, p.model, slot, endJ, excl, false)
+		doneWo := fWo.Add(s.cost(p.model, occWo))
+		w := p.win(doneWo)
+		if w <= s.claimed(p) {
+			continue // its window is claimed: an extra too
+		}
+		if doneWo > min(capture.Add(p.maxAge), p.windowEnd(w)) {
+			continue // it misses anyway
+		}
+		if fW, _ := s.earliestStart(now, a, p.model, slot, endJ, excl, true); fW > fWo {
+			return true, a.Add(s.cfg.CommitLead) + 1
+		}
+	}
+	return false, 0
 }

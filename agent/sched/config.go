@@ -253,7 +253,7 @@ func (c Config) withDefaults() (Config, error) {
 		case s.MinRateHz < 0 || math.IsNaN(s.MinRateHz) || math.IsInf(s.MinRateHz, 0):
 			return c, cfgErr("%s: min_rate_hz must be a finite number ≥ 0", where)
 		case s.MinRateHz > 0 && s.Class == Protected:
-			return c, cfgErr("%s: min_rate_hz applies to high and best_effort streams; protected streams are never deferred", where)
+			return c, cfgErr("%s: min_rate_hz applies to high and best_effort streams; a protected stream is deferred only beyond its contract (its extra frames)", where)
 		case s.MinRateHz > 1e6:
 			return c, cfgErr("%s: min_rate_hz %g is absurd (max 1e6)", where, s.MinRateHz)
 		case s.WindowAligned && (s.WindowOffset < 0 || s.WindowOffset >= s.Period):

@@ -90,16 +90,18 @@
 //     of the window its result would land in if it started at the decision's
 //     start time s — or, when that window already has a fresh result (or a
 //     job of the stream already at the backend is expected to land in it),
-//     the end of the next window, and the head is then marked useless: its
-//     result would only double a covered window. The target is capped by the
-//     freshness deadline (capture + max_age). Laxity = target − (s + C),
-//     with C = estimate × margin. Useful heads go before useless ones, then
-//     smallest laxity, then class, Triton priority, deadline and arrival.
+//     the end of the next window, and the head is then an extra (see Extra
+//     frames): its result would only double a claimed window. The target is
+//     capped by the freshness deadline (capture + max_age). Laxity =
+//     target − (s + C), with C = estimate × margin. Heads that are not
+//     extras go before extras, then smallest laxity, then class (an extra
+//     counts as best_effort), Triton priority, deadline and arrival.
 //     Requests without a deadline (default contract) have infinite laxity.
-//   - OrderClassFirst: class (protected, high, best_effort), then Triton
-//     priority (default contract only), then earliest deadline (capture +
-//     max_age; the queue timeout for default-contract requests), then
-//     arrival order — the earlier rule, kept as a fallback.
+//   - OrderClassFirst: heads that are not extras before extras, then class
+//     (protected, high, best_effort; an extra counts as best_effort), then
+//     Triton priority (default contract only), then earliest deadline
+//     (capture + max_age; the queue timeout for default-contract requests),
+//     then arrival order — the earlier rule, kept as a fallback.
 //
 // For the best candidate:
 //
@@ -139,8 +141,9 @@
 //     blocking frame stops being reachable, so a frame that never comes does
 //     not defer forever, and a protected stream silent for 2 frame
 //     intervals + max_age is no longer guarded. Protected candidates are not
-//     subject to admission.
-//  4. Look-ahead (OrderLaxity only): a candidate yields to the next
+//     subject to admission, unless they are extras.
+//  4. Look-ahead (OrderLaxity only; an extra yields on the stricter rule
+//     of Extra frames under either order): a candidate yields to the next
 //     predicted frame of another contract stream (protected or high; a
 //     best_effort candidate also to best_effort frames) when that frame is
 //     expected before the candidate would end, would meet its own target if
@@ -177,6 +180,52 @@
 // PROTECTED_WORKLOAD_UNSCHEDULABLE: Σ C_i/T_i > 1 over protected streams, or
 // a response time R_i = B_i + C_i + interference > max_age_i), or if a
 // min_rate_hz budget buys another stream the right to block it.
+//
+// The guarantee covers one result per window of the stream's period, not
+// every frame its sensor sends: once a protected stream's window is claimed,
+// a waiting frame of it is guarded only as the candidate for its next
+// window (its target is that window's end, capped by its deadline), and as
+// a candidate itself it is an extra (below).
+//
+// # Extra frames: a sensor beyond its contract
+//
+// A stream's contract is one fresh result per window of its period
+// (StreamSpec.Period, config period_ms; FrameInterval, frame_interval_ms,
+// only says when frames are expected). Its guarantees — the protected
+// guard, its class, its laxity — cover at most one result per window: the
+// head whose result would land in a window not yet claimed (no fresh result
+// delivered in it, no job of the stream at the backend expected to land in
+// it). A head whose result would land in a claimed window is an extra, and
+// ranks as best_effort whatever its stream's class:
+//
+//   - it goes after every head that is not an extra, of any class, under
+//     either order; among extras by laxity (toward the next window) under
+//     OrderLaxity, then as best_effort: Triton priority, deadline, arrival;
+//   - a protected extra is subject to admission like any best_effort
+//     candidate: it may not make another protected stream's frame miss;
+//   - it yields to the next predicted frame of any other contract stream
+//     whose window is not claimed, when that frame is expected before the
+//     extra would end, would start later because of it and could meet its
+//     target without it — whether or not that frame would then miss, and
+//     whatever waiting costs the extra (it has no guarantee of its own). It
+//     is re-evaluated once that frame is overdue (NextWake) and counts
+//     Yielded.
+//
+// Otherwise an extra is served like any request: when the accelerator
+// would idle it runs (work conserving: a stream alone is served as often as
+// its frames come and the slot allows), it may be committed behind a
+// running job, and LATEST is unchanged (a newer frame supersedes a waiting
+// extra). So an extra never takes the slot from a frame that waits or is
+// expected before it would end; a frame that comes unannounced (its sensor
+// off its predicted schedule) can still wait behind one running extra, as
+// behind any job, since nothing is preempted. A sensor at ten times its
+// contracted rate keeps its own windows and takes nothing the others are
+// contracted for: in the simulation of scenario B with the detector at 10×
+// (flood_test.go) every detector, pose and depth window is covered, pose
+// and depth wait in vig no longer than with the detector at its contract,
+// and the detector is served ~4 times per window where the slot has room.
+// Default-contract streams have no period and no window: they are never
+// extras, and rank as before.
 //
 // # Pipelined dispatch
 //

@@ -182,6 +182,7 @@ type sim struct {
 	capture  map[uint64]Time
 	maxBusy  int
 	jitter   bool
+	waited   map[string]time.Duration // per stream, the longest a dispatched request waited in vig
 }
 
 type sensor struct {
@@ -195,7 +196,7 @@ func newSim(t testing.TB, cfg Config, exec map[string]time.Duration) *sim {
 	h := newHarness(t, cfg)
 	return &sim{h: h, exec: exec, running: map[uint64]Time{}, model: map[uint64]string{},
 		dispatch: map[string]int{}, streamOf: map[uint64]string{}, deliv: map[string][]Delivery{},
-		capture: map[uint64]Time{}}
+		capture: map[uint64]Time{}, waited: map[string]time.Duration{}}
 }
 
 func (m *sim) sensor(stream string, phase, every time.Duration) {
@@ -217,6 +218,7 @@ func (m *sim) handle(acts []Action) {
 		}
 		m.running[a.Token] = m.h.now.Add(d)
 		m.dispatch[m.streamOf[a.Token]]++
+		m.waited[m.streamOf[a.Token]] = max(m.waited[m.streamOf[a.Token]], a.Waited)
 		m.maxBusy = max(m.maxBusy, len(m.running))
 	}
 }

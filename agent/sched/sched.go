@@ -495,10 +495,13 @@ func (s *Scheduler) claimed(st *stream) int64 {
 	return k
 }
 
-// rankKey is what the laxity order compares (see doc.go, Dispatch).
+// rankKey is what the ranking compares (see doc.go, Dispatch and Extra
+// frames).
 type rankKey struct {
-	useless bool  // its result would land in a window already covered
-	lax     int64 // target − predicted completion; MaxInt64 without a deadline
+	// extra: its result would land in a window of its stream already
+	// claimed (a frame beyond the contract); it then ranks as best_effort.
+	extra bool
+	lax   int64 // target − predicted completion; MaxInt64 without a deadline
 }
 
 // key computes the rank of st's head if it started at start with cost c.
@@ -510,26 +513,25 @@ func (s *Scheduler) key(st *stream, r *request, start Time, c time.Duration) ran
 	w := st.win(tc)
 	k := rankKey{}
 	if cl := s.claimed(st); w <= cl {
-		k.useless, w = true, cl+1
+		k.extra, w = true, cl+1
 	}
 	k.lax = int64(min(r.deadline, st.windowEnd(w))) - int64(tc)
 	return k
 }
 
-// before reports whether the head of stream a goes before the head of b.
-// Under OrderLaxity, ka and kb are their rank keys; otherwise (and among
-// requests without a deadline) class, then Triton priority (default
-// contract only), then earliest deadline, then arrival.
+// before reports whether the head of stream a goes before the head of b,
+// given their rank keys: a head that is not an extra before every extra,
+// then under OrderLaxity smallest laxity; then class (every extra counts as
+// best_effort), Triton priority (default contract only), earliest
+// deadline, arrival.
 func (s *Scheduler) before(a, b *stream, ka, kb rankKey) bool {
-	if s.cfg.Order == OrderLaxity {
-		if ka.useless != kb.useless {
-			return kb.useless
-		}
-		if ka.lax != kb.lax {
-			return ka.lax < kb.lax
-		}
+	if ka.extra != kb.extra {
+		return kb.extra
 	}
-	if a.class != b.class {
+	if s.cfg.Order == OrderLaxity && ka.lax != kb.lax {
+		return ka.lax < kb.lax
+	}
+	if a.class != b.class && !ka.extra {
 		return a.class < b.class
 	}
 	ra, rb := &s.reqs[a.q[0]], &s.reqs[b.q[0]]
@@ -612,10 +614,7 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 			if len(c.q) == 0 || c.pass == s.passID {
 				continue
 			}
-			var ck rankKey
-			if s.cfg.Order == OrderLaxity {
-				ck = s.key(c, &s.reqs[c.q[0]], start, s.cost(c.model, occ))
-			}
+			ck := s.key(c, &s.reqs[c.q[0]], start, s.cost(c.model, occ))
 			if st == nil || s.before(c, st, ck, sk) {
 				st, sk = c, ck
 			}
@@ -670,7 +669,7 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 			}
 		}
 		budget, cost := false, uint64(0)
-		if st.class != Protected && len(s.protected) > 0 {
+		if (st.class != Protected || sk.extra) && len(s.protected) > 0 {
 			blocked, misses, recheck := s.admission(now, start, slot, st.idx, excl, c)
 			if blocked {
 				if !st.anchored {
@@ -694,10 +693,12 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 				cost = misses
 			}
 		}
-		if s.cfg.Order == OrderLaxity && !budget && !probe && sk.lax != math.MaxInt64 && !wait {
+		if !budget && !probe && !wait && (sk.extra || s.cfg.Order == OrderLaxity && sk.lax != math.MaxInt64) {
 			jTarget := start.Add(c) + Time(sk.lax)
 			y, recheck := false, Never
-			if s.slots == 1 {
+			if sk.extra {
+				y, recheck = s.extraYields(now, start, slot, st, excl, c)
+			} else if s.slots == 1 {
 				y, recheck = s.lookaheadOne(now, start, st, c, jTarget)
 			} else {
 				y, recheck = s.lookahead(now, start, slot, st, excl, c, jTarget)

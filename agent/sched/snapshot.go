@@ -79,7 +79,8 @@ type StreamStats struct {
 	// re-measure the model (see ProbeAfter).
 	Probes uint64
 	// Yielded counts requests that waited at least once for a predicted
-	// frame of another stream with a tighter window (see doc.go).
+	// frame of another stream: one with a tighter window, or, for an extra
+	// frame, any one whose window is open (see doc.go).
 	Yielded uint64
 }
 

@@ -77,6 +77,10 @@ type wireScenario struct {
 	name    string
 	slots   int
 	streams []wireStream
+	// flood, when set, is per stream the number of frames its sensor sends
+	// per configured frame interval (0 or 1: at its contract; 10: a sensor
+	// at ten times its contracted rate).
+	flood []int
 }
 
 func wireScenarios() []wireScenario {
@@ -92,9 +96,9 @@ func wireScenarios() []wireScenario {
 			{"pose", High, 33 * ms, 100 * ms, 100 * ms, 8 * ms},
 			{"depth", High, 33 * ms, 100 * ms, 150 * ms, 20 * ms},
 			{"vlm", BestEffort, 1000 * ms, 1000 * ms, 2000 * ms, 200 * ms},
-		}},
-		{"B", 1, b},
-		{"C", 2, b},
+		}, nil},
+		{"B", 1, b, nil},
+		{"C", 2, b, nil},
 	}
 }
 
@@ -327,7 +331,11 @@ func simulateWire(t testing.TB, sc wireScenario, p wirePolicy, depth int, dur ti
 		switch e.kind {
 		case evCapture:
 			st := sc.streams[e.a]
-			if next := now.Add(st.frame); next < end {
+			every := st.frame
+			if e.a < len(sc.flood) && sc.flood[e.a] > 1 {
+				every /= time.Duration(sc.flood[e.a])
+			}
+			if next := now.Add(every); next < end {
 				push(next, evCapture, e.a, e.b+1)
 			}
 			if outstanding[e.a] >= depth {
@@ -545,6 +553,32 @@ func TestWireSimulationNoisy(t *testing.T) {
 		for _, sc := range wireScenarios() {
 			for _, p := range []wirePolicy{polDirect, polTriton, polBefore, polTold} {
 				t.Log(formatSummary(sc, p, simulateBest(t, sc, p, dur, hops)))
+			}
+		}
+	}
+}
+
+// TestWireSimulationFlood runs scenario B with the detector's sensor at ten
+// times its contracted rate (the contract unchanged): the detector's extra
+// frames must not cost pose and depth their windows (doc.go, Extra frames).
+func TestWireSimulationFlood(t *testing.T) {
+	dur := 20 * time.Second
+	if testing.Short() {
+		dur = 10 * time.Second
+	}
+	sc := wireScenarios()[1]
+	sc.name, sc.flood = "B, detector at 10×", []int{10}
+	for _, hops := range []wireHops{benchHops, noisyHops} {
+		for _, p := range []wirePolicy{polBefore, polLearnt, polTold} {
+			sum := simulateBest(t, sc, p, dur, hops)
+			t.Logf("hop noise %v: %s", hops.noise, formatSummary(sc, p, sum))
+			if p != polTold || hops != benchHops {
+				continue
+			}
+			for i, st := range sc.streams {
+				if got := sum.best[i].cov.Ratio(); st.class != BestEffort && got < 0.97 {
+					t.Errorf("%s: %.1f%% with the detector at 10×", st.name, 100*got)
+				}
 			}
 		}
 	}

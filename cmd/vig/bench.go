@@ -8,11 +8,14 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/vig-edge/vig/bench"
 )
 
 const benchUsage = `Usage: vig bench <datapath|wire|idle|all> [--quick] [--out DIR] [flags]
+       vig bench overload [--duration 60s] [--factor 10] [--out DIR]
+       vig bench soak [--duration 10m] [--row-every 1m] [--out DIR]
 
 Measures vig the way DESIGN.md §8 says, and writes results.json, report.md and SVG
 plots into DIR (default bench/results/<date>-<host>/):
@@ -31,6 +34,16 @@ plots into DIR (default bench/results/<date>-<host>/):
   idle      vig's CPU with 1, 5 and 10 idle gRPC clients and as many idle ring
             sessions, and idle-settled latency
   all       the three
+  overload  scenario B's sensors (examples/scenarios/b.yaml) at --factor × their
+            contracted frame rate, open loop, for --duration against vig serve
+            (own process, embedded backend); then the detector alone at that
+            rate. Samples vig's RSS, goroutines, fds, queues and counters every
+            second; reports bounds, balance, counts and coverage per stream
+            (default out: bench/results/<date>-<host>-overload/)
+  soak      scenario B at its contracted rates for --duration (default 10m):
+            RSS, goroutines, fds and latency p50/p99/p99.9 per stream per
+            --row-every, judged flat or not by the rule the report prints
+            (default out: bench/results/<date>-<host>-soak/)
   report    re-render report.md and the plots of a results folder from its
             results.json (vig bench report DIR)
 
@@ -47,6 +60,9 @@ func runBench(args []string) int {
 	scen := fs.String("scenarios", bench.DefaultScenarioDir, "`DIR` holding the scenario configs a.yaml, b.yaml, c.yaml")
 	noPin := fs.Bool("no-pin", false, "skip the datapath rows that pin vig and nginx to CPU 1 with taskset, and do not pin vig in idle")
 	vigBin := fs.String("vig", "", "vig `BINARY` to measure as its own process (default: this executable)")
+	duration := fs.Duration("duration", 0, "overload: length of each case (default 60s); soak: length of the run (default 10m)")
+	factor := fs.Int("factor", 0, "overload: multiple of the contracted frame rates (default 10)")
+	rowEvery := fs.Duration("row-every", 0, "soak: one report row per `INTERVAL` (default 1m)")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), benchUsage); fs.PrintDefaults() }
 
 	// The benchmark name may come before or after the flags.
@@ -87,6 +103,10 @@ func runBench(args []string) int {
 		fmt.Fprintf(os.Stderr, "vig bench: unknown benchmark %q (want %s)\n", which, strings.Join(bench.Benchmarks, ", "))
 		return 2
 	}
+	if msg := checkLoadFlags(fs, which, *duration, *factor, *rowEvery); msg != "" {
+		fmt.Fprintf(os.Stderr, "vig bench %s: %s\n", which, msg)
+		return 2
+	}
 	bin := *vigBin
 	if bin == "" {
 		exe, err := os.Executable()
@@ -99,6 +119,7 @@ func runBench(args []string) int {
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer cancel()
 	opts := bench.Options{Which: which, Quick: *quick, Out: *out, VigBinary: bin, ScenarioDir: *scen, Pin: !*noPin,
+		Duration: *duration, Factor: *factor, RowEvery: *rowEvery,
 		Command:  "vig bench " + strings.Join(append([]string{which}, args...), " "),
 		Progress: os.Stderr, TTY: isTerminal(os.Stderr)}
 	res, err := bench.Run(ctx, opts)
@@ -108,11 +129,53 @@ func runBench(args []string) int {
 	}
 	dir := *out
 	if dir == "" {
-		dir = bench.DefaultOut(res.Started, res.Machine.Host)
+		dir = bench.DefaultOutFor(which, res.Started, res.Machine.Host)
 	}
 	fmt.Printf("results in %s (report.md, results.json, *.svg)\n\n", dir)
 	for _, t := range res.Targets {
 		fmt.Printf("%-14s %s — %s\n", t.Status, t.Name, t.Detail)
 	}
 	return 0
+}
+
+// checkLoadFlags says what is wrong with the flags of overload and soak (and
+// with theirs given to another benchmark), with the fix; "" when nothing is.
+func checkLoadFlags(fs *flag.FlagSet, which string, duration time.Duration, factor int, rowEvery time.Duration) string {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	only := map[string]string{"duration": "overload and soak", "factor": "overload", "row-every": "soak"}
+	for _, name := range []string{"duration", "factor", "row-every"} {
+		if set[name] && !strings.Contains(only[name], which) {
+			return fmt.Sprintf("--%s applies to vig bench %s only", name, only[name])
+		}
+	}
+	if (which == "overload" || which == "soak") && set["quick"] {
+		return "--quick does not apply here; shorten the run with --duration (e.g. --duration 10s)"
+	}
+	if set["no-pin"] && (which == "overload" || which == "soak") {
+		return "--no-pin does not apply here: overload and soak never pin vig"
+	}
+	if set["duration"] && duration < time.Second {
+		return fmt.Sprintf("--duration %v is too short: give at least 1s (e.g. --duration 60s)", duration)
+	}
+	if set["factor"] && factor < 1 {
+		return fmt.Sprintf("--factor %d: give a multiple of the contracted rate of 1 or more (e.g. --factor 10)", factor)
+	}
+	if set["row-every"] && rowEvery < time.Second {
+		return fmt.Sprintf("--row-every %v is too short: vig is sampled once a second, give at least 1s (e.g. --row-every 1m)", rowEvery)
+	}
+	if which == "soak" {
+		d, r := duration, rowEvery
+		if d == 0 {
+			d = 10 * time.Minute
+		}
+		if r == 0 {
+			r = time.Minute
+		}
+		if d < 3*r {
+			return fmt.Sprintf("--duration %v gives %d row(s) of %v; the flatness rule compares row 2 with the last row, so it needs 3 or more (use --duration %v or more, or --row-every %v or less)",
+				d, int(d/r), r, 3*r, (d / 3).Truncate(time.Second))
+		}
+	}
+	return ""
 }

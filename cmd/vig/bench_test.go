@@ -1,6 +1,10 @@
 package main
 
-import "testing"
+import (
+	"flag"
+	"strings"
+	"testing"
+)
 
 func TestBenchUsage(t *testing.T) {
 	for _, tc := range []struct {
@@ -26,4 +30,37 @@ func TestBenchMissingScenarios(t *testing.T) {
 	if got := runBench([]string{"wire", "--quick", "--scenarios", t.TempDir(), "--out", t.TempDir()}); got != 1 {
 		t.Errorf("vig bench wire with an empty scenario dir = %d, want 1", got)
 	}
+}
+
+// Bad flags of overload and soak exit 2 before anything runs.
+func TestBenchLoadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"overload", "--factor", "0"},
+		{"overload", "--duration", "500ms"},
+		{"overload", "--quick"},
+		{"overload", "--row-every", "10s"},
+		{"soak", "--duration", "2m"}, // 2 rows of 1 min: too few to judge
+		{"soak", "--duration", "1m", "--row-every", "500ms"},
+		{"soak", "--factor", "10"},
+		{"wire", "--duration", "10s"},
+		{"idle", "--factor", "2"},
+	} {
+		if got := runBench(append(args, "--out", t.TempDir())); got != 2 {
+			t.Errorf("vig bench %q = %d, want 2", args, got)
+		}
+	}
+	if msg := checkLoadFlagsFor(t, "soak", "--duration", "2m"); !strings.Contains(msg, "--duration 3m0s or more") {
+		t.Errorf("soak --duration 2m: %q does not say the fix", msg)
+	}
+}
+
+func checkLoadFlagsFor(t *testing.T, which string, args ...string) string {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	d := fs.Duration("duration", 0, "")
+	f := fs.Int("factor", 0, "")
+	r := fs.Duration("row-every", 0, "")
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return checkLoadFlags(fs, which, *d, *f, *r)
 }

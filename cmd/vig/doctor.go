@@ -91,6 +91,6 @@ func doctorMain(ctx context.Context, args []string, stdout, stderr io.Writer, tt
 // isTerminal reports whether f is a terminal (colour is for people, not for logs
 // and pipes).
 func isTerminal(f *os.File) bool {
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	_, err := unix.IoctlGetTermios(int(f.Fd()), ioctlGetTermios)
 	return err == nil
 }

