@@ -38,12 +38,26 @@ streams:
 // startGoverned is startEnv with the freshness scheduler in front of the backend.
 func startGoverned(t *testing.T, yaml string) (*env, *gateway.Governor, *metrics.Sched) {
 	t.Helper()
+	return startGovernedMock(t, yaml, "")
+}
+
+// startGovernedMock is startGoverned with a mock backend built from mockYAML
+// (its models' exec_ms are what the backend really takes), vig's own config's
+// exec_ms being only its priors; "" builds both from yaml.
+func startGovernedMock(t *testing.T, yaml, mockYAML string) (*env, *gateway.Governor, *metrics.Sched) {
+	t.Helper()
 	cfg, err := config.Parse("governed.yaml", []byte(yaml))
 	if err != nil {
 		t.Fatal(err)
 	}
+	mcfg := cfg
+	if mockYAML != "" {
+		if mcfg, err = config.Parse("mock.yaml", []byte(mockYAML)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	e := &env{cfg: cfg, reg: metrics.New(), sockets: new(netopt.Stats)}
-	mb, err := mockbackend.Start(context.Background(), "127.0.0.1:0", mockbackend.FromConfig(cfg), gateway.ServerOptions(cfg.GRPC), nil)
+	mb, err := mockbackend.Start(context.Background(), "127.0.0.1:0", mockbackend.FromConfig(mcfg), gateway.ServerOptions(cfg.GRPC), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,5 +287,66 @@ streams:
 	c, _ = config.Parse("d.yaml", []byte("models: {m: {exec_ms: 5}}\n"))
 	if sc, _ := gateway.SchedConfig(c); sc.Order != sched.OrderLaxity || sc.NoPipeline || sc.CommitLead != 0 {
 		t.Errorf("defaults: %+v", sc)
+	}
+}
+
+// A backend slower than vig's prior: the estimator follows what the backend
+// really takes, and the freshness rule then uses it. A frame 70 ms old with a
+// 150 ms max_age is forwarded while vig believes the model takes 2 ms, and
+// refused (DEADLINE_EXCEEDED, never forwarded) once it has measured ~100 ms.
+func TestSlowBackendEstimatorAdapts(t *testing.T) {
+	e, gov, _ := startGovernedMock(t, `
+listen: {metrics: "off"}
+backend: {slots: 1, stats_interval_ms: -1}
+scheduler: {safety_margin_pct: 100}
+models:
+  fast: {exec_ms: 2}
+streams:
+  - {name: cam, model: fast, class: high, period_ms: 50, max_age_ms: 150}
+`, `
+models:
+  fast: {exec_ms: 100}
+`)
+	c := pb.NewGRPCInferenceServiceClient(e.dial(t, e.tcp))
+	ctx := ctxT(t)
+	aged := func() int64 { return clock.Monotonic() - int64(70*time.Millisecond) }
+	forwarded := func() float64 {
+		return scrape(t, e.reg)[`vig_stream_requests_total{class="high",outcome="forwarded",stream="cam"}`]
+	}
+
+	if _, err := c.ModelInfer(ctx, streamRequest("cam", "fast", 0, aged())); err != nil {
+		t.Fatalf("a 70 ms old frame with the 2 ms prior: %v, want it forwarded", err)
+	}
+	estimate := func() time.Duration {
+		var snap sched.Snapshot
+		gov.Snapshot(&snap)
+		for _, est := range snap.Estimates {
+			if est.Model == "fast" && est.Busy <= 1 && est.Samples > 0 {
+				return est.Estimate
+			}
+		}
+		return 0
+	}
+	frame := uint64(1)
+	for ; estimate() < 80*time.Millisecond; frame++ {
+		if frame > 30 {
+			t.Fatalf("after %d calls of ~100 ms the estimate is %v", frame-1, estimate())
+		}
+		if _, err := c.ModelInfer(ctx, streamRequest("cam", "fast", frame, clock.Monotonic())); err != nil {
+			t.Fatalf("fresh frame %d: %v", frame, err)
+		}
+	}
+	t.Logf("estimate %v after %d calls", estimate(), frame)
+
+	before := forwarded()
+	_, err := c.ModelInfer(ctx, streamRequest("cam", "fast", frame, aged()))
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("a 70 ms old frame once the backend is known to take ~100 ms: %v, want DEADLINE_EXCEEDED", err)
+	}
+	if after := forwarded(); after != before {
+		t.Errorf("the refused frame was forwarded (forwarded %v → %v)", before, after)
+	}
+	if _, err := c.ModelInfer(ctx, streamRequest("cam", "fast", frame+1, clock.Monotonic())); err != nil {
+		t.Errorf("a fresh frame after the refusal: %v", err)
 	}
 }
