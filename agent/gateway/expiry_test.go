@@ -23,11 +23,6 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/vig-edge/vig/agent/config"
-	"github.com/vig-edge/vig/agent/gateway"
-	"github.com/vig-edge/vig/agent/metrics"
-	"github.com/vig-edge/vig/netopt"
-	"github.com/vig-edge/vig/platform/clock"
 	pb "github.com/vig-edge/vig/proto/inference"
 	"github.com/vig-edge/vig/wire"
 )
@@ -180,35 +175,6 @@ streams:
   - {name: b, model: m, class: protected, period_ms: 1000, max_age_ms: 60000}
 `
 
-// governedAt starts governed vig in front of the backend at addr.
-func governedAt(t *testing.T, yaml, addr string) *env {
-	t.Helper()
-	cfg, err := config.Parse("expiry.yaml", []byte(yaml))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Backend.Address = addr
-	e := &env{cfg: cfg, reg: metrics.New(), sockets: new(netopt.Stats)}
-	gov, err := gateway.NewGovernor(gateway.GovernorOptions{Config: cfg, Clock: clock.Monotonic, WallDiff: clock.WallOffset})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gov.SetObserver(e.reg.NewSched(gov.Snapshot))
-	gw, err := gateway.New(gateway.Options{Config: cfg, Dial: e.sockets.DialAddr, Metrics: e.reg, Admit: gov})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := netopt.Listen("tcp", "127.0.0.1:0", e.sockets)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go gw.Serve(ln)
-	t.Cleanup(gw.Stop)
-	e.gw, e.tcp = gw, ln.Addr().String()
-	waitBackendReady(t, e)
-	return e
-}
-
 func echoCtx(ctx context.Context, id string) context.Context {
 	return metadata.AppendToOutgoingContext(ctx, "x-probe-id", id)
 }
@@ -224,7 +190,7 @@ func echoCtx(ctx context.Context, id string) context.Context {
 //   - the expiries are counted, the scheduler balances, no slot stays busy.
 func TestBackendIgnoresDeadline(t *testing.T) {
 	d := startDeafBackend(t)
-	e := governedAt(t, expiryYAML, d.addr)
+	e, _, _ := governedAt(t, expiryYAML, d.addr)
 	c := pb.NewGRPCInferenceServiceClient(e.dial(t, e.tcp))
 	ctx := ctxT(t)
 	echo := func(what, stream string, frame uint64) {
@@ -297,7 +263,7 @@ func TestBackendIgnoresDeadline(t *testing.T) {
 // vig's count of answers equals the clients', and nothing stays on the backend.
 func TestBackendIgnoresDeadlineConcurrent(t *testing.T) {
 	d := startDeafBackend(t)
-	e := governedAt(t, expiryYAML, d.addr)
+	e, _, _ := governedAt(t, expiryYAML, d.addr)
 	c := pb.NewGRPCInferenceServiceClient(e.dial(t, e.tcp))
 	const clients, calls = 8, 6
 	// A hang guard that is not a deadline (a deadline would be forwarded and

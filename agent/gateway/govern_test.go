@@ -46,23 +46,31 @@ func startGoverned(t *testing.T, yaml string) (*env, *gateway.Governor, *metrics
 // exec_ms being only its priors; "" builds both from yaml.
 func startGovernedMock(t *testing.T, yaml, mockYAML string) (*env, *gateway.Governor, *metrics.Sched) {
 	t.Helper()
-	cfg, err := config.Parse("governed.yaml", []byte(yaml))
+	if mockYAML == "" {
+		mockYAML = yaml
+	}
+	mcfg, err := config.Parse("mock.yaml", []byte(mockYAML))
 	if err != nil {
 		t.Fatal(err)
 	}
-	mcfg := cfg
-	if mockYAML != "" {
-		if mcfg, err = config.Parse("mock.yaml", []byte(mockYAML)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	e := &env{cfg: cfg, reg: metrics.New(), sockets: new(netopt.Stats)}
-	mb, err := mockbackend.Start(context.Background(), "127.0.0.1:0", mockbackend.FromConfig(mcfg), gateway.ServerOptions(cfg.GRPC), nil)
+	mb, err := mockbackend.Start(context.Background(), "127.0.0.1:0", mockbackend.FromConfig(mcfg), gateway.ServerOptions(mcfg.GRPC), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { mb.Stop() })
-	cfg.Backend.Address = mb.Addr()
+	return governedAt(t, yaml, mb.Addr())
+}
+
+// governedAt starts vig with the freshness scheduler in front of the backend at
+// addr, and waits until it is connected.
+func governedAt(t *testing.T, yaml, addr string) (*env, *gateway.Governor, *metrics.Sched) {
+	t.Helper()
+	cfg, err := config.Parse("governed.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Backend.Address = addr
+	e := &env{cfg: cfg, reg: metrics.New(), sockets: new(netopt.Stats)}
 	gov, err := gateway.NewGovernor(gateway.GovernorOptions{Config: cfg, Clock: clock.Monotonic, WallDiff: clock.WallOffset})
 	if err != nil {
 		t.Fatal(err)

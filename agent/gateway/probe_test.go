@@ -23,11 +23,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/vig-edge/vig/agent/config"
 	"github.com/vig-edge/vig/agent/gateway"
 	"github.com/vig-edge/vig/agent/metrics"
-	"github.com/vig-edge/vig/netopt"
-	"github.com/vig-edge/vig/platform/clock"
 	pb "github.com/vig-edge/vig/proto/inference"
 	"github.com/vig-edge/vig/wire"
 )
@@ -295,29 +292,7 @@ streams:
 func governedProbe(t *testing.T) (*env, *gateway.Governor, *probe) {
 	t.Helper()
 	p := startProbe(t)
-	cfg, err := config.Parse("governed.yaml", []byte(governedYAML))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Backend.Address = p.addr
-	e := &env{cfg: cfg, reg: metrics.New(), sockets: new(netopt.Stats)}
-	gov, err := gateway.NewGovernor(gateway.GovernorOptions{Config: cfg, Clock: clock.Monotonic, WallDiff: clock.WallOffset})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gov.SetObserver(e.reg.NewSched(gov.Snapshot))
-	gw, err := gateway.New(gateway.Options{Config: cfg, Dial: e.sockets.DialAddr, Metrics: e.reg, Admit: gov})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := netopt.Listen("tcp", "127.0.0.1:0", e.sockets)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go gw.Serve(ln)
-	t.Cleanup(gw.Stop)
-	e.gw, e.tcp = gw, ln.Addr().String()
-	waitBackendReady(t, e)
+	e, gov, _ := governedAt(t, governedYAML, p.addr)
 	return e, gov, p
 }
 
