@@ -241,12 +241,32 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
+// Limits on a config, so that parsing one is bounded whatever the bytes: a config is a
+// few kilobytes, and vig schedules a handful of streams. Without them a 150 KB file of
+// 3,000 models and 3,000 streams that name none of them took a second to parse and
+// produced a 60 MB error (each stream's error listed every model); at 1 MB, a minute.
+const (
+	// MaxBytes is the largest config file Parse reads.
+	MaxBytes = 1 << 20
+	// MaxStreams and MaxModels bound the streams and models one config declares.
+	MaxStreams = 256
+	MaxModels  = 256
+	// maxErrors is how many problems one error reports; the rest are counted.
+	maxErrors = 20
+	// maxQuoted is how much of a value an error message quotes.
+	maxQuoted = 64
+)
+
 // Parse decodes and validates a configuration. file names the source in errors. The
-// error, if any, joins one *Error per problem found (errors.As finds the first).
+// error, if any, joins one *Error per problem found (errors.As finds the first), at
+// most maxErrors of them and a count of the rest.
 func Parse(file string, data []byte) (*Config, error) {
+	if len(data) > MaxBytes {
+		return nil, &Error{File: file, Msg: fmt.Sprintf("%d bytes: a config is at most %d (1 MiB); is this the right file?", len(data), MaxBytes)}
+	}
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, &Error{File: file, Msg: strings.TrimPrefix(err.Error(), "yaml: ")}
+		return nil, &Error{File: file, Msg: quoteShort(strings.TrimPrefix(err.Error(), "yaml: "))}
 	}
 	c := Config{File: file}
 	if len(root.Content) == 0 { // empty document: all defaults
@@ -254,8 +274,13 @@ func Parse(file string, data []byte) (*Config, error) {
 		return &c, c.validate(file)
 	}
 	doc := root.Content[0]
-	if errs := checkKeys(file, doc, reflect.TypeOf(c), ""); len(errs) > 0 {
-		return nil, errors.Join(errs...)
+	if err := checkCounts(file, doc); err != nil {
+		return nil, err
+	}
+	keys := problems{file: file}
+	keys.checkKeys(doc, reflect.TypeOf(c), "")
+	if err := keys.err(); err != nil {
+		return nil, err
 	}
 	if err := doc.Decode(&c); err != nil {
 		return nil, typeErrors(file, err)
@@ -265,16 +290,87 @@ func Parse(file string, data []byte) (*Config, error) {
 	return &c, c.validate(file)
 }
 
+// checkCounts refuses more than MaxStreams streams or MaxModels models before anything
+// walks them (aliases make a long list cheap to write: "- *s" is four bytes).
+func checkCounts(file string, doc *yaml.Node) error {
+	for i := 0; i+1 < len(doc.Content); i += 2 {
+		k, v := doc.Content[i], doc.Content[i+1]
+		if v.Kind == yaml.AliasNode {
+			v = v.Alias
+		}
+		var n, limit int
+		switch k.Value {
+		case "streams":
+			n, limit = len(v.Content), MaxStreams
+		case "models":
+			n, limit = len(v.Content)/2, MaxModels
+		default:
+			continue
+		}
+		if n > limit {
+			return &Error{File: file, Line: k.Line, Key: k.Value,
+				Msg: fmt.Sprintf("%d entries: vig takes at most %d (one per sensor stream or model); split the deployment across vig instances", n, limit)}
+		}
+	}
+	return nil
+}
+
+// problems collects a parse's errors, at most maxErrors of them; past that it only
+// counts, and walks stop early.
+type problems struct {
+	file  string
+	errs  []error
+	extra int
+}
+
+func (p *problems) add(e *Error) {
+	if len(p.errs) < maxErrors {
+		p.errs = append(p.errs, e)
+		return
+	}
+	p.extra++
+}
+
+func (p *problems) full() bool { return len(p.errs) >= maxErrors }
+
+func (p *problems) err() error { return joinErrors(p.file, p.errs, p.extra) }
+
+// joinErrors joins at most maxErrors errors and says how many more it knows of.
+func joinErrors(file string, errs []error, extra int) error {
+	if len(errs) > maxErrors {
+		extra += len(errs) - maxErrors
+		errs = errs[:maxErrors]
+	}
+	if extra > 0 {
+		errs = append(errs[:len(errs):len(errs)], &Error{File: file, Msg: fmt.Sprintf("more problems not shown (at least %d): fix the ones above first", extra)})
+	}
+	return errors.Join(errs...)
+}
+
+// quoteShort returns s, cut to maxQuoted bytes with a mark when longer, so that an
+// error never echoes a megabyte of input.
+func quoteShort(s string) string {
+	if len(s) <= maxQuoted {
+		return s
+	}
+	return fmt.Sprintf("%s… (%d bytes)", strings.ToValidUTF8(s[:maxQuoted], ""), len(s))
+}
+
 // checkKeys walks the YAML tree beside the Go type it decodes into and reports every
 // mapping key that has no field, with its line and the keys that would be accepted.
-func checkKeys(file string, n *yaml.Node, t reflect.Type, path string) []error {
+// It stops once it has maxErrors problems. An alias is walked where it is used (its
+// anchor's keys are checked against each type it lands in); checkCounts and the
+// yaml decoder's own aliasing limit keep that linear in the input.
+func (p *problems) checkKeys(n *yaml.Node, t reflect.Type, path string) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	var errs []error
+	if p.full() {
+		return
+	}
 	switch {
 	case n.Kind == yaml.AliasNode:
-		return checkKeys(file, n.Alias, t, path)
+		p.checkKeys(n.Alias, t, path)
 	case t.Kind() == reflect.Struct && n.Kind == yaml.MappingNode:
 		fields := map[string]reflect.Type{}
 		var known []string
@@ -290,23 +386,26 @@ func checkKeys(file string, n *yaml.Node, t reflect.Type, path string) []error {
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
 			ft, ok := fields[k.Value]
-			if !ok {
-				errs = append(errs, &Error{File: file, Line: k.Line, Key: join(path, k.Value),
-					Msg: fmt.Sprintf("unknown key %q (known keys here: %s)", k.Value, strings.Join(known, ", "))})
+			switch {
+			case !ok && p.full():
+				p.extra++
+				continue
+			case !ok:
+				p.add(&Error{File: p.file, Line: k.Line, Key: join(path, quoteShort(k.Value)),
+					Msg: fmt.Sprintf("unknown key %q (known keys here: %s)", quoteShort(k.Value), strings.Join(known, ", "))})
 				continue
 			}
-			errs = append(errs, checkKeys(file, v, ft, join(path, k.Value))...)
+			p.checkKeys(v, ft, join(path, k.Value))
 		}
 	case t.Kind() == reflect.Map && n.Kind == yaml.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			errs = append(errs, checkKeys(file, n.Content[i+1], t.Elem(), join(path, n.Content[i].Value))...)
+			p.checkKeys(n.Content[i+1], t.Elem(), join(path, quoteShort(n.Content[i].Value)))
 		}
 	case t.Kind() == reflect.Slice && n.Kind == yaml.SequenceNode:
 		for i, item := range n.Content {
-			errs = append(errs, checkKeys(file, item, t.Elem(), fmt.Sprintf("%s[%d]", path, i))...)
+			p.checkKeys(item, t.Elem(), fmt.Sprintf("%s[%d]", path, i))
 		}
 	}
-	return errs
 }
 
 func join(path, key string) string {
@@ -322,18 +421,18 @@ func typeErrors(file string, err error) error {
 	if !errors.As(err, &te) {
 		return &Error{File: file, Msg: err.Error()}
 	}
-	errs := make([]error, 0, len(te.Errors))
-	for _, m := range te.Errors {
+	errs := make([]error, 0, min(len(te.Errors), maxErrors))
+	for _, m := range te.Errors[:min(len(te.Errors), maxErrors)] {
 		e := &Error{File: file, Msg: m}
 		var line int
 		if _, scanErr := fmt.Sscanf(m, "line %d:", &line); scanErr == nil {
 			e.Line = line
 			_, e.Msg, _ = strings.Cut(m, ": ")
 		}
-		e.Msg = strings.Replace(e.Msg, "cannot unmarshal", "wrong type:", 1)
+		e.Msg = quoteShort(strings.Replace(e.Msg, "cannot unmarshal", "wrong type:", 1))
 		errs = append(errs, e)
 	}
-	return errors.Join(errs...)
+	return joinErrors(file, errs, len(te.Errors)-len(errs))
 }
 
 // locate records the line of each stream and model so that validation can point at it.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/vig-edge/vig/agent/sched"
+	"github.com/vig-edge/vig/internal/fuzztest"
 )
 
 const scenarioB = `
@@ -167,6 +168,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("listen: {grpc: \"0.0.0.0:1\", metrics: \"[::1]:2\", tls: {cert_file: c, key_file: k}, allow_uids: [1]}\n"))
 	f.Add([]byte("streams: [{name: a}]\nmodels: {a: &x {exec_ms: 1}, b: *x}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
+		defer fuzztest.Bound(t)()
 		c, err := Parse("fuzz.yaml", data)
 		if err == nil && (c.Backend.Slots < 1 || c.Scheduler.SafetyMarginPct < 100) {
 			t.Fatalf("accepted an invalid config: %+v", c)

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"sort"
@@ -14,7 +13,12 @@ import (
 func (c *Config) validate(file string) error {
 	var errs []error
 	bad := func(line int, key, format string, args ...any) {
-		errs = append(errs, &Error{File: file, Line: line, Key: key, Msg: fmt.Sprintf(format, args...)})
+		for i, a := range args { // values from the file are quoted short
+			if s, ok := a.(string); ok {
+				args[i] = quoteShort(s)
+			}
+		}
+		errs = append(errs, &Error{File: file, Line: line, Key: quoteShort(key), Msg: fmt.Sprintf(format, args...)})
 	}
 	for key, addr := range map[string]string{"listen.grpc": c.Listen.GRPC, "listen.metrics": c.Listen.Metrics} {
 		if addr == "" {
@@ -112,6 +116,7 @@ func (c *Config) validate(file string) error {
 		}
 	}
 	seen := map[string]int{}
+	knownModels := listShort(c.ModelNames())
 	for i, s := range c.Streams {
 		key := fmt.Sprintf("streams[%d]", i)
 		if s.Name != "" {
@@ -130,7 +135,7 @@ func (c *Config) validate(file string) error {
 		case s.Model == "":
 			bad(s.Line, key+".model", "a stream needs the model it runs")
 		case !ok:
-			bad(s.Line, key+".model", "unknown model %q: add it under models: with its exec_ms (known: %s)", s.Model, strings.Join(c.ModelNames(), ", "))
+			bad(s.Line, key+".model", "unknown model %q: add it under models: with its exec_ms (known: %s)", s.Model, knownModels)
 		}
 		if !oneOf(s.Class, ClassProtected, ClassHigh, ClassBestEffort) {
 			bad(s.Line, key+".class", "%q is not one of protected, high, best_effort", s.Class)
@@ -181,7 +186,24 @@ func (c *Config) validate(file string) error {
 		}
 		return a.Key < b.Key
 	})
-	return errors.Join(errs...)
+	return joinErrors(file, errs, 0)
+}
+
+// shortList is a list already cut for an error message (bad quotes it whole).
+type shortList string
+
+// listShort joins names for an error message, the first few of them, each quoted short.
+func listShort(names []string) shortList {
+	const most = 8
+	n := min(len(names), most)
+	cut := make([]string, n)
+	for i, name := range names[:n] {
+		cut[i] = quoteShort(name)
+	}
+	if len(names) <= most {
+		return shortList(strings.Join(cut, ", "))
+	}
+	return shortList(fmt.Sprintf("%s and %d more", strings.Join(cut, ", "), len(names)-most))
 }
 
 // ModelNames returns the configured model names, sorted.

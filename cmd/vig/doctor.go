@@ -58,7 +58,7 @@ func doctorMain(ctx context.Context, args []string, stdout, stderr io.Writer, tt
 		fs.Usage()
 		return 2
 	}
-	data, err := os.ReadFile(path)
+	data, err := readConfig(path)
 	if err != nil {
 		fmt.Fprintf(stderr, "vig doctor: %v\n", err)
 		return 2

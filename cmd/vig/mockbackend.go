@@ -108,7 +108,7 @@ func mockBackend(ctx context.Context, args []string, stdout, stderr io.Writer, r
 	level := slog.LevelInfo
 	var cfg mockbackend.Config
 	if *file != "" {
-		data, err := os.ReadFile(*file)
+		data, err := readConfig(*file)
 		if err != nil {
 			fmt.Fprintf(stderr, "vig mock-backend: %v\n", err)
 			return 2

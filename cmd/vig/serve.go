@@ -142,7 +142,7 @@ func loadConfig(path string) (*config.Config, int) {
 		fmt.Fprintln(os.Stderr, "vig: -c FILE is required (try examples/demo.yaml)")
 		return nil, 2
 	}
-	data, err := os.ReadFile(path)
+	data, err := readConfig(path)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "vig: %v\n", err)
 		return nil, 2
@@ -153,6 +153,17 @@ func loadConfig(path string) (*config.Config, int) {
 		return nil, 2
 	}
 	return cfg, 0
+}
+
+// readConfig reads a config file, at most one byte past config.MaxBytes (so that Parse
+// names the limit), whatever the path is: -c /dev/zero must not read forever.
+func readConfig(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, config.MaxBytes+1))
 }
 
 // parseFlags parses a subcommand's flags. --help prints the usage once, to stdout,
