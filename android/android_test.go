@@ -9,6 +9,7 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"github.com/vig-edge/vig/internal/fuzztest"
 	"github.com/vig-edge/vig/platform/toolexec/toolexectest"
 )
 
@@ -128,6 +129,7 @@ func FuzzReadings(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
+		defer fuzztest.Bound(t)()
 		for _, r := range []Reading{DozeReading(b), WakefulnessReading(b), ThermalServiceReading(b), PerfHardenReading(b)} {
 			if r.Err == nil && r.Value == "" {
 				t.Fatalf("no error and no value: %+v", r)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/vig-edge/vig/agent/config"
 	"github.com/vig-edge/vig/agent/sched"
+	"github.com/vig-edge/vig/internal/fuzztest"
 )
 
 // A scrape of vig's /metrics, cut down, as the Prometheus client writes it.
@@ -73,6 +74,7 @@ func FuzzParseMetrics(f *testing.F) {
 	f.Add([]byte(metricsFixture))
 	f.Add([]byte("a{b=\"\\\\\"} 1\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
+		defer fuzztest.Bound(t)()
 		ms, err := ParseMetrics(b)
 		if err != nil {
 			return
@@ -104,6 +106,7 @@ func TestParseVmRSS(t *testing.T) {
 func FuzzParseVmRSS(f *testing.F) {
 	f.Add([]byte("VmRSS:\t   22016 kB\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
+		defer fuzztest.Bound(t)()
 		if v, err := ParseVmRSS(b); err == nil && v%1024 != 0 {
 			t.Fatalf("VmRSS %d is not whole kB", v)
 		}

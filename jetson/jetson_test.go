@@ -9,6 +9,7 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"github.com/vig-edge/vig/internal/fuzztest"
 	"github.com/vig-edge/vig/platform/toolexec/toolexectest"
 )
 
@@ -123,6 +124,7 @@ func FuzzParsers(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
+		defer fuzztest.Bound(t)()
 		r := ClocksReading(b)
 		if (r.Err == nil) == (r.Value == "") {
 			t.Fatalf("clocks: %+v", r)

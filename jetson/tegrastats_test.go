@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/vig-edge/vig/internal/fuzztest"
 )
 
 func TestParseTegrastats(t *testing.T) {
@@ -118,6 +120,7 @@ func FuzzParseTegrastats(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
+		defer fuzztest.Bound(t)()
 		ts, err := ParseTegrastats(b)
 		if err != nil {
 			return

@@ -3,6 +3,8 @@ package mockbackend
 import (
 	"testing"
 	"time"
+
+	"github.com/vig-edge/vig/internal/fuzztest"
 )
 
 func TestExecTimeDeterministic(t *testing.T) {
@@ -105,6 +107,7 @@ func FuzzParseFrameID(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, id string) {
+		defer fuzztest.Bound(t)()
 		s, n, ok := ParseFrameID(id)
 		if !ok {
 			return

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/vig-edge/vig/internal/fuzztest"
 	"github.com/vig-edge/vig/proto/inference"
 )
 
@@ -53,6 +54,7 @@ func FuzzInfer(f *testing.F) {
 
 	allowed := map[codes.Code]bool{codes.OK: true, codes.InvalidArgument: true, codes.NotFound: true}
 	f.Fuzz(func(t *testing.T, b []byte) {
+		defer fuzztest.Bound(t)()
 		var req inference.ModelInferRequest
 		if proto.Unmarshal(b, &req) != nil {
 			return

@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/vig-edge/vig/internal/fuzztest"
 )
 
 // TestABIOffsets pins the byte offsets documented in doc.go. They are
@@ -298,6 +300,7 @@ func FuzzDecodeDescriptor(f *testing.F) {
 	f.Add(b[:17])
 	r := RingLayout{Descriptors: 16, Slots: 4, SlotSize: 8 << 20}
 	f.Fuzz(func(t *testing.T, b []byte) {
+		defer fuzztest.Bound(t)()
 		d, err := DecodeDescriptor(b)
 		if err != nil {
 			return
@@ -335,6 +338,7 @@ func FuzzDecodeHeader(f *testing.F) {
 	f.Add(b2, l2.RegionSize)
 	f.Add(make([]byte, HeaderSize), uint64(1<<20))
 	f.Fuzz(func(t *testing.T, b []byte, size uint64) {
+		defer fuzztest.Bound(t)()
 		l, err := DecodeHeader(b, size)
 		if err != nil {
 			return

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/vig-edge/vig/internal/fuzztest"
 	"github.com/vig-edge/vig/platform/shmprobe"
 	"github.com/vig-edge/vig/platform/sysinfo"
 )
@@ -322,6 +323,7 @@ func FuzzScribbledRing(f *testing.F) {
 	f.Add(seed, uint16(0xffff))
 	const rc = 512 + 128 // control block size for 2 slots
 	f.Fuzz(func(t *testing.T, scribble []byte, ops uint16) {
+		defer fuzztest.Bound(t)()
 		s, r, _ := localPair(t, RingConfig{Descriptors: 4, Slots: 2, SlotSize: 4096})
 		ctrl := s.region.mem[s.lay.RingOff : s.lay.DescOff+uint64(s.lay.Descriptors)*DescriptorSize]
 		// Spread the scribble: the first 1024 bytes over the control block

@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/vig-edge/vig/internal/fuzztest"
 	"github.com/vig-edge/vig/platform/shmprobe"
 	"github.com/vig-edge/vig/platform/sysinfo"
 )
@@ -504,6 +505,7 @@ func FuzzDecodeHello(f *testing.F) {
 	f.Add(make([]byte, helloSize))
 	f.Add(hello{version: ProtocolVersion, kind: handshakeKindK, regionSize: 1 << 20, key: "/vig-ring-0011"}.encode())
 	f.Fuzz(func(t *testing.T, b []byte) {
+		defer fuzztest.Bound(t)()
 		h, err := decodeHello(b)
 		if err == nil && (h.version != ProtocolVersion || h.kind < handshakeKindM || h.kind > handshakeKindK ||
 			(h.kind == handshakeKindK) != (h.key != "") || h.key != "" && CheckKey(h.key) != nil) {

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/vig-edge/vig/internal/fuzztest"
 	pb "github.com/vig-edge/vig/proto/inference"
 )
 
@@ -180,6 +181,7 @@ func FuzzParseInfer(f *testing.F) {
 	f.Add([]byte{0x0a, 0x01, 'm'}, uint8(1))
 	f.Add([]byte{0x22, 0x80, 0x80, 0x80, 0x80, 0x10}, uint8(2))
 	f.Fuzz(func(t *testing.T, msg []byte, cut uint8) {
+		defer fuzztest.Bound(t)()
 		in := chunk(msg, int(cut%32)+1)
 		var h InferHeader
 		vigErr := h.ParseInfer(in)

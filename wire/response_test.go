@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/vig-edge/vig/internal/fuzztest"
 	pb "github.com/vig-edge/vig/proto/inference"
 )
 
@@ -106,6 +107,7 @@ func FuzzParseResponse(f *testing.F) {
 	f.Add([]byte{0x2a, 0x02, 0x1a, 0x80}, uint8(1))
 	f.Add([]byte{0x32, 0x80, 0x80, 0x80, 0x80, 0x10}, uint8(2))
 	f.Fuzz(func(t *testing.T, msg []byte, cut uint8) {
+		defer fuzztest.Bound(t)()
 		in := chunk(msg, int(cut%32)+1)
 		var r InferResponse
 		vigErr := r.ParseResponse(in)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/vig-edge/vig/agent/config"
+	"github.com/vig-edge/vig/internal/fuzztest"
 )
 
 func loadScenario(t *testing.T, name string) *config.Config {
@@ -202,6 +203,7 @@ func FuzzAnalyze(f *testing.F) {
 	}
 	f.Add([]byte("backend: {slots: 3}\nmodels: {m: {exec_ms: 1e300}}\nstreams: [{name: x, model: m, class: protected, period_ms: 1e-9, max_age_ms: 1e301}]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
+		defer fuzztest.Bound(t)()
 		c, err := config.Parse("fuzz.yaml", data)
 		if err != nil {
 			for _, fd := range ConfigFindings(err) {

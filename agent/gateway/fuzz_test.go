@@ -26,6 +26,7 @@ import (
 
 	"github.com/vig-edge/vig/agent/config"
 	"github.com/vig-edge/vig/agent/metrics"
+	"github.com/vig-edge/vig/internal/fuzztest"
 	pb "github.com/vig-edge/vig/proto/inference"
 	"github.com/vig-edge/vig/wire"
 )
@@ -127,6 +128,7 @@ func FuzzServerConn(f *testing.F) {
 	f.Add([]byte{})
 
 	f.Fuzz(func(t *testing.T, data []byte) {
+		defer fuzztest.Bound(t)()
 		vig, client := net.Pipe()
 		done := make(chan struct{})
 		g.conns.Add(1)
@@ -183,6 +185,7 @@ func FuzzShmReferences(f *testing.F) {
 	reg, _ := proto.Marshal(&pb.SystemSharedMemoryRegisterRequest{Name: "r", Key: "/frames", Offset: 8, ByteSize: 1 << 20})
 	f.Add(reg, uint16(0))
 	f.Fuzz(func(t *testing.T, msg []byte, uid16 uint16) {
+		defer fuzztest.Bound(t)()
 		uid, known := uint32(uid16), uid16 != 0xffff
 		// The same bytes as a registration: accepted only with a valid key and
 		// an offset + size that does not overflow. (The registry is not changed:

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/vig-edge/vig/internal/fuzztest"
 )
 
 // fuzzConfig has every feature at once: three classes, both queue kinds, an
@@ -346,6 +348,7 @@ func FuzzEvents(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		defer fuzztest.Bound(t)()
 		if len(data) > 4096 {
 			return
 		}

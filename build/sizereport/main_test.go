@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/vig-edge/vig/internal/fuzztest"
 )
 
 func TestPackageOf(t *testing.T) {
@@ -87,6 +89,7 @@ func FuzzPackageOf(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
+		defer fuzztest.Bound(t)()
 		p := PackageOf(s)
 		if p == "" || ModuleOf(p) == "" {
 			t.Fatalf("%q → %q / %q", s, p, ModuleOf(p))

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"github.com/vig-edge/vig/internal/fuzztest"
 )
 
 func TestParseFormatFixtures(t *testing.T) {
@@ -137,6 +139,7 @@ func FuzzParseFormat(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
+		defer fuzztest.Bound(t)()
 		fm, err := ParseFormat(b)
 		if err != nil {
 			return
@@ -152,6 +155,7 @@ func FuzzParseFormat(f *testing.F) {
 func FuzzParseCPUList(f *testing.F) {
 	f.Add([]byte("0-3,6,8-9\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
+		defer fuzztest.Bound(t)()
 		cpus, err := ParseCPUList(b)
 		if err == nil && (len(cpus) == 0 || len(cpus) > 1<<12+1) {
 			t.Fatalf("%q gave %d cpus", b, len(cpus))

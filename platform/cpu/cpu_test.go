@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+
+	"github.com/vig-edge/vig/internal/fuzztest"
 )
 
 func TestFixtures(t *testing.T) {
@@ -197,6 +199,7 @@ func FuzzParseList(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
+		defer fuzztest.Bound(t)()
 		ids, err := ParseList([]byte(s))
 		if err != nil {
 			return

@@ -3,6 +3,8 @@ package cpu
 import (
 	"os"
 	"testing"
+
+	"github.com/vig-edge/vig/internal/fuzztest"
 )
 
 func TestSamplerShares(t *testing.T) {
@@ -60,6 +62,7 @@ func TestParseFreq(t *testing.T) {
 func FuzzParseFreq(f *testing.F) {
 	f.Add("1113600\n")
 	f.Fuzz(func(t *testing.T, s string) {
+		defer fuzztest.Bound(t)()
 		if v, err := ParseFreq([]byte(s)); err == nil && v < 0 {
 			t.Fatalf("%q -> %d", s, v)
 		}

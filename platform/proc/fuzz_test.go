@@ -3,6 +3,8 @@ package proc
 import (
 	"bytes"
 	"testing"
+
+	"github.com/vig-edge/vig/internal/fuzztest"
 )
 
 func FuzzParseStat(f *testing.F) {
@@ -11,6 +13,7 @@ func FuzzParseStat(f *testing.F) {
 	}
 	f.Add([]byte("1 (a) R"))
 	f.Fuzz(func(t *testing.T, b []byte) {
+		defer fuzztest.Bound(t)()
 		s, err := ParseStat(b)
 		if err != nil {
 			return
@@ -30,6 +33,7 @@ func FuzzParseSchedStat(f *testing.F) {
 	f.Add([]byte("179139493 667146 28\n"))
 	f.Add([]byte("0 0 0"))
 	f.Fuzz(func(t *testing.T, b []byte) {
+		defer fuzztest.Bound(t)()
 		s, err := ParseSchedStat(b)
 		if err == nil && (s.OnCPU < 0 || s.RunQueueWait < 0) {
 			t.Fatalf("negative duration from %q: %+v", b, s)
@@ -41,6 +45,7 @@ func FuzzParseStatus(f *testing.F) {
 	f.Add(readFixture(f, "arm64/4321/status"))
 	f.Add(readFixture(f, "amd64/10014/status"))
 	f.Fuzz(func(t *testing.T, b []byte) {
+		defer fuzztest.Bound(t)()
 		s, err := ParseStatus(b)
 		if err == nil && (s.Tgid < 0 || s.Pid < 0 || s.Threads < 0) {
 			t.Fatalf("negative field from %q: %+v", b, s)

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+
+	"github.com/vig-edge/vig/internal/fuzztest"
 )
 
 func TestParseVersion(t *testing.T) {
@@ -42,6 +44,7 @@ func FuzzAtLeast(f *testing.F) {
 	f.Add("6.1.0-18-arm64")
 	f.Add("3.17")
 	f.Fuzz(func(t *testing.T, rel string) {
+		defer fuzztest.Bound(t)()
 		if AtLeast(rel, 3, 17) && !AtLeast(rel, 3, 0) {
 			t.Fatalf("%q: ≥ 3.17 but not ≥ 3.0", rel)
 		}
