@@ -48,6 +48,8 @@ func parseMetricLine(line string) (Metric, error) {
 	rest := line
 	if i := strings.IndexAny(line, "{ "); i < 0 {
 		return m, fmt.Errorf("no value")
+	} else if i == 0 {
+		return m, fmt.Errorf("no metric name")
 	} else {
 		m.Name, rest = line[:i], line[i:]
 	}

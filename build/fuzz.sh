@@ -41,7 +41,7 @@ for t in "${targets[@]}"; do
 		tail -n 40 "$log"
 	fi
 	# The status lines come every 3 s: "fuzz: elapsed: 9s, execs: 163217 (0/sec), ...".
-	execs=$(grep -o 'execs: [0-9]*' "$log" | tail -n 1 | cut -d' ' -f2)
+	execs=$(grep -o 'execs: [0-9]*' "$log" | tail -n 1 | cut -d' ' -f2 || true)
 	stall=$(awk '/^fuzz: elapsed: .*execs: / { if ($0 ~ /\(0\/sec\)/) { run += 3; if (run > max) max = run } else run = 0 } END { print max + 0 }' "$log")
 	rows+=("$(printf '%-24s %-26s %12s %9ss  %s' "$target" "$pkg" "${execs:-0}" "$stall" "$status")")
 done

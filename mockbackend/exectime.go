@@ -70,10 +70,11 @@ func fnvUint64(h, v uint64) uint64 {
 
 // ParseFrameID splits a request id of the form "<stream>#<frame>" (e.g.
 // "detector#42"). ok is false for any other id; the stream part may not be empty
-// and the frame must be a decimal uint64.
+// and the frame must be a decimal uint64 as FrameID writes it (no leading zeros:
+// "cam#07" is not frame 7, so that one frame has one id and one execution time).
 func ParseFrameID(id string) (stream string, frame uint64, ok bool) {
 	i := strings.LastIndexByte(id, '#')
-	if i <= 0 || i == len(id)-1 {
+	if i <= 0 || i == len(id)-1 || id[i+1] == '0' && i+2 < len(id) {
 		return "", 0, false
 	}
 	n, err := strconv.ParseUint(id[i+1:], 10, 64)
