@@ -113,10 +113,18 @@ type Snapshot struct {
 	Estimates    []EstimateStats
 	// Unrouted counts requests that matched no stream (all rejected).
 	Unrouted Counters
+	// Accelerators is the occupancy per accelerator, in config order; one
+	// entry (named "" for the backend.slots shorthand) on one accelerator.
+	// Slots, Busy, Committed and Exclusive above are their totals.
+	Accelerators []AcceleratorStats
 }
 
 // Snapshot fills dst with the state at now, reusing dst's slices.
 func (s *Scheduler) Snapshot(now Time, dst *Snapshot) {
+	if s.multi() {
+		s.frontSnapshot(now, dst)
+		return
+	}
 	dst.Now = now
 	dst.Slots = s.slots
 	dst.Busy = s.busy
@@ -126,6 +134,8 @@ func (s *Scheduler) Snapshot(now Time, dst *Snapshot) {
 	dst.BackendDown = s.backendDown
 	dst.SafetyMargin = s.margin
 	dst.Unrouted = s.unrouted
+	dst.Accelerators = append(dst.Accelerators[:0], AcceleratorStats{Name: s.accelName, Slots: s.slots,
+		Busy: s.busy, Committed: s.committed, Exclusive: s.exclRunning})
 	dst.Streams = dst.Streams[:0]
 	for i := range s.streams {
 		st := &s.streams[i]
