@@ -1,5 +1,7 @@
 package sched
 
+import "time"
+
 // AcceleratorSpec is one kind of accelerator of the device (config
 // `accelerators: {gpu: 1, dla: 2}`): a pool of Slots interchangeable,
 // non-preemptible slots with its own queue at the backend.
@@ -249,6 +251,7 @@ func (s *Scheduler) frontSnapshot(now Time, dst *Snapshot) {
 		if a.e != nil {
 			a.e.Snapshot(now, &a.snap)
 			as.Busy, as.Committed, as.Exclusive = a.snap.Busy, a.snap.Committed, a.snap.Exclusive
+			as.BusyTime = a.snap.Accelerators[0].BusyTime
 			for l, st := range a.snap.Streams {
 				dst.Streams[a.global[l]] = st
 			}
@@ -306,4 +309,8 @@ type AcceleratorStats struct {
 	Busy      int  // started jobs
 	Committed int  // pipelined jobs queued behind them
 	Exclusive bool // a corun:false job runs on it
+	// BusyTime is the slot time its jobs have run so far (Σ over slots, from
+	// each job's observed start to its completion): its rate over Slots is
+	// the busy share.
+	BusyTime time.Duration
 }

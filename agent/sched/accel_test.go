@@ -82,6 +82,12 @@ func TestAccelGPUJobWaitsForTheGPU(t *testing.T) {
 	if a := mustDispatch(t, acts, depth); a.Slot != 0 {
 		t.Fatalf("depth: %s, want the GPU's slot 0", fmtAct(a))
 	}
+	// Busy slot time per accelerator: the GPU ran pose 1000–1006 and depth
+	// since, the DLA the detector since 1001.
+	h.s.Snapshot(at(1010), &snap)
+	if g, d := snap.Accelerators[0].BusyTime, snap.Accelerators[1].BusyTime; g != 10*ms || d != 9*ms {
+		t.Fatalf("busy time: gpu %v, dla %v", g, d)
+	}
 
 	// The same events on one pool of three slots start depth beside pose:
 	// the ablation the test is about.
@@ -308,4 +314,43 @@ func TestAccelScenarioDSimulation(t *testing.T) {
 	}
 	t.Logf("accelerators: %v", got)
 	t.Logf("one pool of 3: %v", pool)
+}
+
+// A frame whose fastest result would land in a window its stream already has
+// (doubling it) while its predicted result lands in the next one is held until
+// even its fastest result lands there: a result on the window's edge covers
+// one window or the other by chance, a held one the right one.
+func TestHeldToLandInItsWindow(t *testing.T) {
+	cfg := Config{
+		Slots: 1, SafetyMargin: 110,
+		Models:  []ModelSpec{{Name: "depth", Exec: 10 * ms}},
+		Streams: []StreamSpec{{Name: "depth", Model: "depth", Class: High, Period: 33 * ms, MaxAge: 100 * ms, Queue: Latest}},
+	}
+	h := newHarness(t, cfg)
+	a, acts := h.arrive("depth", 0) // the grid starts here
+	mustDispatch(t, acts, a)
+	h.set(at(10))
+	h.complete(a, true) // window 0 is covered
+	h.set(at(22.5))
+	b, acts := h.arrive("depth", 0)
+	mustNothing(t, acts, b) // at 22.5 + 10 it would double window 0
+	if w, ok := h.s.NextWake(); !ok || w != at(23) {
+		t.Fatalf("NextWake %v %v, want 23 ms (window 1's start − 10 ms)", time.Duration(w), ok)
+	}
+	h.set(at(23))
+	mustDispatch(t, h.tick(), b)
+	if st := h.stats("depth"); st.Held != 1 {
+		t.Fatalf("held %d", st.Held)
+	}
+	// Not held when its sensor's next frame comes before the hold would end
+	// (that frame serves the window; holding would only lose this one).
+	cfg.Streams[0].FrameInterval = ms / 4
+	h = newHarness(t, cfg)
+	a, acts = h.arrive("depth", 0)
+	mustDispatch(t, acts, a)
+	h.set(at(10))
+	h.complete(a, true)
+	h.set(at(22.5))
+	b, acts = h.arrive("depth", 0)
+	mustDispatch(t, acts, b)
 }

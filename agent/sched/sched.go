@@ -21,6 +21,7 @@ type request struct {
 	state     reqState
 	deferred  bool // counted as deferred (once per request)
 	yielded   bool // counted as yielded to a predicted frame (once per request)
+	held      bool // counted as held to land in its own window (once per request)
 	budget    bool // running on a min_rate_hz budget
 	cancelled bool // the client went away while it ran
 	capture   Time
@@ -92,6 +93,7 @@ type stream struct {
 	budgetBlocked uint64
 	probes        uint64
 	yielded       uint64
+	held          uint64
 
 	// The coverage grid: windows [origin + k·period, …). Told by the
 	// config (gridKnown) or learnt at the first capture.
@@ -140,7 +142,9 @@ type Scheduler struct {
 	unrouted      Counters
 	epoch         Time // first capture on a stream with a learnt grid
 	epochSet      bool
-	accelName     string // the accelerator's name; "" for the backend.slots shorthand
+	accelName     string        // the accelerator's name; "" for the backend.slots shorthand
+	busyTime      time.Duration // slot time busy up to busyAt: Σ busy × dt
+	busyAt        Time
 
 	// A scheduler over more than one accelerator is a front: one engine —
 	// a Scheduler of one accelerator — per accelerator (see Accelerators in
@@ -652,6 +656,7 @@ func (s *Scheduler) occAt(now, start Time, slot int) int {
 // pass takes every decision possible at now: it dispatches, commits, drops
 // and defers waiting requests, then recomputes the next wake-up.
 func (s *Scheduler) pass(now Time, acts []Action) []Action {
+	s.account(now)
 	s.passID++
 	for !s.draining && !s.backendDown {
 		slot, start, queued := s.place(now)
@@ -729,7 +734,10 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 			blocked, misses, recheck := s.admission(now, start, slot, st.idx, excl, guardHigh, c)
 			if blocked {
 				if !st.anchored {
-					st.anchor, st.anchored = now, true
+					// The budget starts with one run owed (a token bucket
+					// of depth one, full): a stream that never ran is
+					// owed its first run at once, then one per interval.
+					st.anchor, st.anchored = now.Add(-st.minRate), true
 				}
 				owed := st.minRate > 0 && now >= st.anchor.Add(st.minRate)
 				if !owed {
@@ -747,6 +755,18 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 				}
 				budget = true
 				cost = misses
+			}
+		}
+		if !budget && !probe && !wait && !sk.extra && s.cfg.Order == OrderLaxity && sk.lax != math.MaxInt64 {
+			if until, ok := s.landsEarly(st, r, start, c, m.est[jobOcc].fastest()); ok {
+				if !r.held {
+					r.held = true
+					st.held++
+				}
+				r.deferPass = s.passID
+				r.recheck = until
+				st.pass = s.passID
+				continue
 			}
 		}
 		if !budget && !probe && !wait && (sk.extra || s.cfg.Order == OrderLaxity && sk.lax != math.MaxInt64) {
@@ -780,6 +800,43 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 		acts = s.dispatchHead(now, st, slot, start, queued, jobOcc, c, probe, budget, acts)
 	}
 	return s.expire(now, acts)
+}
+
+// account adds the slot time busy since the last event (busy changes only in
+// events, and each accounts before it changes anything).
+func (s *Scheduler) account(now Time) {
+	if now > s.busyAt {
+		s.busyTime += time.Duration(s.busy) * now.Sub(s.busyAt)
+		s.busyAt = now
+	}
+}
+
+// landsEarly reports whether a head placed at start should wait so that its
+// result lands in the window it is for (see Landing in a window in doc.go):
+// its fastest plausible result (start + the shortest execution time in its
+// estimator window) would land in a window of its stream already claimed —
+// doubling it — while its predicted one (start + c) lands in a later window,
+// not claimed. It is then held until windowStart(w) − fastest, when even its
+// fastest result lands in w, provided it
+// still meets its target (deadline and w's end) from there and the hold ends
+// before the stream's next frame is due.
+func (s *Scheduler) landsEarly(st *stream, r *request, start Time, c, fastest time.Duration) (Time, bool) {
+	cl := s.claimed(st)
+	if st.win(start.Add(fastest)) > cl {
+		return 0, false
+	}
+	w := st.win(start.Add(c))
+	if w <= cl {
+		return 0, false
+	}
+	until := st.windowStart(w) - Time(fastest)
+	if until <= start || until.Add(c) > min(r.deadline, st.windowEnd(w)) {
+		return 0, false
+	}
+	if until >= st.lastCapture.Add(st.interval) {
+		return 0, false // a newer frame comes first: holding this one only loses it
+	}
+	return until, true
 }
 
 // slotFree is when slot i is predicted to be free: the predicted end of the
@@ -907,6 +964,7 @@ func (s *Scheduler) Complete(now Time, token uint64, ok bool, acts []Action) []A
 	if ri < 0 || (s.reqs[ri].state != stRunning && s.reqs[ri].state != stCommitted) {
 		return acts
 	}
+	s.account(now)
 	r := &s.reqs[ri]
 	st := &s.streams[r.stream]
 	m := &s.models[st.model]
