@@ -12,8 +12,8 @@ import (
 func TestAcceleratorsOwnSlotsAndQueues(t *testing.T) {
 	cfg := Config{
 		Accelerators: []Accelerator{{Name: "gpu", Slots: 1}, {Name: "dla", Slots: 2}},
-		Models: []Model{{Name: "pose", Exec: time.Millisecond, On: "gpu"}, {Name: "detector", Exec: time.Millisecond, On: "dla"}},
-		Timeline: true,
+		Models:       []Model{{Name: "pose", Exec: time.Millisecond, On: "gpu"}, {Name: "detector", Exec: time.Millisecond, On: "dla"}},
+		Timeline:     true,
 	}
 	r, c, _ := serve(t, "127.0.0.1:0", cfg)
 	gpu, dla := r.pools[0], r.pools[1]
