@@ -232,3 +232,19 @@ func TestBusyShare(t *testing.T) {
 		t.Fatalf("busy %v, want gpu 50 %%, dla 17.5 %%", got)
 	}
 }
+
+// vig demo on scenario D shows the slot busy share per accelerator.
+func TestDemoAccelerators(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the demo for a second")
+	}
+	var out strings.Builder
+	if err := Demo(context.Background(), DemoOptions{Config: loadScenario(t, "d").Config, Duration: time.Second, Refresh: 400 * time.Millisecond, Out: &out}); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"accelerators gpu 1, dla 2 slot(s)", "slot busy gpu ", ", dla "} {
+		if !strings.Contains(out.String(), s) {
+			t.Errorf("demo output lacks %q:\n%s", s, out.String())
+		}
+	}
+}
