@@ -1,6 +1,7 @@
 package config
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -91,5 +92,19 @@ func TestAcceleratorErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestJetsonExampleParses(t *testing.T) {
+	data, err := os.ReadFile("../../examples/jetson-orin.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Parse("jetson-orin.yaml", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := c.AcceleratorList(); len(l) != 2 || l[0].Name != "gpu" || l[1].Name != "dla" || c.AcceleratorOf("detector_dla") != "dla" {
+		t.Fatalf("accelerators %+v", l)
 	}
 }
