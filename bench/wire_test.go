@@ -192,7 +192,8 @@ func TestWireSmokeScenarioD(t *testing.T) {
 		t.Fatalf("%d runs, accelerators %+v", len(ws.Runs), ws.Accelerators)
 	}
 	for _, r := range ws.Runs {
-		if g, d := r.Busy["gpu"], r.Busy["dla"]; g <= 0 || g > 100 || d <= 0 || d > 100 {
+		g, d := r.Busy["gpu"], r.Busy["dla"]
+		if g < 0 || g > 100 || d < 0 || d > 100 || (r.Policy == PolicyDirect && (g == 0 || d == 0)) {
 			t.Errorf("%s: busy share gpu %v %%, dla %v %%", r.Policy, g, d)
 		}
 		for _, s := range r.Streams {
