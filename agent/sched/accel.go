@@ -96,9 +96,8 @@ func newFront(cfg Config) (*Scheduler, error) {
 		e.accelName = a.name
 		a.e = e
 		a.global = make([]int32, len(e.streams))
-		if s.fallback == nil {
-			s.fallback = e
-			s.fallbackPart = int32(p)
+		if s.accels[s.fallbackPart].e == nil {
+			s.fallbackPart = int32(p) // the first engine answers unknown models
 		}
 	}
 	for g, ref := range s.streamAt {
@@ -267,7 +266,8 @@ func (s *Scheduler) frontSnapshot(now Time, dst *Snapshot) {
 	}
 }
 
-// engineOf returns the engine and model index of model, for the estimator.
+// engineOf returns the engine that runs model (s itself on one accelerator),
+// or nil for an unknown model.
 func (s *Scheduler) engineOf(model string) *Scheduler {
 	if !s.multi() {
 		return s

@@ -155,8 +155,7 @@ type Scheduler struct {
 	streamAt     []streamRef      // front stream index → engine and its index
 	partOfName   map[string]int32 // configured stream name → accelerator
 	partOfModel  map[string]int32 // model name → accelerator
-	fallback     *Scheduler       // the engine that answers an unknown model
-	fallbackPart int32
+	fallbackPart int32            // the accelerator whose engine answers an unknown model
 }
 
 // New validates cfg and builds a scheduler with every table allocated up
