@@ -24,8 +24,10 @@ type Options struct {
 	Quick     bool   // shorter runs (make bench)
 	Out       string // output directory; default bench/results/<date>-<host>
 	VigBinary string // vig to run as its own process (datapath, idle)
-	// ScenarioDir holds a.yaml, b.yaml, c.yaml (default examples/scenarios).
+	// ScenarioDir holds a.yaml … d.yaml (default examples/scenarios); Only
+	// names the wire scenarios to run (default DefaultWireScenarios).
 	ScenarioDir string
+	Only        []string
 	Pin         bool // pin the proxy under test with taskset (default on in the CLI)
 	// Duration is the length of an overload case or of the soak (0: their
 	// defaults, 60 s and 10 min); Factor the overload's multiple of the
@@ -177,7 +179,11 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	var scenarios []Scenario
 	if which["wire"] {
 		var err error
-		if scenarios, err = LoadScenarios(o.ScenarioDir, []string{"a", "b", "c"}); err != nil {
+		only := o.Only
+		if len(only) == 0 {
+			only = DefaultWireScenarios
+		}
+		if scenarios, err = LoadScenarios(o.ScenarioDir, only); err != nil {
 			return nil, err
 		}
 	}

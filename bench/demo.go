@@ -124,7 +124,8 @@ func Demo(ctx context.Context, o DemoOptions) error {
 	}
 
 	var snap sched.Snapshot
-	prevBusy, prevAt := uint64(0), clock.Monotonic()
+	accels := cfg.AcceleratorList()
+	prevBusy, prevAt := make([]uint64, len(accels)), clock.Monotonic()
 	slots := max(cfg.Backend.Slots, 1)
 	if o.TTY {
 		fmt.Fprint(o.Out, "\033[2J")
@@ -134,17 +135,31 @@ func Demo(ctx context.Context, o DemoOptions) error {
 	draw := func(final bool) {
 		gov.Snapshot(&snap)
 		now := clock.Monotonic()
-		var busyNs uint64
+		// Slot busy share per accelerator, from the backend's compute time of
+		// the models on it since the last refresh.
+		busyNs := make([]uint64, len(accels))
 		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		if st, err := mb.ModelStatistics(sctx, &pb.ModelStatisticsRequest{}); err == nil {
 			for _, m := range st.ModelStats {
-				busyNs += m.InferenceStats.GetComputeInfer().GetNs()
+				for k, a := range accels {
+					if cfg.AcceleratorOf(m.Name) == a.Name {
+						busyNs[k] += m.InferenceStats.GetComputeInfer().GetNs()
+					}
+				}
 			}
 		}
 		cancel()
-		busy := 0.0
-		if el := now - prevAt; el > 0 {
-			busy = float64(busyNs-prevBusy) / float64(el) / float64(slots)
+		var busyParts []string
+		for k, a := range accels {
+			busy := 0.0
+			if el := now - prevAt; el > 0 {
+				busy = float64(busyNs[k]-prevBusy[k]) / float64(el) / float64(max(a.Slots, 1))
+			}
+			label := fmt.Sprintf("%.0f %%", 100*min(busy, 1))
+			if a.Name != "" {
+				label = a.Name + " " + label
+			}
+			busyParts = append(busyParts, label)
 		}
 		prevBusy, prevAt = busyNs, now
 		var b strings.Builder
@@ -155,7 +170,15 @@ func Demo(ctx context.Context, o DemoOptions) error {
 		ref, refMono := time.Now(), clock.Monotonic()
 		mono := func(t time.Time) int64 { return refMono - int64(ref.Sub(t)) }
 		idle, _ := idleWhileWaiting(mb.Timeline(), mono, captures, max(now-int64(demoWindow), start), now, slots)
-		fmt.Fprintf(&b, "vig demo — %d streams, %d slot(s), mock backend in process; %v elapsed; slot busy %.0f %%\033[K\n", len(cfg.Streams), slots, max(el, 0), 100*min(busy, 1))
+		device := fmt.Sprintf("%d slot(s)", slots)
+		if len(cfg.Accelerators) > 0 {
+			var parts []string
+			for _, a := range accels {
+				parts = append(parts, fmt.Sprintf("%s %d", a.Name, a.Slots))
+			}
+			device = "accelerators " + strings.Join(parts, ", ") + " slot(s)"
+		}
+		fmt.Fprintf(&b, "vig demo — %d streams, %s, mock backend in process; %v elapsed; slot busy %s\033[K\n", len(cfg.Streams), device, max(el, 0), strings.Join(busyParts, ", "))
 		fmt.Fprintf(&b, "order %s, pipelined dispatch %s: %d job(s) queued at the backend now; accelerator idle while work waits (last %v): median %.0f µs over %d jobs\033[K\n",
 			cfg.Scheduler.Order, map[bool]string{true: "on", false: "off"}[cfg.Scheduler.Pipeline == nil || *cfg.Scheduler.Pipeline], snap.Committed, demoWindow, idle.P50Us, idle.Waited)
 		fmt.Fprintf(&b, "%-10s %-11s %9s %11s %6s %10s %10s %12s %9s %8s\033[K\n", "stream", "class", "coverage", "AoI p95 ms", "queue", "forwarded", "superseded", "late-dropped", "deferred", "yielded")

@@ -14,6 +14,10 @@ import (
 // DefaultScenarioDir is where the SCENARIOS.md workloads live in the repository.
 const DefaultScenarioDir = "examples/scenarios"
 
+// DefaultWireScenarios are the SCENARIOS.md workloads the wire benchmark runs:
+// A–C on one accelerator, D on a GPU and two DLA cores.
+var DefaultWireScenarios = []string{"a", "b", "c", "d"}
+
 // LoadScenarios reads <dir>/<name>.yaml for each name ("a", "b", "c") and names
 // each scenario by its upper-case letter.
 func LoadScenarios(dir string, names []string) ([]Scenario, error) {

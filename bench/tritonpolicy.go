@@ -18,7 +18,9 @@ import (
 //
 //   - priority levels by class: protected 1, high 2, best_effort 3 (1 runs first);
 //   - at most Slots requests on the backend; a free slot takes the oldest request
-//     of the best non-empty level;
+//     of the best non-empty level; with accelerators declared, each accelerator has
+//     its slots and its levels (Triton's instance groups: a model's instances live
+//     on its own device);
 //   - max_queue_size 1 per level: an arrival that finds its level's queue full is
 //     rejected at once (UNAVAILABLE), as Triton rejects it;
 //   - timeout_action REJECT with a queue timeout equal to the stream's max_age,
@@ -30,16 +32,24 @@ import (
 // freshness at dispatch, of superseding, or of blocking by a long job.
 type TritonPolicy struct {
 	streams map[string]tpStream
+	poolOf  map[string]int // model → accelerator
 
-	mu     sync.Mutex
-	free   int
-	levels [3][]*tpWaiter
-	stats  map[string]*TritonStats
+	mu    sync.Mutex
+	pools []*tpPool
+	stats map[string]*TritonStats
+}
+
+// tpPool is one accelerator's queue and free slots.
+type tpPool struct {
+	free    int
+	levels  [3][]*tpWaiter
+	release func(error)
 }
 
 type tpStream struct {
 	level   int
 	timeout time.Duration
+	pool    *tpPool
 }
 
 type tpWaiter struct {
@@ -60,7 +70,20 @@ const tritonMaxQueue = 1 // max_queue_size per priority level
 
 // NewTritonPolicy builds the emulation for a configuration's streams and slots.
 func NewTritonPolicy(cfg *config.Config) *TritonPolicy {
-	p := &TritonPolicy{streams: map[string]tpStream{}, free: max(cfg.Backend.Slots, 1), stats: map[string]*TritonStats{}}
+	p := &TritonPolicy{streams: map[string]tpStream{}, poolOf: map[string]int{}, stats: map[string]*TritonStats{}}
+	accels := cfg.AcceleratorList()
+	for _, a := range accels {
+		tp := &tpPool{free: max(a.Slots, 1)}
+		tp.release = func(error) { p.release(tp) }
+		p.pools = append(p.pools, tp)
+	}
+	for name := range cfg.Models {
+		for i, a := range accels {
+			if a.Name == cfg.AcceleratorOf(name) {
+				p.poolOf[name] = i
+			}
+		}
+	}
 	for _, s := range cfg.Streams {
 		lvl := 2
 		switch s.Class {
@@ -69,7 +92,7 @@ func NewTritonPolicy(cfg *config.Config) *TritonPolicy {
 		case "high":
 			lvl = 1
 		}
-		p.streams[s.Name] = tpStream{level: lvl, timeout: s.MaxAge()}
+		p.streams[s.Name] = tpStream{level: lvl, timeout: s.MaxAge(), pool: p.pools[p.poolOf[s.Model]]}
 		p.stats[s.Name] = &TritonStats{}
 	}
 	return p
@@ -82,24 +105,25 @@ func (p *TritonPolicy) Admit(ctx context.Context, h *wire.InferHeader) (func(err
 	st, ok := p.streams[name]
 	stats := p.stats[name]
 	if !ok {
-		st = tpStream{level: 2, timeout: time.Hour}
+		st = tpStream{level: 2, timeout: time.Hour, pool: p.pools[p.poolOf[string(h.Model)]]}
 		stats = &TritonStats{}
 		p.streams[name], p.stats[name] = st, stats
 	}
+	q := st.pool
 	stats.Received++
-	if p.free > 0 && p.queued() == 0 {
-		p.free--
+	if q.free > 0 && q.queued() == 0 {
+		q.free--
 		stats.Forwarded++
 		p.mu.Unlock()
-		return p.release, nil
+		return q.release, nil
 	}
-	if len(p.levels[st.level]) >= tritonMaxQueue {
+	if len(q.levels[st.level]) >= tritonMaxQueue {
 		stats.QueueFull++
 		p.mu.Unlock()
 		return nil, status.Error(codes.Unavailable, "triton-policy emulation: queue full (max_queue_size 1)")
 	}
 	w := &tpWaiter{ch: make(chan struct{})}
-	p.levels[st.level] = append(p.levels[st.level], w)
+	q.levels[st.level] = append(q.levels[st.level], w)
 	p.mu.Unlock()
 
 	t := time.NewTimer(st.timeout)
@@ -110,7 +134,7 @@ func (p *TritonPolicy) Admit(ctx context.Context, h *wire.InferHeader) (func(err
 		p.mu.Lock()
 		stats.Forwarded++
 		p.mu.Unlock()
-		return p.release, nil
+		return q.release, nil
 	case <-t.C:
 		err = status.Error(codes.Unavailable, "triton-policy emulation: request timed out in the queue (timeout_action REJECT)")
 	case <-ctx.Done():
@@ -120,9 +144,9 @@ func (p *TritonPolicy) Admit(ctx context.Context, h *wire.InferHeader) (func(err
 	defer p.mu.Unlock()
 	if w.granted { // granted while the timer fired: the slot is ours
 		stats.Forwarded++
-		return p.release, nil
+		return q.release, nil
 	}
-	p.remove(st.level, w)
+	q.remove(st.level, w)
 	if status.Code(err) == codes.Unavailable {
 		stats.TimedOut++
 	} else {
@@ -131,34 +155,34 @@ func (p *TritonPolicy) Admit(ctx context.Context, h *wire.InferHeader) (func(err
 	return nil, err
 }
 
-func (p *TritonPolicy) queued() int {
-	return len(p.levels[0]) + len(p.levels[1]) + len(p.levels[2])
+func (q *tpPool) queued() int {
+	return len(q.levels[0]) + len(q.levels[1]) + len(q.levels[2])
 }
 
-func (p *TritonPolicy) remove(level int, w *tpWaiter) {
-	q := p.levels[level]
-	for i, x := range q {
+func (q *tpPool) remove(level int, w *tpWaiter) {
+	l := q.levels[level]
+	for i, x := range l {
 		if x == w {
-			p.levels[level] = append(q[:i], q[i+1:]...)
+			q.levels[level] = append(l[:i], l[i+1:]...)
 			return
 		}
 	}
 }
 
-// release frees a slot, handing it to the oldest waiter of the best level.
-func (p *TritonPolicy) release(error) {
+// release frees a slot of q, handing it to the oldest waiter of its best level.
+func (p *TritonPolicy) release(q *tpPool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for l := range p.levels {
-		if q := p.levels[l]; len(q) > 0 {
-			w := q[0]
-			p.levels[l] = q[1:]
+	for l := range q.levels {
+		if ws := q.levels[l]; len(ws) > 0 {
+			w := ws[0]
+			q.levels[l] = ws[1:]
 			w.granted = true
 			close(w.ch)
 			return
 		}
 	}
-	p.free++
+	q.free++
 }
 
 // Stats returns a copy of the per-stream counters.

@@ -45,7 +45,10 @@ func waitQueued(t *testing.T, p *TritonPolicy, n int) {
 	t.Helper()
 	for range 1_000_000 {
 		p.mu.Lock()
-		q := p.queued()
+		q := 0
+		for _, pool := range p.pools {
+			q += pool.queued()
+		}
 		p.mu.Unlock()
 		if q == n {
 			return
@@ -92,8 +95,8 @@ func TestTritonPolicyPriorityAndQueueFull(t *testing.T) {
 	if v := st["vlm"]; v.Received != 3 || v.Forwarded != 2 || v.QueueFull != 1 {
 		t.Errorf("vlm stats %+v", v)
 	}
-	if p.free != 1 {
-		t.Errorf("free slots %d after all released, want 1", p.free)
+	if p.pools[0].free != 1 {
+		t.Errorf("free slots %d after all released, want 1", p.pools[0].free)
 	}
 }
 
@@ -112,7 +115,38 @@ func TestTritonPolicyTimeout(t *testing.T) {
 	if st := p.Stats()["hasty"]; st.TimedOut != 1 || st.Forwarded != 0 {
 		t.Errorf("hasty stats %+v", st)
 	}
-	if p.queued() != 0 || p.free != 1 {
-		t.Errorf("queued %d free %d", p.queued(), p.free)
+	if p.pools[0].queued() != 0 || p.pools[0].free != 1 {
+		t.Errorf("queued %d free %d", p.pools[0].queued(), p.pools[0].free)
+	}
+}
+
+// With accelerators, each has its own slots and levels: a DLA request is not
+// held behind the GPU's.
+func TestTritonPolicyPerAccelerator(t *testing.T) {
+	p := NewTritonPolicy(parseConfig(t, `
+accelerators: {gpu: 1, dla: 1}
+models:
+  pose: {exec_ms: 5, on: gpu}
+  det: {exec_ms: 5, on: dla}
+streams:
+  - {name: pose, model: pose, class: high, period_ms: 50, max_age_ms: 60000}
+  - {name: detector, model: det, class: protected, period_ms: 50, max_age_ms: 60000}
+`))
+	ctx := context.Background()
+	gpu, err := p.Admit(ctx, &wire.InferHeader{Stream: []byte("pose"), Model: []byte("pose")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dla, err := p.Admit(ctx, &wire.InferHeader{Stream: []byte("detector"), Model: []byte("det")})
+	if err != nil {
+		t.Fatalf("detector held behind the GPU's job: %v", err)
+	}
+	if p.pools[0].free != 0 || p.pools[1].free != 0 {
+		t.Fatalf("free: gpu %d, dla %d", p.pools[0].free, p.pools[1].free)
+	}
+	gpu(nil)
+	dla(nil)
+	if p.pools[0].free != 1 || p.pools[1].free != 1 {
+		t.Fatalf("after release: gpu %d, dla %d", p.pools[0].free, p.pools[1].free)
 	}
 }

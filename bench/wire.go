@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,10 +32,36 @@ const (
 // Policies lists the policies in the order runs interleave them.
 var Policies = []string{PolicyDirect, PolicyTriton, PolicyVig}
 
+// The ablation of a scenario with more than one kind of accelerator: vig
+// configured as one pool of N slots (backend.slots: N, no accelerators), in
+// front of the same device.
+const policyOnePool = "vig-one-pool-"
+
+// PoliciesFor lists the policies of a scenario: Policies, and with more than one
+// accelerator declared vig as one pool of 1 slot and of all the slots.
+func PoliciesFor(cfg *config.Config) []string {
+	if len(cfg.Accelerators) < 2 {
+		return Policies
+	}
+	return append(slices.Clone(Policies), policyOnePool+"1", fmt.Sprintf("%s%d", policyOnePool, cfg.Backend.Slots))
+}
+
+// onePool returns the slots of a one-pool ablation policy, or 0.
+func onePool(p string) int {
+	var n int
+	if rest, ok := strings.CutPrefix(p, policyOnePool); ok {
+		fmt.Sscanf(rest, "%d", &n)
+	}
+	return n
+}
+
 // PolicyLabel is a policy's name for people: the emulation says so.
 func PolicyLabel(p string) string {
 	if p == PolicyTriton {
 		return "triton-policy (emulation)"
+	}
+	if n := onePool(p); n > 0 {
+		return fmt.Sprintf("vig as one pool, `slots: %d`", n)
 	}
 	return p
 }
@@ -125,8 +152,17 @@ type WireRun struct {
 	Depth   int            `json:"depth"`
 	Streams []StreamResult `json:"streams"`
 	Idle    IdleStats      `json:"accelerator_idle"`
+	// Busy is each accelerator's busy share of its slot time in the run (%),
+	// from the mock backend's timeline.
+	Busy map[string]float64 `json:"busy_share_pct"`
 
 	idle []time.Duration // the samples of Idle, pooled per policy
+}
+
+// AcceleratorSpec is one accelerator of a scenario's device.
+type AcceleratorSpec struct {
+	Name  string `json:"name"`
+	Slots int    `json:"slots"`
 }
 
 // IdleStats is how long the accelerator sat idle while work waited, from the mock
@@ -155,6 +191,12 @@ type WireScenario struct {
 	// Idle is each policy's accelerator idle time while work waited, pooled over
 	// its depth runs.
 	Idle map[string]IdleStats `json:"accelerator_idle"`
+	// Accelerators is the device (one, named "", for backend.slots), Policies
+	// the policies run (PoliciesFor), and Busy each policy's busy share per
+	// accelerator, averaged over its depth runs.
+	Accelerators []AcceleratorSpec             `json:"accelerators"`
+	Policies     []string                      `json:"policies"`
+	Busy         map[string]map[string]float64 `json:"busy_share_pct"`
 }
 
 // WireResult is the wire benchmark's output.
@@ -176,9 +218,13 @@ func RunWire(ctx context.Context, o WireOptions) (*WireResult, error) {
 	}
 	res := &WireResult{Duration: o.Duration, Depths: o.Depths, Payload: wirePayload}
 	for _, sc := range o.Scenarios {
-		ws := WireScenario{Name: sc.Name, Slots: sc.Config.Backend.Slots, Streams: specsOf(sc.Config)}
+		ws := WireScenario{Name: sc.Name, Slots: sc.Config.Backend.Slots, Streams: specsOf(sc.Config),
+			Policies: PoliciesFor(sc.Config), Busy: map[string]map[string]float64{}}
+		for _, a := range sc.Config.AcceleratorList() {
+			ws.Accelerators = append(ws.Accelerators, AcceleratorSpec{Name: a.Name, Slots: a.Slots})
+		}
 		for _, d := range o.Depths {
-			for _, p := range Policies {
+			for _, p := range ws.Policies {
 				if o.Progress != nil {
 					o.Progress("wire %s: %s, depth %d (%v)", sc.Name, PolicyLabel(p), d, o.Duration)
 				}
@@ -191,12 +237,16 @@ func RunWire(ctx context.Context, o WireOptions) (*WireResult, error) {
 		}
 		ws.Best = map[string][]StreamResult{}
 		ws.Idle = map[string]IdleStats{}
-		for _, p := range Policies {
+		for _, p := range ws.Policies {
 			var runs []WireRun
 			var pooled IdleStats
 			var samples []time.Duration
+			busy := map[string]float64{}
 			for _, r := range ws.Runs {
 				if r.Policy == p {
+					for a, v := range r.Busy {
+						busy[a] += v / float64(len(o.Depths))
+					}
 					runs = append(runs, r)
 					samples = append(samples, r.idle...)
 					pooled.Jobs += r.Idle.Jobs
@@ -205,6 +255,7 @@ func RunWire(ctx context.Context, o WireOptions) (*WireResult, error) {
 				}
 			}
 			ws.Best[p] = BestDepth(runs)
+			ws.Busy[p] = busy
 			pooled.Waited, pooled.P50Us, pooled.P90Us = idleQuantiles(samples)
 			ws.Idle[p] = pooled
 		}
@@ -278,8 +329,12 @@ func runWireOnce(ctx context.Context, scenario *config.Config, policy string, de
 	if policy != PolicyDirect {
 		var admit gateway.Admitter
 		quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-		if policy == PolicyVig {
-			gov, err = gateway.NewGovernor(gateway.GovernorOptions{Config: &cfg, Clock: clock.Monotonic, WallDiff: clock.WallOffset, Log: quiet})
+		if policy == PolicyVig || onePool(policy) > 0 {
+			gcfg := &cfg
+			if n := onePool(policy); n > 0 {
+				gcfg = onePoolConfig(&cfg, n)
+			}
+			gov, err = gateway.NewGovernor(gateway.GovernorOptions{Config: gcfg, Clock: clock.Monotonic, WallDiff: clock.WallOffset, Log: quiet})
 			if err != nil {
 				return nil, err
 			}
@@ -308,6 +363,21 @@ func runWireOnce(ctx context.Context, scenario *config.Config, policy string, de
 		target = ln.Addr().String()
 	}
 	return driveSensors(ctx, &cfg, policy, depth, dur, target, mb, gov, tp)
+}
+
+// onePoolConfig is cfg as vig was configured before accelerators: one pool of
+// slots, every model on it (corun: false then means alone on the whole device).
+// Only the governor sees it; the mock backend keeps the device as it is.
+func onePoolConfig(cfg *config.Config, slots int) *config.Config {
+	c := *cfg
+	c.Accelerators = nil
+	c.Backend.Slots = slots
+	c.Models = map[string]config.Model{}
+	for name, m := range cfg.Models {
+		m.On = ""
+		c.Models[name] = m
+	}
+	return &c
 }
 
 // streamOffset staggers the sensors' first frames (deterministically, the same for
@@ -419,7 +489,9 @@ func driveSensors(ctx context.Context, cfg *config.Config, policy string, depth 
 	// CLOCK_MONOTONIC from one pair of readings.
 	ref, refMono := time.Now(), clock.Monotonic()
 	mono := func(t time.Time) int64 { return refMono - int64(ref.Sub(t)) }
-	run.Idle, run.idle = idleWhileWaiting(mb.Timeline(), mono, captures, start, end, cfg.Backend.Slots)
+	jobs := mb.Timeline()
+	run.Idle, run.idle = idleWhileWaiting(jobs, mono, captures, start, end, cfg.Backend.Slots)
+	run.Busy = busyShare(jobs, mono, start, end, cfg.AcceleratorList())
 	for i, s := range cfg.Streams {
 		st := &states[i]
 		cov := sched.Coverage(sched.Time(start), sched.Time(end), s.Period(), s.MaxAge(), st.deliveries)
@@ -515,6 +587,24 @@ func idleWhileWaiting(jobs []mockbackend.Job, mono func(time.Time) int64, captur
 		st.Share = 100 * float64(sum) / float64((end-start)*int64(slots))
 	}
 	return st, samples
+}
+
+// busyShare is each accelerator's busy time in [start, end) (CLOCK_MONOTONIC ns)
+// as a share of its slot time, in percent, from the mock backend's timeline.
+func busyShare(jobs []mockbackend.Job, mono func(time.Time) int64, start, end int64, accels []config.Accelerator) map[string]float64 {
+	busy := map[string]int64{}
+	for _, j := range jobs {
+		if s, e := max(mono(j.Start), start), min(mono(j.End), end); e > s {
+			busy[j.Accelerator] += e - s
+		}
+	}
+	out := map[string]float64{}
+	for _, a := range accels {
+		if end > start && a.Slots > 0 {
+			out[a.Name] = 100 * float64(busy[a.Name]) / float64((end-start)*int64(a.Slots))
+		}
+	}
+	return out
 }
 
 func idleQuantiles(d []time.Duration) (n int, p50, p90 float64) {

@@ -4,9 +4,11 @@ import (
 	"context"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/vig-edge/vig/agent/config"
 	"github.com/vig-edge/vig/agent/sched"
 	"github.com/vig-edge/vig/mockbackend"
 )
@@ -167,5 +169,83 @@ func TestIdleWhileWaiting(t *testing.T) {
 	}
 	if st.P50Us != 400 || st.SumMs != 0.9 {
 		t.Fatalf("p50 %v µs, total %v ms; want 400 µs and 0.3 + 0.4 + 0.2 ms", st.P50Us, st.SumMs)
+	}
+}
+
+// Scenario D runs the three policies and vig as one pool of 1 and of 3
+// slots, on the same device of accelerators; busy shares per accelerator.
+func TestWireSmokeScenarioD(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the mock backend for a few seconds")
+	}
+	sc := loadScenario(t, "d")
+	want := []string{PolicyDirect, PolicyTriton, PolicyVig, "vig-one-pool-1", "vig-one-pool-3"}
+	if got := PoliciesFor(sc.Config); !slices.Equal(got, want) {
+		t.Fatalf("policies %v, want %v", got, want)
+	}
+	res, err := RunWire(context.Background(), WireOptions{Scenarios: []Scenario{*sc}, Depths: []int{1}, Duration: 600 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := res.Scenarios[0]
+	if len(ws.Runs) != 5 || len(ws.Accelerators) != 2 || ws.Accelerators[1] != (AcceleratorSpec{"dla", 2}) {
+		t.Fatalf("%d runs, accelerators %+v", len(ws.Runs), ws.Accelerators)
+	}
+	for _, r := range ws.Runs {
+		g, d := r.Busy["gpu"], r.Busy["dla"]
+		if g < 0 || g > 100 || d < 0 || d > 100 || (r.Policy == PolicyDirect && (g == 0 || d == 0)) {
+			t.Errorf("%s: busy share gpu %v %%, dla %v %%", r.Policy, g, d)
+		}
+		for _, s := range r.Streams {
+			if s.Sent != s.Delivered+s.Errors {
+				t.Errorf("%s/%s: %+v does not add up", r.Policy, s.Stream, s)
+			}
+		}
+	}
+	for _, p := range want {
+		if len(ws.Best[p]) != 5 || len(ws.Busy[p]) != 2 {
+			t.Errorf("best[%s] has %d streams, busy %v", p, len(ws.Best[p]), ws.Busy[p])
+		}
+	}
+	if c := onePoolConfig(sc.Config, 3); len(c.Accelerators) != 0 || c.Backend.Slots != 3 || c.AcceleratorOf("vlm") != "" || sc.Config.Models["vlm"].On != "gpu" {
+		t.Errorf("one-pool config %+v (or the scenario's changed)", c.Backend)
+	}
+	md := Report(&Results{Wire: res}, nil)
+	for _, s := range []string{"### Scenario D (gpu 1 slot, dla 2 slots)", "| vig as one pool, `slots: 3` |", "| policy | gpu (1 slot) | dla (2 slots) |"} {
+		if !strings.Contains(md, s) {
+			t.Errorf("report lacks %q", s)
+		}
+	}
+}
+
+func TestBusyShare(t *testing.T) {
+	base := time.Unix(0, 0)
+	at := func(ms float64) time.Time { return base.Add(time.Duration(ms * float64(time.Millisecond))) }
+	mono := func(t time.Time) int64 { return int64(t.Sub(base)) }
+	jobs := []mockbackend.Job{
+		{Accelerator: "gpu", Slot: 0, Start: at(-10), End: at(20)}, // 20 ms inside the run
+		{Accelerator: "gpu", Slot: 0, Start: at(50), End: at(80)},
+		{Accelerator: "dla", Slot: 1, Start: at(0), End: at(25)},
+		{Accelerator: "dla", Slot: 2, Start: at(90), End: at(120)}, // 10 ms inside
+	}
+	got := busyShare(jobs, mono, 0, int64(100*time.Millisecond), []config.Accelerator{{Name: "gpu", Slots: 1}, {Name: "dla", Slots: 2}})
+	if got["gpu"] != 50 || got["dla"] != 17.5 {
+		t.Fatalf("busy %v, want gpu 50 %%, dla 17.5 %%", got)
+	}
+}
+
+// vig demo on scenario D shows the slot busy share per accelerator.
+func TestDemoAccelerators(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the demo for a second")
+	}
+	var out strings.Builder
+	if err := Demo(context.Background(), DemoOptions{Config: loadScenario(t, "d").Config, Duration: time.Second, Refresh: 400 * time.Millisecond, Out: &out}); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"accelerators gpu 1, dla 2 slot(s)", "slot busy gpu ", ", dla "} {
+		if !strings.Contains(out.String(), s) {
+			t.Errorf("demo output lacks %q:\n%s", s, out.String())
+		}
 	}
 }

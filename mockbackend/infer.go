@@ -137,16 +137,17 @@ func (s *Server) run(ctx context.Context, m *model, req *inference.ModelInferReq
 	queued := time.Now()
 	ph.input = queued.Sub(arrival)
 
-	g, err := s.slots.acquire(ctx, queued)
+	g, err := m.pool.acquire(ctx, queued)
 	if err != nil {
 		return nil, ph, status.FromContextError(err).Err()
 	}
 	if h := s.grantHook.Load(); h != nil {
-		(*h)(req.Id, g)
+		(*h)(req.Id, grant{slot: m.base + g.slot, start: g.start})
 	}
 	end := g.start.Add(ExecTime(s.cfg.Seed, stream, frame, m.Exec))
 	if s.timeline != nil {
-		s.timeline.add(Job{ID: req.Id, Model: m.Name, Stream: stream, Frame: frame, Slot: g.slot, Queued: queued, Start: g.start, End: end})
+		s.timeline.add(Job{ID: req.Id, Model: m.Name, Stream: stream, Frame: frame, Slot: m.base + g.slot, Accelerator: m.accel,
+			Queued: queued, Start: g.start, End: end})
 	}
 	if s.spin >= 0 {
 		waitUntil(end, s.spin)
@@ -154,7 +155,7 @@ func (s *Server) run(ctx context.Context, m *model, req *inference.ModelInferReq
 		time.Sleep(time.Until(end))
 	}
 	finished := time.Now()
-	s.slots.release(g.slot, end)
+	m.pool.release(g.slot, end)
 	ph.queue = g.start.Sub(queued)
 	ph.infer = finished.Sub(g.start)
 

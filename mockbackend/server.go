@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -27,13 +28,27 @@ type Model struct {
 	// Exec is the base execution time; each frame takes ExecTime(seed, stream,
 	// frame, Exec), between 0.9 and 1.3 × Exec.
 	Exec time.Duration
+	// On names the accelerator the model runs on, one of Config.Accelerators;
+	// empty without accelerators.
+	On string
+}
+
+// Accelerator is one kind of accelerator: Slots jobs at once, and its own FIFO.
+type Accelerator struct {
+	Name  string
+	Slots int
 }
 
 // Config configures a Server.
 type Config struct {
 	Models []Model
-	Slots  int    // jobs that execute at once (default 1)
-	Seed   uint64 // seed of the execution times
+	Slots  int // jobs that execute at once (default 1), on one accelerator
+	// Accelerators, instead of Slots, models a device with several kinds of
+	// accelerator (a Jetson's GPU and DLA cores): each has its own slots and its
+	// own FIFO, and a model runs only on its own (Model.On). Job.Slot numbers
+	// the slots of all of them in this order.
+	Accelerators []Accelerator
+	Seed         uint64 // seed of the execution times
 	// Name and Version are what ServerMetadata reports (default "vig-mock-backend", "1").
 	Name, Version string
 	// Spin is how long before the end of a job the server stops sleeping and spins
@@ -48,8 +63,14 @@ type Config struct {
 // embedded backend of `vig serve` and `vig mock-backend -c` serve.
 func FromConfig(c *config.Config) Config {
 	cfg := Config{Slots: c.Backend.Slots, Seed: c.Backend.Seed}
+	if len(c.Accelerators) > 0 {
+		cfg.Slots = 0
+		for _, a := range c.AcceleratorList() {
+			cfg.Accelerators = append(cfg.Accelerators, Accelerator{Name: a.Name, Slots: a.Slots})
+		}
+	}
 	for name, m := range c.Models {
-		cfg.Models = append(cfg.Models, Model{Name: name, Exec: m.Exec()})
+		cfg.Models = append(cfg.Models, Model{Name: name, Exec: m.Exec(), On: c.AcceleratorOf(name)})
 	}
 	sort.Slice(cfg.Models, func(i, j int) bool { return cfg.Models[i].Name < cfg.Models[j].Name })
 	return cfg
@@ -76,7 +97,9 @@ type Server struct {
 	spin   time.Duration
 	models map[string]*model
 	names  []string // model names, sorted
-	slots  *slots
+	slots  *slots   // the first accelerator's
+	pools  []*slots // one per accelerator
+	accels []string // their names
 	shm    registry
 	health *health.Server
 
@@ -91,6 +114,9 @@ type Server struct {
 type model struct {
 	Model
 	arrivals atomic.Uint64 // frame counter for requests whose id names no frame
+	pool     *slots        // its accelerator
+	base     int           // the global number of its accelerator's slot 0
+	accel    string
 
 	mu sync.Mutex
 	st stats
@@ -117,11 +143,20 @@ func (d duration) pb() *inference.StatisticDuration {
 // New checks cfg and builds a server. It calibrates the sleep/spin split on first use
 // in a process (~20 ms) unless cfg.Spin is set.
 func New(cfg Config) (*Server, error) {
-	if cfg.Slots == 0 {
-		cfg.Slots = 1
+	accels := cfg.Accelerators
+	if len(accels) > 0 && cfg.Slots != 0 {
+		return nil, fmt.Errorf("mockbackend: both slots (%d) and accelerators given: slots is the shorthand for one accelerator", cfg.Slots)
 	}
-	if cfg.Slots < 0 {
-		return nil, fmt.Errorf("mockbackend: slots %d: need at least 1", cfg.Slots)
+	if len(accels) == 0 {
+		if cfg.Slots == 0 {
+			cfg.Slots = 1
+		}
+		accels = []Accelerator{{Slots: cfg.Slots}}
+	}
+	for _, a := range accels {
+		if a.Slots < 1 {
+			return nil, fmt.Errorf("mockbackend: accelerator %q: slots %d: need at least 1", a.Name, a.Slots)
+		}
 	}
 	if cfg.Name == "" {
 		cfg.Name = "vig-mock-backend"
@@ -129,7 +164,19 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Version == "" {
 		cfg.Version = "1"
 	}
-	s := &Server{cfg: cfg, models: map[string]*model{}, slots: newSlots(cfg.Slots), health: health.NewServer()}
+	s := &Server{cfg: cfg, models: map[string]*model{}, health: health.NewServer()}
+	bases := map[string]int{}
+	base := 0
+	for _, a := range accels {
+		if _, dup := bases[a.Name]; dup {
+			return nil, fmt.Errorf("mockbackend: accelerator %q listed twice", a.Name)
+		}
+		bases[a.Name] = base
+		base += a.Slots
+		s.pools = append(s.pools, newSlots(a.Slots))
+		s.accels = append(s.accels, a.Name)
+	}
+	s.slots = s.pools[0]
 	if cfg.Timeline {
 		s.timeline = &timeline{}
 	}
@@ -143,7 +190,14 @@ func New(cfg Config) (*Server, error) {
 		if _, dup := s.models[m.Name]; dup {
 			return nil, fmt.Errorf("mockbackend: model %q listed twice", m.Name)
 		}
-		s.models[m.Name] = &model{Model: m}
+		p := 0
+		if len(cfg.Accelerators) > 0 || m.On != "" {
+			p = slices.Index(s.accels, m.On)
+			if p < 0 {
+				return nil, fmt.Errorf("mockbackend: model %q: accelerator %q is not configured (have %v)", m.Name, m.On, s.accels)
+			}
+		}
+		s.models[m.Name] = &model{Model: m, pool: s.pools[p], base: bases[s.accels[p]], accel: s.accels[p]}
 		s.names = append(s.names, m.Name)
 	}
 	sort.Strings(s.names)

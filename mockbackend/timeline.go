@@ -16,10 +16,13 @@ type Job struct {
 	Model  string
 	Stream string
 	Frame  uint64
-	Slot   int
-	Queued time.Time
-	Start  time.Time
-	End    time.Time
+	Slot   int // numbered across accelerators, in Config order
+	// Accelerator is the name of the slot's accelerator ("" without
+	// Config.Accelerators).
+	Accelerator string
+	Queued      time.Time
+	Start       time.Time
+	End         time.Time
 }
 
 // timeline records jobs when Config.Timeline is set (off by default: `vig

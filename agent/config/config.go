@@ -21,16 +21,21 @@ import (
 // Config is a whole vig configuration. The zero value is not useful; use Parse,
 // which fills defaults.
 type Config struct {
-	Listen    Listen           `yaml:"listen"`
-	Backend   Backend          `yaml:"backend"`
-	GRPC      GRPC             `yaml:"grpc"`
-	Log       Log              `yaml:"log"`
-	Scheduler Scheduler        `yaml:"scheduler"`
-	Models    map[string]Model `yaml:"models"`
-	Streams   []Stream         `yaml:"streams"`
-	CPU       CPU              `yaml:"cpu"`
+	Listen  Listen  `yaml:"listen"`
+	Backend Backend `yaml:"backend"`
+	// Accelerators declares a device with more than one kind of accelerator:
+	// name → slots (accel.go). Absent: one accelerator of backend.slots.
+	Accelerators map[string]int   `yaml:"accelerators"`
+	GRPC         GRPC             `yaml:"grpc"`
+	Log          Log              `yaml:"log"`
+	Scheduler    Scheduler        `yaml:"scheduler"`
+	Models       map[string]Model `yaml:"models"`
+	Streams      []Stream         `yaml:"streams"`
+	CPU          CPU              `yaml:"cpu"`
 
 	File string `yaml:"-"` // the name Parse was given, for errors found later (files the config names)
+
+	accel accelInfo
 }
 
 // Listen holds the addresses vig serves on. "off" turns a listener off; an absent key
@@ -66,7 +71,9 @@ type Backend struct {
 	Address string `yaml:"address"`
 	// Ring sizes the shared-memory ring to a ring: backend.
 	Ring BackendRing `yaml:"ring"`
-	// Slots is how many jobs the accelerator runs at once.
+	// Slots is how many jobs the accelerator runs at once: the shorthand for a
+	// device with one accelerator. With accelerators declared it must be absent,
+	// and Parse sets it to their total.
 	Slots int `yaml:"slots"`
 	// Embedded starts vig's mock backend inside the vig process, so that vig runs on a
 	// machine with no inference server installed. Its models are Config.Models.
@@ -147,9 +154,13 @@ type Scheduler struct {
 // Model is the execution-time prior of one backend model.
 type Model struct {
 	ExecMs float64 `yaml:"exec_ms"` // prior for the execution time; refined online
-	// CoRun false means the model runs alone on the accelerator (nothing beside it).
+	// CoRun false means the model runs alone on its accelerator (nothing beside
+	// it there; other accelerators go on).
 	CoRun *bool `yaml:"corun"`
-	Line  int   `yaml:"-"`
+	// On names the accelerator the model runs on, one of accelerators; required
+	// when more than one is declared.
+	On   string `yaml:"on"`
+	Line int    `yaml:"-"`
 }
 
 // RunsBeside reports whether the model may share the accelerator with other jobs.
@@ -281,6 +292,14 @@ func Parse(file string, data []byte) (*Config, error) {
 	keys.checkKeys(doc, reflect.TypeOf(c), "")
 	if err := keys.err(); err != nil {
 		return nil, err
+	}
+	c.accel.locate(file, doc)
+	if len(c.accel.onSeq) > 0 {
+		errs := make([]error, len(c.accel.onSeq))
+		for i, e := range c.accel.onSeq {
+			errs[i] = e
+		}
+		return nil, errors.Join(errs...)
 	}
 	if err := doc.Decode(&c); err != nil {
 		return nil, typeErrors(file, err)
@@ -472,6 +491,10 @@ func (c *Config) applyDefaults() {
 	setDefaultInt(&c.Backend.StatsIntervalMs, DefaultStatsIntervalMs)
 	setDefaultInt(&c.Backend.CallTimeoutMs, DefaultCallTimeoutMs)
 	setDefault(&c.Backend.Address, DefaultBackendAddr)
+	c.accel.slotsGiven = c.Backend.Slots != 0
+	if len(c.Accelerators) > 0 && !c.accel.slotsGiven {
+		c.Backend.Slots = max(c.accelTotal(), 1)
+	}
 	setDefaultInt(&c.Backend.Slots, 1)
 	setDefaultInt(&c.GRPC.MaxMessageMiB, DefaultMaxMessageMiB)
 	setDefaultInt(&c.GRPC.WindowMiB, DefaultWindowMiB)

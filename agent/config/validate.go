@@ -73,6 +73,7 @@ func (c *Config) validate(file string) error {
 	if c.Backend.Slots < 1 {
 		bad(0, "backend.slots", "%d: the accelerator runs at least 1 job at once", c.Backend.Slots)
 	}
+	c.validateAccelerators(bad)
 	for key, v := range map[string]int{"grpc.max_message_mib": c.GRPC.MaxMessageMiB, "grpc.window_mib": c.GRPC.WindowMiB,
 		"grpc.read_buffer_kib": c.GRPC.ReadBufferKiB, "grpc.write_buffer_kib": c.GRPC.WriteBufferKiB} {
 		if v < 1 {

@@ -19,10 +19,21 @@ type stream struct {
 	class int // 0 protected, 1 high, 2 best_effort
 }
 
-// group is the set of streams that share the backend's slots, in priority order.
+// group is the set of streams that share an accelerator's slots, in priority
+// order: the backend's with backend.slots, one per declared accelerator.
 type group struct {
 	slots   int
+	accel   string // the accelerator's name; "" for backend.slots
+	named   bool   // accelerators are declared: remedies name accelerators.<accel>
 	streams []stream
+}
+
+// slotsKey is the config setting that gives the group n slots.
+func (g group) slotsKey(n int) string {
+	if g.named {
+		return fmt.Sprintf("accelerators: {%s: %d}", g.accel, n)
+	}
+	return fmt.Sprintf("backend.slots: %d", n)
 }
 
 func classRank(c string) int {
@@ -36,8 +47,16 @@ func classRank(c string) int {
 }
 
 func newGroup(c *config.Config) group {
-	g := group{slots: max(c.Backend.Slots, 1)}
+	return newAccelGroup(c, config.Accelerator{Slots: max(c.Backend.Slots, 1)}, false)
+}
+
+// newAccelGroup is the group of the streams whose models run on accelerator a.
+func newAccelGroup(c *config.Config, a config.Accelerator, named bool) group {
+	g := group{slots: max(a.Slots, 1), accel: a.Name, named: named}
 	for _, s := range c.Streams {
+		if named && c.AcceleratorOf(s.Model) != a.Name {
+			continue
+		}
 		m := c.Models[s.Model]
 		frame := s.FrameIntervalMs
 		if frame <= 0 {
@@ -65,8 +84,33 @@ func newGroup(c *config.Config) group {
 
 // Analyze runs the static analysis over a config that config.Parse accepted and
 // returns its findings, worst first. It is pure: no I/O, no clock.
+//
+// With accelerators declared, each is analysed on its own (its slots, the streams
+// whose models run there: a job on one never blocks another's), and every finding
+// names its accelerator.
 func Analyze(c *config.Config) []Finding {
-	g := newGroup(c)
+	if len(c.Accelerators) == 0 {
+		return analyzeGroup(newGroup(c))
+	}
+	var fs []Finding
+	for _, a := range c.AcceleratorList() {
+		g := newAccelGroup(c, a, true)
+		if len(g.streams) == 0 {
+			continue
+		}
+		for _, f := range analyzeGroup(g) {
+			f.Accelerator = a.Name
+			if len(c.Accelerators) > 1 {
+				f.Message = a.Name + ": " + f.Message
+			}
+			fs = append(fs, f)
+		}
+	}
+	sortFindings(fs)
+	return fs
+}
+
+func analyzeGroup(g group) []Finding {
 	var fs []Finding
 	overbooked, u := g.utilization()
 	fs = append(fs, u...)
@@ -75,6 +119,7 @@ func Analyze(c *config.Config) []Finding {
 	if !overbooked {
 		// With U > 1 no schedule exists; response times would only repeat that.
 		fs = append(fs, g.responseTimes()...)
+		fs = append(fs, g.budgetBlocksHigh()...)
 	}
 	fs = append(fs, g.starvation()...)
 	sortFindings(fs)
@@ -146,7 +191,7 @@ func (g group) utilization() (overbooked bool, fs []Finding) {
 				pct(up), g.slots, plural(g.slots)),
 			Formula: fmt.Sprintf("U = Σ_protected C_i/T_i ÷ slots = (%s) ÷ %d = %.3f > 1", strings.Join(terms, " + "), g.slots, up),
 			Remedy: []string{
-				fmt.Sprintf("backend.slots: %d, if the accelerator runs that many jobs side by side", int(math.Ceil(up*m))),
+				fmt.Sprintf("%s, if the accelerator runs that many jobs side by side", g.slotsKey(int(math.Ceil(up*m)))),
 				"lengthen period_ms of a protected stream, or move one to class: high",
 				"use faster models (exec_ms) for the protected streams",
 			},
@@ -158,7 +203,7 @@ func (g group) utilization() (overbooked bool, fs []Finding) {
 			Message: fmt.Sprintf("protected and high contracts together need %s of %d slot%s: high streams will miss windows whenever the protected ones run",
 				pct(uph), g.slots, plural(g.slots)),
 			Formula: "U = Σ_{protected,high} C_i/T_i ÷ slots > 1",
-			Remedy:  []string{"lengthen period_ms of high streams, or move one to best_effort", "add a slot (backend.slots)"},
+			Remedy:  []string{"lengthen period_ms of high streams, or move one to best_effort", fmt.Sprintf("add a slot (%s)", g.slotsKey(g.slots+1))},
 		})
 	}
 	return overbooked, fs
@@ -358,9 +403,9 @@ func (g group) blockedFinding(s stream, hp []task, lower []stream, a rta, b, tol
 		m := g.slots + 1
 		a2 := responseTime(i, hp, blocking(i, tasks(lower), m), m)
 		if !a2.unbounded && a2.maxR() <= i.d {
-			f.Remedy = append(f.Remedy, fmt.Sprintf("backend.slots: %d, if the accelerator runs %d jobs side by side (worst response then ≈ %s ms)", m, m, ms(a2.maxR())))
+			f.Remedy = append(f.Remedy, fmt.Sprintf("%s, if the accelerator runs %d jobs side by side (worst response then ≈ %s ms)", g.slotsKey(m), m, ms(a2.maxR())))
 		} else {
-			f.Remedy = append(f.Remedy, fmt.Sprintf("backend.slots: %d is not enough on its own", m))
+			f.Remedy = append(f.Remedy, fmt.Sprintf("%s is not enough on its own", g.slotsKey(m)))
 		}
 	}
 	// Remedy 2: a freshness bound the schedule can keep.
@@ -383,6 +428,68 @@ func (g group) blockedFinding(s stream, hp []task, lower []stream, a rta, b, tol
 			fmtNum(rate), l.cfg.Name, late, s.cfg.Name, plural(int(late)), fmtNum(round3(rate*float64(late))), fmtNum(math.Round(perSec*10)/10), pct(rate*float64(late)/perSec)))
 	}
 	return f
+}
+
+// budgetBlocksHigh prices what a budgeted best_effort job costs the high streams
+// of its accelerator. vig admits a best_effort job only if no protected or high
+// frame misses for it, so a long one runs only on its min_rate_hz budget; each such
+// run holds the slots it needs for its whole length, and a high stream whose
+// response time then exceeds its max_age gets no result while it runs: about
+// ⌈C/period⌉ of its windows per run. Blockers without a budget are starved
+// instead (STREAM_STARVES, or they never block: admission defers them).
+func (g group) budgetBlocksHigh() []Finding {
+	var fs []Finding
+	for _, l := range g.streams {
+		if l.class != 2 || l.cfg.MinRateHz <= 0 {
+			continue
+		}
+		var names, parts []string
+		nums := map[string]float64{"exec_ms": msf(l.task.c), "min_rate_hz": l.cfg.MinRateHz}
+		worst := 0.0
+		for k, s := range g.streams {
+			if s.class != 1 {
+				continue
+			}
+			i := s.task
+			hp := tasks(g.streams[:k])
+			if a := responseTime(i, hp, blocking(i, []task{l.task}, g.slots), g.slots); !a.unbounded && a.maxR() <= i.d {
+				continue
+			}
+			p := nanos(s.cfg.PeriodMs)
+			if p <= 0 {
+				continue
+			}
+			win := ceilDiv(l.task.c, p)
+			share := l.cfg.MinRateHz * float64(win) * s.cfg.PeriodMs / 1000
+			worst = max(worst, share)
+			names = append(names, s.cfg.Name)
+			parts = append(parts, fmt.Sprintf("%s ≤ %d of its %s ms windows (≤ %d result%s late)", s.cfg.Name, win, fmtNum(s.cfg.PeriodMs),
+				lateFramesPerRun(l.task.c, i), plural(int(lateFramesPerRun(l.task.c, i)))))
+			nums["windows_per_run_"+s.cfg.Name] = float64(win)
+			nums["window_share_"+s.cfg.Name] = round3(share)
+		}
+		if len(names) == 0 {
+			continue
+		}
+		f := Finding{
+			Code: CodeLongJobBlocksHigh, Severity: Warning, Stream: l.cfg.Name, Line: l.cfg.Line, Blockers: []string{l.cfg.Name}, Numbers: nums,
+			Message: fmt.Sprintf("%s (%s ms, best_effort) cannot be preempted and blocks %s: vig runs it only on its budget (min_rate_hz %s), and each run costs %s; at %s runs/s that is at most %s of those windows — accepted by this config",
+				l.cfg.Name, ms(l.task.c), strings.Join(names, " and "), fmtNum(l.cfg.MinRateHz), strings.Join(parts, ", "),
+				fmtNum(l.cfg.MinRateHz), pct(worst)),
+			Formula: "windows lost per run ≈ ⌈C_blocker/period_i⌉ for each high stream i whose response time with the blocker, R = B + C_i + interference (B = C_blocker), exceeds max_age_i; share = min_rate_hz × windows × period",
+			Remedy: []string{
+				fmt.Sprintf("pay less: a lower min_rate_hz on %s", l.cfg.Name),
+				fmt.Sprintf("or run %s on an accelerator of its own (on: …), if it is built for one", l.cfg.Name),
+			},
+		}
+		if l.task.alone {
+			f.Remedy = append(f.Remedy, fmt.Sprintf("another slot does not help: %s runs alone (corun: false)", l.cfg.Name))
+		} else {
+			f.Remedy = append(f.Remedy, fmt.Sprintf("or %s, if the accelerator runs %d jobs side by side", g.slotsKey(g.slots+1), g.slots+1))
+		}
+		fs = append(fs, f)
+	}
+	return fs
 }
 
 // lateFramesPerRun bounds how many frames of protected task i one run of a blocking
@@ -433,7 +540,7 @@ func (g group) starvation() []Finding {
 			Remedy: []string{
 				fmt.Sprintf("budget it: min_rate_hz: %s on %s (one result every %s s, each run makes ≤ %d %s result%s late)",
 					fmtNum(rate), s.cfg.Name, fmtNum(round3(1/rate)), lateFramesPerRun(s.task.c, by.task), by.cfg.Name, plural(int(lateFramesPerRun(s.task.c, by.task)))),
-				"or give it its own slot (backend.slots: 2, corun allowed)",
+				fmt.Sprintf("or give it its own slot (%s, corun allowed)", g.slotsKey(g.slots+1)),
 				fmt.Sprintf("or a model faster than %s ms", ms(gap)),
 			},
 		})

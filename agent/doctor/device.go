@@ -67,6 +67,11 @@ type Options struct {
 // `vig doctor` and `vig serve` call.
 func Run(ctx context.Context, cfg *config.Config, opts Options) Report {
 	r := Report{Slots: cfg.Backend.Slots, Findings: Analyze(cfg)}
+	if len(cfg.Accelerators) > 0 {
+		for _, a := range cfg.AcceleratorList() {
+			r.Accelerators = append(r.Accelerators, AcceleratorSlots{Name: a.Name, Slots: a.Slots})
+		}
+	}
 	if opts.Device {
 		if opts.Host == nil {
 			r.Checks = []Check{{Name: "device", Status: Skipped, Detail: "no access to the device was given to doctor (Options.Host is nil)"}}

@@ -53,6 +53,7 @@ const (
 	CodeResponseTime          = "RESPONSE_TIME"
 	CodeProtectedGuarantee    = "PROTECTED_GUARANTEE"
 	CodeLongJobBlocks         = "LONG_JOB_BLOCKS_PROTECTED"
+	CodeLongJobBlocksHigh     = "LONG_JOB_BLOCKS_HIGH"
 	CodeStreamStarves         = "STREAM_STARVES"
 	CodeSensorRateExceeds     = "SENSOR_RATE_EXCEEDS_CAPACITY"
 	CodeFrameSlowerThanPeriod = "FRAME_SLOWER_THAN_PERIOD"
@@ -64,6 +65,9 @@ type Finding struct {
 	Severity Severity `json:"severity"`
 	// Stream is the stream the finding is about; empty for the whole slot group.
 	Stream string `json:"stream,omitempty"`
+	// Accelerator names the accelerator whose slots the finding is about, when
+	// accelerators are declared.
+	Accelerator string `json:"accelerator,omitempty"`
 	// Blockers names the lower-priority streams whose jobs cause the finding.
 	Blockers []string `json:"blockers,omitempty"`
 	Message  string   `json:"message"`
@@ -137,10 +141,18 @@ type Check struct {
 
 // Report is everything doctor found about one config and one device.
 type Report struct {
-	Config   string    `json:"config,omitempty"` // file name, when known
-	Slots    int       `json:"slots"`
-	Findings []Finding `json:"findings"`
-	Checks   []Check   `json:"checks,omitempty"`
+	Config string `json:"config,omitempty"` // file name, when known
+	Slots  int    `json:"slots"`
+	// Accelerators lists the declared accelerators (none for backend.slots).
+	Accelerators []AcceleratorSlots `json:"accelerators,omitempty"`
+	Findings     []Finding          `json:"findings"`
+	Checks       []Check            `json:"checks,omitempty"`
+}
+
+// AcceleratorSlots is one declared accelerator.
+type AcceleratorSlots struct {
+	Name  string `json:"name"`
+	Slots int    `json:"slots"`
 }
 
 // Worst returns the highest severity among the findings and checks (Info when clean).

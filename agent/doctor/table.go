@@ -33,7 +33,15 @@ func (r Report) WriteTable(w io.Writer, color bool) error {
 	if r.Config != "" {
 		title += ": " + r.Config
 	}
-	tw.printf("%s (%d slot%s)\n\n", title, r.Slots, plural(r.Slots))
+	if len(r.Accelerators) > 0 {
+		var parts []string
+		for _, a := range r.Accelerators {
+			parts = append(parts, fmt.Sprintf("%s %d slot%s", a.Name, a.Slots, plural(a.Slots)))
+		}
+		tw.printf("%s (%s)\n\n", title, strings.Join(parts, ", "))
+	} else {
+		tw.printf("%s (%d slot%s)\n\n", title, r.Slots, plural(r.Slots))
+	}
 
 	codeW := len("CODE")
 	for _, f := range r.Findings {

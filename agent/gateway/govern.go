@@ -73,6 +73,7 @@ func SchedConfig(c *config.Config) (sched.Config, error) {
 	sc := sched.Config{Slots: c.Backend.Slots, SafetyMargin: sched.Margin(c.Scheduler.SafetyMarginPct),
 		NoPipeline: c.Scheduler.Pipeline != nil && !*c.Scheduler.Pipeline,
 		CommitLead: time.Duration(c.Scheduler.CommitLeadMs * float64(time.Millisecond))}
+	sc.Slots, sc.Accelerators = c.SchedAccelerators()
 	if c.Scheduler.Order == "class_first" {
 		sc.Order = sched.OrderClassFirst
 	}
@@ -82,7 +83,7 @@ func SchedConfig(c *config.Config) (sched.Config, error) {
 	}
 	for _, name := range c.ModelNames() {
 		m := c.Models[name]
-		sc.Models = append(sc.Models, sched.ModelSpec{Name: name, Exec: m.Exec(), Exclusive: !m.RunsBeside()})
+		sc.Models = append(sc.Models, sched.ModelSpec{Name: name, Exec: m.Exec(), Exclusive: !m.RunsBeside(), Accelerator: c.AcceleratorOf(name)})
 	}
 	for _, s := range c.Streams {
 		class, err := sched.ParseClass(s.Class)

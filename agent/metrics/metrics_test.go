@@ -71,3 +71,40 @@ vig_stream_requests_total{class="protected",outcome="superseded",stream="cam"} 2
 		t.Errorf("%d series, want 6", n)
 	}
 }
+
+func TestAcceleratorMetrics(t *testing.T) {
+	r := New()
+	snap := sched.Snapshot{SafetyMargin: sched.DefaultMargin, Slots: 3, Busy: 2, Accelerators: []sched.AcceleratorStats{
+		{Name: "gpu", Slots: 1, Busy: 1, BusyTime: 1500 * time.Millisecond},
+		{Name: "dla", Slots: 2, Busy: 1, BusyTime: 250 * time.Millisecond},
+	}}
+	r.NewSched(func(dst *sched.Snapshot) { *dst = snap })
+	want := `
+# HELP vig_accelerator_busy_seconds_total Slot time each accelerator's jobs have run (from their observed start to their answer): rate() ÷ vig_accelerator_slots is its busy share.
+# TYPE vig_accelerator_busy_seconds_total counter
+vig_accelerator_busy_seconds_total{accelerator="dla"} 0.25
+vig_accelerator_busy_seconds_total{accelerator="gpu"} 1.5
+# HELP vig_accelerator_slots Slots of each accelerator (accelerator="default" for backend.slots).
+# TYPE vig_accelerator_slots gauge
+vig_accelerator_slots{accelerator="dla"} 2
+vig_accelerator_slots{accelerator="gpu"} 1
+# HELP vig_accelerator_slots_busy Slots of each accelerator running a job.
+# TYPE vig_accelerator_slots_busy gauge
+vig_accelerator_slots_busy{accelerator="dla"} 1
+vig_accelerator_slots_busy{accelerator="gpu"} 1
+`
+	if err := testutil.GatherAndCompare(r.reg, strings.NewReader(want), "vig_accelerator_busy_seconds_total", "vig_accelerator_slots", "vig_accelerator_slots_busy"); err != nil {
+		t.Error(err)
+	}
+	// The backend.slots shorthand is accelerator "default".
+	r = New()
+	snap.Accelerators = []sched.AcceleratorStats{{Slots: 1}}
+	r.NewSched(func(dst *sched.Snapshot) { *dst = snap })
+	if err := testutil.GatherAndCompare(r.reg, strings.NewReader(`
+# HELP vig_accelerator_slots Slots of each accelerator (accelerator="default" for backend.slots).
+# TYPE vig_accelerator_slots gauge
+vig_accelerator_slots{accelerator="default"} 1
+`), "vig_accelerator_slots"); err != nil {
+		t.Error(err)
+	}
+}

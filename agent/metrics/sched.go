@@ -56,21 +56,24 @@ func (r *Registry) NewSched(snapshot func(*sched.Snapshot)) *Sched {
 		Help: "Inference requests for models without an exec_ms prior, forwarded without freshness scheduling.",
 	}, []string{"model"})
 	for name, help := range map[string]string{
-		"vig_stream_requests_total":       "Requests received per stream, by outcome (received counts every request; the others partition the finished ones).",
-		"vig_stream_deferred_total":       "Requests held back at least once because starting them would make a protected frame miss its deadline.",
-		"vig_stream_in_flight":            "Requests accepted and not yet answered, by state (waiting in vig, running on the backend).",
-		"vig_stream_coverage_ratio":       "Share of the recent complete period windows that received a fresh result (age < max_age).",
-		"vig_stream_aoi_seconds":          "Age of information: now minus the capture time of the newest delivered result.",
-		"vig_stream_budget_runs_total":    "Dispatches made on a min_rate_hz budget although they block protected frames.",
-		"vig_stream_budget_cost_total":    "Protected frames the budget dispatches were predicted to make miss.",
-		"vig_stream_budget_blocked_total": "Protected requests late-dropped while a budget job ran.",
-		"vig_stream_probes_total":         "Dispatches made despite a predicted miss, to re-measure the model.",
-		"vig_estimate_seconds":            "Execution-time estimate (p90 of recent samples) per model and number of jobs already running at dispatch.",
-		"vig_backend_slots_busy":          "Backend slots running a job.",
-		"vig_scheduler_safety_margin_pct": "Safety margin applied to execution estimates, in percent (100 = none).",
-		"vig_scheduler_backend_down":      "1 while the scheduler considers the backend unreachable.",
-		"vig_scheduler_draining":          "1 once vig is draining.",
-		"vig_unrouted_requests_total":     "Requests that matched no stream (all rejected).",
+		"vig_stream_requests_total":          "Requests received per stream, by outcome (received counts every request; the others partition the finished ones).",
+		"vig_stream_deferred_total":          "Requests held back at least once because starting them would make a protected frame miss its deadline.",
+		"vig_stream_in_flight":               "Requests accepted and not yet answered, by state (waiting in vig, running on the backend).",
+		"vig_stream_coverage_ratio":          "Share of the recent complete period windows that received a fresh result (age < max_age).",
+		"vig_stream_aoi_seconds":             "Age of information: now minus the capture time of the newest delivered result.",
+		"vig_stream_budget_runs_total":       "Dispatches made on a min_rate_hz budget although they block protected frames.",
+		"vig_stream_budget_cost_total":       "Protected frames the budget dispatches were predicted to make miss.",
+		"vig_stream_budget_blocked_total":    "Protected requests late-dropped while a budget job ran.",
+		"vig_stream_probes_total":            "Dispatches made despite a predicted miss, to re-measure the model.",
+		"vig_estimate_seconds":               "Execution-time estimate (p90 of recent samples) per model and number of jobs already running at dispatch.",
+		"vig_backend_slots_busy":             "Backend slots running a job.",
+		"vig_accelerator_slots":              "Slots of each accelerator (accelerator=\"default\" for backend.slots).",
+		"vig_accelerator_slots_busy":         "Slots of each accelerator running a job.",
+		"vig_accelerator_busy_seconds_total": "Slot time each accelerator's jobs have run (from their observed start to their answer): rate() ÷ vig_accelerator_slots is its busy share.",
+		"vig_scheduler_safety_margin_pct":    "Safety margin applied to execution estimates, in percent (100 = none).",
+		"vig_scheduler_backend_down":         "1 while the scheduler considers the backend unreachable.",
+		"vig_scheduler_draining":             "1 once vig is draining.",
+		"vig_unrouted_requests_total":        "Requests that matched no stream (all rejected).",
 	} {
 		labels := []string{"stream", "class"}
 		switch name {
@@ -80,6 +83,8 @@ func (r *Registry) NewSched(snapshot func(*sched.Snapshot)) *Sched {
 			labels = []string{"stream", "class", "state"}
 		case "vig_estimate_seconds":
 			labels = []string{"model", "busy"}
+		case "vig_accelerator_slots", "vig_accelerator_slots_busy", "vig_accelerator_busy_seconds_total":
+			labels = []string{"accelerator"}
 		case "vig_backend_slots_busy", "vig_scheduler_safety_margin_pct", "vig_scheduler_backend_down", "vig_scheduler_draining", "vig_unrouted_requests_total":
 			labels = nil
 		}
@@ -135,6 +140,15 @@ func (s *Sched) Collect(ch chan<- prometheus.Metric) {
 		gauge("vig_estimate_seconds", e.Estimate.Seconds(), e.Model, itoa(e.Busy))
 	}
 	gauge("vig_backend_slots_busy", float64(s.snap.Busy))
+	for _, a := range s.snap.Accelerators {
+		name := a.Name
+		if name == "" {
+			name = "default"
+		}
+		gauge("vig_accelerator_slots", float64(a.Slots), name)
+		gauge("vig_accelerator_slots_busy", float64(a.Busy), name)
+		ch <- prometheus.MustNewConstMetric(s.descs["vig_accelerator_busy_seconds_total"], prometheus.CounterValue, a.BusyTime.Seconds(), name)
+	}
 	gauge("vig_scheduler_safety_margin_pct", float64(s.snap.SafetyMargin.Percent()))
 	gauge("vig_scheduler_backend_down", b2f(s.snap.BackendDown))
 	gauge("vig_scheduler_draining", b2f(s.snap.Draining))

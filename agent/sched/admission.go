@@ -11,10 +11,20 @@ import "time"
 // each protected stream's waiting request and its next predicted frames. It
 // returns how many protected frames the job would cost and when the decision
 // must be re-evaluated if nothing else happens.
-func (s *Scheduler) admission(now, start Time, slot int, self int32, excl bool, c time.Duration) (blocked bool, misses uint64, recheck Time) {
+//
+// A best_effort job (not an extra of a higher class) is guarded against
+// high streams' frames the same way: the classes' order holds across
+// non-preemptive blocking, so on an accelerator whose only contracts are
+// high (a GPU beside the DLA that runs the protected detector) the VLM
+// runs on its min_rate_hz budget, not whenever its window nears its end.
+func (s *Scheduler) admission(now, start Time, slot int, self int32, excl, guardHigh bool, c time.Duration) (blocked bool, misses uint64, recheck Time) {
 	endJ := start.Add(c)
 	recheck = Never
-	for _, pi := range s.protected {
+	guarded := s.protected
+	if guardHigh {
+		guarded = s.guarded
+	}
+	for _, pi := range guarded {
 		p := &s.streams[pi]
 		if pi == self || !p.seen {
 			continue

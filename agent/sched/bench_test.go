@@ -104,6 +104,55 @@ func (l *loadedLoop) round() {
 	}
 }
 
+// eightStreams3Accel is the same stack on a GPU (1 slot) and two DLA cores.
+func eightStreams3Accel() Config {
+	cfg := eightStreams(0)
+	cfg.Accelerators = []AcceleratorSpec{{Name: "gpu", Slots: 1}, {Name: "dla", Slots: 2}}
+	cfg.Models = append([]ModelSpec(nil), cfg.Models...)
+	for i := range cfg.Models {
+		cfg.Models[i].Accelerator = map[string]string{"det": "dla", "seg": "dla", "ocr": "dla"}[cfg.Models[i].Name]
+		if cfg.Models[i].Accelerator == "" {
+			cfg.Models[i].Accelerator = "gpu"
+		}
+	}
+	return cfg
+}
+
+// BenchmarkDecision8Streams3Accel is the decision on 3 accelerator slots of
+// two kinds (the bound: under 2 µs, allocation-free).
+func BenchmarkDecision8Streams3Accel(b *testing.B) {
+	b.Run("idle", func(b *testing.B) {
+		s, err := New(eightStreams3Accel())
+		if err != nil {
+			b.Fatal(err)
+		}
+		acts := make([]Action, 0, 16)
+		var now Time
+		var tok uint64
+		acts = decisionLoop(s, &now, &tok, acts, 1000)
+		b.ReportAllocs()
+		b.ResetTimer()
+		for b.Loop() {
+			acts = decisionLoop(s, &now, &tok, acts, 1)
+		}
+	})
+	b.Run("loaded", func(b *testing.B) {
+		s, err := New(eightStreams3Accel())
+		if err != nil {
+			b.Fatal(err)
+		}
+		l := &loadedLoop{s: s, acts: make([]Action, 0, 16)}
+		for range 1000 {
+			l.round()
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		for b.Loop() {
+			l.round()
+		}
+	})
+}
+
 func BenchmarkDecision8Streams(b *testing.B) {
 	for _, slots := range []int{1, 2} {
 		name := map[int]string{1: "slots=1", 2: "slots=2"}[slots]
@@ -137,6 +186,41 @@ func BenchmarkDecision8Streams(b *testing.B) {
 				l.round()
 			}
 		})
+	}
+}
+
+// TestDecisionAllocs3Accel: the same claim on three accelerator slots.
+func TestDecisionAllocs3Accel(t *testing.T) {
+	s, err := New(eightStreams3Accel())
+	if err != nil {
+		t.Fatal(err)
+	}
+	acts := make([]Action, 0, 16)
+	var now Time
+	var tok uint64
+	acts = decisionLoop(s, &now, &tok, acts, 1000)
+	if n := testing.AllocsPerRun(2000, func() { acts = decisionLoop(s, &now, &tok, acts, 1) }); n != 0 {
+		t.Errorf("%v allocations per decision", n)
+	}
+	var snap Snapshot
+	s.Snapshot(now, &snap)
+	if n := testing.AllocsPerRun(100, func() { s.Snapshot(now, &snap) }); n != 0 {
+		t.Errorf("Snapshot into a reused value: %v allocations", n)
+	}
+	l := &loadedLoop{s: s, acts: make([]Action, 0, 16)}
+	for range 1000 {
+		l.round()
+	}
+	if n := testing.AllocsPerRun(2000, l.round); n != 0 {
+		t.Errorf("loaded: %v allocations per decision", n)
+	}
+	s.Snapshot(l.now, &snap)
+	var forwarded uint64
+	for _, st := range snap.Streams {
+		forwarded += st.Forwarded
+	}
+	if forwarded < 1000 || snap.Accelerators[0].Busy+snap.Accelerators[1].Busy != snap.Busy {
+		t.Errorf("forwarded %d, accelerators %+v busy %d: not exercising both", forwarded, snap.Accelerators, snap.Busy)
 	}
 }
 

@@ -16,8 +16,12 @@ type ModelSpec struct {
 	// Exclusive is config `corun: false`: the model runs alone on the
 	// accelerator. It starts only when every slot is free and nothing
 	// else starts while it runs. The zero value (may co-run) is the
-	// config default.
+	// config default. With more than one accelerator it runs alone on
+	// its own accelerator; the others go on.
 	Exclusive bool
+	// Accelerator names the accelerator the model runs on (config `on:`),
+	// one of Config.Accelerators; empty with one accelerator.
+	Accelerator string
 }
 
 // StreamSpec is one stream's contract.
@@ -110,10 +114,17 @@ func ParseUnknownPolicy(s string) (UnknownPolicy, error) {
 // Config is the scheduler's configuration. Zero values of the optional
 // fields select the documented defaults.
 type Config struct {
-	// Slots is the number of jobs the accelerator runs at once (≥ 1).
-	Slots   int
-	Models  []ModelSpec
-	Streams []StreamSpec
+	// Slots is the number of jobs the accelerator runs at once (≥ 1):
+	// the shorthand for a device with one accelerator. Zero with
+	// Accelerators.
+	Slots int
+	// Accelerators declares a device with more than one kind of
+	// accelerator, each with its own slots and its own queue at the
+	// backend; every model names its own (ModelSpec.Accelerator). The
+	// scheduler then decides per accelerator (see doc.go).
+	Accelerators []AcceleratorSpec
+	Models       []ModelSpec
+	Streams      []StreamSpec
 	// SafetyMargin scales every estimate; required (zero is an error).
 	SafetyMargin Margin
 	// UnknownStreams selects the policy for unconfigured streams.
@@ -172,6 +183,62 @@ var ErrConfig = errors.New("invalid scheduler config")
 
 func cfgErr(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrConfig}, args...)...)
+}
+
+// resolveAccelerators validates the accelerators and each model's placement.
+// One accelerator declared is the shorthand's case (its name is returned for
+// the snapshot); more than one are returned as they are, with every model's
+// accelerator checked and the whole config validated as one pool (so the
+// messages about models and streams are the same either way).
+func (c Config) resolveAccelerators() (Config, string, error) {
+	if len(c.Accelerators) == 0 {
+		for _, m := range c.Models {
+			if m.Accelerator != "" {
+				return c, "", cfgErr("model %q: runs on accelerator %q, but no accelerators are declared (declare them instead of slots)", m.Name, m.Accelerator)
+			}
+		}
+		return c, "", nil
+	}
+	if c.Slots != 0 {
+		return c, "", cfgErr("both slots (%d) and accelerators are set: slots is the shorthand for one accelerator; declare the slots per accelerator alone", c.Slots)
+	}
+	names := map[string]bool{}
+	total := 0
+	for i, a := range c.Accelerators {
+		switch {
+		case a.Name == "":
+			return c, "", cfgErr("accelerators[%d]: empty name", i)
+		case names[a.Name]:
+			return c, "", cfgErr("accelerator %q declared twice", a.Name)
+		case a.Slots < 1 || a.Slots > maxSlots:
+			return c, "", cfgErr("accelerator %q: %d slots: must be between 1 and %d", a.Name, a.Slots, maxSlots)
+		}
+		names[a.Name] = true
+		total += a.Slots
+	}
+	for _, m := range c.Models {
+		switch {
+		case m.Accelerator == "" && len(c.Accelerators) > 1:
+			return c, "", cfgErr("model %q: no accelerator given; with %d accelerators every model names the one it runs on", m.Name, len(c.Accelerators))
+		case m.Accelerator != "" && !names[m.Accelerator]:
+			return c, "", cfgErr("model %q: accelerator %q is not declared", m.Name, m.Accelerator)
+		}
+	}
+	whole := c
+	whole.Accelerators, whole.Slots = nil, min(total, maxSlots)
+	whole.Models = make([]ModelSpec, len(c.Models))
+	for i, m := range c.Models {
+		m.Accelerator = ""
+		whole.Models[i] = m
+	}
+	if _, err := whole.withDefaults(); err != nil {
+		return c, "", err
+	}
+	if len(c.Accelerators) == 1 {
+		whole.Slots = c.Accelerators[0].Slots
+		return whole, c.Accelerators[0].Name, nil
+	}
+	return c, "", nil
 }
 
 // withDefaults validates c and returns a copy with defaults filled in.

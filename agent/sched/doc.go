@@ -141,7 +141,12 @@
 //     blocking frame stops being reachable, so a frame that never comes does
 //     not defer forever, and a protected stream silent for 2 frame
 //     intervals + max_age is no longer guarded. Protected candidates are not
-//     subject to admission, unless they are extras.
+//     subject to admission, unless they are extras. A best_effort
+//     candidate (not an extra of a higher class) is admitted against the
+//     frames of high streams the same way as against protected ones: the
+//     order of the classes holds across non-preemptive blocking, so a VLM on
+//     an accelerator whose only contracts are high (scenario D's GPU) runs
+//     on its min_rate_hz budget, not whenever its window nears its end.
 //  4. Look-ahead (OrderLaxity only; an extra yields on the stricter rule
 //     of Extra frames under either order): a candidate yields to the next
 //     predicted frame of another contract stream (protected or high; a
@@ -295,13 +300,55 @@
 // queue timeout expires, at which a deferral or yield must be re-evaluated,
 // or at which a job may be committed behind a running one.
 //
+// # Landing in a window
+//
+// Under OrderLaxity, a head that is not an extra may still be about to double
+// a window: its result, at the fastest execution time in its estimator window,
+// would land in a window its stream already has, while its predicted result
+// (estimate × margin) lands in the next one. A frame captured near the end of
+// its window (scenario D's depth, 21 ms into a 33 ms window with 9–13 ms of
+// execution) then covers one window or the other by chance, and every slip
+// leaves one window empty and the next doubled. Such a head is held until
+// windowStart − fastest, when even its fastest result lands in the next
+// window, if it still meets its target from there and its sensor's next frame
+// is not due first (that frame would serve the window; holding would only lose
+// this one). Meanwhile other heads may take the slot. StreamStats.Held counts
+// requests held at least once; NextWake includes the hold's end.
+//
+// # More than one kind of accelerator
+//
+// With Config.Accelerators (a Jetson's GPU and two DLA cores, a phone's NPU
+// and GPU) every model runs on its own accelerator and each accelerator has
+// its own slots and its own queue at the backend. The Scheduler is then a
+// front over one engine per accelerator — each exactly the one-accelerator
+// scheduler described above, given the models placed there and their streams
+// — so freshness, classes, admission, pipelined commits, windows, budgets
+// and the estimator hold per accelerator: a GPU job never starts on a DLA
+// slot, a DLA frame never waits behind a GPU job, a corun: false model runs
+// alone on its own accelerator while the others go on, and admission guards
+// a stream only against jobs on its accelerator (the only ones that can
+// delay it). The front routes an arrival as an engine would (stream name,
+// else its model's accelerator; an unknown model is NotFound), refuses a
+// token live on any accelerator as a duplicate, numbers streams as one
+// engine would (configured streams in config order, then the default
+// contracts in model order) and slots across accelerators in config order
+// (Action.Slot; AcceleratorOf maps one back), and NextWake is the earliest
+// of the engines'. An event at or after another engine's wake-up also runs
+// that engine's pass (the Tick it stands for). Action.Busy is the occupancy
+// of the job's own accelerator, the one its execution time is learnt under.
+// Snapshot.Accelerators has each accelerator's occupancy and busy slot time.
+// Learnt grids share one origin: the first capture on any stream. Without
+// Accelerators, Slots is the one accelerator (the config's backend.slots
+// shorthand), and the Scheduler is its own engine.
+//
 // # Minimum rate budget
 //
 // On one slot, a 200 ms VLM job blocks every 50 ms protected detector frame,
 // so admission starves the VLM: that is the intended default. MinRateHz on a
-// high or best_effort stream is the explicit trade-off: once 1/MinRateHz has
-// passed since the stream's last dispatch (or since its first deferral, if it
-// never ran), its deferred head is dispatched despite admission (still never
+// high or best_effort stream is the explicit trade-off: a budget of one run
+// per 1/MinRateHz that starts full — the first deferred head of a stream that
+// never ran is owed at once, and after that once 1/MinRateHz has passed since
+// its last dispatch — is dispatched despite admission (still never
 // late, never beside an exclusive job, never beyond the slots). Each such
 // dispatch counts BudgetRuns, and BudgetCost adds the protected frames it was
 // predicted to make miss; protected requests late-dropped or superseded

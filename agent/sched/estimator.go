@@ -69,6 +69,9 @@ func (w *window) add(d time.Duration) {
 	w.p10 = time.Duration(s[p10Index(len(s))])
 }
 
+// fastest is the shortest execution time in the window.
+func (w *window) fastest() time.Duration { return time.Duration(w.sorted[0]) }
+
 // p90Index is the index of the 90th percentile (nearest rank) in a sorted
 // slice of n elements.
 func p90Index(n int) int { return (9*n+9)/10 - 1 }

@@ -72,7 +72,8 @@ func TestBackendStatsCorrection(t *testing.T) {
 		SafetyMargin: NoMargin,
 		Models:       []ModelSpec{{Name: "m", Exec: 200 * ms}, {Name: "n", Exec: 5 * ms}},
 		Streams: []StreamSpec{
-			{Name: "m", Model: "m", Class: High, Period: time.Second, MaxAge: time.Second, Queue: Latest},
+			// A frame every 100 ms, as the loop below sends them.
+			{Name: "m", Model: "m", Class: High, Period: time.Second, MaxAge: time.Second, FrameInterval: 100 * ms, Queue: Latest},
 		},
 		EstimatorWindow: 10,
 	})

@@ -37,6 +37,19 @@ func fuzzConfig(slots int) Config {
 	}
 }
 
+// fuzzAccelConfig is fuzzConfig on a GPU and a DLA: the protected detector
+// and one exclusive model on each, so admission, exclusivity and budgets
+// run on both.
+func fuzzAccelConfig(gpu, dla int) Config {
+	cfg := fuzzConfig(0)
+	cfg.Accelerators = []AcceleratorSpec{{Name: "gpu", Slots: gpu}, {Name: "dla", Slots: dla}}
+	on := map[string]string{"det": "dla", "scan": "dla", "ocr": "dla", "pose": "gpu", "depth": "gpu", "vlm": "gpu"}
+	for i := range cfg.Models {
+		cfg.Models[i].Accelerator = on[cfg.Models[i].Name]
+	}
+	return cfg
+}
+
 type tokState uint8
 
 const (
@@ -67,7 +80,10 @@ func (c *eventChecker) apply(acts []Action) {
 			}
 			c.state[a.Token] = tokRunning
 			c.running = append(c.running, a.Token)
-			str := &s.streams[a.Stream]
+			e, str, base := engineStream(s, a.Stream)
+			if e != engineOfToken(s, a.Token) || a.Slot < base || a.Slot >= base+e.slots {
+				t.Fatalf("token %d dispatched to slot %d, outside its model's accelerator (slots %d..%d)", a.Token, a.Slot, base, base+e.slots-1)
+			}
 			dl := c.capture[a.Token].Add(str.maxAge)
 			if str.adhoc {
 				dl = Never
@@ -78,21 +94,21 @@ func (c *eventChecker) apply(acts []Action) {
 			if dl <= c.h.now {
 				t.Fatalf("stale token %d dispatched at %v, deadline %v", a.Token, c.h.now, dl)
 			}
-			if !a.Probe && a.Start.Add(s.cost(str.model, a.Busy)) > dl {
+			if !a.Probe && a.Start.Add(e.cost(str.model, a.Busy)) > dl {
 				t.Fatalf("token %d dispatched to miss its deadline", a.Token)
 			}
 			if (!a.Queued && a.Start != c.h.now) || a.Start < c.h.now {
 				t.Fatalf("token %d: queued %v, start %v at %v", a.Token, a.Queued, a.Start, c.h.now)
 			}
 			if a.Queued {
-				if s.reqs[s.tokens.get(a.Token)].state != stCommitted {
+				if e.reqs[e.tokens.get(a.Token)].state != stCommitted {
 					t.Fatalf("queued token %d not committed", a.Token)
 				}
-				if s.models[str.model].spec.Exclusive && s.slots > 1 {
+				if e.models[str.model].spec.Exclusive && e.slots > 1 {
 					t.Fatalf("exclusive token %d committed behind a running job", a.Token)
 				}
 			}
-			if s.models[str.model].spec.Exclusive && a.Busy != 0 {
+			if e.models[str.model].spec.Exclusive && a.Busy != 0 {
 				t.Fatalf("exclusive token %d dispatched beside %d jobs", a.Token, a.Busy)
 			}
 		case Answer:
@@ -110,32 +126,72 @@ func (c *eventChecker) apply(acts []Action) {
 			t.Fatalf("bad action %+v", a)
 		}
 	}
-	// Slots and exclusivity, from the caller's point of view.
+	// Slots and exclusivity, from the caller's point of view, per
+	// accelerator.
 	c.running = c.prune(c.running)
 	c.live = c.prune(c.live)
 	// A job at the backend has started or is committed behind a started
-	// one: at most one of each per slot, and an exclusive job (on more
-	// than one slot) has the accelerator to itself.
-	n, started := 0, 0
-	excl := false
-	for _, tok := range append([]uint64(nil), c.running...) {
-		if c.state[tok] == tokRunning {
+	// one: at most one of each per slot of its accelerator, and an
+	// exclusive job (on more than one slot) has its accelerator to itself.
+	for _, e := range engines(s) {
+		n, started := 0, 0
+		excl := false
+		for _, tok := range c.running {
+			if c.state[tok] != tokRunning || engineOfToken(s, tok) != e {
+				continue
+			}
 			n++
-			r := &s.reqs[s.tokens.get(tok)]
+			r := &e.reqs[e.tokens.get(tok)]
 			if r.state == stRunning {
 				started++
-				if s.models[s.streams[r.stream].model].spec.Exclusive {
+				if e.models[e.streams[r.stream].model].spec.Exclusive {
 					excl = true
 				}
 			}
 		}
+		if started > e.slots || n > 2*e.slots || (excl && e.slots > 1 && n > 1) {
+			t.Fatalf("accelerator %q: %d jobs at the backend, %d started (exclusive %v) on %d slots", e.accelName, n, started, excl, e.slots)
+		}
+		if n != e.busy+e.committed || started != e.busy {
+			t.Fatalf("accelerator %q: caller sees %d at the backend (%d started), scheduler %d + %d committed", e.accelName, n, started, e.busy, e.committed)
+		}
 	}
-	if started > s.slots || n > 2*s.slots || (excl && s.slots > 1 && n > 1) {
-		t.Fatalf("%d jobs at the backend, %d started (exclusive %v) on %d slots", n, started, excl, s.slots)
+}
+
+// engines returns the one-accelerator schedulers behind s.
+func engines(s *Scheduler) []*Scheduler {
+	if !s.multi() {
+		return []*Scheduler{s}
 	}
-	if n != s.busy+s.committed || started != s.busy {
-		t.Fatalf("caller sees %d at the backend (%d started), scheduler %d + %d committed", n, started, s.busy, s.committed)
+	var es []*Scheduler
+	for _, a := range s.accels {
+		if a.e != nil {
+			es = append(es, a.e)
+		}
 	}
+	return es
+}
+
+// engineStream returns the engine of s's stream i, the stream in it, and the
+// global number of the engine's slot 0.
+func engineStream(s *Scheduler, i int) (*Scheduler, *stream, int) {
+	if !s.multi() {
+		return s, &s.streams[i], 0
+	}
+	ref := s.streamAt[i]
+	a := &s.accels[ref.part]
+	return a.e, &a.e.streams[ref.local], a.slotBase
+}
+
+// engineOfToken returns the engine holding tok (s itself on one accelerator).
+func engineOfToken(s *Scheduler, tok uint64) *Scheduler {
+	if !s.multi() {
+		return s
+	}
+	if p := s.partOfToken(tok); p >= 0 {
+		return s.accels[p].e
+	}
+	return nil
 }
 
 // prune drops finished tokens from list.
@@ -172,10 +228,15 @@ func runEvents(t testing.TB, data []byte) {
 	if len(data) == 0 {
 		return
 	}
-	slots := 1 + int(data[0]%3)
+	// The first byte picks the device: one pool of 1–3 slots, or (128 and
+	// up) a GPU and a DLA of 1–2 slots each, every model on one of them.
+	cfg := fuzzConfig(1 + int(data[0]%3))
+	if data[0] >= 128 {
+		cfg = fuzzAccelConfig(1+int(data[0]%2), 1+int(data[0]>>1%2))
+	}
 	data = data[1:]
 	c := &eventChecker{
-		h:       newHarness(t, fuzzConfig(slots)),
+		h:       newHarness(t, cfg),
 		state:   map[uint64]tokState{},
 		capture: map[uint64]Time{},
 	}
@@ -313,13 +374,15 @@ func runEvents(t testing.TB, data []byte) {
 	if total != uint64(len(c.state)+dups) {
 		t.Fatalf("received %d, arrivals %d", total, len(c.state)+dups)
 	}
-	// The request table is whole again.
-	free := 0
-	for i := s32(h.s.free); i >= 0; i = s32(h.s.reqs[i].next) {
-		free++
-	}
-	if free != len(h.s.reqs) {
-		t.Fatalf("request table leaked: %d of %d free", free, len(h.s.reqs))
+	// The request tables are whole again.
+	for _, e := range engines(h.s) {
+		free := 0
+		for i := s32(e.free); i >= 0; i = s32(e.reqs[i].next) {
+			free++
+		}
+		if free != len(e.reqs) {
+			t.Fatalf("accelerator %q: request table leaked: %d of %d free", e.accelName, free, len(e.reqs))
+		}
 	}
 }
 
@@ -331,6 +394,8 @@ func seedCorpus() [][]byte {
 		{0, 0, 0, 0, 0, 0, 0, 0, 0, 3, 0, 40},
 		{1, 0, 4, 0, 0, 0, 0, 0, 0, 5, 100, 3, 0, 255, 7, 105, 6},
 		{2, 0, 4, 200, 250, 0, 0, 10, 9, 6, 6, 5, 255, 5, 255, 3, 0, 200, 7, 50, 0},
+		{128, 0, 4, 0, 0, 1, 3, 0, 0, 0, 0, 5, 100, 3, 0, 255, 7, 105, 6},
+		{131, 0, 4, 200, 250, 0, 1, 10, 9, 0, 2, 0, 0, 6, 6, 5, 255, 5, 255, 3, 0, 200, 7, 50, 0},
 	}
 	r := rand.New(rand.NewPCG(7, 7))
 	for i := 0; i < 40; i++ {

@@ -21,6 +21,7 @@ type request struct {
 	state     reqState
 	deferred  bool // counted as deferred (once per request)
 	yielded   bool // counted as yielded to a predicted frame (once per request)
+	held      bool // counted as held to land in its own window (once per request)
 	budget    bool // running on a min_rate_hz budget
 	cancelled bool // the client went away while it ran
 	capture   Time
@@ -92,6 +93,7 @@ type stream struct {
 	budgetBlocked uint64
 	probes        uint64
 	yielded       uint64
+	held          uint64
 
 	// The coverage grid: windows [origin + k·period, …). Told by the
 	// config (gridKnown) or learnt at the first capture.
@@ -119,6 +121,7 @@ type Scheduler struct {
 	byModel      []int32 // the only configured stream of a model, or -1
 	adhoc        []int32 // default-contract stream per model, or -1
 	protected    []int32
+	guarded      []int32 // protected, then high: what a best_effort job is admitted against
 
 	reqs     []request
 	free     int32
@@ -139,12 +142,33 @@ type Scheduler struct {
 	unrouted      Counters
 	epoch         Time // first capture on a stream with a learnt grid
 	epochSet      bool
+	accelName     string        // the accelerator's name; "" for the backend.slots shorthand
+	busyTime      time.Duration // slot time busy up to busyAt: Σ busy × dt
+	busyAt        Time
+
+	// A scheduler over more than one accelerator is a front: one engine —
+	// a Scheduler of one accelerator — per accelerator (see Accelerators in
+	// doc.go). The front keeps only cfg, margin, slots (the total),
+	// draining, backendDown, wake (the earliest of its engines') and the
+	// learnt-grid epoch; the tables above stay empty.
+	accels       []accel
+	streamAt     []streamRef      // front stream index → engine and its index
+	partOfName   map[string]int32 // configured stream name → accelerator
+	partOfModel  map[string]int32 // model name → accelerator
+	fallbackPart int32            // the accelerator whose engine answers an unknown model
 }
 
 // New validates cfg and builds a scheduler with every table allocated up
 // front.
 func New(cfg Config) (*Scheduler, error) {
-	cfg, err := cfg.withDefaults()
+	cfg, name, err := cfg.resolveAccelerators()
+	if err != nil {
+		return nil, err
+	}
+	if len(cfg.Accelerators) > 0 {
+		return newFront(cfg)
+	}
+	cfg, err = cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
@@ -158,6 +182,7 @@ func New(cfg Config) (*Scheduler, error) {
 		slotNext:     make([]int32, cfg.Slots),
 		commitQ:      make([]int32, 0, cfg.Slots),
 		wake:         Never,
+		accelName:    name,
 	}
 	for i := range s.slotRun {
 		s.slotRun[i], s.slotNext[i] = -1, -1
@@ -223,6 +248,12 @@ func New(cfg Config) (*Scheduler, error) {
 		s.byModel[mi] = idx
 		tableSize += st.capacity
 	}
+	s.guarded = append(s.guarded, s.protected...)
+	for i := range s.streams {
+		if s.streams[i].class == High {
+			s.guarded = append(s.guarded, int32(i))
+		}
+	}
 	for mi, n := range perModel {
 		if n != 1 {
 			s.byModel[mi] = -1
@@ -268,11 +299,23 @@ func New(cfg Config) (*Scheduler, error) {
 
 // NumStreams returns the number of streams, default-contract streams
 // included; Action.Stream and Snapshot.Streams index them.
-func (s *Scheduler) NumStreams() int { return len(s.streams) }
+func (s *Scheduler) NumStreams() int {
+	if s.multi() {
+		return len(s.streamAt)
+	}
+	return len(s.streams)
+}
 
 // StreamName returns the name of stream i (as in Action.Stream), or "" for
 // an index out of range such as -1 (unrouted).
 func (s *Scheduler) StreamName(i int) string {
+	if s.multi() {
+		if i < 0 || i >= len(s.streamAt) {
+			return ""
+		}
+		ref := s.streamAt[i]
+		return s.accels[ref.part].e.streams[ref.local].name
+	}
 	if i < 0 || i >= len(s.streams) {
 		return ""
 	}
@@ -285,6 +328,12 @@ func (s *Scheduler) Margin() Margin { return s.margin }
 // Estimate returns the current execution-time estimate of model at
 // occupancy busy (jobs already running at dispatch), without margin.
 func (s *Scheduler) Estimate(model string, busy int) (time.Duration, bool) {
+	if s.multi() {
+		if e := s.engineOf(model); e != nil {
+			return e.Estimate(model, busy)
+		}
+		return 0, false
+	}
 	mi, ok := s.modelByName[model]
 	if !ok || busy < 0 || busy >= s.slots {
 		return 0, false
@@ -335,8 +384,17 @@ func (s *Scheduler) route(r *Request) (int32, Code, Reason) {
 // Answer for it (refused, superseded on arrival), an Answer superseding the
 // older waiting frame, and any Dispatch the arrival makes possible.
 func (s *Scheduler) Arrive(now Time, r Request, acts []Action) []Action {
+	if s.multi() {
+		return s.frontArrive(now, r, acts)
+	}
+	return s.arrive(now, r, false, acts)
+}
+
+// arrive is Arrive on one accelerator; dup says the token is live on
+// another accelerator's engine.
+func (s *Scheduler) arrive(now Time, r Request, dup bool, acts []Action) []Action {
 	si, code, reason := s.route(&r)
-	if s.tokens.get(r.Token) >= 0 {
+	if dup || s.tokens.get(r.Token) >= 0 {
 		// First, so the caller can tell this answer from one about the
 		// live request with the same token.
 		code, reason = InvalidArgument, ReasonDuplicateToken
@@ -597,6 +655,7 @@ func (s *Scheduler) occAt(now, start Time, slot int) int {
 // pass takes every decision possible at now: it dispatches, commits, drops
 // and defers waiting requests, then recomputes the next wake-up.
 func (s *Scheduler) pass(now Time, acts []Action) []Action {
+	s.account(now)
 	s.passID++
 	for !s.draining && !s.backendDown {
 		slot, start, queued := s.place(now)
@@ -669,11 +728,15 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 			}
 		}
 		budget, cost := false, uint64(0)
-		if (st.class != Protected || sk.extra) && len(s.protected) > 0 {
-			blocked, misses, recheck := s.admission(now, start, slot, st.idx, excl, c)
+		guardHigh := st.class == BestEffort && !sk.extra
+		if (st.class != Protected || sk.extra) && (len(s.protected) > 0 || guardHigh && len(s.guarded) > 0) {
+			blocked, misses, recheck := s.admission(now, start, slot, st.idx, excl, guardHigh, c)
 			if blocked {
 				if !st.anchored {
-					st.anchor, st.anchored = now, true
+					// The budget starts with one run owed (a token bucket
+					// of depth one, full): a stream that never ran is
+					// owed its first run at once, then one per interval.
+					st.anchor, st.anchored = now.Add(-st.minRate), true
 				}
 				owed := st.minRate > 0 && now >= st.anchor.Add(st.minRate)
 				if !owed {
@@ -691,6 +754,18 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 				}
 				budget = true
 				cost = misses
+			}
+		}
+		if !budget && !probe && !wait && !sk.extra && s.cfg.Order == OrderLaxity && sk.lax != math.MaxInt64 {
+			if until, ok := s.landsEarly(st, r, start, c, m.est[jobOcc].fastest()); ok {
+				if !r.held {
+					r.held = true
+					st.held++
+				}
+				r.deferPass = s.passID
+				r.recheck = until
+				st.pass = s.passID
+				continue
 			}
 		}
 		if !budget && !probe && !wait && (sk.extra || s.cfg.Order == OrderLaxity && sk.lax != math.MaxInt64) {
@@ -724,6 +799,43 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 		acts = s.dispatchHead(now, st, slot, start, queued, jobOcc, c, probe, budget, acts)
 	}
 	return s.expire(now, acts)
+}
+
+// account adds the slot time busy since the last event (busy changes only in
+// events, and each accounts before it changes anything).
+func (s *Scheduler) account(now Time) {
+	if now > s.busyAt {
+		s.busyTime += time.Duration(s.busy) * now.Sub(s.busyAt)
+		s.busyAt = now
+	}
+}
+
+// landsEarly reports whether a head placed at start should wait so that its
+// result lands in the window it is for (see Landing in a window in doc.go):
+// its fastest plausible result (start + the shortest execution time in its
+// estimator window) would land in a window of its stream already claimed —
+// doubling it — while its predicted one (start + c) lands in a later window,
+// not claimed. It is then held until windowStart(w) − fastest, when even its
+// fastest result lands in w, provided it
+// still meets its target (deadline and w's end) from there and the hold ends
+// before the stream's next frame is due.
+func (s *Scheduler) landsEarly(st *stream, r *request, start Time, c, fastest time.Duration) (Time, bool) {
+	cl := s.claimed(st)
+	if st.win(start.Add(fastest)) > cl {
+		return 0, false
+	}
+	w := st.win(start.Add(c))
+	if w <= cl {
+		return 0, false
+	}
+	until := st.windowStart(w) - Time(fastest)
+	if until <= start || until.Add(c) > min(r.deadline, st.windowEnd(w)) {
+		return 0, false
+	}
+	if until >= st.lastCapture.Add(st.interval) {
+		return 0, false // a newer frame comes first: holding this one only loses it
+	}
+	return until, true
 }
 
 // slotFree is when slot i is predicted to be free: the predicted end of the
@@ -844,10 +956,14 @@ func (s *Scheduler) expire(now Time, acts []Action) []Action {
 // oldest committed request is taken to have started now (the backend's
 // queue is FIFO). A token that is not at the backend is ignored.
 func (s *Scheduler) Complete(now Time, token uint64, ok bool, acts []Action) []Action {
+	if s.multi() {
+		return s.frontComplete(now, token, ok, acts)
+	}
 	ri := s.tokens.get(token)
 	if ri < 0 || (s.reqs[ri].state != stRunning && s.reqs[ri].state != stCommitted) {
 		return acts
 	}
+	s.account(now)
 	r := &s.reqs[ri]
 	st := &s.streams[r.stream]
 	m := &s.models[st.model]
@@ -942,6 +1058,9 @@ func (s *Scheduler) deliver(now Time, st *stream, capture Time) {
 // removed and counted cancelled (no Answer: nobody is listening). A running
 // one keeps its slot until Complete, which then counts it cancelled.
 func (s *Scheduler) Cancel(now Time, token uint64, acts []Action) []Action {
+	if s.multi() {
+		return s.frontCancel(now, token, acts)
+	}
 	ri := s.tokens.get(token)
 	if ri < 0 {
 		return acts
@@ -967,7 +1086,12 @@ func (s *Scheduler) Cancel(now Time, token uint64, acts []Action) []Action {
 
 // Tick re-evaluates waiting requests at now. Call it when NextWake says so;
 // calling it at other times is harmless.
-func (s *Scheduler) Tick(now Time, acts []Action) []Action { return s.pass(now, acts) }
+func (s *Scheduler) Tick(now Time, acts []Action) []Action {
+	if s.multi() {
+		return s.each(acts, func(e *Scheduler, acts []Action) []Action { return e.pass(now, acts) })
+	}
+	return s.pass(now, acts)
+}
 
 // NextWake returns when Tick must be called if no other event happens first.
 // It returns false when nothing is waiting on time: vig then needs no timer
@@ -979,11 +1103,22 @@ func (s *Scheduler) NextWake() (Time, bool) { return s.wake, s.wake != Never }
 // requests complete normally; Drained reports when none is left.
 func (s *Scheduler) Drain(now Time, acts []Action) []Action {
 	s.draining = true
+	if s.multi() {
+		return s.each(acts, func(e *Scheduler, acts []Action) []Action { return e.Drain(now, acts) })
+	}
 	return s.flush(ReasonDraining, acts)
 }
 
 // Drained reports whether Drain was called and nothing is in flight.
 func (s *Scheduler) Drained() bool {
+	if s.multi() {
+		for p := range s.accels {
+			if e := s.accels[p].e; e != nil && !e.Drained() {
+				return false
+			}
+		}
+		return s.draining
+	}
 	return s.draining && s.busy == 0 && s.committed == 0 && s.waiting() == 0
 }
 
@@ -993,6 +1128,9 @@ func (s *Scheduler) Drained() bool {
 // requests are left to Complete (with ok=false when the connection failed).
 func (s *Scheduler) SetBackendAvailable(now Time, up bool, acts []Action) []Action {
 	s.backendDown = !up
+	if s.multi() {
+		return s.each(acts, func(e *Scheduler, acts []Action) []Action { return e.SetBackendAvailable(now, up, acts) })
+	}
 	if up {
 		return s.pass(now, acts)
 	}
@@ -1027,6 +1165,12 @@ func (s *Scheduler) waiting() int {
 // the exec_ms prior in windows that have no measurement yet. A zero count
 // (no inference in the interval, or statistics unavailable) is ignored.
 func (s *Scheduler) ObserveBackendStats(model string, computeInferNs, count uint64) {
+	if s.multi() {
+		if e := s.engineOf(model); e != nil {
+			e.ObserveBackendStats(model, computeInferNs, count)
+		}
+		return
+	}
 	mi, ok := s.modelByName[model]
 	if !ok || count == 0 {
 		return

@@ -82,6 +82,10 @@ type StreamStats struct {
 	// frame of another stream: one with a tighter window, or, for an extra
 	// frame, any one whose window is open (see doc.go).
 	Yielded uint64
+	// Held counts requests that waited at least once so that their result
+	// would land inside the window it is for rather than double the one
+	// before (see doc.go, Landing in a window).
+	Held uint64
 }
 
 // EstimateStats is the estimator state of one (model, occupancy) pair.
@@ -113,10 +117,27 @@ type Snapshot struct {
 	Estimates    []EstimateStats
 	// Unrouted counts requests that matched no stream (all rejected).
 	Unrouted Counters
+	// Accelerators is the occupancy per accelerator, in config order; one
+	// entry (named "" for the backend.slots shorthand) on one accelerator.
+	// Slots, Busy, Committed and Exclusive above are their totals.
+	Accelerators []AcceleratorStats
+}
+
+// busyTimeAt is the slot time busy up to now (as far as vig can tell: from
+// each job's observed start to its Complete).
+func (s *Scheduler) busyTimeAt(now Time) time.Duration {
+	if now > s.busyAt {
+		return s.busyTime + time.Duration(s.busy)*now.Sub(s.busyAt)
+	}
+	return s.busyTime
 }
 
 // Snapshot fills dst with the state at now, reusing dst's slices.
 func (s *Scheduler) Snapshot(now Time, dst *Snapshot) {
+	if s.multi() {
+		s.frontSnapshot(now, dst)
+		return
+	}
 	dst.Now = now
 	dst.Slots = s.slots
 	dst.Busy = s.busy
@@ -126,6 +147,8 @@ func (s *Scheduler) Snapshot(now Time, dst *Snapshot) {
 	dst.BackendDown = s.backendDown
 	dst.SafetyMargin = s.margin
 	dst.Unrouted = s.unrouted
+	dst.Accelerators = append(dst.Accelerators[:0], AcceleratorStats{Name: s.accelName, Slots: s.slots,
+		Busy: s.busy, Committed: s.committed, Exclusive: s.exclRunning, BusyTime: s.busyTimeAt(now)})
 	dst.Streams = dst.Streams[:0]
 	for i := range s.streams {
 		st := &s.streams[i]
@@ -141,6 +164,7 @@ func (s *Scheduler) Snapshot(now Time, dst *Snapshot) {
 			BudgetBlocked: st.budgetBlocked,
 			Probes:        st.probes,
 			Yielded:       st.yielded,
+			Held:          st.held,
 		}
 		ss.Waiting = uint64(len(st.q))
 		ss.Running = uint64(st.running)

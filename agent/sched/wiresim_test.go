@@ -71,6 +71,12 @@ type wireStream struct {
 	name                        string
 	class                       Class
 	frame, period, maxAge, exec time.Duration
+	// Scenario D: the stream's accelerator (an index into
+	// wireScenario.accels), whether its model runs alone on it (corun:
+	// false), and its min_rate_hz budget.
+	accel   int
+	excl    bool
+	minRate float64
 }
 
 type wireScenario struct {
@@ -81,24 +87,40 @@ type wireScenario struct {
 	// per configured frame interval (0 or 1: at its contract; 10: a sensor
 	// at ten times its contracted rate).
 	flood []int
+	// accels, when set, are the slots of each accelerator (scenario D): the
+	// backend has a FIFO and slots per accelerator, and a stream's job runs
+	// only on its own. Otherwise the backend is one pool of slots.
+	accels []int
+}
+
+// wireScenarioD is SCENARIOS.md's scenario D: a GPU (accelerator 0, 1 slot)
+// and two DLA cores (accelerator 1).
+func wireScenarioD() wireScenario {
+	return wireScenario{name: "D", slots: 3, accels: []int{1, 2}, streams: []wireStream{
+		{"detector", Protected, 33 * ms, 33 * ms, 50 * ms, 12 * ms, 1, false, 0},
+		{"segment", High, 33 * ms, 33 * ms, 66 * ms, 20 * ms, 1, false, 0},
+		{"pose", High, 33 * ms, 33 * ms, 66 * ms, 5 * ms, 0, false, 0},
+		{"depth", High, 33 * ms, 33 * ms, 100 * ms, 10 * ms, 0, false, 0},
+		{"vlm", BestEffort, 1000 * ms, 1000 * ms, 2000 * ms, 200 * ms, 0, true, 0.2},
+	}}
 }
 
 func wireScenarios() []wireScenario {
 	b := []wireStream{
-		{"detector", Protected, 50 * ms, 50 * ms, 50 * ms, 8 * ms},
-		{"pose", High, 33 * ms, 33 * ms, 66 * ms, 5 * ms},
-		{"depth", High, 33 * ms, 33 * ms, 100 * ms, 10 * ms},
-		{"vlm", BestEffort, 1000 * ms, 1000 * ms, 2000 * ms, 200 * ms},
+		{"detector", Protected, 50 * ms, 50 * ms, 50 * ms, 8 * ms, 0, false, 0},
+		{"pose", High, 33 * ms, 33 * ms, 66 * ms, 5 * ms, 0, false, 0},
+		{"depth", High, 33 * ms, 33 * ms, 100 * ms, 10 * ms, 0, false, 0},
+		{"vlm", BestEffort, 1000 * ms, 1000 * ms, 2000 * ms, 200 * ms, 0, false, 0},
 	}
 	return []wireScenario{
 		{"A", 1, []wireStream{
-			{"detector", Protected, 33 * ms, 50 * ms, 50 * ms, 12 * ms},
-			{"pose", High, 33 * ms, 100 * ms, 100 * ms, 8 * ms},
-			{"depth", High, 33 * ms, 100 * ms, 150 * ms, 20 * ms},
-			{"vlm", BestEffort, 1000 * ms, 1000 * ms, 2000 * ms, 200 * ms},
-		}, nil},
-		{"B", 1, b, nil},
-		{"C", 2, b, nil},
+			{"detector", Protected, 33 * ms, 50 * ms, 50 * ms, 12 * ms, 0, false, 0},
+			{"pose", High, 33 * ms, 100 * ms, 100 * ms, 8 * ms, 0, false, 0},
+			{"depth", High, 33 * ms, 100 * ms, 150 * ms, 20 * ms, 0, false, 0},
+			{"vlm", BestEffort, 1000 * ms, 1000 * ms, 2000 * ms, 200 * ms, 0, false, 0},
+		}, nil, nil},
+		{"B", 1, b, nil, nil},
+		{"C", 2, b, nil, nil},
 	}
 }
 
@@ -112,6 +134,7 @@ type wirePolicy struct {
 	noPipeline bool
 	gridOffset bool          // tell vig the grid (else it learns it from captures)
 	gridError  time.Duration // told, but wrong by this much
+	onePool    int           // >0: vig configured as one pool of this many slots (scenario D's ablation)
 }
 
 type simEvent struct {
@@ -183,6 +206,21 @@ type tpState struct {
 	levels [3][]int // job indices
 }
 
+// wirePools returns the slots of each accelerator and the global number of
+// each one's first slot.
+func wirePools(sc wireScenario) (slots, base []int) {
+	slots = sc.accels
+	if len(slots) == 0 {
+		slots = []int{sc.slots}
+	}
+	n := 0
+	for _, k := range slots {
+		base = append(base, n)
+		n += k
+	}
+	return slots, base
+}
+
 func simulateWire(t testing.TB, sc wireScenario, p wirePolicy, depth int, dur time.Duration, hops wireHops) wireRun {
 	t.Helper()
 	var q eventQ
@@ -213,10 +251,23 @@ func simulateWire(t testing.TB, sc wireScenario, p wirePolicy, depth int, dur ti
 	var s *Scheduler
 	if !p.direct && !p.triton {
 		cfg := Config{Slots: sc.slots, SafetyMargin: DefaultMargin, Order: p.order, NoPipeline: p.noPipeline}
+		named := len(sc.accels) > 1 && p.onePool == 0
+		if named {
+			cfg.Slots = 0
+			for k, n := range sc.accels {
+				cfg.Accelerators = append(cfg.Accelerators, AcceleratorSpec{Name: fmt.Sprint("acc", k), Slots: n})
+			}
+		} else if p.onePool > 0 {
+			cfg.Slots = p.onePool
+		}
 		for _, st := range sc.streams {
-			cfg.Models = append(cfg.Models, ModelSpec{Name: st.name, Exec: st.exec})
+			m := ModelSpec{Name: st.name, Exec: st.exec, Exclusive: st.excl}
+			if named {
+				m.Accelerator = fmt.Sprint("acc", st.accel)
+			}
+			cfg.Models = append(cfg.Models, m)
 			cfg.Streams = append(cfg.Streams, StreamSpec{Name: st.name, Model: st.name, Class: st.class,
-				Period: st.period, MaxAge: st.maxAge, FrameInterval: st.frame, Queue: Latest,
+				Period: st.period, MaxAge: st.maxAge, FrameInterval: st.frame, Queue: Latest, MinRateHz: st.minRate,
 				WindowAligned: p.gridOffset, WindowOffset: p.gridError % st.period})
 		}
 		var err error
@@ -228,14 +279,19 @@ func simulateWire(t testing.TB, sc wireScenario, p wirePolicy, depth int, dur ti
 	byToken := map[uint64]int{}
 	outstanding := make([]int, len(sc.streams))
 	deliv := make([][]Delivery, len(sc.streams))
-	slotEnd := make([]Time, sc.slots)
-	slotBusy := make([]bool, sc.slots)
-	slotUsed := make([]bool, sc.slots)
-	var fifo []int // jobs waiting at the backend
+	pools, base := wirePools(sc)
+	nSlots := base[len(base)-1] + pools[len(pools)-1]
+	slotEnd := make([]Time, nSlots)
+	slotBusy := make([]bool, nSlots)
+	slotUsed := make([]bool, nSlots)
+	fifos := make([][]int, len(pools)) // jobs waiting at the backend, per accelerator
 	var run wireRun
 	var acts []Action
-	var tp tpState
-	tp.free = sc.slots
+	tps := make([]tpState, len(pools))
+	for k, n := range pools {
+		tps[k].free = n
+	}
+	poolOf := func(j int) int { return sc.streams[jobs[j].stream].accel }
 	wakeAt := Never
 	end := Time(dur)
 
@@ -266,13 +322,14 @@ func simulateWire(t testing.TB, sc wireScenario, p wirePolicy, depth int, dur ti
 	}
 	toBackend := func(now Time, j int) {
 		jobs[j].atBackend = now
-		for i := range slotBusy {
+		k := poolOf(j)
+		for i := base[k]; i < base[k]+pools[k]; i++ {
 			if !slotBusy[i] {
 				startJob(now, j, i)
 				return
 			}
 		}
-		fifo = append(fifo, j)
+		fifos[k] = append(fifos[k], j)
 	}
 	answerClient := func(at Time, j int, ok bool) {
 		jobs[j].ok = ok
@@ -301,7 +358,8 @@ func simulateWire(t testing.TB, sc wireScenario, p wirePolicy, depth int, dur ti
 			wakeAt = Never
 		}
 	}
-	tpGrant := func(now Time) {
+	tpGrant := func(now Time, k int) {
+		tp := &tps[k]
 		for tp.free > 0 {
 			var j = -1
 			for l := range tp.levels {
@@ -356,13 +414,13 @@ func simulateWire(t testing.TB, sc wireScenario, p wirePolicy, depth int, dur ti
 			jb := &jobs[e.a]
 			jb.waitFrom = now
 			if p.triton {
-				l := int(sc.streams[jb.stream].class)
-				if len(tp.levels[l]) >= 1 {
+				l, k := int(sc.streams[jb.stream].class), poolOf(e.a)
+				if len(tps[k].levels[l]) >= 1 {
 					answerClient(hop(now, hops.client, clientOut(jb.stream)), e.a, false) // max_queue_size
 					continue
 				}
-				tp.levels[l] = append(tp.levels[l], e.a)
-				tpGrant(now)
+				tps[k].levels[l] = append(tps[k].levels[l], e.a)
+				tpGrant(now, k)
 				continue
 			}
 			tok := uint64(e.a + 1)
@@ -375,9 +433,9 @@ func simulateWire(t testing.TB, sc wireScenario, p wirePolicy, depth int, dur ti
 		case evEnd:
 			slot := jobs[e.a].slot
 			slotBusy[slot] = false
-			if len(fifo) > 0 {
-				n := fifo[0]
-				fifo = fifo[1:]
+			if k := poolOf(e.a); len(fifos[k]) > 0 {
+				n := fifos[k][0]
+				fifos[k] = fifos[k][1:]
 				startJob(now, n, slot)
 			}
 			if p.direct {
@@ -388,8 +446,9 @@ func simulateWire(t testing.TB, sc wireScenario, p wirePolicy, depth int, dur ti
 		case evComplete:
 			if p.triton {
 				answerClient(hop(now, hops.client, clientOut(jobs[e.a].stream)), e.a, true)
-				tp.free++
-				tpGrant(now)
+				k := poolOf(e.a)
+				tps[k].free++
+				tpGrant(now, k)
 				continue
 			}
 			acts = s.Complete(now, uint64(e.a+1), true, acts[:0])
@@ -580,6 +639,33 @@ func TestWireSimulationFlood(t *testing.T) {
 					t.Errorf("%s: %.1f%% with the detector at 10×", st.name, 100*got)
 				}
 			}
+		}
+	}
+}
+
+// TestWireSimulationScenarioD is scenario D on the fake clock with the
+// bench's hops (and noisy ones): vig with the accelerators declared keeps the
+// issue's targets; as one pool of 3 slots (the VLM's corun: false then
+// meaning the whole device) the protected detector loses windows.
+func TestWireSimulationScenarioD(t *testing.T) {
+	dur := 20 * time.Second
+	sc := wireScenarioD()
+	pool1 := wirePolicy{name: "vig one pool, slots 1", order: OrderLaxity, onePool: 1}
+	pool3 := wirePolicy{name: "vig one pool, slots 3", order: OrderLaxity, onePool: 3}
+	for _, hops := range []wireHops{benchHops, noisyHops} {
+		res := map[string]wireSummary{}
+		for _, p := range []wirePolicy{polDirect, polTriton, polLearnt, pool1, pool3} {
+			res[p.name] = simulateBest(t, sc, p, dur, hops)
+			t.Logf("hop noise %v: %s", hops.noise, formatSummary(sc, p, res[p.name]))
+		}
+		vig := res[polLearnt.name]
+		for i, floor := range []float64{0.99, 0.97, 0.93, 0.93, 0.19} {
+			if got := vig.best[i].cov.Ratio(); got < floor {
+				t.Errorf("hop noise %v: %s %.1f%%, want ≥ %.0f%%", hops.noise, sc.streams[i].name, 100*got, 100*floor)
+			}
+		}
+		if p3 := res[pool3.name].best[0].cov; p3.Covered >= vig.best[0].cov.Covered {
+			t.Errorf("hop noise %v: one pool of 3 covers the detector's %d windows, accelerators %d: the ablation shows nothing", hops.noise, p3.Covered, vig.best[0].cov.Covered)
 		}
 	}
 }

@@ -29,8 +29,9 @@ plots into DIR (default bench/results/<date>-<host>/):
             configuration; the TCP rows are repeated with both pinned to one
             CPU with taskset when there is a second CPU)
   wire      coverage and age of information for the SCENARIOS.md workloads A, B, C
-            (examples/scenarios) with open-loop sensors: direct, an emulation of
-            Triton's queue policy, and vig
+            and D (examples/scenarios; --only picks some) with open-loop sensors:
+            direct, an emulation of Triton's queue policy, and vig; on D's GPU
+            and two DLA cores also vig configured as one pool (the ablation)
   idle      vig's CPU with 1, 5 and 10 idle gRPC clients and as many idle ring
             sessions, and idle-settled latency
   all       the three
@@ -57,7 +58,8 @@ func runBench(args []string) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	quick := fs.Bool("quick", false, "shorter runs (fewer rounds, 5 s wire runs, 3 s idle samples)")
 	out := fs.String("out", "", "output `DIR` (default bench/results/<date>-<host>)")
-	scen := fs.String("scenarios", bench.DefaultScenarioDir, "`DIR` holding the scenario configs a.yaml, b.yaml, c.yaml")
+	scen := fs.String("scenarios", bench.DefaultScenarioDir, "`DIR` holding the scenario configs a.yaml … d.yaml")
+	only := fs.String("only", strings.Join(bench.DefaultWireScenarios, ","), "wire: the scenarios to run, a `LIST` such as d or a,b,c")
 	noPin := fs.Bool("no-pin", false, "skip the datapath rows that pin vig and nginx to CPU 1 with taskset, and do not pin vig in idle")
 	vigBin := fs.String("vig", "", "vig `BINARY` to measure as its own process (default: this executable)")
 	duration := fs.Duration("duration", 0, "overload: length of each case (default 60s); soak: length of the run (default 10m)")
@@ -118,7 +120,7 @@ func runBench(args []string) int {
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer cancel()
-	opts := bench.Options{Which: which, Quick: *quick, Out: *out, VigBinary: bin, ScenarioDir: *scen, Pin: !*noPin,
+	opts := bench.Options{Which: which, Quick: *quick, Out: *out, VigBinary: bin, ScenarioDir: *scen, Only: strings.Split(strings.ToLower(*only), ","), Pin: !*noPin,
 		Duration: *duration, Factor: *factor, RowEvery: *rowEvery,
 		Command:  "vig bench " + strings.Join(append([]string{which}, args...), " "),
 		Progress: os.Stderr, TTY: isTerminal(os.Stderr)}

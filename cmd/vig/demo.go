@@ -19,8 +19,10 @@ Starts a mock inference backend, vig's governor in front of it, and open-loop
 sensors for the streams of scenario B of the benchmarks (a detector, pose and
 depth, and a 200 ms VLM sharing one accelerator slot), all in this process, and
 shows a live table per stream: coverage of the contract's windows, age of
-information p95, queue, outcomes and how busy the slot is. The table is redrawn in
-place on a terminal; otherwise it is printed every refresh. Ctrl-C stops early.
+information p95, queue, outcomes and how busy the slots are, per accelerator
+(-c examples/scenarios/d.yaml: a Jetson's GPU and two DLA cores). The table is
+redrawn in place on a terminal; otherwise it is printed every refresh. Ctrl-C stops
+early.
 
 Flags:
 `

@@ -24,6 +24,7 @@ func TestDoctorScenarios(t *testing.T) {
 		{"b.yaml", 1, []string{doctor.CodeLongJobBlocks, doctor.CodeStreamStarves}},
 		{"c.yaml", 0, []string{doctor.CodeUtilization}},
 		{"overbooked.yaml", 2, []string{doctor.CodeProtectedUnsched}},
+		{"d.yaml", 1, []string{doctor.CodeLongJobBlocksHigh, doctor.CodeUtilization}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {

@@ -130,13 +130,17 @@ func mockBackend(ctx context.Context, args []string, stdout, stderr io.Writer, r
 			level = slog.LevelInfo // validated by config.Parse; unreachable
 		}
 	}
-	if *file == "" || set["slots"] {
+	if set["slots"] && len(cfg.Accelerators) > 0 {
+		fmt.Fprintf(stderr, "vig mock-backend: --slots: %s declares accelerators with their slots; drop --slots\n", *file)
+		return 2
+	}
+	if (*file == "" || set["slots"]) && len(cfg.Accelerators) == 0 {
 		cfg.Slots = *slots
 	}
 	if *file == "" || set["seed"] {
 		cfg.Seed = *seed
 	}
-	if cfg.Slots < 1 {
+	if cfg.Slots < 1 && len(cfg.Accelerators) == 0 {
 		fmt.Fprintf(stderr, "vig mock-backend: --slots %d: need at least 1\n", cfg.Slots)
 		return 2
 	}

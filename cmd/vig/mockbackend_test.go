@@ -37,6 +37,7 @@ func TestMockBackendFlagErrors(t *testing.T) {
 		{[]string{"--nope"}, "flag provided but not defined"},
 		{[]string{"-c", filepath.Join(dir, "missing.yaml")}, "no such file"},
 		{[]string{"-c", badCfg}, "bad.yaml:2: models.a.bogus: unknown key"},
+		{[]string{"-c", filepath.Join("..", "..", "examples", "scenarios", "d.yaml"), "--slots", "2"}, "declares accelerators with their slots; drop --slots"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := mockBackend(context.Background(), tc.args, &stdout, &stderr, func(string) { t.Errorf("%q: started", tc.args) })
