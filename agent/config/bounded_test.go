@@ -75,6 +75,14 @@ func TestParseLimits(t *testing.T) {
 			}
 			return b.String()
 		}() + "}\n", "models: 257 entries"},
+		{"accelerators", "accelerators: {" + func() string {
+			var b strings.Builder
+			for i := range MaxAccelerators + 1 {
+				fmt.Fprintf(&b, "x%d: 1, ", i)
+			}
+			return b.String()
+		}() + "}\n", "accelerators: 17 entries: vig takes at most 16"},
+		{"slots", "backend: {slots: 100000000}\n", "an accelerator runs 1 to 256 jobs"},
 		{"errors counted", "listen: {" + strings.Repeat("a: 1, ", 30) + "}\n", "more problems not shown (at least 10)"},
 		{"value cut", "log: {format: " + strings.Repeat("y", 500) + "}\n", "… (500 bytes)"},
 	} {

@@ -262,6 +262,8 @@ const (
 	// MaxStreams and MaxModels bound the streams and models one config declares.
 	MaxStreams = 256
 	MaxModels  = 256
+	// MaxAccelerators bounds the accelerators one device declares (a Jetson has 3).
+	MaxAccelerators = 16
 	// maxErrors is how many problems one error reports; the rest are counted.
 	maxErrors = 20
 	// maxQuoted is how much of a value an error message quotes.
@@ -323,12 +325,14 @@ func checkCounts(file string, doc *yaml.Node) error {
 			n, limit = len(v.Content), MaxStreams
 		case "models":
 			n, limit = len(v.Content)/2, MaxModels
+		case "accelerators":
+			n, limit = len(v.Content)/2, MaxAccelerators
 		default:
 			continue
 		}
 		if n > limit {
 			return &Error{File: file, Line: k.Line, Key: k.Value,
-				Msg: fmt.Sprintf("%d entries: vig takes at most %d (one per sensor stream or model); split the deployment across vig instances", n, limit)}
+				Msg: fmt.Sprintf("%d entries: vig takes at most %d; split the deployment across vig instances", n, limit)}
 		}
 	}
 	return nil

@@ -72,6 +72,8 @@ func (c *Config) validate(file string) error {
 	}
 	if c.Backend.Slots < 1 {
 		bad(0, "backend.slots", "%d: the accelerator runs at least 1 job at once", c.Backend.Slots)
+	} else if len(c.Accelerators) == 0 && c.Backend.Slots > 256 {
+		bad(0, "backend.slots", "%d: an accelerator runs 1 to 256 jobs at once (a GPU without MPS: 1)", c.Backend.Slots)
 	}
 	c.validateAccelerators(bad)
 	for key, v := range map[string]int{"grpc.max_message_mib": c.GRPC.MaxMessageMiB, "grpc.window_mib": c.GRPC.WindowMiB,
