@@ -17,6 +17,7 @@ import (
 	"github.com/vig-edge/vig/agent/access"
 	"github.com/vig-edge/vig/agent/config"
 	"github.com/vig-edge/vig/agent/metrics"
+	pb "github.com/vig-edge/vig/proto/inference"
 	"github.com/vig-edge/vig/wire"
 )
 
@@ -310,14 +311,29 @@ func (g *Gateway) closeAll() {
 }
 
 func shortName(full string) string {
-	if i := strings.LastIndexByte(full, '/'); i >= 0 && strings.HasPrefix(full[1:], Service+"/") {
-		return full[i+1:]
+	if name, ok := strings.CutPrefix(full, "/"+Service+"/"); ok && tritonMethods[name] {
+		return name
 	}
 	if strings.HasPrefix(full, "/grpc.health.v1.Health/") {
 		return "Health"
 	}
 	return "other"
 }
+
+// tritonMethods are the RPCs of Triton's service, the only method names that become
+// metric labels: a name from the client's :path would let any client add series at
+// will, and one that is not UTF-8 made the Prometheus client panic (found by
+// FuzzServerConn).
+var tritonMethods = func() map[string]bool {
+	m := map[string]bool{}
+	for _, d := range pb.GRPCInferenceService_ServiceDesc.Methods {
+		m[d.MethodName] = true
+	}
+	for _, d := range pb.GRPCInferenceService_ServiceDesc.Streams {
+		m[d.StreamName] = true
+	}
+	return m
+}()
 
 // SystemSharedMemory reports whether the backend takes tensors in Triton system
 // shared memory (a gRPC backend does; a ring runtime does not).
