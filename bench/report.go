@@ -441,6 +441,10 @@ func pathLabel(p string) string {
 		return "vig Triton shm"
 	case PathShmring:
 		return "vig shmring"
+	case PathShmringMemfd:
+		return "vig shmring memfd"
+	case PathShmringDedicated:
+		return "vig shmring memfd, hot_path: dedicated"
 	}
 	return p
 }
