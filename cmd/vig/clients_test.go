@@ -486,7 +486,37 @@ func TestHostileClientsLeaveVigServing(t *testing.T) {
 			}
 			goRound(t)
 		})
+		t.Run(lang.name+"/bells", func(t *testing.T) {
+			// Rung without a post, in a tight loop, and rung on while another
+			// client is served; once killed, vig holds nothing of it.
+			fds0, g0 := openFds(t), runtime.NumGoroutine()
+			h := lang.hostile(t)
+			cmd := exec.Command(h[0], append(h[1:], "bells")...)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			line, err := bufio.NewReader(out).ReadString('\n')
+			if line != "ok\n" {
+				cmd.Process.Kill()
+				cmd.Wait()
+				t.Fatalf("hostile client said %q (%v), want ok; stderr: %s", line, err, stderr.String())
+			}
+			for range 3 {
+				goRound(t) // while it rings
+			}
+			cmd.Process.Signal(os.Kill)
+			cmd.Wait()
+			settled(t, "the ringing client's session", fds0, g0)
+			goRound(t)
+		})
 		t.Run(lang.name+"/kill-9", func(t *testing.T) {
+			fds0, g0 := openFds(t), runtime.NumGoroutine()
 			h := lang.hostile(t)
 			cmd := exec.Command(h[0], append(h[1:], "die")...)
 			var stderr bytes.Buffer
@@ -507,6 +537,7 @@ func TestHostileClientsLeaveVigServing(t *testing.T) {
 			cmd.Process.Signal(os.Kill)
 			cmd.Wait()
 			goRound(t)
+			settled(t, "the killed client's session", fds0, g0)
 			ex := lang.example(t)
 			got := runClient(t, ex[0], append(ex[1:], addr, "cam", "det", "256", "2")...)
 			if strings.Count(got, "status=OK") != 2 {
@@ -514,6 +545,32 @@ func TestHostileClientsLeaveVigServing(t *testing.T) {
 			}
 		})
 	}
+}
+
+// openFds counts this process's open file descriptors.
+func openFds(t *testing.T) int {
+	t.Helper()
+	es, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(es)
+}
+
+// settled waits until this process (vig in it) is back to at most fds open
+// files and goroutines goroutines: a session ended by its peer leaves nothing
+// behind. The wait is for vig to notice the peer's end (its watcher reads EOF);
+// it is bounded generously for qemu and a loaded machine, and asserts no time.
+func settled(t *testing.T, what string, fds, goroutines int) {
+	t.Helper()
+	var f, g int
+	for range 400 {
+		if f, g = openFds(t), runtime.NumGoroutine(); f <= fds && g <= goroutines {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Errorf("after %s: %d open fds (before: %d), %d goroutines (before: %d)", what, f, fds, g, goroutines)
 }
 
 // The C example cross-compiled for arm64 (static) and run under qemu-aarch64

@@ -1,5 +1,5 @@
 /*
- * vigring.h: the sensor side of vig's shared-memory ring (ring ABI version 2),
+ * vigring.h: the sensor side of vig's shared-memory ring (ring ABI version 3),
  * in one header. C99 with GCC/Clang __atomic builtins; libc and Linux headers only.
  *
  * The byte layout, the handshake and the wait protocol are specified in
@@ -26,7 +26,7 @@
  *                          .capture_ns = vigring_now_ns(), .len = n};
  *     vigring_submit(&r, slot, &q, NULL);
  *     vigring_result res;
- *     vigring_next(&r, &res, -1);                    // spins briefly, then futex
+ *     vigring_next(&r, &res, -1);                    // spins briefly, then sleeps in poll
  *     for (int i = 0; i < res.ntensors; i++) {
  *         uint64_t len; const uint8_t *p = vigring_output(&r, &res, i, &len);
  *         // res.tensors[i].name, .datatype, .rank, .shape[]
@@ -51,7 +51,7 @@ extern "C" {
 #endif
 
 /* ABI constants (shmring/doc.go). */
-#define VIGRING_VERSION 2u
+#define VIGRING_VERSION 3u
 #define VIGRING_MAX_SLOTS 1024u
 #define VIGRING_MAX_DESCRIPTORS 4096u
 #define VIGRING_MAX_STREAM 56
@@ -153,6 +153,9 @@ typedef struct vigring_result {
 
 typedef struct vigring {
 	int sock, fd;
+	/* The doorbells vig handed over (eventfds): request ready (we ring it),
+	 * request space and response ready (vig rings them, we wait). */
+	int bell[3];
 	uint8_t *mem;
 	vigring_layout lay;
 	enum vigring_backend backend;
@@ -203,7 +206,6 @@ int64_t vigring_now_ns(void);
 #endif
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/futex.h>
 #include <poll.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -236,8 +238,8 @@ int64_t vigring_now_ns(void);
 /* Offsets of shmring/doc.go. */
 enum {
 	VR_HEADER = 4096, VR_DESC = 4096, VR_LINE = 128, VR_PAGE = 4096,
-	VR_HEAD = 0, VR_TAIL = 128, VR_READY_SEQ = 256, VR_READY_WAITERS = 260,
-	VR_SPACE_SEQ = 384, VR_SPACE_WAITERS = 388, VR_STATES = 512,
+	VR_HEAD = 0, VR_TAIL = 128, VR_READY_WAITERS = 260, VR_SPACE_WAITERS = 388, VR_STATES = 512,
+	VR_BELL_REQ_READY = 0, VR_BELL_REQ_SPACE = 1, VR_BELL_RESP_READY = 2,
 	D_TAG = 0, D_FRAME = 8, D_CAPTURE = 16, D_SLOT = 24, D_STATUS = 28, D_POFF = 32,
 	D_PLEN = 40, D_STREAMLEN = 48, D_MODELLEN = 49, D_NTENSORS = 50, D_MSGLEN = 51,
 	D_FLAGS = 52, D_STREAM = 56, D_MODEL = 112, D_MESSAGE = 176, D_TENSORS = 256,
@@ -446,6 +448,9 @@ static int vr_handshake(vigring *r, const char *addr, int timeout_ms)
 	struct iovec iov;
 	struct msghdr mh;
 	union { struct cmsghdr h; char buf[CMSG_SPACE(sizeof(int))]; } cm;
+	union { struct cmsghdr h; char buf[CMSG_SPACE(4 * sizeof(int))]; } cm_in;
+	struct cmsghdr *c;
+	int fds[4], nfds = 0, i;
 	struct timeval tv;
 	ssize_t got;
 	uint32_t version, status;
@@ -491,9 +496,34 @@ static int vr_handshake(vigring *r, const char *addr, int timeout_ms)
 	if (sendmsg(r->sock, &mh, MSG_NOSIGNAL) != (ssize_t)sizeof hello)
 		return vr_fail(r, VIGRING_ESYS, "vigring: hello to %s: %s", addr, strerror(errno));
 
-	got = recv(r->sock, reply, sizeof reply, 0);
+	iov.iov_base = reply;
+	iov.iov_len = sizeof reply;
+	memset(&mh, 0, sizeof mh);
+	memset(&cm_in, 0, sizeof cm_in);
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	mh.msg_control = cm_in.buf;
+	mh.msg_controllen = sizeof cm_in.buf;
+	got = recvmsg(r->sock, &mh, MSG_CMSG_CLOEXEC);
 	if (got < 0)
 		return vr_fail(r, VIGRING_ESYS, "vigring: handshake reply from %s: %s", addr, strerror(errno));
+	for (c = CMSG_FIRSTHDR(&mh); c != NULL; c = CMSG_NXTHDR(&mh, c)) {
+		size_t k, nk;
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		nk = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (k = 0; k < nk && nfds < 4; k++)
+			memcpy(&fds[nfds++], CMSG_DATA(c) + k * sizeof(int), sizeof(int));
+	}
+	/* The doorbells are ours to close whatever the answer; kept only when it
+	 * is an acceptance carrying exactly three. */
+	if (nfds == 3 && got >= 16 && vr_u32(reply + 12) == 0 && vr_u32(reply + 8) == VIGRING_VERSION && !(mh.msg_flags & MSG_CTRUNC)) {
+		for (i = 0; i < 3; i++)
+			r->bell[i] = fds[i];
+		nfds = 0;
+	}
+	for (i = 0; i < nfds; i++)
+		close(fds[i]);
 	if (got < 16 || got > 256 || vr_u64(reply) != VR_REPLY_MAGIC)
 		return vr_fail(r, VIGRING_EREFUSED, "vigring: %s answered the hello with %zd bytes that are not a ring handshake reply", addr, got);
 	version = vr_u32(reply + 8);
@@ -503,6 +533,8 @@ static int vr_handshake(vigring *r, const char *addr, int timeout_ms)
 		return vr_fail(r, VIGRING_EREFUSED, "vigring: vig (ring ABI version %u, this client %u) refused the session (%s): %.*s",
 		               version, VIGRING_VERSION, status < 6 ? names[status] : "unknown status", (int)(got - 16), (const char *)reply + 16);
 	}
+	if (r->bell[2] < 0)
+		return vr_fail(r, VIGRING_EREFUSED, "vigring: %s accepted the session without its three doorbells (eventfds): not a ring ABI version 3 vig", addr);
 	/* The socket stays open as the liveness signal; nothing more is read. */
 	tv.tv_sec = 0;
 	tv.tv_usec = 0;
@@ -519,6 +551,7 @@ int vigring_connect(vigring *r, const char *addr, const vigring_config *cfg)
 
 	memset(r, 0, sizeof *r);
 	r->sock = r->fd = -1;
+	r->bell[0] = r->bell[1] = r->bell[2] = -1;
 	VR_STORE(&r->closed, 1);
 	c = cfg ? *cfg : def;
 	if (c.backend == 0)
@@ -552,10 +585,8 @@ int vigring_connect(vigring *r, const char *addr, const vigring_config *cfg)
 
 void vigring_close(vigring *r)
 {
+	int i;
 	if (r->mem) {
-		/* Wake our own sleepers whatever the waiters words say. */
-		__atomic_add_fetch(vr_w32(r, r->lay.rings[1].ring_off + VR_READY_SEQ), 1u, __ATOMIC_SEQ_CST);
-		__atomic_add_fetch(vr_w32(r, r->lay.rings[0].ring_off + VR_SPACE_SEQ), 1u, __ATOMIC_SEQ_CST);
 		munmap(r->mem, (size_t)r->lay.region_size);
 		r->mem = NULL;
 	}
@@ -569,6 +600,11 @@ void vigring_close(vigring *r)
 		close(r->sock);
 	if (r->fd >= 0)
 		close(r->fd);
+	for (i = 0; i < 3; i++) {
+		if (r->bell[i] >= 0)
+			close(r->bell[i]);
+		r->bell[i] = -1;
+	}
 	r->sock = r->fd = -1;
 	VR_STORE(&r->closed, 1);
 }
@@ -594,21 +630,28 @@ static int vr_alive(vigring *r)
 	return 1;
 }
 
-static void vr_wake(uint32_t *seq, uint32_t *waiters)
+/* vr_wake rings a doorbell of vig's, only when vig has announced a sleeper.
+ * The counter was published first; both are seq_cst, so either vig's re-check
+ * sees the counter or we see its waiters word. */
+static void vr_wake(vigring *r, int bell, uint32_t *waiters)
 {
+	uint64_t one = 1;
+	ssize_t n;
 	if (VR_LOAD(waiters) == 0)
 		return; /* nobody sleeps: a busy ring costs no syscall */
-	VR_ADD(seq, 1u);
-	syscall(SYS_futex, seq, FUTEX_WAKE, 1 << 30, NULL, NULL, 0);
+	n = write(r->bell[bell], &one, sizeof one); /* EAGAIN: counter full, readable already */
+	(void)n;
 }
 
 /* Conditions for vr_await: 1 met, 0 not yet, <0 an error code. */
 typedef int (*vr_cond)(vigring *r, void *arg);
 
 /* vr_await spins for an adaptive window (2-64 us, following the waits it has
- * seen, as vig's Go side), then sleeps on the futex word seq, announced in
- * waiters. Sleeps are bounded (50 ms) so that the liveness socket is polled. */
-static int vr_await(vigring *r, int which, uint32_t *seq, uint32_t *waiters, vr_cond cond, void *arg, int timeout_ms)
+ * seen, as vig's Go side), then announces itself in waiters and sleeps in
+ * poll on its doorbell (an eventfd vig rings) and the session socket (vig
+ * closing it ends the session) together, until the timeout (milliseconds; -1
+ * none). what names the wait in the timeout's message. */
+static int vr_await(vigring *r, int which, int bell, uint32_t *waiters, vr_cond cond, void *arg, int timeout_ms, const char *what)
 {
 	int64_t start = vigring_now_ns(), deadline = timeout_ms < 0 ? INT64_MAX : start + (int64_t)timeout_ms * 1000000;
 	int64_t *window = &r->window_ns[which];
@@ -634,7 +677,7 @@ static int vr_await(vigring *r, int which, uint32_t *seq, uint32_t *waiters, vr_
 				if (r->spin == 0 && now - start > *window)
 					break;
 				if (now > deadline)
-					return vr_fail(r, VIGRING_ETIMEOUT, "vigring: no result within %d ms", timeout_ms);
+					return vr_fail(r, VIGRING_ETIMEOUT, "vigring: no %s within %d ms", what, timeout_ms);
 				if (i % 4096 == 0 && !vr_alive(r))
 					return vr_fail(r, VIGRING_ECLOSED, "vigring: vig closed the session");
 			}
@@ -642,25 +685,35 @@ static int vr_await(vigring *r, int which, uint32_t *seq, uint32_t *waiters, vr_
 	}
 	VR_ADD(waiters, 1u);
 	for (;;) {
-		uint32_t v = VR_LOAD(seq);
-		struct timespec ts = {0, 50 * 1000000};
+		struct pollfd p[2];
 		int64_t now;
+		int ms;
 		if ((rc = cond(r, arg)) != 0)
 			break;
-		if (!vr_alive(r)) {
+		if (VR_LOAD(&r->closed)) {
 			rc = vr_fail(r, VIGRING_ECLOSED, "vigring: vig closed the session");
 			break;
 		}
 		now = vigring_now_ns();
 		if (now > deadline) {
-			rc = vr_fail(r, VIGRING_ETIMEOUT, "vigring: nothing within %d ms", timeout_ms);
+			rc = vr_fail(r, VIGRING_ETIMEOUT, "vigring: no %s within %d ms", what, timeout_ms);
 			break;
 		}
-		if (deadline - now < 50 * 1000000)
-			ts.tv_nsec = (long)(deadline - now);
-		/* Shared futex (no FUTEX_PRIVATE_FLAG): vig sleeps and wakes on the
-		 * same word from another process. EAGAIN/EINTR/ETIMEDOUT: re-check. */
-		syscall(SYS_futex, seq, FUTEX_WAIT, v, &ts, NULL, 0);
+		ms = deadline == INT64_MAX ? -1 : (int)((deadline - now + 999999) / 1000000);
+		p[0].fd = r->bell[bell];
+		p[0].events = POLLIN;
+		p[0].revents = 0;
+		p[1].fd = r->sock;
+		p[1].events = POLLIN;
+		p[1].revents = 0;
+		if (poll(p, 2, ms) > 0 && (p[0].revents & POLLIN)) {
+			uint64_t v;
+			ssize_t n = read(r->bell[bell], &v, sizeof v); /* resets it; EAGAIN: nothing */
+			(void)n;
+		}
+		if (p[1].revents)
+			vr_alive(r); /* vig hung up (or wrote, which it never does): closed is set */
+		/* EINTR, a ring, the socket, the timeout: re-check all of them. */
 	}
 	VR_ADD(waiters, (uint32_t)-1);
 	if (rc > 0 && r->spin == 0) {
@@ -702,7 +755,7 @@ int vigring_loan(vigring *r, uint32_t *slot, uint8_t **buf, int timeout_ms)
 	int rc;
 	if (VR_LOAD(&r->closed) || r->mem == NULL)
 		return vr_fail(r, VIGRING_ECLOSED, "vigring: the session is closed");
-	rc = vr_await(r, 0, vr_w32(r, l->ring_off + VR_SPACE_SEQ), vr_w32(r, l->ring_off + VR_SPACE_WAITERS), vr_try_loan, &s, timeout_ms);
+	rc = vr_await(r, 0, VR_BELL_REQ_SPACE, vr_w32(r, l->ring_off + VR_SPACE_WAITERS), vr_try_loan, &s, timeout_ms, "free request slot");
 	if (rc != 0)
 		return rc;
 	*slot = s;
@@ -798,7 +851,7 @@ int vigring_submit(vigring *r, uint32_t slot, const vigring_request *q, uint64_t
 			vr_put64(tb + T_SHAPE + 8 * j, (uint64_t)t->shape[j]);
 		}
 	}
-	rc = vr_await(r, 0, vr_w32(r, l->ring_off + VR_SPACE_SEQ), vr_w32(r, l->ring_off + VR_SPACE_WAITERS), vr_space, NULL, -1);
+	rc = vr_await(r, 0, VR_BELL_REQ_SPACE, vr_w32(r, l->ring_off + VR_SPACE_WAITERS), vr_space, NULL, -1, "free request descriptor");
 	if (rc != 0)
 		return rc;
 	memcpy(r->mem + l->desc_off + (r->req_head & (l->descriptors - 1)) * VR_DESC, d, VR_DESC);
@@ -808,7 +861,7 @@ int vigring_submit(vigring *r, uint32_t slot, const vigring_request *q, uint64_t
 	r->next_tag++;
 	VR_ADD(&r->outstanding, 1);
 	VR_STORE(vr_w64(r, l->ring_off + VR_HEAD), r->req_head); /* publishes the descriptor */
-	vr_wake(vr_w32(r, l->ring_off + VR_READY_SEQ), vr_w32(r, l->ring_off + VR_READY_WAITERS));
+	vr_wake(r, VR_BELL_REQ_READY, vr_w32(r, l->ring_off + VR_READY_WAITERS));
 	if (tag)
 		*tag = r->next_tag;
 	return 0;
@@ -938,8 +991,7 @@ static int vr_try_next(vigring *r, void *arg)
 		/* Copy out before decoding: the shared bytes may change at any time. */
 		memcpy(r->desc_in, r->mem + l->desc_off + (r->resp_tail & (l->descriptors - 1)) * VR_DESC, VR_DESC);
 		r->resp_tail++;
-		VR_STORE(vr_w64(r, l->ring_off + VR_TAIL), r->resp_tail);
-		vr_wake(vr_w32(r, l->ring_off + VR_SPACE_SEQ), vr_w32(r, l->ring_off + VR_SPACE_WAITERS));
+		VR_STORE(vr_w64(r, l->ring_off + VR_TAIL), r->resp_tail); /* vig never waits for room here: no bell */
 		if (vigring_outstanding(r) > 0)
 			VR_ADD(&r->outstanding, -1);
 		if (vr_decode(r, res) == 0)
@@ -949,7 +1001,6 @@ static int vr_try_next(vigring *r, void *arg)
 		r->skipped++;
 		if (res->slot < l->slots && !r->held[res->slot]) {
 			VR_STORE(vr_w32(r, l->ring_off + VR_STATES + 4ull * res->slot), 0u);
-			vr_wake(vr_w32(r, l->ring_off + VR_SPACE_SEQ), vr_w32(r, l->ring_off + VR_SPACE_WAITERS));
 		}
 	}
 }
@@ -959,7 +1010,7 @@ int vigring_next(vigring *r, vigring_result *res, int timeout_ms)
 	const vigring_ring_layout *l = &r->lay.rings[1];
 	if (VR_LOAD(&r->closed) || r->mem == NULL)
 		return vr_fail(r, VIGRING_ECLOSED, "vigring: the session is closed");
-	return vr_await(r, 1, vr_w32(r, l->ring_off + VR_READY_SEQ), vr_w32(r, l->ring_off + VR_READY_WAITERS), vr_try_next, res, timeout_ms);
+	return vr_await(r, 1, VR_BELL_RESP_READY, vr_w32(r, l->ring_off + VR_READY_WAITERS), vr_try_next, res, timeout_ms, "result");
 }
 
 const uint8_t *vigring_output(const vigring *r, const vigring_result *res, int i, uint64_t *len)
@@ -985,8 +1036,7 @@ void vigring_release(vigring *r, vigring_result *res)
 	if (r->mem == NULL || s >= l->slots || !r->held[s])
 		return; /* a double release cannot free a slot vig has loaned again */
 	r->held[s] = 0;
-	VR_STORE(vr_w32(r, l->ring_off + VR_STATES + 4ull * s), 0u);
-	vr_wake(vr_w32(r, l->ring_off + VR_SPACE_SEQ), vr_w32(r, l->ring_off + VR_SPACE_WAITERS));
+	VR_STORE(vr_w32(r, l->ring_off + VR_STATES + 4ull * s), 0u); /* vig never waits for it: no bell */
 }
 
 #endif /* VIGRING_IMPLEMENTATION_DONE */

@@ -68,7 +68,7 @@ func benchHandoff(b *testing.B, spin shmring.Spin, n int) {
 	var r Result
 	b.ReportAllocs()
 	b.SetBytes(int64(n))
-	w0, k0 := shmring.FutexCalls()
+	w0, k0 := shmring.DoorbellCalls()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		f, err := c.Loan()
@@ -87,7 +87,7 @@ func benchHandoff(b *testing.B, spin shmring.Spin, n int) {
 		c.Release(&r)
 	}
 	b.StopTimer()
-	w1, k1 := shmring.FutexCalls()
+	w1, k1 := shmring.DoorbellCalls()
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/2, "ns/handoff")
 	// Both ends run in this process, so this is the futex cost of a round
 	// trip for vig and the sensor together.
@@ -206,7 +206,7 @@ func benchStream(b *testing.B, spin shmring.Spin, n int) {
 	}
 	b.ReportAllocs()
 	b.SetBytes(int64(n))
-	w0, k0 := shmring.FutexCalls()
+	w0, k0 := shmring.DoorbellCalls()
 	b.ResetTimer()
 	sent := 0
 	for ; sent < min(depth, b.N); sent++ {
@@ -223,6 +223,6 @@ func benchStream(b *testing.B, spin shmring.Spin, n int) {
 		}
 	}
 	b.StopTimer()
-	w1, k1 := shmring.FutexCalls()
+	w1, k1 := shmring.DoorbellCalls()
 	b.ReportMetric(float64(w1-w0+k1-k0)/float64(b.N), "futex/msg")
 }

@@ -1,7 +1,8 @@
-"""vigring: the sensor side of vig's shared-memory ring (ring ABI version 2).
+"""vigring: the sensor side of vig's shared-memory ring (ring ABI version 3).
 
-Pure standard library (Python 3.9+, Linux): socket.send_fds, mmap, struct,
-os.memfd_create and fcntl seals, ctypes for the futex syscall. The byte
+Pure standard library (Python 3.9+, Linux): socket.send_fds/recv_fds, mmap,
+struct, os.memfd_create and fcntl seals, select.poll on the eventfd doorbells
+vig hands over, ctypes for the atomics. The byte
 layout, the handshake and the wait protocol are specified in shmring/doc.go;
 this module follows it field for field. vig is the peer and is trusted no more
 than vig trusts us: every index, offset and length read from the shared mapping
@@ -13,7 +14,7 @@ is bounds-checked, and descriptors are copied out before they are decoded.
         slot.buf[:n] = frame_bytes           # or: capture straight into slot.buf
         ring.submit(slot, model="det", stream="cam", frame=seq,
                     capture_ns=time.monotonic_ns(), length=n)
-        res = ring.next()                    # spins briefly, then futex
+        res = ring.next()                    # spins briefly, then sleeps in poll
         for out in res.outputs:              # name, datatype, shape, data
             use(out.name, out.shape, out.data)   # data: a memoryview, in place
         ring.release(res)                    # the result's slot goes back
@@ -24,12 +25,13 @@ the same bytes (np.frombuffer), e.g. cv2.cvtColor(src, code, dst=slot.array(
 np.uint8, (h, w, 3))). NumPy is optional.
 
 Atomics: Python has no atomic instructions. The read-modify-writes of shared
-words (waiters counts, futex sequence words) and the full barriers the protocol
+words (the waiters counts) and the full barriers the protocol
 needs between a store and a later load ("publish head, then look at the waiters
 word") come from libatomic (GCC's runtime: atomic_thread_fence and
 __atomic_fetch_add_4, seq_cst) when it is installed, and from the kernel
-otherwise (FUTEX_WAKE_OP with FUTEX_OP_ADD is a fully ordered atomic add); a
-wake-up bumps and wakes in one FUTEX_WAKE_OP. Plain 8-byte loads and stores of
+otherwise (FUTEX_WAKE_OP with FUTEX_OP_ADD is a fully ordered atomic add, used
+here for the add alone: nobody sleeps on a futex since ABI version 3). Plain
+8-byte loads and stores of
 aligned words are single accesses (ctypes reads and writes them whole).
 """
 
@@ -45,7 +47,7 @@ import struct
 import threading
 import time
 
-VERSION = 2
+VERSION = 3
 NO_SLOT = 0xFFFFFFFF
 MAX_SLOTS = 1024
 MAX_DESCRIPTORS = 4096
@@ -58,8 +60,11 @@ _HEADER, _DESC, _LINE, _PAGE = 4096, 4096, 128, 4096
 _MAGIC = 0x31474E4952474956  # "VIGRING1"
 _HELLO_MAGIC = 0x4F4C4C4548474956  # "VIGHELLO"
 _REPLY_MAGIC = 0x5945524748474956  # "VIGHGREY"
-_HEAD, _TAIL, _READY_SEQ, _READY_WAITERS = 0, 128, 256, 260
-_SPACE_SEQ, _SPACE_WAITERS, _STATES = 384, 388, 512
+_HEAD, _TAIL, _READY_WAITERS, _SPACE_WAITERS, _STATES = 0, 128, 260, 388, 512
+# The doorbells of the accepted reply, in order: request ready (we ring it),
+# request space and response ready (vig rings them; we wait).
+_BELL_REQ_READY, _BELL_REQ_SPACE, _BELL_RESP_READY = 0, 1, 2
+_ONE = struct.pack("<Q", 1)
 _D_RESERVED, _T_SIZE, _D_TENSORS = 3328, 192, 256
 # Descriptor fields up to the names: tag, frame, capture, slot, status,
 # payload off, payload len, stream len, model len, tensor count, message len, flags.
@@ -106,7 +111,7 @@ class Busy(Error):
     """As many requests await results as the response ring holds: call next() first."""
 
 
-# --- futex and atomics -------------------------------------------------------
+# --- atomics (in the kernel via futex, or libatomic) --------------------------
 
 _SYS_FUTEX = {"x86_64": 202, "aarch64": 98, "arm64": 98}.get(platform.machine())
 _FUTEX_WAIT, _FUTEX_WAKE, _FUTEX_WAKE_OP, _FUTEX_PRIVATE = 0, 1, 5, 128
@@ -181,13 +186,6 @@ def _order_fence():
     """Load-load/store-store ordering: free on x86 (TSO), a full barrier elsewhere."""
     if not _TSO:
         _full_fence()
-
-
-def _futex_wait(addr, val, timeout_s):
-    ts = _Timespec(int(timeout_s), int((timeout_s % 1) * 1e9))
-    sval = val - (1 << 32) if val >= 1 << 31 else val  # the kernel compares 32 bits
-    _syscall(_SYS_FUTEX, addr, _FUTEX_WAIT, sval, ctypes.byref(ts), None, 0)
-    # EAGAIN (changed), EINTR, ETIMEDOUT: the caller re-checks its condition.
 
 
 # --- layout ------------------------------------------------------------------
@@ -321,10 +319,11 @@ class Ring:
     def __init__(self, addr="@vig.shmring", requests=(16, 4, 8 << 20), responses=(16, 8, 64 << 10),
                  backend=MEMFD, spin=0, timeout=2.0):
         if _SYS_FUTEX is None:
-            raise Error("vigring: no futex syscall number for %s (amd64 and arm64 are supported)" % platform.machine())
+            raise Error("vigring: no futex syscall number (for the atomics) for %s (amd64 and arm64 are supported)" % platform.machine())
         self.layout = Layout(requests, responses)
         self.backend, self.spin = backend, spin
         self.key, self.sock, self.fd, self.mm, self._mv = "", None, -1, None, None
+        self._bells, self._polls = [], [None, None]
         self.closed = True
         self._head = self._tail = self._tag = self._next_slot = 0
         self.outstanding, self.skipped = 0, 0
@@ -389,12 +388,9 @@ class Ring:
         self._resp_head, self._resp_tail = u64(resp.ring_off + _HEAD), u64(resp.ring_off + _TAIL)
         self._req_states = (ctypes.c_uint32 * req.slots).from_address(a + req.ring_off + _STATES)
         self._resp_states = (ctypes.c_uint32 * resp.slots).from_address(a + resp.ring_off + _STATES)
-        self._req_ready = (a + req.ring_off + _READY_SEQ, u32(req.ring_off + _READY_WAITERS))
-        self._req_space = (a + req.ring_off + _SPACE_SEQ, u32(req.ring_off + _SPACE_WAITERS))
-        self._resp_ready = (a + resp.ring_off + _READY_SEQ, u32(resp.ring_off + _READY_WAITERS))
-        self._resp_space = (a + resp.ring_off + _SPACE_SEQ, u32(resp.ring_off + _SPACE_WAITERS))
-        self._req_space_seq = u32(req.ring_off + _SPACE_SEQ)
-        self._resp_ready_seq = u32(resp.ring_off + _READY_SEQ)
+        self._req_ready_waiters = u32(req.ring_off + _READY_WAITERS)
+        self._req_space_waiters = u32(req.ring_off + _SPACE_WAITERS)
+        self._resp_ready_waiters = u32(resp.ring_off + _READY_WAITERS)
 
     def _handshake(self, addr, timeout):
         name = "\0" + addr[1:] if addr.startswith("@") else addr
@@ -409,7 +405,12 @@ class Ring:
         struct.pack_into("<QIIQB", hello, 0, _HELLO_MAGIC, VERSION, self.backend, self.layout.region_size, len(key))
         hello[32:32 + len(key)] = key
         socket.send_fds(self.sock, [bytes(hello)], [self.fd])
-        reply = self.sock.recv(257)
+        reply, fds, flags, _ = socket.recv_fds(self.sock, 257, 4)
+        if len(reply) >= 16 and struct.unpack_from("<II", reply, 8) == (VERSION, 0) and len(fds) == 3 \
+                and not flags & socket.MSG_CTRUNC:
+            self._bells, fds = fds, []
+        for fd in fds:
+            os.close(fd)  # not an acceptance carrying three doorbells
         if len(reply) < 16 or len(reply) > 256 or struct.unpack_from("<Q", reply)[0] != _REPLY_MAGIC:
             raise Refused("vigring: %s answered the hello with %d bytes that are not a ring handshake reply" % (addr, len(reply)))
         version, status = struct.unpack_from("<II", reply, 8)
@@ -418,6 +419,16 @@ class Ring:
             raise Refused("vigring: vig (ring ABI version %d, this client %d) refused the session (%s): %s" % (
                 version, VERSION, names[status] if status < len(names) else "unknown status",
                 reply[16:].decode("utf-8", "replace")))
+        if len(self._bells) != 3:
+            raise Refused("vigring: %s accepted the session without its three doorbells (eventfds): not a ring ABI version 3 vig" % addr)
+        for fd in self._bells:
+            os.set_blocking(fd, False)
+        # One poll set per waiting thread group: its doorbell and the socket.
+        for which, bell in ((0, _BELL_REQ_SPACE), (1, _BELL_RESP_READY)):
+            p = select.poll()
+            p.register(self._bells[bell], select.POLLIN)
+            p.register(self.sock.fileno(), select.POLLIN)
+            self._polls[which] = p
         # The socket stays open as the liveness signal; nothing more is read.
         self.sock.setblocking(False)
 
@@ -437,10 +448,11 @@ class Ring:
                 self.closed = True
         return not self.closed
 
-    def _await(self, which, seq_addr, waiters, cond, timeout):
-        """Spin for an adaptive window (2-64 us, as vig's Go side), then sleep
-        on the futex word at seq_addr, announced in waiters. Sleeps are bounded
-        (50 ms) so that the liveness socket is polled."""
+    def _await(self, which, bell, waiters, cond, timeout, what):
+        """Spin for an adaptive window (2-64 us, as vig's Go side), then
+        announce the sleep in waiters and sleep in poll on the doorbell (an
+        eventfd vig rings) and the session socket together. timeout: seconds
+        (None: no limit); what names the wait in Timeout's message."""
         v = cond()
         if v is not None:
             return v
@@ -462,26 +474,32 @@ class Ring:
                     if self.spin == 0 and now - start > self._window[which]:
                         break
                     if deadline is not None and now > deadline:
-                        raise Timeout("vigring: nothing within %.3f s" % timeout)
+                        raise Timeout("vigring: no %s within %.3f s" % (what, timeout))
                     if i % 4096 == 0 and not self._alive():
                         raise Closed("vigring: vig closed the session")
         _add(ctypes.addressof(waiters), 1)
-        seq = ctypes.c_uint32.from_address(seq_addr)
+        fd, poller = self._bells[bell], self._polls[which]
         try:
             while True:
-                val = seq.value
                 v = cond()
                 if v is not None:
                     break
-                if not self._alive():
+                if self.closed:
                     raise Closed("vigring: vig closed the session")
-                wait = 0.05
+                ms = None
                 if deadline is not None:
                     left = deadline - time.monotonic()
                     if left <= 0:
-                        raise Timeout("vigring: nothing within %.3f s" % timeout)
-                    wait = min(wait, left)
-                _futex_wait(seq_addr, val, wait)
+                        raise Timeout("vigring: no %s within %.3f s" % (what, timeout))
+                    ms = max(1, int(left * 1000 + 0.999))
+                for f, ev in poller.poll(ms):
+                    if f == fd:
+                        try:
+                            os.read(fd, 8)  # resets the doorbell
+                        except BlockingIOError:
+                            pass
+                    else:
+                        self._alive()  # vig hung up: closed is set
         finally:
             if not self.closed or self.mm is not None:
                 _add(ctypes.addressof(waiters), -1)
@@ -491,10 +509,14 @@ class Ring:
             self._window[which] = min(max(2 * waited, 2e-6), 64e-6) if waited <= 64e-6 else max(w / 2, 2e-6)
         return v
 
-    def _wake(self, seq_addr, waiters):
+    def _wake(self, bell, waiters):
+        """Ring vig's doorbell, only when vig has announced a sleeper."""
         _full_fence()  # the store just made must be visible before waiters is read
         if waiters.value:
-            _atomic_add(seq_addr, 1, wake=1 << 30)
+            try:
+                os.write(self._bells[bell], _ONE)
+            except BlockingIOError:
+                pass  # the counter is full: the bell is readable already
 
     # -- requests
 
@@ -520,7 +542,7 @@ class Ring:
     def loan(self, timeout=None):
         """Wait for a free request payload slot and return it (a Slot)."""
         self._check_open()
-        i = self._await(0, self._req_space[0], self._req_space[1], self._try_loan, timeout)
+        i = self._await(0, _BELL_REQ_SPACE, self._req_space_waiters, self._try_loan, timeout, "free request slot")
         r = self.layout.rings[0]
         off = r.arena_off + i * r.slot_size
         return Slot(i, self._mv[off:off + r.slot_size])
@@ -587,7 +609,7 @@ class Ring:
             d[o + 24:o + 24 + len(tb)] = tb
             d[o + 32:o + 32 + len(nb)] = nb
             _SHAPE.pack_into(d, o + 128, *(tuple(t.shape) + (0,) * (MAX_RANK - len(t.shape))))
-        self._await(0, self._req_space[0], self._req_space[1], self._space, None)
+        self._await(0, _BELL_REQ_SPACE, self._req_space_waiters, self._space, None, "free request descriptor")
         off = r.desc_off + (self._head & (r.descriptors - 1)) * _DESC
         self._mv[off:off + _DESC] = d
         if idx != NO_SLOT:
@@ -598,7 +620,7 @@ class Ring:
             self.outstanding += 1
         _order_fence()  # the descriptor before the head that publishes it
         self._req_head.value = self._head
-        self._wake(*self._req_ready)
+        self._wake(_BELL_REQ_READY, self._req_ready_waiters)
         return self._tag
 
     # -- results
@@ -672,8 +694,7 @@ class Ring:
             off = r.desc_off + (self._tail & (r.descriptors - 1)) * _DESC
             d = bytes(self._mv[off:off + _DESC])  # copy out: the shared bytes may change
             self._tail += 1
-            self._resp_tail.value = self._tail
-            self._wake(*self._resp_space)
+            self._resp_tail.value = self._tail  # vig never waits for room here: no doorbell
             with self._count:
                 if self.outstanding:
                     self.outstanding -= 1
@@ -686,13 +707,12 @@ class Ring:
                 slot = struct.unpack_from("<I", d, 24)[0]
                 if slot < r.slots and not self._held[slot]:
                     self._resp_states[slot] = 0
-                    self._wake(*self._resp_space)
 
     def next(self, timeout=None):
         """Wait for the next result (any tag; vig answers superseded frames
         early, so results may come out of order). timeout in seconds."""
         self._check_open()
-        return self._await(1, self._resp_ready[0], self._resp_ready[1], self._try_next, timeout)
+        return self._await(1, _BELL_RESP_READY, self._resp_ready_waiters, self._try_next, timeout, "result")
 
     def release(self, res):
         """Hand a result's payload slot back to vig; its outputs' data views
@@ -709,14 +729,17 @@ class Ring:
             return
         self._held[s] = 0
         _order_fence()  # our reads of the payload before the slot is vig's again
-        self._resp_states[s] = 0
-        self._wake(*self._resp_space)
+        self._resp_states[s] = 0  # vig never waits for it: no doorbell
 
     # -- end
 
     def close(self):
         """End the session: close the socket, unmap the region, unlink a key."""
         self.closed = True
+        self._polls = [None, None]
+        for fd in self._bells:
+            os.close(fd)
+        self._bells = []
         if self.sock is not None:
             self.sock.close()
             self.sock = None
@@ -729,7 +752,7 @@ class Ring:
         if self.mm is not None:
             # ctypes views keep exports of the mapping alive; drop them first.
             for k in ("_req_head", "_req_tail", "_resp_head", "_resp_tail", "_req_states", "_resp_states",
-                      "_req_space_seq", "_resp_ready_seq", "_req_ready", "_req_space", "_resp_ready", "_resp_space"):
+                      "_req_ready_waiters", "_req_space_waiters", "_resp_ready_waiters"):
                 setattr(self, k, None)
             try:
                 self._mv.release()
