@@ -100,8 +100,13 @@ const (
 	spinWindowDefault = 16 * time.Microsecond
 	spinWindowMax     = 64 * time.Microsecond
 	pollsPerClock     = 32
-	// Gosched every this many polls so a spinner never starves a goroutine
-	// queued on its P (the peer, when both ends live in one process).
+	// Gosched every this many polls so a spinner that never sleeps
+	// (SpinForever, or a count) never starves a goroutine queued on its P (the
+	// peer, when both ends live in one process). The adaptive spin does not
+	// yield: its window (≤ spinWindowMax) bounds the delay it can cause, and a
+	// Gosched is not free — it wakes an idle thread to look for work (a futex
+	// wake and two context switches), which measured as most of a ring
+	// request's context switches before it was left out.
 	spinYieldEvery = 256
 )
 
@@ -157,7 +162,7 @@ func await(sp *spinner, b *bell, waiters *uint32, cond func() (bool, error)) err
 			if ok, err := cond(); ok || err != nil {
 				return err
 			}
-			if i%spinYieldEvery == 0 {
+			if sp.mode != SpinAdaptive && i%spinYieldEvery == 0 {
 				runtime.Gosched()
 			}
 			if sp.mode == SpinAdaptive && i%pollsPerClock == 0 && time.Since(start) > sp.window {
