@@ -16,12 +16,13 @@ import (
 )
 
 // DefaultAddress is where vig listens for ring clients: an abstract Unix
-// socket (no file to clean up, no directory permissions to get right).
-const DefaultAddress = "@vig.shmring"
+// socket (no file to clean up, no directory permissions to get right). The C
+// and Python clients, the README and examples/demo.yaml use the same name.
+const DefaultAddress = "@vig-ring"
 
 // FallbackAddress is the filesystem socket used where the abstract namespace is
 // not allowed (some sandboxes deny it).
-func FallbackAddress() string { return filepath.Join(os.TempDir(), "vig.shmring.sock") }
+func FallbackAddress() string { return filepath.Join(os.TempDir(), "vig-ring.sock") }
 
 const defaultHandshakeTimeout = 2 * time.Second
 

@@ -85,7 +85,7 @@ func wake(b *bell, waiters *uint32) {
 	b.ring()
 }
 
-// The adaptive wait spins for a time window, then sleeps on the futex. The
+// The adaptive wait spins for a time window, then sleeps on the doorbell. The
 // window follows the waits it observes: after a sleep that lasted T ≤
 // spinWindowMax, the next window is 2T (a spin that long would have caught
 // it, and spinning for about the cost of a sleep and wake-up is within 2× of

@@ -770,3 +770,40 @@ func TestCClientTwoThreads(t *testing.T) {
 		t.Errorf("two-thread client said %q, want answered=300", got)
 	}
 }
+
+// Calls that cannot succeed fail at once, saying what to do, in C, in C built
+// as C++17 (-Wall -Wextra -pedantic -Werror) and in Python: next without a
+// timeout and nothing outstanding, loan while this process holds every slot,
+// bad arguments (Python: vigring.Error subclasses only, submit(None, length>0)
+// refused, stale views failing), a timeout naming what it waited for, the
+// error text cleared by a success.
+func TestClientsFailFast(t *testing.T) {
+	addr, _ := startRingVig(t)
+	check := func(t *testing.T, out string) {
+		t.Helper()
+		if strings.Contains(out, "FAIL") || !strings.HasSuffix(out, "done\n") || strings.Count(out, "ok ") < 6 {
+			t.Errorf("misuse said\n%s", out)
+		}
+	}
+	t.Run("c", func(t *testing.T) {
+		check(t, runClient(t, buildC(t, needGCC(t), srcDir(t, "c", "testdata", "misuse.c")), addr))
+	})
+	t.Run("c++17", func(t *testing.T) {
+		cxx, err := exec.LookPath("g++")
+		if err != nil {
+			t.Skipf("g++ not installed (%v): apt-get install -y g++", err)
+		}
+		out := filepath.Join(t.TempDir(), "misuse-cxx")
+		if b, err := exec.Command(cxx, "-std=c++17", "-Wall", "-Wextra", "-pedantic", "-Werror", "-x", "c++", "-o", out, srcDir(t, "c", "testdata", "misuse.c")).CombinedOutput(); err != nil {
+			t.Fatalf("g++: %v\n%s", err, b)
+		}
+		check(t, runClient(t, out, addr))
+	})
+	t.Run("python", func(t *testing.T) {
+		out := runClient(t, needPython(t), srcDir(t, "python", "testdata", "misuse.py"), addr)
+		check(t, out)
+		if strings.Count(out, "ok ") < 15 {
+			t.Errorf("python misuse ran %d cases, want 15:\n%s", strings.Count(out, "ok "), out)
+		}
+	})
+}

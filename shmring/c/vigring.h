@@ -38,7 +38,17 @@
  * at a time; the two groups may run on different threads (what they share is
  * atomic). release may be called from the thread that calls next. close must not
  * race any other call. vigring_error is the text of the last failure in either
- * group.
+ * group; a call that succeeds clears its group's text (so it is empty after a
+ * success when the other group has not failed since).
+ *
+ * Timeouts are milliseconds in every signature (timeout_ms; -1: no limit); a
+ * timeout's message says what was waited for. Calls that could never succeed
+ * fail at once instead of waiting: vigring_loan while this process holds every
+ * request slot on loan (VIGRING_EBUSY), vigring_next(-1) while no request
+ * awaits a result (VIGRING_EINVAL; a result thread started before the first
+ * submit passes a finite timeout). A failed submit keeps the loan (submit or
+ * unloan the slot). A non-OK result has no payload; releasing it is harmless.
+ * The default address (addr NULL or "") is VIGRING_DEFAULT_ADDRESS, "@vig-ring".
  */
 #ifndef VIGRING_H
 #define VIGRING_H
@@ -52,6 +62,7 @@ extern "C" {
 
 /* ABI constants (shmring/doc.go). */
 #define VIGRING_VERSION 3u
+#define VIGRING_DEFAULT_ADDRESS "@vig-ring" /* vigring_connect's address when NULL or "" (vig's too) */
 #define VIGRING_MAX_SLOTS 1024u
 #define VIGRING_MAX_DESCRIPTORS 4096u
 #define VIGRING_MAX_STREAM 56
@@ -172,7 +183,9 @@ typedef struct vigring {
 	uint8_t held[VIGRING_MAX_SLOTS];
 	uint8_t desc_out[4096]; /* the request being encoded (loan/submit's) */
 	uint8_t desc_in[4096];  /* private copy of the response being decoded (next's) */
-	char err[320];
+	char err[320];      /* the last failure of connect/loan/submit/unloan/close */
+	char err_next[320]; /* the last failure of next (the other thread group) */
+	int err_last;       /* which of the two vigring_error shows: __atomic only */
 } vigring;
 
 int vigring_compute_layout(const vigring_config *cfg, vigring_layout *out, char *err, size_t errlen);
@@ -252,13 +265,26 @@ enum {
 #define VR_REPLY_MAGIC 0x5945524748474956ull /* "VIGHGREY" */
 #define VR_MAX_SLOT_SIZE (1ull << 30)
 
+/* Each thread group writes only its own error text (vr_group says which the
+ * calling thread is in: set by the public calls), so that the two groups never
+ * write the same bytes; vigring_error shows the last one written, and a call's
+ * success clears its group's text. */
+static __thread int vr_group;
+
 static int vr_fail(vigring *r, int code, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(r->err, sizeof r->err, fmt, ap);
+	vsnprintf(vr_group ? r->err_next : r->err, sizeof r->err, fmt, ap);
 	va_end(ap);
+	__atomic_store_n(&r->err_last, vr_group, __ATOMIC_SEQ_CST);
 	return code;
+}
+
+/* vr_ok clears the calling group's error text after a success. */
+static void vr_ok(vigring *r)
+{
+	(vr_group ? r->err_next : r->err)[0] = 0;
 }
 
 /* Little-endian accessors on private bytes. */
@@ -284,7 +310,7 @@ int64_t vigring_now_ns(void)
 
 uint64_t vigring_slot_size(const vigring *r) { return r->lay.rings[0].slot_size; }
 int vigring_outstanding(const vigring *r) { return __atomic_load_n(&r->outstanding, __ATOMIC_SEQ_CST); }
-const char *vigring_error(const vigring *r) { return r->err; }
+const char *vigring_error(const vigring *r) { return __atomic_load_n(&r->err_last, __ATOMIC_SEQ_CST) ? r->err_next : r->err; }
 
 const char *vigring_status_name(uint32_t s)
 {
@@ -548,6 +574,7 @@ int vigring_connect(vigring *r, const char *addr, const vigring_config *cfg)
 	vigring_config c;
 	int rc;
 	const vigring_ring_layout *rl;
+	vr_group = 0;
 
 	memset(r, 0, sizeof *r);
 	r->sock = r->fd = -1;
@@ -559,7 +586,7 @@ int vigring_connect(vigring *r, const char *addr, const vigring_config *cfg)
 	if (c.backend != VIGRING_MEMFD && c.backend != VIGRING_SHM && c.backend != VIGRING_SHM_KEY)
 		return vr_fail(r, VIGRING_EINVAL, "vigring: backend %d: want VIGRING_MEMFD, VIGRING_SHM or VIGRING_SHM_KEY", (int)c.backend);
 	if (addr == NULL || addr[0] == 0)
-		addr = "@vig.shmring";
+		addr = VIGRING_DEFAULT_ADDRESS;
 	r->backend = c.backend;
 	r->spin = c.spin;
 	if ((rc = vigring_compute_layout(&c, &r->lay, r->err, sizeof r->err)) != 0)
@@ -580,6 +607,7 @@ int vigring_connect(vigring *r, const char *addr, const vigring_config *cfg)
 	 * answer is sure to find a response descriptor and a payload slot. */
 	r->max_outstanding = (int)(rl->descriptors < rl->slots ? rl->descriptors : rl->slots);
 	VR_STORE(&r->closed, 0);
+	vr_ok(r);
 	return 0;
 }
 
@@ -751,15 +779,21 @@ static int vr_try_loan(vigring *r, void *arg)
 int vigring_loan(vigring *r, uint32_t *slot, uint8_t **buf, int timeout_ms)
 {
 	const vigring_ring_layout *l = &r->lay.rings[0];
-	uint32_t s = VIGRING_NO_SLOT;
+	uint32_t s = VIGRING_NO_SLOT, i, mine = 0;
 	int rc;
+	vr_group = 0;
 	if (VR_LOAD(&r->closed) || r->mem == NULL)
 		return vr_fail(r, VIGRING_ECLOSED, "vigring: the session is closed");
+	for (i = 0; i < l->slots; i++)
+		mine += r->loaned[i];
+	if (mine == l->slots) /* only our own submit or unloan could free one: waiting would never end */
+		return vr_fail(r, VIGRING_EBUSY, "vigring: this process holds all %u request slots on loan: submit or unloan one before loaning another", l->slots);
 	rc = vr_await(r, 0, VR_BELL_REQ_SPACE, vr_w32(r, l->ring_off + VR_SPACE_WAITERS), vr_try_loan, &s, timeout_ms, "free request slot");
 	if (rc != 0)
 		return rc;
 	*slot = s;
 	*buf = r->mem + l->arena_off + (uint64_t)s * l->slot_size;
+	vr_ok(r);
 	return 0;
 }
 
@@ -803,6 +837,7 @@ int vigring_submit(vigring *r, uint32_t slot, const vigring_request *q, uint64_t
 	const vigring_ring_layout *l = &r->lay.rings[0];
 	uint8_t *d = r->desc_out;
 	int n, i, j, rc;
+	vr_group = 0;
 	if (VR_LOAD(&r->closed) || r->mem == NULL)
 		return vr_fail(r, VIGRING_ECLOSED, "vigring: the session is closed");
 	if (vigring_outstanding(r) >= r->max_outstanding)
@@ -864,6 +899,7 @@ int vigring_submit(vigring *r, uint32_t slot, const vigring_request *q, uint64_t
 	vr_wake(r, VR_BELL_REQ_READY, vr_w32(r, l->ring_off + VR_READY_WAITERS));
 	if (tag)
 		*tag = r->next_tag;
+	vr_ok(r);
 	return 0;
 }
 
@@ -1008,9 +1044,16 @@ static int vr_try_next(vigring *r, void *arg)
 int vigring_next(vigring *r, vigring_result *res, int timeout_ms)
 {
 	const vigring_ring_layout *l = &r->lay.rings[1];
+	int rc;
+	vr_group = 1;
 	if (VR_LOAD(&r->closed) || r->mem == NULL)
 		return vr_fail(r, VIGRING_ECLOSED, "vigring: the session is closed");
-	return vr_await(r, 1, VR_BELL_RESP_READY, vr_w32(r, l->ring_off + VR_READY_WAITERS), vr_try_next, res, timeout_ms, "result");
+	if (timeout_ms < 0 && vigring_outstanding(r) == 0)
+		return vr_fail(r, VIGRING_EINVAL, "vigring: vigring_next without a timeout while no request awaits a result would wait forever: submit first (or pass a timeout)");
+	rc = vr_await(r, 1, VR_BELL_RESP_READY, vr_w32(r, l->ring_off + VR_READY_WAITERS), vr_try_next, res, timeout_ms, "result");
+	if (rc == 0)
+		vr_ok(r);
+	return rc;
 }
 
 const uint8_t *vigring_output(const vigring *r, const vigring_result *res, int i, uint64_t *len)

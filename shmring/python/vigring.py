@@ -104,7 +104,12 @@ class Refused(Error):
 
 
 class Timeout(Error):
-    """A wait's timeout passed."""
+    """A wait's timeout passed; the message says what was waited for."""
+
+
+class InvalidArgument(Error, ValueError):
+    """A call's argument is wrong (the message says which): nothing was done.
+    Also a ValueError, as the arguments' checks raised before."""
 
 
 class Busy(Error):
@@ -206,11 +211,11 @@ class Layout:
         off = _HEADER
         for i, (d, s, ss) in enumerate((requests, responses)):
             if d < 2 or d > MAX_DESCRIPTORS or d & (d - 1):
-                raise ValueError("ring %d: descriptor count %d: want a power of two in [2, %d]" % (i, d, MAX_DESCRIPTORS))
+                raise InvalidArgument("ring %d: descriptor count %d: want a power of two in [2, %d]" % (i, d, MAX_DESCRIPTORS))
             if s < 1 or s > MAX_SLOTS:
-                raise ValueError("ring %d: slot count %d: want [1, %d]" % (i, s, MAX_SLOTS))
+                raise InvalidArgument("ring %d: slot count %d: want [1, %d]" % (i, s, MAX_SLOTS))
             if ss <= 0 or ss > 1 << 30:
-                raise ValueError("ring %d: slot size %d: want 1 byte to 1 GiB" % (i, ss))
+                raise InvalidArgument("ring %d: slot size %d: want 1 byte to 1 GiB" % (i, ss))
             r = RingLayout()
             r.descriptors, r.slots, r.slot_size = d, s, _align(ss, _PAGE)
             r.ring_off = off
@@ -291,6 +296,32 @@ class Slot:
         return np.frombuffer(self.buf, dtype=dt, count=count, offset=offset).reshape(shape)
 
 
+def _drop_view(slot):
+    """Release a slot's view: vig owns the bytes now, and a write through a
+    stale view would race its read. Using slot.buf afterwards fails clearly
+    (ValueError: operation forbidden on released memoryview object)."""
+    if slot.buf is not None:
+        try:
+            slot.buf.release()
+        except BufferError:
+            pass  # a NumPy view (slot.array) still exports it; it stays usable, and stale
+
+
+def _drop_result_views(res):
+    """Release a result's views (its payload and each output's data)."""
+    for t in res.outputs:
+        if t.data is not None:
+            try:
+                t.data.release()
+            except BufferError:
+                pass  # a NumPy view of it is alive
+    if res.payload is not None:
+        try:
+            res.payload.release()
+        except BufferError:
+            pass
+
+
 def _numpy():
     try:
         import numpy
@@ -316,7 +347,7 @@ class Ring:
     from one thread at a time; the two groups may run on different threads (a
     capture loop and a result loop). close must not race any other call."""
 
-    def __init__(self, addr="@vig.shmring", requests=(16, 4, 8 << 20), responses=(16, 8, 64 << 10),
+    def __init__(self, addr="@vig-ring", requests=(16, 4, 8 << 20), responses=(16, 8, 64 << 10),
                  backend=MEMFD, spin=0, timeout=2.0):
         if _SYS_FUTEX is None:
             raise Error("vigring: no futex syscall number (for the atomics) for %s (amd64 and arm64 are supported)" % platform.machine())
@@ -324,6 +355,9 @@ class Ring:
         self.backend, self.spin = backend, spin
         self.key, self.sock, self.fd, self.mm, self._mv = "", None, -1, None, None
         self._bells, self._polls = [], [None, None]
+        # Views handed out and not yet given back: close releases them, so a
+        # stale one fails instead of reading a mapping that is going away.
+        self._live_slots, self._live_results = {}, {}
         self.closed = True
         self._head = self._tail = self._tag = self._next_slot = 0
         self.outstanding, self.skipped = 0, 0
@@ -337,7 +371,7 @@ class Ring:
         self.max_outstanding = min(rl.descriptors, rl.slots)
         try:
             self._create()
-            self._handshake(addr or "@vig.shmring", timeout)
+            self._handshake(addr or "@vig-ring", timeout)
         except BaseException:
             self.close()
             raise
@@ -371,7 +405,7 @@ class Ring:
                 self.key = key
             os.ftruncate(self.fd, lay.region_size)
         else:
-            raise ValueError("vigring: backend %r: want MEMFD, SHM or SHM_KEY" % (self.backend,))
+            raise InvalidArgument("vigring: backend %r: want MEMFD, SHM or SHM_KEY" % (self.backend,))
         self.mm = mmap.mmap(self.fd, lay.region_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         self._mv = memoryview(self.mm)
         hdr = lay.header(1 if self.backend == MEMFD else 0)
@@ -540,12 +574,18 @@ class Ring:
         return None
 
     def loan(self, timeout=None):
-        """Wait for a free request payload slot and return it (a Slot)."""
+        """Wait for a free request payload slot and return it (a Slot).
+        timeout: seconds (None: no limit). Raises Busy at once when this process
+        holds every request slot on loan (waiting would never end)."""
         self._check_open()
+        if all(self._loaned):
+            raise Busy("vigring: this process holds all %d request slots on loan: submit or unloan one before loaning another" % len(self._loaned))
         i = self._await(0, _BELL_REQ_SPACE, self._req_space_waiters, self._try_loan, timeout, "free request slot")
         r = self.layout.rings[0]
         off = r.arena_off + i * r.slot_size
-        return Slot(i, self._mv[off:off + r.slot_size])
+        s = Slot(i, self._mv[off:off + r.slot_size])
+        self._live_slots[i] = s
+        return s
 
     def unloan(self, slot):
         """Give back a loaned slot that will not be submitted."""
@@ -553,7 +593,8 @@ class Ring:
         if self.mm is not None and 0 <= i < len(self._loaned) and self._loaned[i]:
             self._loaned[i] = 0
             self._req_states[i] = 0
-            slot.buf = None
+            _drop_view(slot)
+            self._live_slots.pop(i, None)
 
     def _space(self):
         self._check_open()
@@ -576,34 +617,48 @@ class Ring:
                 self.outstanding, self.max_outstanding))
         r = self.layout.rings[0]
         if slot is None:
+            if length:
+                raise InvalidArgument("vigring: submit(None, length=%r): a request without a slot has no payload; loan a slot for a frame" % (length,))
             idx, length = NO_SLOT, 0
+        elif not isinstance(slot, Slot):
+            raise InvalidArgument("vigring: submit's slot is a %s: want a Slot from loan() or None" % type(slot).__name__)
         else:
             idx = slot.index
             if not (0 <= idx < r.slots and self._loaned[idx]):
-                raise ValueError("vigring: payload slot %d is not loaned" % idx)
+                raise InvalidArgument("vigring: payload slot %d is not loaned (already submitted or unloaned?): loan another" % idx)
             if length is None:
                 length = r.slot_size
-            if not 0 <= length <= r.slot_size:
-                raise ValueError("vigring: frame length %d outside the %d-byte slot" % (length, r.slot_size))
+            if not isinstance(length, int) or not 0 <= length <= r.slot_size:
+                raise InvalidArgument("vigring: frame length %d outside the %d-byte slot" % (length, r.slot_size))
+        for v, what in ((model, "model"), (stream, "stream")):
+            if not isinstance(v, str):
+                raise InvalidArgument("vigring: %s is a %s: want a str" % (what, type(v).__name__))
+        if not model:
+            raise InvalidArgument("vigring: model is empty: name the model to run")
+        for v, what in ((frame, "frame"), (capture_ns, "capture_ns")):
+            if not isinstance(v, int) or not 0 <= v < 1 << 63:
+                raise InvalidArgument("vigring: %s %r: want an int in [0, 2**63)" % (what, v))
         sb, mb = stream.encode(), model.encode()
         if len(sb) > MAX_STREAM:
-            raise ValueError("vigring: stream name %r is %d bytes, at most %d" % (stream, len(sb), MAX_STREAM))
+            raise InvalidArgument("vigring: stream name %r is %d bytes, at most %d" % (stream, len(sb), MAX_STREAM))
         if len(mb) > MAX_MODEL:
-            raise ValueError("vigring: model name %r is %d bytes, at most %d" % (model, len(mb), MAX_MODEL))
+            raise InvalidArgument("vigring: model name %r is %d bytes, at most %d" % (model, len(mb), MAX_MODEL))
         if len(tensors) > MAX_TENSORS:
-            raise ValueError("vigring: %d tensors, at most %d" % (len(tensors), MAX_TENSORS))
+            raise InvalidArgument("vigring: %d tensors, at most %d" % (len(tensors), MAX_TENSORS))
         d = bytearray(_DESC)
         _DHEAD.pack_into(d, 0, self._tag + 1, frame, capture_ns, idx, 0, 0, length, len(sb), len(mb), len(tensors), 0, 0)
         d[56:56 + len(sb)] = sb
         d[112:112 + len(mb)] = mb
         for k, t in enumerate(tensors):
+            if not isinstance(t, Tensor) or not isinstance(t.name, str) or not isinstance(t.datatype, str):
+                raise InvalidArgument("vigring: tensor %d is not a Tensor with str name and datatype" % k)
             nb, tb = t.name.encode(), t.datatype.encode()
             if len(nb) > MAX_NAME or len(tb) > MAX_DATATYPE or len(t.shape) > MAX_RANK:
-                raise ValueError("vigring: tensor %d: name ≤ %d bytes, datatype ≤ %d, rank ≤ %d" % (k, MAX_NAME, MAX_DATATYPE, MAX_RANK))
+                raise InvalidArgument("vigring: tensor %d: name ≤ %d bytes, datatype ≤ %d, rank ≤ %d" % (k, MAX_NAME, MAX_DATATYPE, MAX_RANK))
             if t.offset < 0 or t.length < 0 or t.offset + t.length > length:
-                raise ValueError("vigring: tensor %d bytes %d+%d outside the %d-byte frame" % (k, t.offset, t.length, length))
+                raise InvalidArgument("vigring: tensor %d bytes %d+%d outside the %d-byte frame" % (k, t.offset, t.length, length))
             if any(x < 0 for x in t.shape):
-                raise ValueError("vigring: tensor %d has a negative dimension %r" % (k, t.shape))
+                raise InvalidArgument("vigring: tensor %d has a negative dimension %r" % (k, t.shape))
             o = _D_TENSORS + _T_SIZE * k
             _THEAD.pack_into(d, o, t.offset, t.length, len(nb), len(tb), len(t.shape))
             d[o + 24:o + 24 + len(tb)] = tb
@@ -614,6 +669,8 @@ class Ring:
         self._mv[off:off + _DESC] = d
         if idx != NO_SLOT:
             self._loaned[idx] = 0  # vig owns it until it answers
+            _drop_view(slot)
+            self._live_slots.pop(idx, None)
         self._head += 1
         self._tag += 1
         with self._count:
@@ -673,6 +730,7 @@ class Ring:
             res.payload = self._mv[base:base + plen]
             for t in tensors:
                 t.data = res.payload[t.offset:t.offset + t.length]
+            self._live_results[slot] = res
         else:
             for t in tensors:
                 t.data = memoryview(b"")
@@ -710,14 +768,20 @@ class Ring:
 
     def next(self, timeout=None):
         """Wait for the next result (any tag; vig answers superseded frames
-        early, so results may come out of order). timeout in seconds."""
+        early, so results may come out of order). timeout: seconds (None: no
+        limit). Without a timeout and with no request awaiting a result it
+        raises InvalidArgument at once (it would wait forever)."""
         self._check_open()
+        if timeout is None and self.outstanding == 0:
+            raise InvalidArgument("vigring: next() without a timeout while no request awaits a result would wait forever: submit first (or pass a timeout)")
         return self._await(1, _BELL_RESP_READY, self._resp_ready_waiters, self._try_next, timeout, "result")
 
     def release(self, res):
         """Hand a result's payload slot back to vig; its outputs' data views
         must not be used afterwards. Releasing twice is a no-op."""
         s, res.slot = res.slot, NO_SLOT
+        if self._live_results.get(s) is res:
+            del self._live_results[s]
         if res.payload is not None:
             res.payload.release()
             res.payload = None
@@ -749,6 +813,11 @@ class Ring:
             except OSError:
                 pass  # already gone
             self.key = ""
+        for slot in list(self._live_slots.values()):
+            _drop_view(slot)
+        for res in list(self._live_results.values()):
+            _drop_result_views(res)
+        self._live_slots, self._live_results = {}, {}
         if self.mm is not None:
             # ctypes views keep exports of the mapping alive; drop them first.
             for k in ("_req_head", "_req_tail", "_resp_head", "_resp_tail", "_req_states", "_resp_states",
@@ -775,7 +844,7 @@ class Ring:
         self.close()
 
 
-def connect(addr="@vig.shmring", **kw):
+def connect(addr="@vig-ring", **kw):
     """Create a region, hand it to vig at addr ("@name" or a socket path) and
     return the Ring. Keywords: requests/responses = (descriptors, slots,
     slot_size), backend = MEMFD | SHM | SHM_KEY, spin (0 adaptive, -1 never,
