@@ -807,3 +807,34 @@ func TestClientsFailFast(t *testing.T) {
 		}
 	})
 }
+
+// buildCxx17 builds a C++17 source against vigring.hpp with every warning an
+// error, as a sensor author's build would.
+func buildCxx17(t *testing.T, src string) string {
+	t.Helper()
+	cxx, err := exec.LookPath("g++")
+	if err != nil {
+		t.Skipf("g++ not installed (%v): apt-get install -y g++", err)
+	}
+	out := filepath.Join(t.TempDir(), strings.TrimSuffix(filepath.Base(src), ".cpp")+"-cxx")
+	if b, err := exec.Command(cxx, "-std=c++17", "-Wall", "-Wextra", "-pedantic", "-Werror", "-o", out, src).CombinedOutput(); err != nil {
+		t.Fatalf("g++ -std=c++17 -Wall -Wextra -pedantic -Werror %s: %v\n%s", src, err, b)
+	}
+	return out
+}
+
+// The C++17 example (vigring.hpp: RAII loans and results, typed output views)
+// answers as the Go client does, and the header's errors and RAII hold: each
+// misuse fails at once with vig::error naming the fix, results release their
+// slots at scope end.
+func TestCxxClient(t *testing.T) {
+	addr, _ := startRingVig(t)
+	bin := buildCxx17(t, srcDir(t, "c", "example.cpp"))
+	sameAsGo(t, addr, func(stream, model string, size, n int) []string {
+		return []string{bin, addr, stream, model, strconv.Itoa(size), strconv.Itoa(n)}
+	})
+	out := runClient(t, buildCxx17(t, srcDir(t, "c", "testdata", "misuse.cpp")), addr)
+	if strings.Contains(out, "FAIL") || !strings.HasSuffix(out, "done\n") || strings.Count(out, "ok ") != 9 {
+		t.Errorf("C++ misuse said\n%s", out)
+	}
+}
