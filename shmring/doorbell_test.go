@@ -4,6 +4,7 @@ package shmring
 
 import (
 	"errors"
+	"os"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -107,5 +108,52 @@ func TestDoorbellRungWithoutPost(t *testing.T) {
 	}
 	if err := <-got; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Sessions that end, by either side, leave no descriptor behind: neither the
+// socket, nor the region, nor any of the three doorbells on either side.
+// (Goroutines are checked for the whole package by goleak in TestMain.)
+func TestSessionsLeaveNoFds(t *testing.T) {
+	count := func() int {
+		es, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(es)
+	}
+	l, _ := listen(t, ServerConfig{})
+	before := count()
+	for i := range 20 {
+		type res struct {
+			c   *Conn
+			err error
+		}
+		ch := make(chan res, 1)
+		go func() { c, err := l.Accept(); ch <- res{c, err} }()
+		s, err := Dial(l.Addr(), DialOptions{Config: testConfig})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := <-ch
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		// Half the sessions end from the client's side, half from vig's; the
+		// other side follows when it reads the socket's end.
+		first, second := func() { s.Close() }, func() { r.c.Close() }
+		if i%2 == 1 {
+			first, second = second, first
+		}
+		first()
+		if i%2 == 0 {
+			<-r.c.Done()
+		} else {
+			<-s.Done()
+		}
+		second()
+	}
+	if after := count(); after > before {
+		t.Errorf("%d open descriptors after 20 sessions, %d before", after, before)
 	}
 }
