@@ -574,7 +574,7 @@ func settled(t *testing.T, what string, fds, goroutines int) {
 }
 
 // The C example cross-compiled for arm64 (static) and run under qemu-aarch64
-// against vig: the header's atomics, futex calls and layout hold on arm64.
+// against vig: the header's atomics, doorbells and layout hold on arm64.
 func TestCClientArm64(t *testing.T) {
 	if runtime.GOARCH == "arm64" {
 		t.Skip("this test binary is arm64 (native: TestCClientMatchesGo runs the arm64 C client; under qemu-user: the amd64 run of this test does)")
@@ -634,7 +634,7 @@ func startEchoRing(b *testing.B, spin shmring.Spin) string {
 // BenchmarkClientHandoff is the round trip from submit to result, per client
 // library, at 64 B and 6.2 MB, against an echo ring (startEchoRing); filling
 // the frame is not counted. adaptive: both sides spin for the adaptive window,
-// then sleep on the futex (the default); spin: both sides poll without sleeping
+// then sleep on their doorbells (the default); spin: both sides poll without sleeping
 // (the floor of the hand-off; burns a core per side). The C and Python examples
 // time themselves with --bench; the figures are the mean (µs/roundtrip) and the
 // median (µs-p50).
