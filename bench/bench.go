@@ -35,7 +35,11 @@ type Options struct {
 	Duration time.Duration
 	Factor   int
 	RowEvery time.Duration
-	Command  string
+	// DatapathPaths and DatapathPayloads narrow the datapath benchmark to
+	// these paths and payload sizes (nil: all of them).
+	DatapathPaths    []string
+	DatapathPayloads []int
+	Command          string
 	// Progress receives one line per step; TTY makes it a single line rewritten
 	// in place.
 	Progress io.Writer
@@ -204,7 +208,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 
 	var err error
 	if which["datapath"] {
-		do := DatapathOptions{VigBinary: o.VigBinary, Pin: o.Pin, Progress: pr.printf}
+		do := DatapathOptions{VigBinary: o.VigBinary, Pin: o.Pin, Progress: pr.printf, Paths: o.DatapathPaths, Payloads: o.DatapathPayloads}
 		if o.Quick {
 			do.Warmup, do.Rounds = 10, 100
 		}

@@ -32,11 +32,21 @@ const (
 	PathNginxPinned  = "nginx-pinned"    // PathNginx with nginx under taskset
 	PathUnix         = "grpc-unix"       // gRPC copy path over Unix sockets
 	PathShm          = "triton-shm"      // Triton system shared memory: tensors by reference
-	PathShmring      = "shmring"         // vig's own ring
+	PathShmring      = "shmring"         // vig's own ring (by reference where the machine has /dev/shm)
+	// PathShmringMemfd is the ring with a sealed memfd region (Android's kind:
+	// the copy path in front of a gRPC backend).
+	PathShmringMemfd = "shmring-memfd"
+	// PathShmringDedicated is PathShmringMemfd with cpu.hot_path: dedicated.
+	PathShmringDedicated = "shmring-memfd-dedicated"
 )
 
 // DatapathPaths lists the paths in report order.
-var DatapathPaths = []string{PathTCP, PathNginx, PathTCPDedicated, PathTCPPinned, PathNginxPinned, PathUnix, PathShm, PathShmring}
+var DatapathPaths = []string{PathTCP, PathNginx, PathTCPDedicated, PathTCPPinned, PathNginxPinned, PathUnix, PathShm, PathShmring, PathShmringMemfd, PathShmringDedicated}
+
+// isRingPath says whether VIA on path is a ring client.
+func isRingPath(path string) bool {
+	return path == PathShmring || path == PathShmringMemfd || path == PathShmringDedicated
+}
 
 // pinnedPaths maps a pinned path to the path it repeats under taskset.
 var pinnedPaths = map[string]string{PathTCPPinned: PathTCP, PathNginxPinned: PathNginx}
@@ -268,7 +278,7 @@ func setupPath(ctx context.Context, o *DatapathOptions, path string) (_ *pathEnv
 		}
 		kind, pin = base, true
 	}
-	if path == PathShmring {
+	if isRingPath(path) {
 		if err := ringSupport(); err != nil {
 			e.skipped = err.Error()
 			return e, nil
@@ -313,6 +323,10 @@ func setupPath(ctx context.Context, o *DatapathOptions, path string) (_ *pathEnv
 	case PathShmring:
 		// The gRPC listener is only there because vig wants one; nothing uses it.
 		e.proxy, err = StartVig(ctx, o.VigBinary, dir, vigDatapathConfig("127.0.0.1:0", "off", ringAddr(), mb.Addr(), o.Exec), pin)
+	case PathShmringMemfd:
+		e.proxy, err = StartVig(ctx, o.VigBinary, dir, vigDatapathConfig("127.0.0.1:0", "off", ringAddr(), mb.Addr(), o.Exec, "cpu: {hot_path: shared}\n"), pin)
+	case PathShmringDedicated:
+		e.proxy, err = StartVig(ctx, o.VigBinary, dir, vigDatapathConfig("127.0.0.1:0", "off", ringAddr(), mb.Addr(), o.Exec, "cpu: {hot_path: dedicated}\n"), pin)
 	case PathTCPDedicated:
 		e.proxy, err = StartVig(ctx, o.VigBinary, dir, vigDatapathConfig("127.0.0.1:0", "off", "", mb.Addr(), o.Exec, "cpu: {hot_path: dedicated}\n"), pin)
 		if err == nil {
@@ -343,8 +357,8 @@ func setupPath(ctx context.Context, o *DatapathOptions, path string) (_ *pathEnv
 	for _, p := range o.Payloads {
 		maxPayload = max(maxPayload, p)
 	}
-	if path == PathShmring {
-		if e.ring, err = dialRing(e.proxy.Addrs["ring"]); err != nil {
+	if isRingPath(path) {
+		if e.ring, err = dialRing(e.proxy.Addrs["ring"], path == PathShmring); err != nil {
 			return nil, err
 		}
 		e.closers = append(e.closers, e.ring.Close)

@@ -158,7 +158,7 @@ func RunIdle(ctx context.Context, o IdleOptions) (*IdleResult, error) {
 		// Dial completes the ring handshake: the session is established and
 		// vig serves it (waits on its request ring) from then on.
 		for ring != "" && len(rings) < n {
-			r, err := dialRing(vig.Addrs["ring"])
+			r, err := dialRing(vig.Addrs["ring"], true)
 			if err != nil {
 				return nil, err
 			}

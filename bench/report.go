@@ -192,6 +192,7 @@ func evaluateMeasure(r *Results) []Target {
 
 	ts = append(ts, costTarget(r))
 	ts = append(ts, flatTarget(r, PathShm, "Triton shm"), flatTarget(r, PathShmring, "shmring"))
+	ts = append(ts, ringCostTargets(r)...)
 
 	t = Target{Name: "idle CPU below 0.05 % of a core at 10 clients", Status: NotMeasured}
 	t2 := Target{Name: "idle-settled p99 below 1 ms added", Status: NotMeasured}
@@ -453,6 +454,10 @@ func pathLabel(p string) string {
 		return "vig Triton shm"
 	case PathShmring:
 		return "vig shmring"
+	case PathShmringMemfd:
+		return "vig shmring memfd"
+	case PathShmringDedicated:
+		return "vig shmring memfd, hot_path: dedicated"
 	}
 	return p
 }
@@ -712,4 +717,48 @@ func probesOf(id *IdleResult) int {
 
 func distCell(d Dist) string {
 	return fmt.Sprintf("%.2f / %.2f / %.2f / %.2f", d.P50, d.P95, d.P99, d.Max)
+}
+
+// ringCostTargets are the ring's cost targets (issue 19): at the smallest
+// payload, each ring row's CPU ≤ 0.5× the gRPC/TCP row's of the same run and ≤
+// 2.5 context switches per request; by reference, each larger payload's CPU ≤
+// 1.2× its own smallest row's.
+func ringCostTargets(r *Results) []Target {
+	cpu := Target{Name: "ring CPU per request at the smallest payload ≤ 0.5× gRPC/TCP's, ≤ 2.5 context switches", Status: NotMeasured}
+	flat := Target{Name: "ring by reference: CPU per request at every payload ≤ 1.2× its smallest payload's", Status: NotMeasured}
+	d := r.Datapath
+	if d == nil || len(d.Payload) == 0 {
+		return []Target{cpu, flat}
+	}
+	small := slices.Min(d.Payload)
+	tcp := findRow(d, PathTCP, small)
+	var parts []string
+	ok := true
+	for _, path := range []string{PathShmring, PathShmringMemfd} {
+		row := findRow(d, path, small)
+		if row == nil || row.Skipped != "" || row.Cost == nil || tcp == nil || tcp.Cost == nil || tcp.Cost.CPUus <= 0 {
+			continue
+		}
+		ratio := row.Cost.CPUus / tcp.Cost.CPUus
+		parts = append(parts, fmt.Sprintf("%s: %.0f µs (%.2f× gRPC/TCP's %.0f), %.1f ctx sw", pathLabel(path), row.Cost.CPUus, ratio, tcp.Cost.CPUus, row.Cost.CtxSwitches))
+		ok = ok && ratio <= 0.5 && row.Cost.CtxSwitches <= 2.5
+	}
+	if len(parts) > 0 {
+		cpu.Status, cpu.Detail = verdict(ok), sizeLabel(small)+": "+strings.Join(parts, "; ")
+	}
+	base := findRow(d, PathShmring, small)
+	parts, ok = nil, true
+	for _, p := range d.Payload {
+		row := findRow(d, PathShmring, p)
+		if p == small || row == nil || row.Skipped != "" || row.Cost == nil || base == nil || base.Cost == nil || base.Cost.CPUus <= 0 {
+			continue
+		}
+		ratio := row.Cost.CPUus / base.Cost.CPUus
+		parts = append(parts, fmt.Sprintf("%s: %.0f µs (%.2f× %s's %.0f)", sizeLabel(p), row.Cost.CPUus, ratio, sizeLabel(small), base.Cost.CPUus))
+		ok = ok && ratio <= 1.2
+	}
+	if len(parts) > 0 {
+		flat.Status, flat.Detail = verdict(ok), strings.Join(parts, "; ")
+	}
+	return []Target{cpu, flat}
 }

@@ -230,3 +230,31 @@ func TestQuiescence(t *testing.T) {
 		t.Errorf("Quiescence(0), (4) = %v, %v; want 50 ms, 53 ms (50 + 20 mod 17)", Quiescence(0), Quiescence(4))
 	}
 }
+
+// The ring's cost targets compare the ring rows with the gRPC/TCP row of the
+// same run, and the by-reference rows with their own smallest payload.
+func TestRingCostTargets(t *testing.T) {
+	row := func(path string, payload int, cpu, ctx float64) DatapathRow {
+		return DatapathRow{Path: path, Payload: payload, Cost: &ProxyCost{CPUus: cpu, CtxSwitches: ctx}}
+	}
+	for _, tc := range []struct {
+		name       string
+		rows       []DatapathRow
+		cpu, flat  string
+		cpuMention string
+	}{
+		{"holds", []DatapathRow{row(PathTCP, 64, 200, 2.5), row(PathShmring, 64, 90, 2), row(PathShmringMemfd, 64, 100, 2.5),
+			row(PathShmring, 1_200_000, 100, 2), row(PathShmring, 6_200_000, 108, 2)}, Holds, Holds, "0.45×"},
+		{"cpu too high", []DatapathRow{row(PathTCP, 64, 200, 2.5), row(PathShmring, 64, 150, 2), row(PathShmring, 6_200_000, 200, 2)}, Fails, Fails, "0.75×"},
+		{"ctx too many", []DatapathRow{row(PathTCP, 64, 200, 2.5), row(PathShmringMemfd, 64, 90, 3)}, Fails, NotMeasured, "3.0 ctx"},
+		{"no tcp row", []DatapathRow{row(PathShmring, 64, 90, 2)}, NotMeasured, NotMeasured, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &Results{Datapath: &DatapathResult{Payload: []int{64, 1_200_000, 6_200_000}, Rows: tc.rows}}
+			ts := ringCostTargets(r)
+			if ts[0].Status != tc.cpu || ts[1].Status != tc.flat || !strings.Contains(ts[0].Detail, tc.cpuMention) {
+				t.Errorf("targets %+v, want cpu %s (mentioning %q), flat %s", ts, tc.cpu, tc.cpuMention, tc.flat)
+			}
+		})
+	}
+}

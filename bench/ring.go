@@ -42,11 +42,12 @@ type ringSensor struct {
 // vig's ring listener at addr. Where the machine has /dev/shm the region is
 // keyed (shmring.BackendShmKey), so that vig hands the frames to the mock
 // backend by reference (Triton system shared memory) and the row measures that
-// path; elsewhere (Android) the session is on the copy path.
-func dialRing(addr string) (*ringSensor, error) {
-	opts := client.Options{}
+// path; elsewhere (Android), or without preferRef, the region is a sealed memfd
+// and the session is on the copy path.
+func dialRing(addr string, preferRef bool) (*ringSensor, error) {
+	opts := client.Options{} // BackendAuto: a sealed memfd where the kernel has one
 	_, err := os.Stat("/dev/shm")
-	byRef := err == nil
+	byRef := err == nil && preferRef
 	if byRef {
 		opts.Backend = shmring.BackendShmKey
 	}

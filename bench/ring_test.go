@@ -72,7 +72,7 @@ func TestRingSensorThroughVig(t *testing.T) {
 	}
 	defer mb.Stop()
 	addr, fe := ringVig(t, mb.Addr())
-	ring, err := dialRing(addr)
+	ring, err := dialRing(addr, true)
 	if err != nil {
 		t.Fatal(err)
 	}

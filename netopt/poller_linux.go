@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -101,40 +103,87 @@ func (p *poller) wake() {
 	unix.Write(p.wakeFD, one[:]) // EAGAIN means a wake-up is already pending
 }
 
+// run serves events until close. It never blocks in epoll_wait: it polls the
+// epoll instance with a zero timeout (a raw syscall) and, when nothing is
+// ready, parks in Go's netpoller on the epoll descriptor itself (an epoll fd
+// is readable while it has events ready). A blocking epoll_wait is an
+// ordinary syscall, and entering one wakes the runtime's monitor thread
+// (sysmon), which then polls every 20 µs until the process is idle again and
+// takes the loop's P away after 10 ms in the call.
 func (p *poller) run() error {
 	defer close(p.done)
 	events := make([]unix.EpollEvent, 128)
-	for {
-		n, err := unix.EpollWait(p.epfd, events, -1)
-		if err != nil {
-			if errors.Is(err, unix.EINTR) {
-				continue
+	dup, err := unix.Dup(p.epfd)
+	if err != nil {
+		return fmt.Errorf("netopt: dup of the epoll fd: %w", err)
+	}
+	unix.CloseOnExec(dup)
+	unix.SetNonblock(dup, true)
+	f := os.NewFile(uintptr(dup), "netopt-epoll")
+	defer f.Close()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("netopt: epoll fd: %w", err)
+	}
+	var runErr error
+	stopped := false
+	err = rc.Read(func(uintptr) bool {
+		for {
+			n, err := epollWaitNow(p.epfd, events)
+			if err != nil {
+				if errors.Is(err, unix.EINTR) {
+					continue
+				}
+				runErr, stopped = fmt.Errorf("netopt: epoll_wait: %w", err), true
+				return true
 			}
-			return fmt.Errorf("netopt: epoll_wait: %w", err)
-		}
-		if p.onWake != nil {
-			p.onWake()
-		}
-		for _, ev := range events[:n] {
-			if int(ev.Fd) == p.wakeFD {
-				var b [8]byte
-				unix.Read(p.wakeFD, b[:])
-				continue
+			if n == 0 {
+				return false // park in the netpoller until the epoll fd is readable
 			}
-			p.mu.Lock()
-			s := p.sources[ev.Fd]
-			p.mu.Unlock()
-			// A closed source is told once more, by reap, never here:
-			// its socket is shut down, so level-triggered epoll reports it
-			// until reap deregisters it.
-			if s != nil && !s.closed.Load() {
-				s.h.Ready()
+			if p.serve(events[:n]) {
+				stopped = true
+				return true
 			}
 		}
-		if stop := p.reap(); stop {
-			return nil
+	})
+	if !stopped && err != nil {
+		return fmt.Errorf("netopt: waiting on the epoll fd: %w", err)
+	}
+	return runErr
+}
+
+// epollWaitNow is epoll_wait with a zero timeout: it never blocks, so it is a
+// raw syscall.
+func epollWaitNow(epfd int, events []unix.EpollEvent) (int, error) {
+	r, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(epfd), uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), 0, 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	return int(r), nil
+}
+
+// serve handles one batch of events; it reports whether the Poller was closed.
+func (p *poller) serve(events []unix.EpollEvent) bool {
+	if p.onWake != nil {
+		p.onWake()
+	}
+	for _, ev := range events {
+		if int(ev.Fd) == p.wakeFD {
+			var b [8]byte
+			unix.Read(p.wakeFD, b[:])
+			continue
+		}
+		p.mu.Lock()
+		s := p.sources[ev.Fd]
+		p.mu.Unlock()
+		// A closed source is told once more, by reap, never here:
+		// its socket is shut down, so level-triggered epoll reports it
+		// until reap deregisters it.
+		if s != nil && !s.closed.Load() {
+			s.h.Ready()
 		}
 	}
+	return p.reap()
 }
 
 // reap finishes the sources closed since the last wait: each handler is told once

@@ -16,12 +16,13 @@ import (
 )
 
 // DefaultAddress is where vig listens for ring clients: an abstract Unix
-// socket (no file to clean up, no directory permissions to get right).
-const DefaultAddress = "@vig.shmring"
+// socket (no file to clean up, no directory permissions to get right). The C
+// and Python clients, the README and examples/demo.yaml use the same name.
+const DefaultAddress = "@vig-ring"
 
 // FallbackAddress is the filesystem socket used where the abstract namespace is
 // not allowed (some sandboxes deny it).
-func FallbackAddress() string { return filepath.Join(os.TempDir(), "vig.shmring.sock") }
+func FallbackAddress() string { return filepath.Join(os.TempDir(), "vig-ring.sock") }
 
 const defaultHandshakeTimeout = 2 * time.Second
 
@@ -34,6 +35,9 @@ type endpoint struct {
 	log    *slog.Logger
 	closed atomic.Bool
 	done   chan struct{}
+	// bells are the session's doorbells, in handshake order (request ready,
+	// request space, response ready); closed at shutdown.
+	bells [numBells]*bell
 
 	// refs counts users of the mapping: 1 for the open session, 1 per call in
 	// progress, 1 per payload view handed out. The mapping is unmapped when it
@@ -43,8 +47,8 @@ type endpoint struct {
 	closeErr  error
 }
 
-func newEndpoint(region *Region, conn *net.UnixConn, peer PeerCred, log *slog.Logger) *endpoint {
-	e := &endpoint{region: region, conn: conn, peer: peer, log: log, done: make(chan struct{})}
+func newEndpoint(region *Region, conn *net.UnixConn, peer PeerCred, log *slog.Logger, bells [numBells]*bell) *endpoint {
+	e := &endpoint{region: region, conn: conn, peer: peer, log: log, done: make(chan struct{}), bells: bells}
 	e.refs.Store(1)
 	return e
 }
@@ -74,8 +78,8 @@ func (e *endpoint) release() {
 	}
 }
 
-// guard runs f on the mapping, converting faults (and EFAULT from a futex on a
-// truncated mapping) into ErrQuarantined.
+// guard runs f on the mapping, converting faults (and EFAULT from a syscall
+// on a truncated mapping) into ErrQuarantined.
 func (e *endpoint) guard(f func() error) error {
 	err := e.region.Guard(f)
 	if errors.Is(err, syscall.EFAULT) {
@@ -103,20 +107,15 @@ func (e *endpoint) watch(onEOF func()) {
 	}
 }
 
-// shutdown marks the session closed and wakes every local sleeper. wakeWords
-// are the futex words this side can sleep on.
-func (e *endpoint) shutdown(wakeWords ...*uint32) error {
+// shutdown marks the session closed and wakes every local sleeper: closing a
+// doorbell ends a wait parked on it, and the sleeper then finds the closed flag
+// (set first). The peer learns of the end from the socket.
+func (e *endpoint) shutdown() error {
 	e.closeOnce.Do(func() {
 		e.closed.Store(true)
-		// A sleeper loaded seq before we set closed: bump and wake so it
-		// re-checks. On a truncated region the bump faults; then there is no
-		// sleeper to miss (its futex call fails with EFAULT too).
-		e.guard(func() error {
-			for _, w := range wakeWords {
-				forceWake(w)
-			}
-			return nil
-		})
+		for _, b := range e.bells {
+			b.close()
+		}
 		e.closeErr = e.conn.Close()
 		e.release()
 	})

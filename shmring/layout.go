@@ -10,11 +10,14 @@ import (
 // ABI constants; see the package documentation for the byte layout.
 const (
 	// ProtocolVersion is the ABI version of the region header, the hello and the
-	// descriptors. Version 2 (this one) widened the descriptor to 4096 bytes (16
-	// tensor records of 192 bytes, names up to 96 bytes), added tensor records to
-	// responses, and the /dev/shm key to the hello. Peers of another version are
-	// refused at the handshake, with the version to use.
-	ProtocolVersion = 2
+	// descriptors. Version 2 widened the descriptor to 4096 bytes (16 tensor
+	// records of 192 bytes, names up to 96 bytes), added tensor records to
+	// responses, and the /dev/shm key to the hello. Version 3 (this one)
+	// replaced the futex wake-ups with eventfd doorbells handed over with the
+	// accepted reply; the layout is version 2's, the seq words now reserved.
+	// Peers of another version are refused at the handshake, with the version
+	// to use.
+	ProtocolVersion = 3
 
 	Magic      uint64 = 0x31474e4952474956 // "VIGRING1"
 	HelloMagic uint64 = 0x4f4c4c4548474956 // "VIGHELLO"
@@ -62,9 +65,9 @@ const (
 const (
 	offHead         = 0
 	offTail         = 1 * CacheLine
-	offReadySeq     = 2 * CacheLine
+	offReadySeq     = 2 * CacheLine // reserved since ABI version 3 (was the futex word)
 	offReadyWaiters = 2*CacheLine + 4
-	offSpaceSeq     = 3 * CacheLine
+	offSpaceSeq     = 3 * CacheLine // reserved since ABI version 3
 	offSpaceWaiters = 3*CacheLine + 4
 	offSlotStates   = 4 * CacheLine
 )

@@ -34,7 +34,7 @@ func TestABIOffsets(t *testing.T) {
 		{"t type len", tTypeLen, 17}, {"t rank", tRank, 18}, {"t reserved", tReserved, 19}, {"t type", tType, 24},
 		{"t name", tName, 32}, {"t shape", tShape, 128}, {"d reserved", dReserved, 3328},
 		{"descriptor size", DescriptorSize, 4096}, {"tensor size", TensorSize, 192}, {"max tensors", MaxTensors, 16},
-		{"max tensor name", MaxTensorName, 96}, {"version", ProtocolVersion, 2},
+		{"max tensor name", MaxTensorName, 96}, {"version", ProtocolVersion, 3},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s at %d, ABI says %d", c.name, c.got, c.want)

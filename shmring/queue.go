@@ -19,8 +19,8 @@ type Sender struct {
 	sp     spinner
 }
 
-func newSender(r *Region, idx int, closed *atomic.Bool) *Sender {
-	return &Sender{ring: newRing(r, idx, closed)}
+func newSender(r *Region, idx int, closed *atomic.Bool, ready, space *bell) *Sender {
+	return &Sender{ring: newRing(r, idx, closed, ready, space)}
 }
 
 // SetSpin sets how the Sender spins before sleeping when the ring is full.
@@ -60,7 +60,7 @@ func (s *Sender) TryLoan() (uint32, []byte, error) {
 
 // Loan waits for a free payload slot.
 func (s *Sender) Loan() (slot uint32, buf []byte, err error) {
-	err = await(&s.sp, s.spaceSeq, s.spaceWaiters, func() (bool, error) {
+	err = await(&s.sp, s.spaceBell, s.spaceWaiters, func() (bool, error) {
 		var e error
 		slot, buf, e = s.TryLoan()
 		if e == ErrFull {
@@ -113,7 +113,7 @@ func (s *Sender) Post(d *Descriptor) error {
 	if err := s.check(d); err != nil {
 		return err
 	}
-	if err := await(&s.sp, s.spaceSeq, s.spaceWaiters, s.space); err != nil {
+	if err := await(&s.sp, s.spaceBell, s.spaceWaiters, s.space); err != nil {
 		return err
 	}
 	s.post(d)
@@ -140,7 +140,7 @@ func (s *Sender) post(d *Descriptor) {
 	}
 	s.head++
 	atomic.StoreUint64(s.ring.head, s.head) // publishes the descriptor
-	wake(s.readySeq, s.readyWaiters)
+	wake(s.readyBell, s.readyWaiters)
 }
 
 // Receiver is the consumer end of one ring. Next must not be called
@@ -157,8 +157,8 @@ type Receiver struct {
 	buf  [DescriptorSize]byte
 }
 
-func newReceiver(r *Region, idx int, closed *atomic.Bool) *Receiver {
-	return &Receiver{ring: newRing(r, idx, closed), in: make(interner)}
+func newReceiver(r *Region, idx int, closed *atomic.Bool, ready, space *bell) *Receiver {
+	return &Receiver{ring: newRing(r, idx, closed, ready, space), in: make(interner)}
 }
 
 // SetSpin sets how the Receiver spins before sleeping on an empty ring.
@@ -184,7 +184,7 @@ func (r *Receiver) TryNext(d *Descriptor) (bool, error) {
 	copy(r.buf[:], r.descAt(r.tail))
 	r.tail++
 	atomic.StoreUint64(r.ring.tail, r.tail)
-	wake(r.spaceSeq, r.spaceWaiters)
+	wake(r.spaceBell, r.spaceWaiters)
 	err := d.decode(r.buf[:], r.in)
 	if err == nil {
 		err = d.CheckPayload(r.lay)
@@ -205,7 +205,7 @@ func (r *Receiver) TryNext(d *Descriptor) (bool, error) {
 
 // Next waits for a descriptor; see TryNext for the errors.
 func (r *Receiver) Next(d *Descriptor) error {
-	return await(&r.sp, r.readySeq, r.readyWaiters, func() (bool, error) { return r.TryNext(d) })
+	return await(&r.sp, r.readyBell, r.readyWaiters, func() (bool, error) { return r.TryNext(d) })
 }
 
 // Payload is the in-place view of d's payload. It stays valid until d's slot
@@ -229,7 +229,7 @@ func (r *Receiver) Release(slot uint32) {
 
 func (r *Receiver) returnSlot(slot uint32) {
 	atomic.StoreUint32(&r.states[slot], slotFree)
-	wake(r.spaceSeq, r.spaceWaiters)
+	wake(r.spaceBell, r.spaceWaiters)
 }
 
 // Held is the number of payload slots received and not released.

@@ -8,14 +8,6 @@ import (
 	"unsafe"
 )
 
-// Futex syscalls made by this process, for the profiling mode and benchmarks:
-// the machine-independent measure of what a message costs the kernel.
-var futexWaits, futexWakes atomic.Uint64
-
-// FutexCalls reports how many FUTEX_WAIT and FUTEX_WAKE syscalls this process
-// has made on rings so far.
-func FutexCalls() (waits, wakes uint64) { return futexWaits.Load(), futexWakes.Load() }
-
 // Slot states (one uint32 per payload slot in the control block).
 const (
 	slotFree  = 0
@@ -32,20 +24,22 @@ type ring struct {
 
 	head         *uint64
 	tail         *uint64
-	readySeq     *uint32
 	readyWaiters *uint32
-	spaceSeq     *uint32
 	spaceWaiters *uint32
-	states       []uint32
-	desc         []byte
-	arena        []byte
+	// readyBell wakes the consumer (rung after a post), spaceBell the producer
+	// (rung after a consume or a returned slot). nil where nobody on the other
+	// side ever sleeps (vig never waits for room in the response ring).
+	readyBell, spaceBell *bell
+	states               []uint32
+	desc                 []byte
+	arena                []byte
 
 	// closed is private: set by the session when either side goes away, so
 	// sleepers re-check it after every wake-up.
 	closed *atomic.Bool
 }
 
-func newRing(r *Region, idx int, closed *atomic.Bool) ring {
+func newRing(r *Region, idx int, closed *atomic.Bool, ready, space *bell) ring {
 	l := r.layout.Rings[idx]
 	m := r.mem
 	u64 := func(off uint64) *uint64 { return (*uint64)(unsafe.Pointer(&m[off])) }
@@ -57,10 +51,10 @@ func newRing(r *Region, idx int, closed *atomic.Bool) ring {
 		mask:         uint64(l.Descriptors) - 1,
 		head:         u64(base + offHead),
 		tail:         u64(base + offTail),
-		readySeq:     u32(base + offReadySeq),
 		readyWaiters: u32(base + offReadyWaiters),
-		spaceSeq:     u32(base + offSpaceSeq),
 		spaceWaiters: u32(base + offSpaceWaiters),
+		readyBell:    ready,
+		spaceBell:    space,
 		states:       unsafe.Slice(u32(base+offSlotStates), l.Slots),
 		desc:         m[l.DescOff : l.DescOff+uint64(l.Descriptors)*DescriptorSize],
 		arena:        m[l.ArenaOff : l.ArenaOff+uint64(l.Slots)*l.SlotSize],
@@ -78,33 +72,27 @@ func (r *ring) slot(i uint32) []byte {
 	return r.arena[off : off+r.lay.SlotSize : off+r.lay.SlotSize]
 }
 
-// wake bumps seq and wakes its sleepers, skipping the syscall when the peer
-// has announced no sleeper. Sequential consistency of the Go atomics makes
-// this safe: the sleeper increments waiters before re-checking the counter,
-// the waker publishes the counter before loading waiters, so at least one of
-// them sees the other.
-func wake(seq, waiters *uint32) {
+// wake rings b, skipping the syscall when the peer has announced no sleeper.
+// Sequential consistency of the Go atomics makes this safe: the sleeper
+// increments waiters before re-checking the counter, the waker publishes the
+// counter before loading waiters, so at least one of them sees the other; and
+// an eventfd keeps a ring until it is read, so a ring that arrives before the
+// sleeper waits is not lost.
+func wake(b *bell, waiters *uint32) {
 	if atomic.LoadUint32(waiters) == 0 {
 		return
 	}
-	atomic.AddUint32(seq, 1)
-	futexWake(seq, 1<<30)
+	b.ring()
 }
 
-// forceWake wakes all sleepers whatever the waiters word says (the peer may
-// have zeroed it): used when a session closes.
-func forceWake(seq *uint32) {
-	atomic.AddUint32(seq, 1)
-	futexWake(seq, 1<<30)
-}
-
-// The adaptive wait spins for a time window, then sleeps on the futex. The
+// The adaptive wait spins for a time window, then sleeps on the doorbell. The
 // window follows the waits it observes: after a sleep that lasted T ≤
 // spinWindowMax, the next window is 2T (a spin that long would have caught
 // it, and spinning for about the cost of a sleep and wake-up is within 2× of
 // the best choice made in hindsight); after a longer sleep it halves, down to
 // spinWindowMin. So a busy ring converges to pure spinning (no syscalls), an
-// idle or slow one to a short spin and a sleep, and nothing polls while idle.
+// idle or slow one to a short spin and a sleep in the netpoller, and nothing
+// polls while idle.
 // Time is read every pollsPerClock polls only (time.Now is a vDSO call, not a
 // syscall, on linux/amd64 and linux/arm64).
 const (
@@ -112,12 +100,17 @@ const (
 	spinWindowDefault = 16 * time.Microsecond
 	spinWindowMax     = 64 * time.Microsecond
 	pollsPerClock     = 32
-	// Gosched every this many polls so a spinner never starves a goroutine
-	// queued on its P (the peer, when both ends live in one process).
+	// Gosched every this many polls so a spinner that never sleeps
+	// (SpinForever, or a count) never starves a goroutine queued on its P (the
+	// peer, when both ends live in one process). The adaptive spin does not
+	// yield: its window (≤ spinWindowMax) bounds the delay it can cause, and a
+	// Gosched is not free — it wakes an idle thread to look for work (a futex
+	// wake and two context switches), which measured as most of a ring
+	// request's context switches before it was left out.
 	spinYieldEvery = 256
 )
 
-// Spin controls how a waiter spins before it sleeps on the futex. A positive
+// Spin controls how a waiter spins before it sleeps on its doorbell. A positive
 // value spins that many polls.
 type Spin int
 
@@ -125,8 +118,8 @@ const (
 	// SpinAdaptive spins for a window of 2–64 µs that follows the observed
 	// waits (see above).
 	SpinAdaptive Spin = 0
-	// SpinNever sleeps on the futex at once (lowest CPU; a futex wait and wake
-	// per message whenever the consumer is idle).
+	// SpinNever sleeps on the doorbell at once (lowest CPU; a doorbell ring
+	// and a netpoller wake-up per message whenever the consumer is idle).
 	SpinNever Spin = -1
 	// SpinForever never sleeps (lowest latency, burns a CPU while idle; for
 	// benchmarks and dedicated cores).
@@ -151,8 +144,9 @@ func (s *spinner) observe(waited time.Duration) {
 }
 
 // await waits until cond returns true (or an error), spinning then sleeping on
-// seq. cond must also check the session's closed flag.
-func await(sp *spinner, seq, waiters *uint32, cond func() (bool, error)) error {
+// the doorbell b. cond must also check the session's closed flag: the session
+// sets it before it closes the bells, so a wait cut short by the close finds it.
+func await(sp *spinner, b *bell, waiters *uint32, cond func() (bool, error)) error {
 	if ok, err := cond(); ok || err != nil {
 		return err // the common case under load: no clock read, no spin
 	}
@@ -168,7 +162,7 @@ func await(sp *spinner, seq, waiters *uint32, cond func() (bool, error)) error {
 			if ok, err := cond(); ok || err != nil {
 				return err
 			}
-			if i%spinYieldEvery == 0 {
+			if sp.mode != SpinAdaptive && i%spinYieldEvery == 0 {
 				runtime.Gosched()
 			}
 			if sp.mode == SpinAdaptive && i%pollsPerClock == 0 && time.Since(start) > sp.window {
@@ -179,14 +173,16 @@ func await(sp *spinner, seq, waiters *uint32, cond func() (bool, error)) error {
 	atomic.AddUint32(waiters, 1)
 	defer atomic.AddUint32(waiters, ^uint32(0))
 	for {
-		v := atomic.LoadUint32(seq)
 		if ok, err := cond(); ok || err != nil {
 			if sp.mode == SpinAdaptive {
 				sp.observe(time.Since(start))
 			}
 			return err
 		}
-		if err := futexWait(seq, v); err != nil {
+		if err := b.wait(); err != nil {
+			if ok, cerr := cond(); ok || cerr != nil {
+				return cerr
+			}
 			return err
 		}
 	}

@@ -25,7 +25,16 @@ func localPair(t testing.TB, rc RingConfig) (*Sender, *Receiver, *atomic.Bool) {
 	}
 	t.Cleanup(func() { r.Close() })
 	closed := new(atomic.Bool)
-	return newSender(r, RequestRing, closed), newReceiver(r, RequestRing, closed), closed
+	ready, err := newLocalBell("ready")
+	if err != nil {
+		t.Fatal(err)
+	}
+	space, err := newLocalBell("space")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ready.close(); space.close() })
+	return newSender(r, RequestRing, closed, ready, space), newReceiver(r, RequestRing, closed, ready, space), closed
 }
 
 // TestMappedOffsets checks that the pointers the ring uses are where the ABI
@@ -41,9 +50,7 @@ func TestMappedOffsets(t *testing.T) {
 	}{
 		{"head", unsafe.Pointer(s.ring.head), ro + 0},
 		{"tail", unsafe.Pointer(s.ring.tail), ro + 128},
-		{"ready seq", unsafe.Pointer(s.readySeq), ro + 256},
 		{"ready waiters", unsafe.Pointer(s.readyWaiters), ro + 260},
-		{"space seq", unsafe.Pointer(s.spaceSeq), ro + 384},
 		{"space waiters", unsafe.Pointer(s.spaceWaiters), ro + 388},
 		{"slot states", unsafe.Pointer(&s.states[0]), ro + 512},
 		{"descriptors", unsafe.Pointer(&s.desc[0]), ro + 512 + 128},

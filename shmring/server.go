@@ -190,15 +190,30 @@ func (l *Listener) handshake(uc *net.UnixConn) (*Conn, error) {
 		region.Close()
 		return refuse(HandshakeBadRegion, fmt.Errorf("hello says %d bytes, header %d", h.regionSize, region.layout.RegionSize))
 	}
+	bellFds, err := newBellFds()
+	if err != nil {
+		region.Close()
+		return refuse(HandshakeBadRegion, err) // not the client's fault, but it is told
+	}
 	uc.SetReadDeadline(time.Time{})
 	uc.SetWriteDeadline(time.Now().Add(l.cfg.HandshakeTimeout))
-	if _, err := uc.Write(encodeReply(HandshakeOK, "")); err != nil {
+	// The kernel puts copies of the doorbells into the client; vig keeps its own.
+	if _, _, err := uc.WriteMsgUnix(encodeReply(HandshakeOK, ""), unix.UnixRights(bellFds[:]...), nil); err != nil {
+		for _, fd := range bellFds {
+			unix.Close(fd)
+		}
 		region.Close()
 		log.Warn("shmring: client left during handshake", "err", err)
 		return nil, err
 	}
 	uc.SetWriteDeadline(time.Time{})
-	c := newConn(region, uc, peer, log, l.cfg.Spin)
+	bells, err := adoptBells(bellFds[:])
+	if err != nil {
+		region.Close()
+		log.Warn("shmring: doorbells", "err", err)
+		return nil, err
+	}
+	c := newConn(region, uc, peer, log, l.cfg.Spin, bells)
 	log.Info("shmring: client connected", "gid", peer.GID, "backend", region.Backend().String(),
 		"sealed", region.Sealed(), "key", region.key, "region_bytes", region.layout.RegionSize,
 		"request_slots", region.layout.Rings[RequestRing].Slots, "slot_bytes", region.layout.Rings[RequestRing].SlotSize)
@@ -240,10 +255,10 @@ type Conn struct {
 	badMsgs atomic.Uint64
 }
 
-func newConn(region *Region, uc *net.UnixConn, peer PeerCred, log *slog.Logger, spin Spin) *Conn {
-	c := &Conn{ep: newEndpoint(region, uc, peer, log)}
-	c.reqs = newReceiver(region, RequestRing, &c.ep.closed)
-	c.resp = newSender(region, ResponseRing, &c.ep.closed)
+func newConn(region *Region, uc *net.UnixConn, peer PeerCred, log *slog.Logger, spin Spin, bells [numBells]*bell) *Conn {
+	c := &Conn{ep: newEndpoint(region, uc, peer, log, bells)}
+	c.reqs = newReceiver(region, RequestRing, &c.ep.closed, bells[bellRequestReady], bells[bellRequestSpace])
+	c.resp = newSender(region, ResponseRing, &c.ep.closed, bells[bellResponseReady], nil)
 	c.reqs.SetSpin(spin)
 	go c.ep.watch(func() { c.Close() })
 	return c
@@ -472,5 +487,5 @@ func (c *Conn) disconnect(reason error) {
 // Close ends the session. Payload views of requests not yet released stay
 // mapped until they are released.
 func (c *Conn) Close() error {
-	return c.ep.shutdown(c.reqs.readySeq, c.resp.spaceSeq)
+	return c.ep.shutdown()
 }

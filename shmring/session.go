@@ -97,18 +97,41 @@ func handover(addr string, region *Region, opts DialOptions) (*Session, error) {
 		return nil, wrapOp("hello to", addr, err)
 	}
 	buf := make([]byte, replyMaxSize+1)
-	n, err := uc.Read(buf)
+	oob := make([]byte, unix.CmsgSpace(4*(numBells+1)))
+	n, oobn, flags, _, err := uc.ReadMsgUnix(buf, oob)
 	if err != nil {
 		uc.Close()
 		return nil, wrapOp("handshake reply from", addr, err)
 	}
+	fds, ferr := parseRights(oob[:oobn])
+	closeFds := func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}
 	if err := decodeReply(buf[:n]); err != nil {
+		closeFds()
+		uc.Close()
+		return nil, err
+	}
+	if ferr == nil && (flags&unix.MSG_CTRUNC != 0 || len(fds) != numBells) {
+		ferr = fmt.Errorf("the accepted reply carries %d file descriptors, want %d doorbells", len(fds), numBells)
+	}
+	if ferr != nil {
+		closeFds()
+		uc.Close()
+		return nil, fmt.Errorf("shmring: handshake reply from %s: %w", addr, ferr)
+	}
+	bells, err := adoptBells(fds)
+	if err != nil {
 		uc.Close()
 		return nil, err
 	}
 	uc.SetDeadline(time.Time{})
-	ep := newEndpoint(region, uc, peer, opts.Logger)
-	s := &Session{ep: ep, Requests: newSender(region, RequestRing, &ep.closed), Responses: newReceiver(region, ResponseRing, &ep.closed)}
+	ep := newEndpoint(region, uc, peer, opts.Logger, bells)
+	s := &Session{ep: ep,
+		Requests:  newSender(region, RequestRing, &ep.closed, bells[bellRequestReady], bells[bellRequestSpace]),
+		Responses: newReceiver(region, ResponseRing, &ep.closed, bells[bellResponseReady], nil)}
 	s.Requests.SetSpin(opts.Spin)
 	s.Responses.SetSpin(opts.Spin)
 	go ep.watch(func() { s.Close() })
@@ -140,7 +163,7 @@ func (s *Session) Guard(f func() error) error {
 // Close ends the session, wakes local sleepers and unmaps the region once no
 // call is in progress.
 func (s *Session) Close() error {
-	return s.ep.shutdown(s.Responses.readySeq, s.Requests.spaceSeq)
+	return s.ep.shutdown()
 }
 
 // IsSessionEnd reports whether err means the session is over (as opposed to

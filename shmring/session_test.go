@@ -267,7 +267,7 @@ func TestMalformedRequestAnswered(t *testing.T) {
 	raw[dPayloadLen+7] = 0x7f
 	s.Requests.head++
 	atomicStore64(s.Requests.ring.head, s.Requests.head)
-	wake(s.Requests.readySeq, s.Requests.readyWaiters)
+	wake(s.Requests.readyBell, s.Requests.readyWaiters)
 	// Then a good one.
 	if err := s.Requests.Post(&Descriptor{Tag: 43, Slot: NoSlot, Stream: "ok"}); err != nil {
 		t.Fatal(err)
@@ -321,41 +321,49 @@ func TestVersionMismatchRefused(t *testing.T) {
 	}
 }
 
-// A client of ABI version 1 (a 64-byte hello) is told which version to speak.
-func TestVersion1HelloRefused(t *testing.T) {
-	l, sink := listen(t, ServerConfig{})
-	go l.Accept()
-	r, err := CreateRegion(testConfig, BackendAuto)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	uc, err := dialRaw(l.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer uc.Close()
-	v1 := make([]byte, 64) // ABI 1: magic, version 1, kind, region size, 40 zero bytes
-	binary.LittleEndian.PutUint64(v1[0:], HelloMagic)
-	binary.LittleEndian.PutUint32(v1[8:], 1)
-	binary.LittleEndian.PutUint32(v1[12:], handshakeKindM)
-	binary.LittleEndian.PutUint64(v1[16:], r.layout.RegionSize)
-	reply, err := rawHello(uc, v1, r.fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := HandshakeStatus(binary.LittleEndian.Uint32(reply[12:])); got != HandshakeVersion {
-		t.Errorf("status %v, want %v", got, HandshakeVersion)
-	}
-	if v := binary.LittleEndian.Uint32(reply[8:]); v != ProtocolVersion {
-		t.Errorf("reply says version %d, want %d", v, ProtocolVersion)
-	}
-	reason := string(reply[replyHeadSize:])
-	if !strings.Contains(reason, "version 1") || !strings.Contains(reason, "ABI version 2") {
-		t.Errorf("reason %q does not name both versions", reason)
-	}
-	if sink.find("version mismatch") == "" {
-		t.Error("refusal not logged")
+// A client of ABI version 1 (a 64-byte hello) or 2 (a 128-byte hello: its
+// futex wake-ups are gone in 3) is told which version to speak.
+func TestOldVersionHelloRefused(t *testing.T) {
+	for _, old := range []struct {
+		version uint32
+		size    int
+	}{{1, 64}, {2, helloSize}} {
+		t.Run(fmt.Sprintf("v%d", old.version), func(t *testing.T) {
+			l, sink := listen(t, ServerConfig{})
+			go l.Accept()
+			r, err := CreateRegion(testConfig, BackendAuto)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			uc, err := dialRaw(l.Addr())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer uc.Close()
+			h := make([]byte, old.size) // magic, version, kind, region size, zeros
+			binary.LittleEndian.PutUint64(h[0:], HelloMagic)
+			binary.LittleEndian.PutUint32(h[8:], old.version)
+			binary.LittleEndian.PutUint32(h[12:], handshakeKindM)
+			binary.LittleEndian.PutUint64(h[16:], r.layout.RegionSize)
+			reply, err := rawHello(uc, h, r.fd)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := HandshakeStatus(binary.LittleEndian.Uint32(reply[12:])); got != HandshakeVersion {
+				t.Errorf("status %v, want %v", got, HandshakeVersion)
+			}
+			if v := binary.LittleEndian.Uint32(reply[8:]); v != ProtocolVersion {
+				t.Errorf("reply says version %d, want %d", v, ProtocolVersion)
+			}
+			reason := string(reply[replyHeadSize:])
+			if !strings.Contains(reason, fmt.Sprintf("version %d,", old.version)) || !strings.Contains(reason, "ABI version 3") {
+				t.Errorf("reason %q does not name both versions", reason)
+			}
+			if sink.find("version mismatch") == "" {
+				t.Error("refusal not logged")
+			}
+		})
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -65,6 +67,8 @@ func runBench(args []string) int {
 	duration := fs.Duration("duration", 0, "overload: length of each case (default 60s); soak: length of the run (default 10m)")
 	factor := fs.Int("factor", 0, "overload: multiple of the contracted frame rates (default 10)")
 	rowEvery := fs.Duration("row-every", 0, "soak: one report row per `INTERVAL` (default 1m)")
+	paths := fs.String("paths", "", "datapath: only these comma-separated `PATHS` (default all: "+strings.Join(bench.DatapathPaths, ",")+")")
+	payloads := fs.String("payloads", "", "datapath: only these comma-separated payload `BYTES` (default 0,150000,1200000,6200000)")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), benchUsage); fs.PrintDefaults() }
 
 	// The benchmark name may come before or after the flags.
@@ -109,6 +113,11 @@ func runBench(args []string) int {
 		fmt.Fprintf(os.Stderr, "vig bench %s: %s\n", which, msg)
 		return 2
 	}
+	dpPaths, dpPayloads, msg := parseDatapathFlags(which, *paths, *payloads)
+	if msg != "" {
+		fmt.Fprintf(os.Stderr, "vig bench %s: %s\n", which, msg)
+		return 2
+	}
 	bin := *vigBin
 	if bin == "" {
 		exe, err := os.Executable()
@@ -121,7 +130,7 @@ func runBench(args []string) int {
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer cancel()
 	opts := bench.Options{Which: which, Quick: *quick, Out: *out, VigBinary: bin, ScenarioDir: *scen, Only: strings.Split(strings.ToLower(*only), ","), Pin: !*noPin,
-		Duration: *duration, Factor: *factor, RowEvery: *rowEvery,
+		Duration: *duration, Factor: *factor, RowEvery: *rowEvery, DatapathPaths: dpPaths, DatapathPayloads: dpPayloads,
 		Command:  "vig bench " + strings.Join(append([]string{which}, args...), " "),
 		Progress: os.Stderr, TTY: isTerminal(os.Stderr)}
 	res, err := bench.Run(ctx, opts)
@@ -180,4 +189,32 @@ func checkLoadFlags(fs *flag.FlagSet, which string, duration time.Duration, fact
 		}
 	}
 	return ""
+}
+
+// parseDatapathFlags reads --paths and --payloads; msg says what is wrong, with
+// the fix.
+func parseDatapathFlags(which, paths, payloads string) (ps []string, ns []int, msg string) {
+	if (paths != "" || payloads != "") && which != "datapath" && which != "all" {
+		return nil, nil, "--paths and --payloads are for the datapath benchmark"
+	}
+	for _, p := range strings.Split(paths, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		if !slices.Contains(bench.DatapathPaths, p) {
+			return nil, nil, fmt.Sprintf("--paths: unknown path %q (want some of %s)", p, strings.Join(bench.DatapathPaths, ","))
+		}
+		ps = append(ps, p)
+	}
+	for _, f := range strings.Split(payloads, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 0 || n > 64<<20 {
+			return nil, nil, fmt.Sprintf("--payloads: %q is not a byte count in [0, %d]", f, 64<<20)
+		}
+		ns = append(ns, n)
+	}
+	return ps, ns, ""
 }

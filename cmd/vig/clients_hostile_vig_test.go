@@ -26,18 +26,26 @@ import (
 // mapping directly, so that it can post what no correct vig posts: the clients
 // must bounds-check what they read from shared memory as vig does.
 type fakeVig struct {
-	mem []byte
-	lay shmring.Layout
-	uc  *net.UnixConn
+	mem   []byte
+	lay   shmring.Layout
+	uc    *net.UnixConn
+	bells [3]int // the doorbells handed over: request ready, request space, response ready
 }
 
 func (f *fakeVig) u64(off uint64) *uint64 { return (*uint64)(unsafe.Pointer(&f.mem[off])) }
 func (f *fakeVig) u32(off uint64) *uint32 { return (*uint32)(unsafe.Pointer(&f.mem[off])) }
 
-// wake bumps a futex word and wakes its sleepers (shared futex).
-func (f *fakeVig) wake(off uint64) {
-	atomic.AddUint32(f.u32(off), 1)
-	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(f.u32(off))), 1 /* FUTEX_WAKE */, 1<<30, 0, 0, 0)
+// wake rings doorbell i whatever the waiters word says.
+func (f *fakeVig) wake(i int) {
+	unix.Write(f.bells[i], []byte{1, 0, 0, 0, 0, 0, 0, 0})
+}
+
+// Close ends the session.
+func (f *fakeVig) Close() {
+	for _, fd := range f.bells {
+		unix.Close(fd)
+	}
+	f.uc.Close()
 }
 
 // accept completes the handshake of the next client on ln.
@@ -78,10 +86,16 @@ func acceptFake(ln *net.UnixListener) (*fakeVig, error) {
 	reply := make([]byte, 16)
 	binary.LittleEndian.PutUint64(reply, shmring.ReplyMagic)
 	binary.LittleEndian.PutUint32(reply[8:], shmring.ProtocolVersion)
-	if _, err := uc.Write(reply); err != nil {
+	f := &fakeVig{mem: mem, lay: lay, uc: uc}
+	for i := range f.bells {
+		if f.bells[i], err = unix.Eventfd(0, unix.EFD_CLOEXEC); err != nil {
+			return nil, err
+		}
+	}
+	if _, _, err := uc.WriteMsgUnix(reply, unix.UnixRights(f.bells[:]...), nil); err != nil {
 		return nil, err
 	}
-	return &fakeVig{mem: mem, lay: lay, uc: uc}, nil
+	return f, nil
 }
 
 // awaitRequests waits until the client has posted n requests.
@@ -104,7 +118,7 @@ func (f *fakeVig) consume(seq uint64) {
 	if slot := binary.LittleEndian.Uint32(d[24:]); slot < q.Slots {
 		atomic.StoreUint32(f.u32(q.RingOff+512+4*uint64(slot)), 0)
 	}
-	f.wake(q.RingOff + 384)
+	f.wake(1)
 }
 
 // take marks a response slot in use and writes a 16-byte payload into it.
@@ -121,7 +135,7 @@ func (f *fakeVig) post(seq uint64, d []byte) {
 	p := f.lay.Rings[shmring.ResponseRing]
 	copy(f.mem[p.DescOff+(seq%uint64(p.Descriptors))*shmring.DescriptorSize:], d)
 	atomic.StoreUint64(f.u64(p.RingOff), seq+1)
-	f.wake(p.RingOff + 256)
+	f.wake(2)
 }
 
 // goodResponse is a correct answer to frame 0: OUTPUT0, INT64 [2], 16 bytes in slot.
@@ -190,7 +204,7 @@ func TestClientsRefuseMalformedAnswers(t *testing.T) {
 					return
 				}
 				defer unix.Munmap(f.mem)
-				defer f.uc.Close()
+				defer f.Close()
 				if err := f.awaitRequests(1); err != nil {
 					fake <- err
 					return
@@ -216,7 +230,7 @@ func TestClientsRefuseMalformedAnswers(t *testing.T) {
 				// hold: it must have given it back.
 				returned.Store(atomic.LoadUint32(f.u32(p.RingOff+512+4)) == 0)
 				atomic.StoreUint64(f.u64(p.RingOff), 1<<62)
-				f.wake(p.RingOff + 256)
+				f.wake(2)
 				f.uc.SetReadDeadline(time.Now().Add(30 * time.Second))
 				_, err = f.uc.Read(make([]byte, 1)) // the client leaves
 				if errors.Is(err, os.ErrDeadlineExceeded) {

@@ -486,7 +486,37 @@ func TestHostileClientsLeaveVigServing(t *testing.T) {
 			}
 			goRound(t)
 		})
+		t.Run(lang.name+"/bells", func(t *testing.T) {
+			// Rung without a post, in a tight loop, and rung on while another
+			// client is served; once killed, vig holds nothing of it.
+			fds0, g0 := openFds(t), runtime.NumGoroutine()
+			h := lang.hostile(t)
+			cmd := exec.Command(h[0], append(h[1:], "bells")...)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			line, err := bufio.NewReader(out).ReadString('\n')
+			if line != "ok\n" {
+				cmd.Process.Kill()
+				cmd.Wait()
+				t.Fatalf("hostile client said %q (%v), want ok; stderr: %s", line, err, stderr.String())
+			}
+			for range 3 {
+				goRound(t) // while it rings
+			}
+			cmd.Process.Signal(os.Kill)
+			cmd.Wait()
+			settled(t, "the ringing client's session", fds0, g0)
+			goRound(t)
+		})
 		t.Run(lang.name+"/kill-9", func(t *testing.T) {
+			fds0, g0 := openFds(t), runtime.NumGoroutine()
 			h := lang.hostile(t)
 			cmd := exec.Command(h[0], append(h[1:], "die")...)
 			var stderr bytes.Buffer
@@ -507,6 +537,7 @@ func TestHostileClientsLeaveVigServing(t *testing.T) {
 			cmd.Process.Signal(os.Kill)
 			cmd.Wait()
 			goRound(t)
+			settled(t, "the killed client's session", fds0, g0)
 			ex := lang.example(t)
 			got := runClient(t, ex[0], append(ex[1:], addr, "cam", "det", "256", "2")...)
 			if strings.Count(got, "status=OK") != 2 {
@@ -516,8 +547,34 @@ func TestHostileClientsLeaveVigServing(t *testing.T) {
 	}
 }
 
+// openFds counts this process's open file descriptors.
+func openFds(t *testing.T) int {
+	t.Helper()
+	es, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(es)
+}
+
+// settled waits until this process (vig in it) is back to at most fds open
+// files and goroutines goroutines: a session ended by its peer leaves nothing
+// behind. The wait is for vig to notice the peer's end (its watcher reads EOF);
+// it is bounded generously for qemu and a loaded machine, and asserts no time.
+func settled(t *testing.T, what string, fds, goroutines int) {
+	t.Helper()
+	var f, g int
+	for range 400 {
+		if f, g = openFds(t), runtime.NumGoroutine(); f <= fds && g <= goroutines {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Errorf("after %s: %d open fds (before: %d), %d goroutines (before: %d)", what, f, fds, g, goroutines)
+}
+
 // The C example cross-compiled for arm64 (static) and run under qemu-aarch64
-// against vig: the header's atomics, futex calls and layout hold on arm64.
+// against vig: the header's atomics, doorbells and layout hold on arm64.
 func TestCClientArm64(t *testing.T) {
 	if runtime.GOARCH == "arm64" {
 		t.Skip("this test binary is arm64 (native: TestCClientMatchesGo runs the arm64 C client; under qemu-user: the amd64 run of this test does)")
@@ -577,7 +634,7 @@ func startEchoRing(b *testing.B, spin shmring.Spin) string {
 // BenchmarkClientHandoff is the round trip from submit to result, per client
 // library, at 64 B and 6.2 MB, against an echo ring (startEchoRing); filling
 // the frame is not counted. adaptive: both sides spin for the adaptive window,
-// then sleep on the futex (the default); spin: both sides poll without sleeping
+// then sleep on their doorbells (the default); spin: both sides poll without sleeping
 // (the floor of the hand-off; burns a core per side). The C and Python examples
 // time themselves with --bench; the figures are the mean (µs/roundtrip) and the
 // median (µs-p50).
@@ -711,5 +768,73 @@ func TestCClientTwoThreads(t *testing.T) {
 	got := runEnv(t, []string{"TSAN_OPTIONS=halt_on_error=1 exitcode=66"}, bin, addr, "300")
 	if got != "answered=300\n" {
 		t.Errorf("two-thread client said %q, want answered=300", got)
+	}
+}
+
+// Calls that cannot succeed fail at once, saying what to do, in C, in C built
+// as C++17 (-Wall -Wextra -pedantic -Werror) and in Python: next without a
+// timeout and nothing outstanding, loan while this process holds every slot,
+// bad arguments (Python: vigring.Error subclasses only, submit(None, length>0)
+// refused, stale views failing), a timeout naming what it waited for, the
+// error text cleared by a success.
+func TestClientsFailFast(t *testing.T) {
+	addr, _ := startRingVig(t)
+	check := func(t *testing.T, out string) {
+		t.Helper()
+		if strings.Contains(out, "FAIL") || !strings.HasSuffix(out, "done\n") || strings.Count(out, "ok ") < 6 {
+			t.Errorf("misuse said\n%s", out)
+		}
+	}
+	t.Run("c", func(t *testing.T) {
+		check(t, runClient(t, buildC(t, needGCC(t), srcDir(t, "c", "testdata", "misuse.c")), addr))
+	})
+	t.Run("c++17", func(t *testing.T) {
+		cxx, err := exec.LookPath("g++")
+		if err != nil {
+			t.Skipf("g++ not installed (%v): apt-get install -y g++", err)
+		}
+		out := filepath.Join(t.TempDir(), "misuse-cxx")
+		if b, err := exec.Command(cxx, "-std=c++17", "-Wall", "-Wextra", "-pedantic", "-Werror", "-x", "c++", "-o", out, srcDir(t, "c", "testdata", "misuse.c")).CombinedOutput(); err != nil {
+			t.Fatalf("g++: %v\n%s", err, b)
+		}
+		check(t, runClient(t, out, addr))
+	})
+	t.Run("python", func(t *testing.T) {
+		out := runClient(t, needPython(t), srcDir(t, "python", "testdata", "misuse.py"), addr)
+		check(t, out)
+		if strings.Count(out, "ok ") < 15 {
+			t.Errorf("python misuse ran %d cases, want 15:\n%s", strings.Count(out, "ok "), out)
+		}
+	})
+}
+
+// buildCxx17 builds a C++17 source against vigring.hpp with every warning an
+// error, as a sensor author's build would.
+func buildCxx17(t *testing.T, src string) string {
+	t.Helper()
+	cxx, err := exec.LookPath("g++")
+	if err != nil {
+		t.Skipf("g++ not installed (%v): apt-get install -y g++", err)
+	}
+	out := filepath.Join(t.TempDir(), strings.TrimSuffix(filepath.Base(src), ".cpp")+"-cxx")
+	if b, err := exec.Command(cxx, "-std=c++17", "-Wall", "-Wextra", "-pedantic", "-Werror", "-o", out, src).CombinedOutput(); err != nil {
+		t.Fatalf("g++ -std=c++17 -Wall -Wextra -pedantic -Werror %s: %v\n%s", src, err, b)
+	}
+	return out
+}
+
+// The C++17 example (vigring.hpp: RAII loans and results, typed output views)
+// answers as the Go client does, and the header's errors and RAII hold: each
+// misuse fails at once with vig::error naming the fix, results release their
+// slots at scope end.
+func TestCxxClient(t *testing.T) {
+	addr, _ := startRingVig(t)
+	bin := buildCxx17(t, srcDir(t, "c", "example.cpp"))
+	sameAsGo(t, addr, func(stream, model string, size, n int) []string {
+		return []string{bin, addr, stream, model, strconv.Itoa(size), strconv.Itoa(n)}
+	})
+	out := runClient(t, buildCxx17(t, srcDir(t, "c", "testdata", "misuse.cpp")), addr)
+	if strings.Contains(out, "FAIL") || !strings.HasSuffix(out, "done\n") || strings.Count(out, "ok ") != 9 {
+		t.Errorf("C++ misuse said\n%s", out)
 	}
 }

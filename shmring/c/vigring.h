@@ -1,5 +1,5 @@
 /*
- * vigring.h: the sensor side of vig's shared-memory ring (ring ABI version 2),
+ * vigring.h: the sensor side of vig's shared-memory ring (ring ABI version 3),
  * in one header. C99 with GCC/Clang __atomic builtins; libc and Linux headers only.
  *
  * The byte layout, the handshake and the wait protocol are specified in
@@ -26,7 +26,7 @@
  *                          .capture_ns = vigring_now_ns(), .len = n};
  *     vigring_submit(&r, slot, &q, NULL);
  *     vigring_result res;
- *     vigring_next(&r, &res, -1);                    // spins briefly, then futex
+ *     vigring_next(&r, &res, -1);                    // spins briefly, then sleeps in poll
  *     for (int i = 0; i < res.ntensors; i++) {
  *         uint64_t len; const uint8_t *p = vigring_output(&r, &res, i, &len);
  *         // res.tensors[i].name, .datatype, .rank, .shape[]
@@ -38,7 +38,17 @@
  * at a time; the two groups may run on different threads (what they share is
  * atomic). release may be called from the thread that calls next. close must not
  * race any other call. vigring_error is the text of the last failure in either
- * group.
+ * group; a call that succeeds clears its group's text (so it is empty after a
+ * success when the other group has not failed since).
+ *
+ * Timeouts are milliseconds in every signature (timeout_ms; -1: no limit); a
+ * timeout's message says what was waited for. Calls that could never succeed
+ * fail at once instead of waiting: vigring_loan while this process holds every
+ * request slot on loan (VIGRING_EBUSY), vigring_next(-1) while no request
+ * awaits a result (VIGRING_EINVAL; a result thread started before the first
+ * submit passes a finite timeout). A failed submit keeps the loan (submit or
+ * unloan the slot). A non-OK result has no payload; releasing it is harmless.
+ * The default address (addr NULL or "") is VIGRING_DEFAULT_ADDRESS, "@vig-ring".
  */
 #ifndef VIGRING_H
 #define VIGRING_H
@@ -51,7 +61,8 @@ extern "C" {
 #endif
 
 /* ABI constants (shmring/doc.go). */
-#define VIGRING_VERSION 2u
+#define VIGRING_VERSION 3u
+#define VIGRING_DEFAULT_ADDRESS "@vig-ring" /* vigring_connect's address when NULL or "" (vig's too) */
 #define VIGRING_MAX_SLOTS 1024u
 #define VIGRING_MAX_DESCRIPTORS 4096u
 #define VIGRING_MAX_STREAM 56
@@ -153,6 +164,9 @@ typedef struct vigring_result {
 
 typedef struct vigring {
 	int sock, fd;
+	/* The doorbells vig handed over (eventfds): request ready (we ring it),
+	 * request space and response ready (vig rings them, we wait). */
+	int bell[3];
 	uint8_t *mem;
 	vigring_layout lay;
 	enum vigring_backend backend;
@@ -169,7 +183,9 @@ typedef struct vigring {
 	uint8_t held[VIGRING_MAX_SLOTS];
 	uint8_t desc_out[4096]; /* the request being encoded (loan/submit's) */
 	uint8_t desc_in[4096];  /* private copy of the response being decoded (next's) */
-	char err[320];
+	char err[320];      /* the last failure of connect/loan/submit/unloan/close */
+	char err_next[320]; /* the last failure of next (the other thread group) */
+	int err_last;       /* which of the two vigring_error shows: __atomic only */
 } vigring;
 
 int vigring_compute_layout(const vigring_config *cfg, vigring_layout *out, char *err, size_t errlen);
@@ -203,7 +219,6 @@ int64_t vigring_now_ns(void);
 #endif
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/futex.h>
 #include <poll.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -236,8 +251,8 @@ int64_t vigring_now_ns(void);
 /* Offsets of shmring/doc.go. */
 enum {
 	VR_HEADER = 4096, VR_DESC = 4096, VR_LINE = 128, VR_PAGE = 4096,
-	VR_HEAD = 0, VR_TAIL = 128, VR_READY_SEQ = 256, VR_READY_WAITERS = 260,
-	VR_SPACE_SEQ = 384, VR_SPACE_WAITERS = 388, VR_STATES = 512,
+	VR_HEAD = 0, VR_TAIL = 128, VR_READY_WAITERS = 260, VR_SPACE_WAITERS = 388, VR_STATES = 512,
+	VR_BELL_REQ_READY = 0, VR_BELL_REQ_SPACE = 1, VR_BELL_RESP_READY = 2,
 	D_TAG = 0, D_FRAME = 8, D_CAPTURE = 16, D_SLOT = 24, D_STATUS = 28, D_POFF = 32,
 	D_PLEN = 40, D_STREAMLEN = 48, D_MODELLEN = 49, D_NTENSORS = 50, D_MSGLEN = 51,
 	D_FLAGS = 52, D_STREAM = 56, D_MODEL = 112, D_MESSAGE = 176, D_TENSORS = 256,
@@ -250,13 +265,26 @@ enum {
 #define VR_REPLY_MAGIC 0x5945524748474956ull /* "VIGHGREY" */
 #define VR_MAX_SLOT_SIZE (1ull << 30)
 
+/* Each thread group writes only its own error text (vr_group says which the
+ * calling thread is in: set by the public calls), so that the two groups never
+ * write the same bytes; vigring_error shows the last one written, and a call's
+ * success clears its group's text. */
+static __thread int vr_group;
+
 static int vr_fail(vigring *r, int code, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(r->err, sizeof r->err, fmt, ap);
+	vsnprintf(vr_group ? r->err_next : r->err, sizeof r->err, fmt, ap);
 	va_end(ap);
+	__atomic_store_n(&r->err_last, vr_group, __ATOMIC_SEQ_CST);
 	return code;
+}
+
+/* vr_ok clears the calling group's error text after a success. */
+static void vr_ok(vigring *r)
+{
+	(vr_group ? r->err_next : r->err)[0] = 0;
 }
 
 /* Little-endian accessors on private bytes. */
@@ -282,7 +310,7 @@ int64_t vigring_now_ns(void)
 
 uint64_t vigring_slot_size(const vigring *r) { return r->lay.rings[0].slot_size; }
 int vigring_outstanding(const vigring *r) { return __atomic_load_n(&r->outstanding, __ATOMIC_SEQ_CST); }
-const char *vigring_error(const vigring *r) { return r->err; }
+const char *vigring_error(const vigring *r) { return __atomic_load_n(&r->err_last, __ATOMIC_SEQ_CST) ? r->err_next : r->err; }
 
 const char *vigring_status_name(uint32_t s)
 {
@@ -446,6 +474,9 @@ static int vr_handshake(vigring *r, const char *addr, int timeout_ms)
 	struct iovec iov;
 	struct msghdr mh;
 	union { struct cmsghdr h; char buf[CMSG_SPACE(sizeof(int))]; } cm;
+	union { struct cmsghdr h; char buf[CMSG_SPACE(4 * sizeof(int))]; } cm_in;
+	struct cmsghdr *c;
+	int fds[4], nfds = 0, i;
 	struct timeval tv;
 	ssize_t got;
 	uint32_t version, status;
@@ -491,9 +522,34 @@ static int vr_handshake(vigring *r, const char *addr, int timeout_ms)
 	if (sendmsg(r->sock, &mh, MSG_NOSIGNAL) != (ssize_t)sizeof hello)
 		return vr_fail(r, VIGRING_ESYS, "vigring: hello to %s: %s", addr, strerror(errno));
 
-	got = recv(r->sock, reply, sizeof reply, 0);
+	iov.iov_base = reply;
+	iov.iov_len = sizeof reply;
+	memset(&mh, 0, sizeof mh);
+	memset(&cm_in, 0, sizeof cm_in);
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	mh.msg_control = cm_in.buf;
+	mh.msg_controllen = sizeof cm_in.buf;
+	got = recvmsg(r->sock, &mh, MSG_CMSG_CLOEXEC);
 	if (got < 0)
 		return vr_fail(r, VIGRING_ESYS, "vigring: handshake reply from %s: %s", addr, strerror(errno));
+	for (c = CMSG_FIRSTHDR(&mh); c != NULL; c = CMSG_NXTHDR(&mh, c)) {
+		size_t k, nk;
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		nk = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (k = 0; k < nk && nfds < 4; k++)
+			memcpy(&fds[nfds++], CMSG_DATA(c) + k * sizeof(int), sizeof(int));
+	}
+	/* The doorbells are ours to close whatever the answer; kept only when it
+	 * is an acceptance carrying exactly three. */
+	if (nfds == 3 && got >= 16 && vr_u32(reply + 12) == 0 && vr_u32(reply + 8) == VIGRING_VERSION && !(mh.msg_flags & MSG_CTRUNC)) {
+		for (i = 0; i < 3; i++)
+			r->bell[i] = fds[i];
+		nfds = 0;
+	}
+	for (i = 0; i < nfds; i++)
+		close(fds[i]);
 	if (got < 16 || got > 256 || vr_u64(reply) != VR_REPLY_MAGIC)
 		return vr_fail(r, VIGRING_EREFUSED, "vigring: %s answered the hello with %zd bytes that are not a ring handshake reply", addr, got);
 	version = vr_u32(reply + 8);
@@ -503,6 +559,8 @@ static int vr_handshake(vigring *r, const char *addr, int timeout_ms)
 		return vr_fail(r, VIGRING_EREFUSED, "vigring: vig (ring ABI version %u, this client %u) refused the session (%s): %.*s",
 		               version, VIGRING_VERSION, status < 6 ? names[status] : "unknown status", (int)(got - 16), (const char *)reply + 16);
 	}
+	if (r->bell[2] < 0)
+		return vr_fail(r, VIGRING_EREFUSED, "vigring: %s accepted the session without its three doorbells (eventfds): not a ring ABI version 3 vig", addr);
 	/* The socket stays open as the liveness signal; nothing more is read. */
 	tv.tv_sec = 0;
 	tv.tv_usec = 0;
@@ -516,9 +574,11 @@ int vigring_connect(vigring *r, const char *addr, const vigring_config *cfg)
 	vigring_config c;
 	int rc;
 	const vigring_ring_layout *rl;
+	vr_group = 0;
 
 	memset(r, 0, sizeof *r);
 	r->sock = r->fd = -1;
+	r->bell[0] = r->bell[1] = r->bell[2] = -1;
 	VR_STORE(&r->closed, 1);
 	c = cfg ? *cfg : def;
 	if (c.backend == 0)
@@ -526,7 +586,7 @@ int vigring_connect(vigring *r, const char *addr, const vigring_config *cfg)
 	if (c.backend != VIGRING_MEMFD && c.backend != VIGRING_SHM && c.backend != VIGRING_SHM_KEY)
 		return vr_fail(r, VIGRING_EINVAL, "vigring: backend %d: want VIGRING_MEMFD, VIGRING_SHM or VIGRING_SHM_KEY", (int)c.backend);
 	if (addr == NULL || addr[0] == 0)
-		addr = "@vig.shmring";
+		addr = VIGRING_DEFAULT_ADDRESS;
 	r->backend = c.backend;
 	r->spin = c.spin;
 	if ((rc = vigring_compute_layout(&c, &r->lay, r->err, sizeof r->err)) != 0)
@@ -547,15 +607,14 @@ int vigring_connect(vigring *r, const char *addr, const vigring_config *cfg)
 	 * answer is sure to find a response descriptor and a payload slot. */
 	r->max_outstanding = (int)(rl->descriptors < rl->slots ? rl->descriptors : rl->slots);
 	VR_STORE(&r->closed, 0);
+	vr_ok(r);
 	return 0;
 }
 
 void vigring_close(vigring *r)
 {
+	int i;
 	if (r->mem) {
-		/* Wake our own sleepers whatever the waiters words say. */
-		__atomic_add_fetch(vr_w32(r, r->lay.rings[1].ring_off + VR_READY_SEQ), 1u, __ATOMIC_SEQ_CST);
-		__atomic_add_fetch(vr_w32(r, r->lay.rings[0].ring_off + VR_SPACE_SEQ), 1u, __ATOMIC_SEQ_CST);
 		munmap(r->mem, (size_t)r->lay.region_size);
 		r->mem = NULL;
 	}
@@ -569,6 +628,11 @@ void vigring_close(vigring *r)
 		close(r->sock);
 	if (r->fd >= 0)
 		close(r->fd);
+	for (i = 0; i < 3; i++) {
+		if (r->bell[i] >= 0)
+			close(r->bell[i]);
+		r->bell[i] = -1;
+	}
 	r->sock = r->fd = -1;
 	VR_STORE(&r->closed, 1);
 }
@@ -594,21 +658,28 @@ static int vr_alive(vigring *r)
 	return 1;
 }
 
-static void vr_wake(uint32_t *seq, uint32_t *waiters)
+/* vr_wake rings a doorbell of vig's, only when vig has announced a sleeper.
+ * The counter was published first; both are seq_cst, so either vig's re-check
+ * sees the counter or we see its waiters word. */
+static void vr_wake(vigring *r, int bell, uint32_t *waiters)
 {
+	uint64_t one = 1;
+	ssize_t n;
 	if (VR_LOAD(waiters) == 0)
 		return; /* nobody sleeps: a busy ring costs no syscall */
-	VR_ADD(seq, 1u);
-	syscall(SYS_futex, seq, FUTEX_WAKE, 1 << 30, NULL, NULL, 0);
+	n = write(r->bell[bell], &one, sizeof one); /* EAGAIN: counter full, readable already */
+	(void)n;
 }
 
 /* Conditions for vr_await: 1 met, 0 not yet, <0 an error code. */
 typedef int (*vr_cond)(vigring *r, void *arg);
 
 /* vr_await spins for an adaptive window (2-64 us, following the waits it has
- * seen, as vig's Go side), then sleeps on the futex word seq, announced in
- * waiters. Sleeps are bounded (50 ms) so that the liveness socket is polled. */
-static int vr_await(vigring *r, int which, uint32_t *seq, uint32_t *waiters, vr_cond cond, void *arg, int timeout_ms)
+ * seen, as vig's Go side), then announces itself in waiters and sleeps in
+ * poll on its doorbell (an eventfd vig rings) and the session socket (vig
+ * closing it ends the session) together, until the timeout (milliseconds; -1
+ * none). what names the wait in the timeout's message. */
+static int vr_await(vigring *r, int which, int bell, uint32_t *waiters, vr_cond cond, void *arg, int timeout_ms, const char *what)
 {
 	int64_t start = vigring_now_ns(), deadline = timeout_ms < 0 ? INT64_MAX : start + (int64_t)timeout_ms * 1000000;
 	int64_t *window = &r->window_ns[which];
@@ -634,7 +705,7 @@ static int vr_await(vigring *r, int which, uint32_t *seq, uint32_t *waiters, vr_
 				if (r->spin == 0 && now - start > *window)
 					break;
 				if (now > deadline)
-					return vr_fail(r, VIGRING_ETIMEOUT, "vigring: no result within %d ms", timeout_ms);
+					return vr_fail(r, VIGRING_ETIMEOUT, "vigring: no %s within %d ms", what, timeout_ms);
 				if (i % 4096 == 0 && !vr_alive(r))
 					return vr_fail(r, VIGRING_ECLOSED, "vigring: vig closed the session");
 			}
@@ -642,25 +713,35 @@ static int vr_await(vigring *r, int which, uint32_t *seq, uint32_t *waiters, vr_
 	}
 	VR_ADD(waiters, 1u);
 	for (;;) {
-		uint32_t v = VR_LOAD(seq);
-		struct timespec ts = {0, 50 * 1000000};
+		struct pollfd p[2];
 		int64_t now;
+		int ms;
 		if ((rc = cond(r, arg)) != 0)
 			break;
-		if (!vr_alive(r)) {
+		if (VR_LOAD(&r->closed)) {
 			rc = vr_fail(r, VIGRING_ECLOSED, "vigring: vig closed the session");
 			break;
 		}
 		now = vigring_now_ns();
 		if (now > deadline) {
-			rc = vr_fail(r, VIGRING_ETIMEOUT, "vigring: nothing within %d ms", timeout_ms);
+			rc = vr_fail(r, VIGRING_ETIMEOUT, "vigring: no %s within %d ms", what, timeout_ms);
 			break;
 		}
-		if (deadline - now < 50 * 1000000)
-			ts.tv_nsec = (long)(deadline - now);
-		/* Shared futex (no FUTEX_PRIVATE_FLAG): vig sleeps and wakes on the
-		 * same word from another process. EAGAIN/EINTR/ETIMEDOUT: re-check. */
-		syscall(SYS_futex, seq, FUTEX_WAIT, v, &ts, NULL, 0);
+		ms = deadline == INT64_MAX ? -1 : (int)((deadline - now + 999999) / 1000000);
+		p[0].fd = r->bell[bell];
+		p[0].events = POLLIN;
+		p[0].revents = 0;
+		p[1].fd = r->sock;
+		p[1].events = POLLIN;
+		p[1].revents = 0;
+		if (poll(p, 2, ms) > 0 && (p[0].revents & POLLIN)) {
+			uint64_t v;
+			ssize_t n = read(r->bell[bell], &v, sizeof v); /* resets it; EAGAIN: nothing */
+			(void)n;
+		}
+		if (p[1].revents)
+			vr_alive(r); /* vig hung up (or wrote, which it never does): closed is set */
+		/* EINTR, a ring, the socket, the timeout: re-check all of them. */
 	}
 	VR_ADD(waiters, (uint32_t)-1);
 	if (rc > 0 && r->spin == 0) {
@@ -698,15 +779,21 @@ static int vr_try_loan(vigring *r, void *arg)
 int vigring_loan(vigring *r, uint32_t *slot, uint8_t **buf, int timeout_ms)
 {
 	const vigring_ring_layout *l = &r->lay.rings[0];
-	uint32_t s = VIGRING_NO_SLOT;
+	uint32_t s = VIGRING_NO_SLOT, i, mine = 0;
 	int rc;
+	vr_group = 0;
 	if (VR_LOAD(&r->closed) || r->mem == NULL)
 		return vr_fail(r, VIGRING_ECLOSED, "vigring: the session is closed");
-	rc = vr_await(r, 0, vr_w32(r, l->ring_off + VR_SPACE_SEQ), vr_w32(r, l->ring_off + VR_SPACE_WAITERS), vr_try_loan, &s, timeout_ms);
+	for (i = 0; i < l->slots; i++)
+		mine += r->loaned[i];
+	if (mine == l->slots) /* only our own submit or unloan could free one: waiting would never end */
+		return vr_fail(r, VIGRING_EBUSY, "vigring: this process holds all %u request slots on loan: submit or unloan one before loaning another", l->slots);
+	rc = vr_await(r, 0, VR_BELL_REQ_SPACE, vr_w32(r, l->ring_off + VR_SPACE_WAITERS), vr_try_loan, &s, timeout_ms, "free request slot");
 	if (rc != 0)
 		return rc;
 	*slot = s;
 	*buf = r->mem + l->arena_off + (uint64_t)s * l->slot_size;
+	vr_ok(r);
 	return 0;
 }
 
@@ -750,6 +837,7 @@ int vigring_submit(vigring *r, uint32_t slot, const vigring_request *q, uint64_t
 	const vigring_ring_layout *l = &r->lay.rings[0];
 	uint8_t *d = r->desc_out;
 	int n, i, j, rc;
+	vr_group = 0;
 	if (VR_LOAD(&r->closed) || r->mem == NULL)
 		return vr_fail(r, VIGRING_ECLOSED, "vigring: the session is closed");
 	if (vigring_outstanding(r) >= r->max_outstanding)
@@ -798,7 +886,7 @@ int vigring_submit(vigring *r, uint32_t slot, const vigring_request *q, uint64_t
 			vr_put64(tb + T_SHAPE + 8 * j, (uint64_t)t->shape[j]);
 		}
 	}
-	rc = vr_await(r, 0, vr_w32(r, l->ring_off + VR_SPACE_SEQ), vr_w32(r, l->ring_off + VR_SPACE_WAITERS), vr_space, NULL, -1);
+	rc = vr_await(r, 0, VR_BELL_REQ_SPACE, vr_w32(r, l->ring_off + VR_SPACE_WAITERS), vr_space, NULL, -1, "free request descriptor");
 	if (rc != 0)
 		return rc;
 	memcpy(r->mem + l->desc_off + (r->req_head & (l->descriptors - 1)) * VR_DESC, d, VR_DESC);
@@ -808,9 +896,10 @@ int vigring_submit(vigring *r, uint32_t slot, const vigring_request *q, uint64_t
 	r->next_tag++;
 	VR_ADD(&r->outstanding, 1);
 	VR_STORE(vr_w64(r, l->ring_off + VR_HEAD), r->req_head); /* publishes the descriptor */
-	vr_wake(vr_w32(r, l->ring_off + VR_READY_SEQ), vr_w32(r, l->ring_off + VR_READY_WAITERS));
+	vr_wake(r, VR_BELL_REQ_READY, vr_w32(r, l->ring_off + VR_READY_WAITERS));
 	if (tag)
 		*tag = r->next_tag;
+	vr_ok(r);
 	return 0;
 }
 
@@ -938,8 +1027,7 @@ static int vr_try_next(vigring *r, void *arg)
 		/* Copy out before decoding: the shared bytes may change at any time. */
 		memcpy(r->desc_in, r->mem + l->desc_off + (r->resp_tail & (l->descriptors - 1)) * VR_DESC, VR_DESC);
 		r->resp_tail++;
-		VR_STORE(vr_w64(r, l->ring_off + VR_TAIL), r->resp_tail);
-		vr_wake(vr_w32(r, l->ring_off + VR_SPACE_SEQ), vr_w32(r, l->ring_off + VR_SPACE_WAITERS));
+		VR_STORE(vr_w64(r, l->ring_off + VR_TAIL), r->resp_tail); /* vig never waits for room here: no bell */
 		if (vigring_outstanding(r) > 0)
 			VR_ADD(&r->outstanding, -1);
 		if (vr_decode(r, res) == 0)
@@ -949,7 +1037,6 @@ static int vr_try_next(vigring *r, void *arg)
 		r->skipped++;
 		if (res->slot < l->slots && !r->held[res->slot]) {
 			VR_STORE(vr_w32(r, l->ring_off + VR_STATES + 4ull * res->slot), 0u);
-			vr_wake(vr_w32(r, l->ring_off + VR_SPACE_SEQ), vr_w32(r, l->ring_off + VR_SPACE_WAITERS));
 		}
 	}
 }
@@ -957,9 +1044,16 @@ static int vr_try_next(vigring *r, void *arg)
 int vigring_next(vigring *r, vigring_result *res, int timeout_ms)
 {
 	const vigring_ring_layout *l = &r->lay.rings[1];
+	int rc;
+	vr_group = 1;
 	if (VR_LOAD(&r->closed) || r->mem == NULL)
 		return vr_fail(r, VIGRING_ECLOSED, "vigring: the session is closed");
-	return vr_await(r, 1, vr_w32(r, l->ring_off + VR_READY_SEQ), vr_w32(r, l->ring_off + VR_READY_WAITERS), vr_try_next, res, timeout_ms);
+	if (timeout_ms < 0 && vigring_outstanding(r) == 0)
+		return vr_fail(r, VIGRING_EINVAL, "vigring: vigring_next without a timeout while no request awaits a result would wait forever: submit first (or pass a timeout)");
+	rc = vr_await(r, 1, VR_BELL_RESP_READY, vr_w32(r, l->ring_off + VR_READY_WAITERS), vr_try_next, res, timeout_ms, "result");
+	if (rc == 0)
+		vr_ok(r);
+	return rc;
 }
 
 const uint8_t *vigring_output(const vigring *r, const vigring_result *res, int i, uint64_t *len)
@@ -985,8 +1079,7 @@ void vigring_release(vigring *r, vigring_result *res)
 	if (r->mem == NULL || s >= l->slots || !r->held[s])
 		return; /* a double release cannot free a slot vig has loaned again */
 	r->held[s] = 0;
-	VR_STORE(vr_w32(r, l->ring_off + VR_STATES + 4ull * s), 0u);
-	vr_wake(vr_w32(r, l->ring_off + VR_SPACE_SEQ), vr_w32(r, l->ring_off + VR_SPACE_WAITERS));
+	VR_STORE(vr_w32(r, l->ring_off + VR_STATES + 4ull * s), 0u); /* vig never waits for it: no bell */
 }
 
 #endif /* VIGRING_IMPLEMENTATION_DONE */

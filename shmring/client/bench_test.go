@@ -32,7 +32,7 @@ var benchConfig = shmring.Config{
 // releases it. ns/handoff is half the round trip: the one-way hand-off cost.
 // Nothing is copied, so it should not grow with the frame size.
 //
-// "spin" never sleeps (both sides poll); "parked" always sleeps on the futex
+// "spin" never sleeps (both sides poll); "parked" always sleeps on the doorbell
 // (every message is a wake-up); "adaptive" is the default a deployment uses.
 func BenchmarkHandoff(b *testing.B) {
 	for _, mode := range []struct {
@@ -68,7 +68,7 @@ func benchHandoff(b *testing.B, spin shmring.Spin, n int) {
 	var r Result
 	b.ReportAllocs()
 	b.SetBytes(int64(n))
-	w0, k0 := shmring.FutexCalls()
+	w0, k0 := shmring.DoorbellCalls()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		f, err := c.Loan()
@@ -87,11 +87,11 @@ func benchHandoff(b *testing.B, spin shmring.Spin, n int) {
 		c.Release(&r)
 	}
 	b.StopTimer()
-	w1, k1 := shmring.FutexCalls()
+	w1, k1 := shmring.DoorbellCalls()
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/2, "ns/handoff")
-	// Both ends run in this process, so this is the futex cost of a round
+	// Both ends run in this process, so this is the doorbell cost (waits + rings) of a round
 	// trip for vig and the sensor together.
-	b.ReportMetric(float64(w1-w0+k1-k0)/float64(b.N), "futex/roundtrip")
+	b.ReportMetric(float64(w1-w0+k1-k0)/float64(b.N), "doorbell/roundtrip")
 }
 
 // BenchmarkUnixSocket is the baseline: the same exchange over a Unix stream
@@ -160,7 +160,7 @@ func benchUnixSocket(b *testing.B, n int) {
 
 // BenchmarkStream is steady load: the sensor keeps four frames in flight,
 // submitting a new one as each result arrives, so vig always finds work
-// queued. futex/msg is the number of futex syscalls per message, both sides
+// queued. doorbell/msg is the number of doorbell waits and rings per message, both sides
 // together; with the adaptive wait it should be near zero.
 func BenchmarkStream(b *testing.B) {
 	for _, mode := range []struct {
@@ -206,7 +206,7 @@ func benchStream(b *testing.B, spin shmring.Spin, n int) {
 	}
 	b.ReportAllocs()
 	b.SetBytes(int64(n))
-	w0, k0 := shmring.FutexCalls()
+	w0, k0 := shmring.DoorbellCalls()
 	b.ResetTimer()
 	sent := 0
 	for ; sent < min(depth, b.N); sent++ {
@@ -223,6 +223,6 @@ func benchStream(b *testing.B, spin shmring.Spin, n int) {
 		}
 	}
 	b.StopTimer()
-	w1, k1 := shmring.FutexCalls()
-	b.ReportMetric(float64(w1-w0+k1-k0)/float64(b.N), "futex/msg")
+	w1, k1 := shmring.DoorbellCalls()
+	b.ReportMetric(float64(w1-w0+k1-k0)/float64(b.N), "doorbell/msg")
 }

@@ -38,7 +38,7 @@ type Options struct {
 	// by reference: the frame is then read in place by the backend and crosses
 	// no socket (vig logs which path the session takes).
 	Backend shmring.Backend
-	// Spin is how Loan and Next spin before sleeping on the futex.
+	// Spin is how Loan and Next spin before sleeping on their doorbells.
 	Spin shmring.Spin
 	// Timeout bounds the handshake (2 s by default).
 	Timeout time.Duration

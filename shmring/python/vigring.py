@@ -1,7 +1,8 @@
-"""vigring: the sensor side of vig's shared-memory ring (ring ABI version 2).
+"""vigring: the sensor side of vig's shared-memory ring (ring ABI version 3).
 
-Pure standard library (Python 3.9+, Linux): socket.send_fds, mmap, struct,
-os.memfd_create and fcntl seals, ctypes for the futex syscall. The byte
+Pure standard library (Python 3.9+, Linux): socket.send_fds/recv_fds, mmap,
+struct, os.memfd_create and fcntl seals, select.poll on the eventfd doorbells
+vig hands over, ctypes for the atomics. The byte
 layout, the handshake and the wait protocol are specified in shmring/doc.go;
 this module follows it field for field. vig is the peer and is trusted no more
 than vig trusts us: every index, offset and length read from the shared mapping
@@ -13,7 +14,7 @@ is bounds-checked, and descriptors are copied out before they are decoded.
         slot.buf[:n] = frame_bytes           # or: capture straight into slot.buf
         ring.submit(slot, model="det", stream="cam", frame=seq,
                     capture_ns=time.monotonic_ns(), length=n)
-        res = ring.next()                    # spins briefly, then futex
+        res = ring.next()                    # spins briefly, then sleeps in poll
         for out in res.outputs:              # name, datatype, shape, data
             use(out.name, out.shape, out.data)   # data: a memoryview, in place
         ring.release(res)                    # the result's slot goes back
@@ -24,12 +25,13 @@ the same bytes (np.frombuffer), e.g. cv2.cvtColor(src, code, dst=slot.array(
 np.uint8, (h, w, 3))). NumPy is optional.
 
 Atomics: Python has no atomic instructions. The read-modify-writes of shared
-words (waiters counts, futex sequence words) and the full barriers the protocol
+words (the waiters counts) and the full barriers the protocol
 needs between a store and a later load ("publish head, then look at the waiters
 word") come from libatomic (GCC's runtime: atomic_thread_fence and
 __atomic_fetch_add_4, seq_cst) when it is installed, and from the kernel
-otherwise (FUTEX_WAKE_OP with FUTEX_OP_ADD is a fully ordered atomic add); a
-wake-up bumps and wakes in one FUTEX_WAKE_OP. Plain 8-byte loads and stores of
+otherwise (FUTEX_WAKE_OP with FUTEX_OP_ADD is a fully ordered atomic add, used
+here for the add alone: nobody sleeps on a futex since ABI version 3). Plain
+8-byte loads and stores of
 aligned words are single accesses (ctypes reads and writes them whole).
 """
 
@@ -45,7 +47,7 @@ import struct
 import threading
 import time
 
-VERSION = 2
+VERSION = 3
 NO_SLOT = 0xFFFFFFFF
 MAX_SLOTS = 1024
 MAX_DESCRIPTORS = 4096
@@ -58,8 +60,11 @@ _HEADER, _DESC, _LINE, _PAGE = 4096, 4096, 128, 4096
 _MAGIC = 0x31474E4952474956  # "VIGRING1"
 _HELLO_MAGIC = 0x4F4C4C4548474956  # "VIGHELLO"
 _REPLY_MAGIC = 0x5945524748474956  # "VIGHGREY"
-_HEAD, _TAIL, _READY_SEQ, _READY_WAITERS = 0, 128, 256, 260
-_SPACE_SEQ, _SPACE_WAITERS, _STATES = 384, 388, 512
+_HEAD, _TAIL, _READY_WAITERS, _SPACE_WAITERS, _STATES = 0, 128, 260, 388, 512
+# The doorbells of the accepted reply, in order: request ready (we ring it),
+# request space and response ready (vig rings them; we wait).
+_BELL_REQ_READY, _BELL_REQ_SPACE, _BELL_RESP_READY = 0, 1, 2
+_ONE = struct.pack("<Q", 1)
 _D_RESERVED, _T_SIZE, _D_TENSORS = 3328, 192, 256
 # Descriptor fields up to the names: tag, frame, capture, slot, status,
 # payload off, payload len, stream len, model len, tensor count, message len, flags.
@@ -99,14 +104,19 @@ class Refused(Error):
 
 
 class Timeout(Error):
-    """A wait's timeout passed."""
+    """A wait's timeout passed; the message says what was waited for."""
+
+
+class InvalidArgument(Error, ValueError):
+    """A call's argument is wrong (the message says which): nothing was done.
+    Also a ValueError, as the arguments' checks raised before."""
 
 
 class Busy(Error):
     """As many requests await results as the response ring holds: call next() first."""
 
 
-# --- futex and atomics -------------------------------------------------------
+# --- atomics (in the kernel via futex, or libatomic) --------------------------
 
 _SYS_FUTEX = {"x86_64": 202, "aarch64": 98, "arm64": 98}.get(platform.machine())
 _FUTEX_WAIT, _FUTEX_WAKE, _FUTEX_WAKE_OP, _FUTEX_PRIVATE = 0, 1, 5, 128
@@ -183,13 +193,6 @@ def _order_fence():
         _full_fence()
 
 
-def _futex_wait(addr, val, timeout_s):
-    ts = _Timespec(int(timeout_s), int((timeout_s % 1) * 1e9))
-    sval = val - (1 << 32) if val >= 1 << 31 else val  # the kernel compares 32 bits
-    _syscall(_SYS_FUTEX, addr, _FUTEX_WAIT, sval, ctypes.byref(ts), None, 0)
-    # EAGAIN (changed), EINTR, ETIMEDOUT: the caller re-checks its condition.
-
-
 # --- layout ------------------------------------------------------------------
 
 def _align(n, a):
@@ -208,11 +211,11 @@ class Layout:
         off = _HEADER
         for i, (d, s, ss) in enumerate((requests, responses)):
             if d < 2 or d > MAX_DESCRIPTORS or d & (d - 1):
-                raise ValueError("ring %d: descriptor count %d: want a power of two in [2, %d]" % (i, d, MAX_DESCRIPTORS))
+                raise InvalidArgument("ring %d: descriptor count %d: want a power of two in [2, %d]" % (i, d, MAX_DESCRIPTORS))
             if s < 1 or s > MAX_SLOTS:
-                raise ValueError("ring %d: slot count %d: want [1, %d]" % (i, s, MAX_SLOTS))
+                raise InvalidArgument("ring %d: slot count %d: want [1, %d]" % (i, s, MAX_SLOTS))
             if ss <= 0 or ss > 1 << 30:
-                raise ValueError("ring %d: slot size %d: want 1 byte to 1 GiB" % (i, ss))
+                raise InvalidArgument("ring %d: slot size %d: want 1 byte to 1 GiB" % (i, ss))
             r = RingLayout()
             r.descriptors, r.slots, r.slot_size = d, s, _align(ss, _PAGE)
             r.ring_off = off
@@ -293,6 +296,32 @@ class Slot:
         return np.frombuffer(self.buf, dtype=dt, count=count, offset=offset).reshape(shape)
 
 
+def _drop_view(slot):
+    """Release a slot's view: vig owns the bytes now, and a write through a
+    stale view would race its read. Using slot.buf afterwards fails clearly
+    (ValueError: operation forbidden on released memoryview object)."""
+    if slot.buf is not None:
+        try:
+            slot.buf.release()
+        except BufferError:
+            pass  # a NumPy view (slot.array) still exports it; it stays usable, and stale
+
+
+def _drop_result_views(res):
+    """Release a result's views (its payload and each output's data)."""
+    for t in res.outputs:
+        if t.data is not None:
+            try:
+                t.data.release()
+            except BufferError:
+                pass  # a NumPy view of it is alive
+    if res.payload is not None:
+        try:
+            res.payload.release()
+        except BufferError:
+            pass
+
+
 def _numpy():
     try:
         import numpy
@@ -318,13 +347,17 @@ class Ring:
     from one thread at a time; the two groups may run on different threads (a
     capture loop and a result loop). close must not race any other call."""
 
-    def __init__(self, addr="@vig.shmring", requests=(16, 4, 8 << 20), responses=(16, 8, 64 << 10),
+    def __init__(self, addr="@vig-ring", requests=(16, 4, 8 << 20), responses=(16, 8, 64 << 10),
                  backend=MEMFD, spin=0, timeout=2.0):
         if _SYS_FUTEX is None:
-            raise Error("vigring: no futex syscall number for %s (amd64 and arm64 are supported)" % platform.machine())
+            raise Error("vigring: no futex syscall number (for the atomics) for %s (amd64 and arm64 are supported)" % platform.machine())
         self.layout = Layout(requests, responses)
         self.backend, self.spin = backend, spin
         self.key, self.sock, self.fd, self.mm, self._mv = "", None, -1, None, None
+        self._bells, self._polls = [], [None, None]
+        # Views handed out and not yet given back: close releases them, so a
+        # stale one fails instead of reading a mapping that is going away.
+        self._live_slots, self._live_results = {}, {}
         self.closed = True
         self._head = self._tail = self._tag = self._next_slot = 0
         self.outstanding, self.skipped = 0, 0
@@ -338,7 +371,7 @@ class Ring:
         self.max_outstanding = min(rl.descriptors, rl.slots)
         try:
             self._create()
-            self._handshake(addr or "@vig.shmring", timeout)
+            self._handshake(addr or "@vig-ring", timeout)
         except BaseException:
             self.close()
             raise
@@ -372,7 +405,7 @@ class Ring:
                 self.key = key
             os.ftruncate(self.fd, lay.region_size)
         else:
-            raise ValueError("vigring: backend %r: want MEMFD, SHM or SHM_KEY" % (self.backend,))
+            raise InvalidArgument("vigring: backend %r: want MEMFD, SHM or SHM_KEY" % (self.backend,))
         self.mm = mmap.mmap(self.fd, lay.region_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         self._mv = memoryview(self.mm)
         hdr = lay.header(1 if self.backend == MEMFD else 0)
@@ -389,12 +422,9 @@ class Ring:
         self._resp_head, self._resp_tail = u64(resp.ring_off + _HEAD), u64(resp.ring_off + _TAIL)
         self._req_states = (ctypes.c_uint32 * req.slots).from_address(a + req.ring_off + _STATES)
         self._resp_states = (ctypes.c_uint32 * resp.slots).from_address(a + resp.ring_off + _STATES)
-        self._req_ready = (a + req.ring_off + _READY_SEQ, u32(req.ring_off + _READY_WAITERS))
-        self._req_space = (a + req.ring_off + _SPACE_SEQ, u32(req.ring_off + _SPACE_WAITERS))
-        self._resp_ready = (a + resp.ring_off + _READY_SEQ, u32(resp.ring_off + _READY_WAITERS))
-        self._resp_space = (a + resp.ring_off + _SPACE_SEQ, u32(resp.ring_off + _SPACE_WAITERS))
-        self._req_space_seq = u32(req.ring_off + _SPACE_SEQ)
-        self._resp_ready_seq = u32(resp.ring_off + _READY_SEQ)
+        self._req_ready_waiters = u32(req.ring_off + _READY_WAITERS)
+        self._req_space_waiters = u32(req.ring_off + _SPACE_WAITERS)
+        self._resp_ready_waiters = u32(resp.ring_off + _READY_WAITERS)
 
     def _handshake(self, addr, timeout):
         name = "\0" + addr[1:] if addr.startswith("@") else addr
@@ -409,7 +439,12 @@ class Ring:
         struct.pack_into("<QIIQB", hello, 0, _HELLO_MAGIC, VERSION, self.backend, self.layout.region_size, len(key))
         hello[32:32 + len(key)] = key
         socket.send_fds(self.sock, [bytes(hello)], [self.fd])
-        reply = self.sock.recv(257)
+        reply, fds, flags, _ = socket.recv_fds(self.sock, 257, 4)
+        if len(reply) >= 16 and struct.unpack_from("<II", reply, 8) == (VERSION, 0) and len(fds) == 3 \
+                and not flags & socket.MSG_CTRUNC:
+            self._bells, fds = fds, []
+        for fd in fds:
+            os.close(fd)  # not an acceptance carrying three doorbells
         if len(reply) < 16 or len(reply) > 256 or struct.unpack_from("<Q", reply)[0] != _REPLY_MAGIC:
             raise Refused("vigring: %s answered the hello with %d bytes that are not a ring handshake reply" % (addr, len(reply)))
         version, status = struct.unpack_from("<II", reply, 8)
@@ -418,6 +453,16 @@ class Ring:
             raise Refused("vigring: vig (ring ABI version %d, this client %d) refused the session (%s): %s" % (
                 version, VERSION, names[status] if status < len(names) else "unknown status",
                 reply[16:].decode("utf-8", "replace")))
+        if len(self._bells) != 3:
+            raise Refused("vigring: %s accepted the session without its three doorbells (eventfds): not a ring ABI version 3 vig" % addr)
+        for fd in self._bells:
+            os.set_blocking(fd, False)
+        # One poll set per waiting thread group: its doorbell and the socket.
+        for which, bell in ((0, _BELL_REQ_SPACE), (1, _BELL_RESP_READY)):
+            p = select.poll()
+            p.register(self._bells[bell], select.POLLIN)
+            p.register(self.sock.fileno(), select.POLLIN)
+            self._polls[which] = p
         # The socket stays open as the liveness signal; nothing more is read.
         self.sock.setblocking(False)
 
@@ -437,10 +482,11 @@ class Ring:
                 self.closed = True
         return not self.closed
 
-    def _await(self, which, seq_addr, waiters, cond, timeout):
-        """Spin for an adaptive window (2-64 us, as vig's Go side), then sleep
-        on the futex word at seq_addr, announced in waiters. Sleeps are bounded
-        (50 ms) so that the liveness socket is polled."""
+    def _await(self, which, bell, waiters, cond, timeout, what):
+        """Spin for an adaptive window (2-64 us, as vig's Go side), then
+        announce the sleep in waiters and sleep in poll on the doorbell (an
+        eventfd vig rings) and the session socket together. timeout: seconds
+        (None: no limit); what names the wait in Timeout's message."""
         v = cond()
         if v is not None:
             return v
@@ -462,26 +508,32 @@ class Ring:
                     if self.spin == 0 and now - start > self._window[which]:
                         break
                     if deadline is not None and now > deadline:
-                        raise Timeout("vigring: nothing within %.3f s" % timeout)
+                        raise Timeout("vigring: no %s within %.3f s" % (what, timeout))
                     if i % 4096 == 0 and not self._alive():
                         raise Closed("vigring: vig closed the session")
         _add(ctypes.addressof(waiters), 1)
-        seq = ctypes.c_uint32.from_address(seq_addr)
+        fd, poller = self._bells[bell], self._polls[which]
         try:
             while True:
-                val = seq.value
                 v = cond()
                 if v is not None:
                     break
-                if not self._alive():
+                if self.closed:
                     raise Closed("vigring: vig closed the session")
-                wait = 0.05
+                ms = None
                 if deadline is not None:
                     left = deadline - time.monotonic()
                     if left <= 0:
-                        raise Timeout("vigring: nothing within %.3f s" % timeout)
-                    wait = min(wait, left)
-                _futex_wait(seq_addr, val, wait)
+                        raise Timeout("vigring: no %s within %.3f s" % (what, timeout))
+                    ms = max(1, int(left * 1000 + 0.999))
+                for f, ev in poller.poll(ms):
+                    if f == fd:
+                        try:
+                            os.read(fd, 8)  # resets the doorbell
+                        except BlockingIOError:
+                            pass
+                    else:
+                        self._alive()  # vig hung up: closed is set
         finally:
             if not self.closed or self.mm is not None:
                 _add(ctypes.addressof(waiters), -1)
@@ -491,10 +543,14 @@ class Ring:
             self._window[which] = min(max(2 * waited, 2e-6), 64e-6) if waited <= 64e-6 else max(w / 2, 2e-6)
         return v
 
-    def _wake(self, seq_addr, waiters):
+    def _wake(self, bell, waiters):
+        """Ring vig's doorbell, only when vig has announced a sleeper."""
         _full_fence()  # the store just made must be visible before waiters is read
         if waiters.value:
-            _atomic_add(seq_addr, 1, wake=1 << 30)
+            try:
+                os.write(self._bells[bell], _ONE)
+            except BlockingIOError:
+                pass  # the counter is full: the bell is readable already
 
     # -- requests
 
@@ -518,12 +574,18 @@ class Ring:
         return None
 
     def loan(self, timeout=None):
-        """Wait for a free request payload slot and return it (a Slot)."""
+        """Wait for a free request payload slot and return it (a Slot).
+        timeout: seconds (None: no limit). Raises Busy at once when this process
+        holds every request slot on loan (waiting would never end)."""
         self._check_open()
-        i = self._await(0, self._req_space[0], self._req_space[1], self._try_loan, timeout)
+        if all(self._loaned):
+            raise Busy("vigring: this process holds all %d request slots on loan: submit or unloan one before loaning another" % len(self._loaned))
+        i = self._await(0, _BELL_REQ_SPACE, self._req_space_waiters, self._try_loan, timeout, "free request slot")
         r = self.layout.rings[0]
         off = r.arena_off + i * r.slot_size
-        return Slot(i, self._mv[off:off + r.slot_size])
+        s = Slot(i, self._mv[off:off + r.slot_size])
+        self._live_slots[i] = s
+        return s
 
     def unloan(self, slot):
         """Give back a loaned slot that will not be submitted."""
@@ -531,7 +593,8 @@ class Ring:
         if self.mm is not None and 0 <= i < len(self._loaned) and self._loaned[i]:
             self._loaned[i] = 0
             self._req_states[i] = 0
-            slot.buf = None
+            _drop_view(slot)
+            self._live_slots.pop(i, None)
 
     def _space(self):
         self._check_open()
@@ -554,51 +617,67 @@ class Ring:
                 self.outstanding, self.max_outstanding))
         r = self.layout.rings[0]
         if slot is None:
+            if length:
+                raise InvalidArgument("vigring: submit(None, length=%r): a request without a slot has no payload; loan a slot for a frame" % (length,))
             idx, length = NO_SLOT, 0
+        elif not isinstance(slot, Slot):
+            raise InvalidArgument("vigring: submit's slot is a %s: want a Slot from loan() or None" % type(slot).__name__)
         else:
             idx = slot.index
             if not (0 <= idx < r.slots and self._loaned[idx]):
-                raise ValueError("vigring: payload slot %d is not loaned" % idx)
+                raise InvalidArgument("vigring: payload slot %d is not loaned (already submitted or unloaned?): loan another" % idx)
             if length is None:
                 length = r.slot_size
-            if not 0 <= length <= r.slot_size:
-                raise ValueError("vigring: frame length %d outside the %d-byte slot" % (length, r.slot_size))
+            if not isinstance(length, int) or not 0 <= length <= r.slot_size:
+                raise InvalidArgument("vigring: frame length %d outside the %d-byte slot" % (length, r.slot_size))
+        for v, what in ((model, "model"), (stream, "stream")):
+            if not isinstance(v, str):
+                raise InvalidArgument("vigring: %s is a %s: want a str" % (what, type(v).__name__))
+        if not model:
+            raise InvalidArgument("vigring: model is empty: name the model to run")
+        for v, what in ((frame, "frame"), (capture_ns, "capture_ns")):
+            if not isinstance(v, int) or not 0 <= v < 1 << 63:
+                raise InvalidArgument("vigring: %s %r: want an int in [0, 2**63)" % (what, v))
         sb, mb = stream.encode(), model.encode()
         if len(sb) > MAX_STREAM:
-            raise ValueError("vigring: stream name %r is %d bytes, at most %d" % (stream, len(sb), MAX_STREAM))
+            raise InvalidArgument("vigring: stream name %r is %d bytes, at most %d" % (stream, len(sb), MAX_STREAM))
         if len(mb) > MAX_MODEL:
-            raise ValueError("vigring: model name %r is %d bytes, at most %d" % (model, len(mb), MAX_MODEL))
+            raise InvalidArgument("vigring: model name %r is %d bytes, at most %d" % (model, len(mb), MAX_MODEL))
         if len(tensors) > MAX_TENSORS:
-            raise ValueError("vigring: %d tensors, at most %d" % (len(tensors), MAX_TENSORS))
+            raise InvalidArgument("vigring: %d tensors, at most %d" % (len(tensors), MAX_TENSORS))
         d = bytearray(_DESC)
         _DHEAD.pack_into(d, 0, self._tag + 1, frame, capture_ns, idx, 0, 0, length, len(sb), len(mb), len(tensors), 0, 0)
         d[56:56 + len(sb)] = sb
         d[112:112 + len(mb)] = mb
         for k, t in enumerate(tensors):
+            if not isinstance(t, Tensor) or not isinstance(t.name, str) or not isinstance(t.datatype, str):
+                raise InvalidArgument("vigring: tensor %d is not a Tensor with str name and datatype" % k)
             nb, tb = t.name.encode(), t.datatype.encode()
             if len(nb) > MAX_NAME or len(tb) > MAX_DATATYPE or len(t.shape) > MAX_RANK:
-                raise ValueError("vigring: tensor %d: name ≤ %d bytes, datatype ≤ %d, rank ≤ %d" % (k, MAX_NAME, MAX_DATATYPE, MAX_RANK))
+                raise InvalidArgument("vigring: tensor %d: name ≤ %d bytes, datatype ≤ %d, rank ≤ %d" % (k, MAX_NAME, MAX_DATATYPE, MAX_RANK))
             if t.offset < 0 or t.length < 0 or t.offset + t.length > length:
-                raise ValueError("vigring: tensor %d bytes %d+%d outside the %d-byte frame" % (k, t.offset, t.length, length))
+                raise InvalidArgument("vigring: tensor %d bytes %d+%d outside the %d-byte frame" % (k, t.offset, t.length, length))
             if any(x < 0 for x in t.shape):
-                raise ValueError("vigring: tensor %d has a negative dimension %r" % (k, t.shape))
+                raise InvalidArgument("vigring: tensor %d has a negative dimension %r" % (k, t.shape))
             o = _D_TENSORS + _T_SIZE * k
             _THEAD.pack_into(d, o, t.offset, t.length, len(nb), len(tb), len(t.shape))
             d[o + 24:o + 24 + len(tb)] = tb
             d[o + 32:o + 32 + len(nb)] = nb
             _SHAPE.pack_into(d, o + 128, *(tuple(t.shape) + (0,) * (MAX_RANK - len(t.shape))))
-        self._await(0, self._req_space[0], self._req_space[1], self._space, None)
+        self._await(0, _BELL_REQ_SPACE, self._req_space_waiters, self._space, None, "free request descriptor")
         off = r.desc_off + (self._head & (r.descriptors - 1)) * _DESC
         self._mv[off:off + _DESC] = d
         if idx != NO_SLOT:
             self._loaned[idx] = 0  # vig owns it until it answers
+            _drop_view(slot)
+            self._live_slots.pop(idx, None)
         self._head += 1
         self._tag += 1
         with self._count:
             self.outstanding += 1
         _order_fence()  # the descriptor before the head that publishes it
         self._req_head.value = self._head
-        self._wake(*self._req_ready)
+        self._wake(_BELL_REQ_READY, self._req_ready_waiters)
         return self._tag
 
     # -- results
@@ -651,6 +730,7 @@ class Ring:
             res.payload = self._mv[base:base + plen]
             for t in tensors:
                 t.data = res.payload[t.offset:t.offset + t.length]
+            self._live_results[slot] = res
         else:
             for t in tensors:
                 t.data = memoryview(b"")
@@ -672,8 +752,7 @@ class Ring:
             off = r.desc_off + (self._tail & (r.descriptors - 1)) * _DESC
             d = bytes(self._mv[off:off + _DESC])  # copy out: the shared bytes may change
             self._tail += 1
-            self._resp_tail.value = self._tail
-            self._wake(*self._resp_space)
+            self._resp_tail.value = self._tail  # vig never waits for room here: no doorbell
             with self._count:
                 if self.outstanding:
                     self.outstanding -= 1
@@ -686,18 +765,23 @@ class Ring:
                 slot = struct.unpack_from("<I", d, 24)[0]
                 if slot < r.slots and not self._held[slot]:
                     self._resp_states[slot] = 0
-                    self._wake(*self._resp_space)
 
     def next(self, timeout=None):
         """Wait for the next result (any tag; vig answers superseded frames
-        early, so results may come out of order). timeout in seconds."""
+        early, so results may come out of order). timeout: seconds (None: no
+        limit). Without a timeout and with no request awaiting a result it
+        raises InvalidArgument at once (it would wait forever)."""
         self._check_open()
-        return self._await(1, self._resp_ready[0], self._resp_ready[1], self._try_next, timeout)
+        if timeout is None and self.outstanding == 0:
+            raise InvalidArgument("vigring: next() without a timeout while no request awaits a result would wait forever: submit first (or pass a timeout)")
+        return self._await(1, _BELL_RESP_READY, self._resp_ready_waiters, self._try_next, timeout, "result")
 
     def release(self, res):
         """Hand a result's payload slot back to vig; its outputs' data views
         must not be used afterwards. Releasing twice is a no-op."""
         s, res.slot = res.slot, NO_SLOT
+        if self._live_results.get(s) is res:
+            del self._live_results[s]
         if res.payload is not None:
             res.payload.release()
             res.payload = None
@@ -709,14 +793,17 @@ class Ring:
             return
         self._held[s] = 0
         _order_fence()  # our reads of the payload before the slot is vig's again
-        self._resp_states[s] = 0
-        self._wake(*self._resp_space)
+        self._resp_states[s] = 0  # vig never waits for it: no doorbell
 
     # -- end
 
     def close(self):
         """End the session: close the socket, unmap the region, unlink a key."""
         self.closed = True
+        self._polls = [None, None]
+        for fd in self._bells:
+            os.close(fd)
+        self._bells = []
         if self.sock is not None:
             self.sock.close()
             self.sock = None
@@ -726,10 +813,15 @@ class Ring:
             except OSError:
                 pass  # already gone
             self.key = ""
+        for slot in list(self._live_slots.values()):
+            _drop_view(slot)
+        for res in list(self._live_results.values()):
+            _drop_result_views(res)
+        self._live_slots, self._live_results = {}, {}
         if self.mm is not None:
             # ctypes views keep exports of the mapping alive; drop them first.
             for k in ("_req_head", "_req_tail", "_resp_head", "_resp_tail", "_req_states", "_resp_states",
-                      "_req_space_seq", "_resp_ready_seq", "_req_ready", "_req_space", "_resp_ready", "_resp_space"):
+                      "_req_ready_waiters", "_req_space_waiters", "_resp_ready_waiters"):
                 setattr(self, k, None)
             try:
                 self._mv.release()
@@ -752,7 +844,7 @@ class Ring:
         self.close()
 
 
-def connect(addr="@vig.shmring", **kw):
+def connect(addr="@vig-ring", **kw):
     """Create a region, hand it to vig at addr ("@name" or a socket path) and
     return the Ring. Keywords: requests/responses = (descriptors, slots,
     slot_size), backend = MEMFD | SHM | SHM_KEY, spin (0 adaptive, -1 never,

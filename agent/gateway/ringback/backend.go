@@ -90,7 +90,7 @@ type Options struct {
 	Config shmring.Config
 	// Region picks memfd (default where available) or a /dev/shm file.
 	Region shmring.Backend
-	// Spin is how the result reader spins before sleeping on the futex.
+	// Spin is how the result reader spins before sleeping on its doorbell.
 	Spin shmring.Spin
 	// Timeout bounds each handshake (2 s by default).
 	Timeout time.Duration

@@ -4,6 +4,9 @@
  *   hostile ADDR scribble   one good round trip ("ok"), then garbage in the ring
  *                           control blocks (counters, waiters words, slot states);
  *                           prints "disconnected" once vig has ended the session
+ *   hostile ADDR bells      rings vig's doorbell in a tight loop without posting,
+ *                           prints "ok" after a good round trip in between, and
+ *                           rings on until killed
  *   hostile ADDR die        posts a frame to the 200 ms model "slow", leaves half
  *                           a descriptor in the next entry, prints "ready" and
  *                           waits to be killed (kill -9)
@@ -35,6 +38,14 @@ static void print_layout(const vigring_config *c)
 		       (unsigned long long)l.rings[i].slot_size, (unsigned long long)l.rings[i].ring_off,
 		       (unsigned long long)l.rings[i].desc_off, (unsigned long long)l.rings[i].arena_off);
 	printf("\n");
+}
+
+/* ring_bell rings vig's request-ready doorbell, posting nothing. */
+static void ring_bell(vigring *r)
+{
+	uint64_t one = 1;
+	if (write(r->bell[VR_BELL_REQ_READY], &one, sizeof one) < 0 && errno != EAGAIN)
+		exit(3);
 }
 
 static int round_trip(vigring *r, uint64_t frame)
@@ -92,8 +103,7 @@ int main(int argc, char **argv)
 			*vr_w32(&r, q->ring_off + VR_STATES + 4ull * i) = 0x55555555u;
 		for (i = 0; i < (int)p->slots; i++)
 			*vr_w32(&r, p->ring_off + VR_STATES + 4ull * i) = 0xaaaaaaaau;
-		__atomic_add_fetch(vr_w32(&r, q->ring_off + VR_READY_SEQ), 1u, __ATOMIC_SEQ_CST);
-		syscall(SYS_futex, vr_w32(&r, q->ring_off + VR_READY_SEQ), FUTEX_WAKE, 1 << 30, NULL, NULL, 0);
+		ring_bell(&r); /* whatever the waiters word says */
 		for (i = 0; i < 200; i++) { /* up to 10 s */
 			struct timespec ts = {0, 50 * 1000000};
 			if (!vr_alive(&r)) {
@@ -104,6 +114,18 @@ int main(int argc, char **argv)
 		}
 		printf("still connected\n");
 		return 1;
+	}
+	if (strcmp(argv[2], "bells") == 0) {
+		for (i = 0; i < 200000; i++)
+			ring_bell(&r);
+		if (round_trip(&r, 1) != 0) {
+			fprintf(stderr, "round trip: %s\n", vigring_error(&r));
+			return 1;
+		}
+		printf("ok\n");
+		fflush(stdout);
+		for (;;)
+			ring_bell(&r);
 	}
 	if (strcmp(argv[2], "die") == 0) {
 		const vigring_ring_layout *q = &r.lay.rings[0];

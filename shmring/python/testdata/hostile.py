@@ -2,6 +2,9 @@
 
     hostile.py ADDR scribble   one good round trip ("ok"), then garbage in the
                                ring control blocks; "disconnected" once vig ended it
+    hostile.py ADDR bells      rings vig's doorbell in a tight loop without
+                               posting, prints "ok" after a good round trip in
+                               between, and rings on until killed
     hostile.py ADDR die        posts a frame to the 200 ms model "slow", leaves
                                half a descriptor in the next entry, prints
                                "ready" and waits to be killed
@@ -49,7 +52,7 @@ def main():
             ctypes.c_uint32.from_address(base + q.ring_off + 512 + 4 * i).value = 0x55555555
         for i in range(p.slots):
             ctypes.c_uint32.from_address(base + p.ring_off + 512 + 4 * i).value = 0xAAAAAAAA
-        vigring._atomic_add(base + q.ring_off + 256, 1, wake=1 << 30)
+        os.write(ring._bells[vigring._BELL_REQ_READY], vigring._ONE)  # whatever the waiters word says
         for _ in range(200):  # up to 10 s
             if not ring._alive():
                 print("disconnected", flush=True)
@@ -57,6 +60,19 @@ def main():
             time.sleep(0.05)
         print("still connected", flush=True)
         return 1
+    if mode == "bells":
+        # vig's doorbell rung with nothing posted, in a tight loop, before and
+        # after a good round trip, until killed.
+        bell = ring._bells[vigring._BELL_REQ_READY]
+        for _ in range(20000):
+            os.write(bell, vigring._ONE)
+        slot = ring.loan(timeout=5)
+        ring.submit(slot, model="det", stream="cam", frame=1, length=100)
+        res = ring.next(timeout=10)
+        ring.release(res)
+        print("ok", flush=True)
+        while True:
+            os.write(bell, vigring._ONE)
     if mode == "die":
         slot = ring.loan(timeout=5)
         ring.submit(slot, model="slow", frame=0, length=4096)  # 200 ms: vig still holds it when we die
