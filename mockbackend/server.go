@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -227,6 +228,16 @@ func (s *Server) Close() error {
 	return nil
 }
 
+// modelList names the models served, sorted, for error messages.
+func (s *Server) modelList() string {
+	names := make([]string, 0, len(s.models))
+	for n := range s.models {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
+
 // Spin is the sleep/spin split in use (see Config.Spin).
 func (s *Server) Spin() time.Duration { return s.spin }
 
@@ -234,7 +245,8 @@ func (s *Server) Spin() time.Duration { return s.spin }
 func (s *Server) lookup(name, version string) (*model, error) {
 	m, ok := s.models[name]
 	if !ok {
-		return nil, status.Errorf(codes.NotFound, "Request for unknown model: '%s' is not found", name)
+		// Triton's words, then what a user of vig's mock needs to know.
+		return nil, status.Errorf(codes.NotFound, "Request for unknown model: '%s' is not found (this is vig's mock backend: it serves only the models under models: in its config: %s)", name, s.modelList())
 	}
 	if version != "" && version != modelVersion {
 		return nil, status.Errorf(codes.NotFound, "Request for unknown model: '%s' version %s is not found", name, version)

@@ -31,6 +31,7 @@ type Governor struct {
 	log    *slog.Logger
 	known  map[string]bool   // models with a prior; others pass ungoverned
 	names  map[string]string // configured stream and model names, interned
+	bound  map[string]string // configured stream → the model it runs
 
 	mu     sync.Mutex
 	s      *sched.Scheduler
@@ -120,6 +121,7 @@ func NewGovernor(o GovernorOptions) (*Governor, error) {
 		log:   o.Log,
 		known: map[string]bool{},
 		names: map[string]string{},
+		bound: map[string]string{},
 		s:     s,
 		calls: map[uint64]*Call{},
 		obs:   o.Observer,
@@ -134,6 +136,7 @@ func NewGovernor(o GovernorOptions) (*Governor, error) {
 	}
 	for _, st := range o.Config.Streams {
 		g.names[st.Name] = st.Name
+		g.bound[st.Name] = st.Model
 	}
 	g.timer = time.AfterFunc(time.Hour, g.tick)
 	g.timer.Stop()
@@ -184,6 +187,14 @@ func (g *Governor) capture(ns int64) sched.Time {
 // submit feeds a call's arrival to the scheduler and carries out what it decides.
 func (g *Governor) submit(c *Call) {
 	h := &c.Header
+	if model, ok := g.bound[string(h.Stream)]; ok && model != string(h.Model) {
+		// Refused whether or not vig knows the request's model: forwarded ungoverned,
+		// a frame of a contracted stream would escape its contract.
+		g.gw.reply(c, nil, status.Errorf(codes.InvalidArgument,
+			"vig: stream %q is configured for model %q, and this request names model %q: send the stream's frames for %q, or give these another vig_stream",
+			h.Stream, model, h.Model, model))
+		return
+	}
 	if !g.known[string(h.Model)] {
 		g.ungoverned(string(h.Model))
 		c.phase = phaseRunning

@@ -358,3 +358,22 @@ models:
 		t.Errorf("a fresh frame after the refusal: %v", err)
 	}
 }
+
+// A request on a configured stream that names another model is refused with both
+// names and the fix, whether vig knows that model (it used to say only "stream is
+// configured for another model") or not (it used to be forwarded ungoverned, out of
+// the stream's contract).
+func TestStreamBoundToAnotherModel(t *testing.T) {
+	e, _, _ := startGoverned(t, governedConfig)
+	c := pb.NewGRPCInferenceServiceClient(e.dial(t, e.tcp))
+	for _, model := range []string{"slow", "nosuch"} {
+		_, err := c.ModelInfer(ctxT(t), streamRequest("cam", model, 1, clock.Monotonic()))
+		want := fmt.Sprintf(`stream "cam" is configured for model "fast", and this request names model %q`, model)
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), want) {
+			t.Errorf("model %s on stream cam: %v; want INVALID_ARGUMENT containing %q", model, err, want)
+		}
+	}
+	if _, err := c.ModelInfer(ctxT(t), streamRequest("cam", "fast", 2, clock.Monotonic())); err != nil {
+		t.Errorf("the stream's own model: %v", err)
+	}
+}

@@ -167,13 +167,19 @@ func u8Input(name string, n int) *pb.ModelInferRequest_InferInputTensor {
 	return &pb.ModelInferRequest_InferInputTensor{Name: name, Datatype: "UINT8", Shape: []int64{int64(n)}}
 }
 
-// request is what a sensor sends through vig: a frame of stream cam, with vig's own
-// parameters (which vig removes before the ring).
+// request is what a sensor sends through vig: a frame of stream cam (det's stream; a
+// request for another model names a stream of its own, since vig refuses a frame of
+// cam for any model but det), with vig's own parameters (which vig removes before the
+// ring).
 func request(model string, frame uint64, in []byte) *pb.ModelInferRequest {
+	stream := "cam"
+	if model != "det" {
+		stream = model + "-sensor"
+	}
 	return &pb.ModelInferRequest{
 		ModelName: model, Id: mockbackend.FrameID("cam", frame),
 		Parameters: map[string]*pb.InferParameter{
-			"vig_stream":     {ParameterChoice: &pb.InferParameter_StringParam{StringParam: "cam"}},
+			"vig_stream":     {ParameterChoice: &pb.InferParameter_StringParam{StringParam: stream}},
 			"vig_capture_ns": {ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: clock.Monotonic()}},
 			"priority":       {ParameterChoice: &pb.InferParameter_Uint64Param{Uint64Param: 1}},
 		},
