@@ -25,14 +25,14 @@ import (
 // vig as a user starts it, nginx as configured by nginxConfig. The -pinned paths
 // repeat the TCP comparison with the proxy pinned to one CPU (proxyCPU).
 const (
-	PathTCP          = "grpc-tcp"        // gRPC copy path over loopback TCP
-	PathNginx        = "nginx"           // nginx grpc_pass over TCP: the reference proxy
-	PathTCPPinned    = "grpc-tcp-pinned" // PathTCP with vig under taskset
-	PathTCPDedicated = "grpc-tcp-shared" // PathTCP with cpu.hot_path: shared (Go's netpoller instead of vig's event loop)
-	PathNginxPinned  = "nginx-pinned"    // PathNginx with nginx under taskset
-	PathUnix         = "grpc-unix"       // gRPC copy path over Unix sockets
-	PathShm          = "triton-shm"      // Triton system shared memory: tensors by reference
-	PathShmring      = "shmring"         // vig's own ring (by reference where the machine has /dev/shm)
+	PathTCP          = "grpc-tcp"           // gRPC copy path over loopback TCP
+	PathNginx        = "nginx"              // nginx grpc_pass over TCP: the reference proxy
+	PathTCPPinned    = "grpc-tcp-pinned"    // PathTCP with vig under taskset
+	PathTCPDedicated = "grpc-tcp-dedicated" // PathTCP with cpu.hot_path: dedicated (vig's event loop on its own thread)
+	PathNginxPinned  = "nginx-pinned"       // PathNginx with nginx under taskset
+	PathUnix         = "grpc-unix"          // gRPC copy path over Unix sockets
+	PathShm          = "triton-shm"         // Triton system shared memory: tensors by reference
+	PathShmring      = "shmring"            // vig's own ring (by reference where the machine has /dev/shm)
 	// PathShmringMemfd is the ring with a sealed memfd region (Android's kind:
 	// the copy path in front of a gRPC backend).
 	PathShmringMemfd = "shmring-memfd"
