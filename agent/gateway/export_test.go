@@ -15,3 +15,7 @@ func init() { forceEventLoop = func() bool { return *eventLoopFlag } }
 // otherwise), so that a test can watch vig drop the connections that never send
 // it. Call it before Serve.
 func SetHandshakeTimeout(g *Gateway, d time.Duration) { g.handshakeTimeout = d }
+
+// ConnMsgBudget is the bound on what one connection's incomplete messages hold
+// (connMsgBudget, for the default max_message_mib).
+const ConnMsgBudget = connMsgBudget

@@ -191,12 +191,13 @@ func (b *h2Backend) connect() (*bconn, error) {
 		return nil, err
 	}
 	c := &bconn{b: b, nc: nc, w: w, r: newH2Reader(connReader(nc), b.rbuf), streams: map[uint32]*bstream{}, nextID: 1,
-		maxStreams: 1 << 31, recvConn: int64(b.window), unusable: make(chan struct{}), readerDone: make(chan struct{}), ready: make(chan error, 1)}
+		maxStreams: 1 << 31, recvConn: int64(b.window), budget: newMsgBudget(b.maxMsg), unusable: make(chan struct{}), readerDone: make(chan struct{}), ready: make(chan error, 1)}
 	w.eachStream = func(f func(*sendState)) {
 		for _, bs := range c.streams {
 			f(&bs.send)
 		}
 	}
+	c.budget.reclaim = c.reclaim
 	// The preface and SETTINGS are queued before the reader can run: the
 	// backend sends its SETTINGS at once, and the reader's ACK must follow the
 	// preface on the wire. (On the event loop the reader may run as soon as
@@ -255,6 +256,9 @@ type bconn struct {
 	// Reader goroutine only.
 	recvConn int64
 	settled  bool
+	budget   msgBudget
+	partials []*bstream // streams whose answer may be incomplete (msgBudget.reclaim)
+	swept    int
 
 	unusable   chan struct{} // closed once no new call may start here
 	unusableMu sync.Once
@@ -274,6 +278,7 @@ type bstream struct {
 
 	// Reader goroutine only.
 	asm     msgAssembler
+	listed  bool // in c.partials
 	gotHdr  bool
 	resp    mem.BufferSlice
 	owed    uint32
@@ -569,7 +574,7 @@ func (c *bconn) headersFrame(h frameHeader) error {
 			c.w.buf = appendRST(c.w.buf, h.stream, http2.ErrCodeCancel)
 			c.w.flush()
 			c.w.mu.Unlock()
-			bs.asm.reset()
+			bs.asm.reset(&c.budget)
 			bs.finish(nil, nil, nil, status.Errorf(codes.Internal, "backend sent a header list larger than %d bytes", maxHeaderList))
 		}
 		return nil
@@ -657,7 +662,7 @@ func (c *bconn) data(h frameHeader) error {
 			return connError{http2.ErrCodeFlowControl, "backend sent more than the stream window"}
 		}
 		var left int
-		left, err = bs.asm.read(c.r.br, n, c.b.maxMsg, func(msg mem.BufferSlice, compressed bool) error {
+		left, err = bs.asm.read(c.r.br, n, c.b.maxMsg, &c.budget, func(msg mem.BufferSlice, compressed bool) error {
 			if bs.relay != nil {
 				bs.relay.c.relayMessage(bs.relay, msg, compressed)
 				return nil
@@ -678,17 +683,23 @@ func (c *bconn) data(h frameHeader) error {
 			bs.resp = msg
 			return nil
 		})
-		var tl errMsgTooLarge
-		if errors.As(err, &tl) || errors.Is(err, errCompressed) {
-			msg := "backend answer: compressed, and vig asked for none"
-			if errors.As(err, &tl) {
-				msg = "backend answer: " + tl.Error()
+		// A type switch, not errors.As: its target would escape, an allocation
+		// per DATA frame.
+		msg := ""
+		switch err.(type) {
+		case errMsgTooLarge, errBudget:
+			msg = "backend answer: " + err.Error()
+		default:
+			if err == errCompressed {
+				msg = "backend answer: compressed, and vig asked for none"
 			}
+		}
+		if msg != "" {
 			if t := c.take(h.stream); t != nil {
 				c.w.mu.Lock()
 				c.w.buf = appendRST(c.w.buf, h.stream, http2.ErrCodeCancel)
 				c.w.mu.Unlock()
-				bs.asm.reset()
+				bs.asm.reset(&c.budget)
 				resp := bs.resp
 				bs.resp = nil
 				resp.Free()
@@ -699,6 +710,7 @@ func (c *bconn) data(h frameHeader) error {
 		if err == nil {
 			bs.owed += h.length
 		}
+		c.noteAssembling(bs)
 	}
 	if err != nil {
 		return err
@@ -728,6 +740,40 @@ func (c *bconn) data(h frameHeader) error {
 	return nil
 }
 
+// noteAssembling remembers a stream whose answer holds memory (sconn.noteAssembling).
+func (c *bconn) noteAssembling(bs *bstream) {
+	if bs.listed || bs.asm.held == 0 {
+		return
+	}
+	bs.listed = true
+	c.partials = append(c.partials, bs)
+	if len(c.partials) >= 2*c.swept+16 {
+		c.reclaim(&bs.asm)
+	}
+}
+
+// reclaim frees what the incomplete answers of ended streams hold (msgBudget).
+func (c *bconn) reclaim(skip *msgAssembler) {
+	keep := c.partials[:0]
+	c.w.mu.Lock()
+	for _, bs := range c.partials {
+		switch {
+		case &bs.asm == skip:
+		case bs.asm.held == 0:
+			bs.listed = false
+			continue
+		case c.streams[bs.id] != bs:
+			bs.asm.reset(&c.budget)
+			bs.listed = false
+			continue
+		}
+		keep = append(keep, bs)
+	}
+	c.w.mu.Unlock()
+	clear(c.partials[len(keep):])
+	c.partials, c.swept = keep, len(keep)
+}
+
 func (c *bconn) rstFrame(h frameHeader) error {
 	p, err := c.r.payload(h)
 	if err != nil {
@@ -741,7 +787,7 @@ func (c *bconn) rstFrame(h frameHeader) error {
 		return nil
 	}
 	code := http2.ErrCode(binary.BigEndian.Uint32(p))
-	bs.asm.reset()
+	bs.asm.reset(&c.budget)
 	resp := bs.resp
 	bs.resp = nil
 	resp.Free()
@@ -798,7 +844,7 @@ func (c *bconn) goAwayFrame(h frameHeader) error {
 	c.w.mu.Unlock()
 	c.markUnusable()
 	for _, bs := range refused {
-		bs.asm.reset()
+		bs.asm.reset(&c.budget)
 		bs.finish(nil, nil, nil, status.Error(codes.Unavailable, "backend is going away"))
 	}
 	if idle {

@@ -63,7 +63,10 @@ type sconn struct {
 
 	// Reader goroutine only.
 	lastID   uint32
-	recvConn int64 // connection receive window left
+	recvConn int64      // connection receive window left
+	budget   msgBudget  // memory its incomplete messages may still take
+	partials []*sstream // streams whose message may be incomplete (msgBudget.reclaim)
+	swept    int        // len(partials) after the last sweep
 }
 
 // sstream is one RPC on a client connection.
@@ -82,6 +85,7 @@ type sstream struct {
 	meta     []string
 	deadline int64
 	half     bool // the client half-closed
+	listed   bool // in c.partials
 
 	// Guarded by c.w.mu.
 	send     sendState
@@ -149,7 +153,8 @@ func (g *Gateway) newSconn(nc net.Conn, peerUID uint32, hasUID bool) (*sconn, bo
 		nc.Close()
 		return nil, false
 	}
-	c := &sconn{g: g, nc: nc, w: w, r: newH2Reader(connReader(nc), g.readBuf), streams: map[uint32]*sstream{}, uid: peerUID, hasUID: hasUID}
+	c := &sconn{g: g, nc: nc, w: w, r: newH2Reader(connReader(nc), g.readBuf), streams: map[uint32]*sstream{}, uid: peerUID, hasUID: hasUID,
+		budget: newMsgBudget(g.maxMsg)}
 	w.eachStream = func(f func(*sendState)) {
 		for _, s := range c.streams {
 			f(&s.send)
@@ -160,11 +165,48 @@ func (g *Gateway) newSconn(nc net.Conn, peerUID uint32, hasUID bool) (*sconn, bo
 			c.removeLocked(s)
 		}
 	}
+	c.budget.reclaim = c.reclaim
 	if !g.track(c) {
 		nc.Close()
 		return nil, false
 	}
 	return c, true
+}
+
+// noteAssembling remembers a stream whose message holds memory, so that reclaim
+// finds it should the stream end before the message does. Reader goroutine.
+func (c *sconn) noteAssembling(s *sstream) {
+	if s.listed || s.asm.held == 0 {
+		return
+	}
+	s.listed = true
+	c.partials = append(c.partials, s)
+	if len(c.partials) >= 2*c.swept+16 {
+		c.reclaim(&s.asm)
+	}
+}
+
+// reclaim frees what the incomplete messages of ended streams hold, and forgets
+// the streams that hold nothing (msgBudget). Reader goroutine.
+func (c *sconn) reclaim(skip *msgAssembler) {
+	keep := c.partials[:0]
+	c.w.mu.Lock()
+	for _, s := range c.partials {
+		switch {
+		case &s.asm == skip:
+		case s.asm.held == 0:
+			s.listed = false
+			continue
+		case s.done || c.streams[s.id] != s:
+			s.asm.reset(&c.budget)
+			s.listed = false
+			continue
+		}
+		keep = append(keep, s)
+	}
+	c.w.mu.Unlock()
+	clear(c.partials[len(keep):])
+	c.partials, c.swept = keep, len(keep)
 }
 
 // serve runs the connection (its preface read) until it ends.
@@ -274,13 +316,15 @@ func (c *sconn) data(h frameHeader) error {
 			return connError{http2.ErrCodeFlowControl, "client sent more than the stream window"}
 		}
 		var left int
-		left, err = s.asm.read(c.r.br, n, c.g.maxMsg, func(msg mem.BufferSlice, compressed bool) error {
+		left, err = s.asm.read(c.r.br, n, c.g.maxMsg, &c.budget, func(msg mem.BufferSlice, compressed bool) error {
 			return c.message(s, msg, compressed)
 		})
-		if tl, ok := err.(errMsgTooLarge); ok {
-			c.failStream(s, status.Error(codes.ResourceExhausted, tl.Error()))
+		switch err.(type) {
+		case errMsgTooLarge, errBudget:
+			c.failStream(s, status.Error(codes.ResourceExhausted, err.Error()))
 			err = c.r.discard(left)
 		}
+		c.noteAssembling(s)
 		if err == nil && !h.has(http2.FlagDataEndStream) && !s.half {
 			s.owed += h.length
 		}
@@ -574,7 +618,7 @@ func (c *sconn) submit(s *sstream, call *Call, err error, counted bool) {
 func (c *sconn) halfClose(s *sstream) {
 	s.half = true
 	if s.asm.partial() {
-		s.asm.reset()
+		s.asm.reset(&c.budget)
 		c.failStream(s, status.Error(codes.Internal, "stream ended inside a message"))
 		return
 	}
@@ -626,7 +670,7 @@ func (c *sconn) reset(id uint32) {
 	calls, bs := s.takeCalls(), s.relay
 	c.endLocked(s, codes.Canceled)
 	c.w.mu.Unlock()
-	s.asm.reset()
+	s.asm.reset(&c.budget)
 	for _, call := range calls {
 		c.g.Cancel(call)
 		call.Release()
