@@ -19,7 +19,7 @@ AARCH64_CC   ?= aarch64-linux-gnu-gcc
 PROTOC_GEN_GO      := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 PROTOC_GEN_GO_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.0
 
-.PHONY: help build run test lint arm64 android-push release proto bench bench-link demo ring-c ring-c-arm64 clean
+.PHONY: help build run test h2spec lint arm64 android-push release proto bench bench-link demo ring-c ring-c-arm64 clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-13s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -32,6 +32,9 @@ run: build ## build and serve examples/demo.yaml (embedded mock backend)
 
 test: ## gofmt, vet, all tests with -race, fuzz targets (FUZZTIME=10s each), static arm64 build, arm64 tests under qemu
 	./build/test.sh
+
+h2spec: build ## h2spec (pinned) against vig serve, grpc-go's server and nginx grpc_pass: passed/failed of each
+	GO="$(GO)" ./build/h2spec.sh -v $(BIN)/vig
 
 lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "not gofmt-formatted:"; echo "$$out"; exit 1; fi

@@ -191,7 +191,7 @@ func (b *h2Backend) connect() (*bconn, error) {
 		return nil, err
 	}
 	c := &bconn{b: b, nc: nc, w: w, r: newH2Reader(connReader(nc), b.rbuf), streams: map[uint32]*bstream{}, nextID: 1,
-		maxStreams: 1 << 31, recvConn: int64(b.window), budget: newMsgBudget(b.maxMsg), unusable: make(chan struct{}), readerDone: make(chan struct{}), ready: make(chan error, 1)}
+		recvConn: int64(b.window), budget: newMsgBudget(b.maxMsg), unusable: make(chan struct{}), readerDone: make(chan struct{}), ready: make(chan error, 1)}
 	w.eachStream = func(f func(*sendState)) {
 		for _, bs := range c.streams {
 			f(&bs.send)
@@ -247,11 +247,10 @@ type bconn struct {
 	r  *h2reader
 
 	// Guarded by w.mu.
-	streams    map[uint32]*bstream
-	nextID     uint32
-	maxStreams uint32
-	goAway     bool
-	failErr    error
+	streams map[uint32]*bstream
+	nextID  uint32
+	goAway  bool
+	failErr error
 
 	// Reader goroutine only.
 	recvConn int64
@@ -384,8 +383,8 @@ func (c *bconn) open(method string, meta []string, deadline int64, init func(*bs
 	if c.goAway || c.w.err != nil || c.failErr != nil {
 		return nil, errBackendDown
 	}
-	if uint32(len(c.streams)) >= c.maxStreams {
-		return nil, status.Errorf(codes.Unavailable, "backend allows %d concurrent streams and all are in use", c.maxStreams)
+	if max := c.w.peerMaxStreams; uint32(len(c.streams)) >= max { // its SETTINGS_MAX_CONCURRENT_STREAMS (§5.1.2)
+		return nil, status.Errorf(codes.Unavailable, "backend allows %d concurrent streams and all are in use", max)
 	}
 	if c.nextID >= 1<<31-1 {
 		c.goAway = true

@@ -115,9 +115,12 @@ type h2reader struct {
 	fields  []hpack.HeaderField // decoded fields of the last header block
 	listLen int
 	tooBig  bool
-	block   []byte // header block being assembled (HEADERS + CONTINUATION)
-	scratch []byte // payload of a control frame
-	hdr     [frameHeaderLen]byte
+	// prioSelf: the last HEADERS frame's priority field made its stream
+	// depend on itself (RFC 9113 §5.3.1).
+	prioSelf bool
+	block    []byte // header block being assembled (HEADERS + CONTINUATION)
+	scratch  []byte // payload of a control frame
+	hdr      [frameHeaderLen]byte
 }
 
 // connReader is what a connection's reader reads: the event loop's coroutine for a
@@ -256,10 +259,12 @@ func (r *h2reader) headerBlock(h frameHeader) error {
 		}
 		p = p[1 : len(p)-int(p[0])]
 	}
+	r.prioSelf = false
 	if h.has(http2.FlagHeadersPriority) {
 		if len(p) < 5 {
 			return protocolError("HEADERS priority field truncated")
 		}
+		r.prioSelf = binary.BigEndian.Uint32(p)&0x7fffffff == h.stream
 		p = p[5:]
 	}
 	r.block = append(r.block[:0], p...)
@@ -512,11 +517,14 @@ type h2writer struct {
 	qrefs    []mem.Buffer
 	err      error // the connection failed; nothing more is sent
 
-	maxFrame int   // peer's SETTINGS_MAX_FRAME_SIZE
-	initWin  int64 // peer's SETTINGS_INITIAL_WINDOW_SIZE
-	connWin  int64 // connection send window
-	blocked  []*sendState
-	owedConn uint32 // WINDOW_UPDATE increment owed to the peer on stream 0
+	maxFrame int // peer's SETTINGS_MAX_FRAME_SIZE
+	// The peer's SETTINGS_MAX_CONCURRENT_STREAMS and SETTINGS_MAX_HEADER_LIST_SIZE
+	// (unlimited until announced, RFC 9113 §6.5.2).
+	peerMaxStreams, peerMaxHeaderList uint32
+	initWin                           int64 // peer's SETTINGS_INITIAL_WINDOW_SIZE
+	connWin                           int64 // connection send window
+	blocked                           []*sendState
+	owedConn                          uint32 // WINDOW_UPDATE increment owed to the peer on stream 0
 
 	// eachStream visits the send state of every open stream, and onClosed is
 	// told when a stream's last frame has been queued (both set by the
@@ -556,7 +564,8 @@ func newH2Writer(nc net.Conn) (*h2writer, error) {
 		}
 		sw = connWriter{tw, nc}
 	}
-	w := &h2writer{nc: nc, sw: sw, maxFrame: defaultMaxFrame, initWin: initialWindow, connWin: initialWindow}
+	w := &h2writer{nc: nc, sw: sw, maxFrame: defaultMaxFrame, initWin: initialWindow, connWin: initialWindow,
+		peerMaxStreams: 1<<32 - 1, peerMaxHeaderList: 1<<32 - 1}
 	w.enc = hpack.NewEncoder(&w.hbuf)
 	return w, nil
 }
@@ -940,4 +949,16 @@ func (w *h2writer) initWindowChanged(v int64) {
 		w.eachStream(func(s *sendState) { s.win += delta })
 	}
 	w.unblock()
+}
+
+// initWindowOverflows reports whether SETTINGS_INITIAL_WINDOW_SIZE v would push
+// a stream's send window above 2^31-1, a connection error (§6.9.2). Called
+// with mu held.
+func (w *h2writer) initWindowOverflows(v int64) bool {
+	delta := v - w.initWin
+	over := false
+	if delta > 0 && w.eachStream != nil {
+		w.eachStream(func(s *sendState) { over = over || s.win+delta > 1<<31-1 })
+	}
+	return over
 }

@@ -40,6 +40,9 @@ const (
 
 const maxConcurrentStreams = 1000
 
+// maxSettings bounds the entries of one SETTINGS frame (x/net's limit).
+const maxSettings = 100
+
 // After a connection error vig reads (and drops) what the client still sends for
 // a moment, so that its GOAWAY is read rather than lost in a reset.
 const (
@@ -60,13 +63,15 @@ type sconn struct {
 	streams map[uint32]*sstream
 	maxID   uint32 // highest stream opened
 	goAway  bool   // the final GOAWAY was sent: no new streams
+	closed  closedIDs
 
 	// Reader goroutine only.
 	lastID   uint32
-	recvConn int64      // connection receive window left
-	budget   msgBudget  // memory its incomplete messages may still take
-	partials []*sstream // streams whose message may be incomplete (msgBudget.reclaim)
-	swept    int        // len(partials) after the last sweep
+	recvConn int64       // connection receive window left
+	budget   msgBudget   // memory its incomplete messages may still take
+	partials []*sstream  // streams whose message may be incomplete (msgBudget.reclaim)
+	skips    [][2]uint32 // stream ids the client skipped (closed, never opened)
+	swept    int         // len(partials) after the last sweep
 }
 
 // sstream is one RPC on a client connection.
@@ -84,14 +89,16 @@ type sstream struct {
 	gotMsg   bool
 	meta     []string
 	deadline int64
-	half     bool // the client half-closed
-	listed   bool // in c.partials
+	half     bool  // the client half-closed
+	listed   bool  // in c.partials
+	clen     int64 // the request's content-length (-1: none), then what DATA may still bring
 
 	// Guarded by c.w.mu.
 	send     sendState
 	hdrSent  bool
 	pending  int     // ModelStreamInfer: requests not yet answered
 	halfSeen bool    // the client half-closed (copy for repliers)
+	remote   bool    // the client's side is closed (END_STREAM or RST_STREAM received)
 	done     bool    // answered (trailers or RST sent)
 	call     *Call   // ModelInfer: the request's call while it runs
 	calls    []*Call // ModelStreamInfer: the calls not yet answered
@@ -111,6 +118,13 @@ func (g *Gateway) serveConn(nc net.Conn) {
 	var pre [len(clientPreface)]byte
 	nc.SetReadDeadline(time.Now().Add(g.handshakeTimeout))
 	if _, err := io.ReadFull(nc, pre[:]); err != nil || string(pre[:]) != clientPreface {
+		if err == nil {
+			// Not HTTP/2: a connection error (RFC 9113 §3.4). The GOAWAY and a
+			// moment's reading let the peer see a close rather than a reset.
+			nc.Write(appendGoAway(nil, 0, http2.ErrCodeProtocol, "invalid connection preface"))
+			nc.SetReadDeadline(time.Now().Add(lingerTime))
+			io.CopyN(io.Discard, nc, lingerBytes)
+		}
 		nc.Close()
 		return
 	}
@@ -162,7 +176,7 @@ func (g *Gateway) newSconn(nc net.Conn, peerUID uint32, hasUID bool) (*sconn, bo
 	}
 	w.onClosed = func(st *sendState) {
 		if s := c.streams[st.id]; s != nil && s.done {
-			c.removeLocked(s)
+			c.removeIfClosedLocked(s)
 		}
 	}
 	c.budget.reclaim = c.reclaim
@@ -232,7 +246,8 @@ func (c *sconn) serve() error {
 	}
 }
 
-// frame handles one frame whose header has been read.
+// frame handles one frame whose header has been read. What a frame means in
+// each stream state is RFC 9113 §5.1; the section of each rule is beside it.
 func (c *sconn) frame(h frameHeader) error {
 	switch h.typ {
 	case http2.FrameData:
@@ -244,15 +259,20 @@ func (c *sconn) frame(h frameHeader) error {
 		if err != nil {
 			return err
 		}
-		if len(p) != 4 || h.stream == 0 {
-			return protocolError("malformed RST_STREAM")
+		switch {
+		case h.stream == 0:
+			return protocolError("RST_STREAM on stream 0") // §6.4
+		case len(p) != 4:
+			return connError{http2.ErrCodeFrameSize, "RST_STREAM of the wrong size"} // §6.4
+		case h.stream > c.lastID:
+			return protocolError("RST_STREAM on idle stream %d", h.stream) // §5.1 idle
 		}
 		c.reset(h.stream)
 		return nil
 	case http2.FrameSettings:
 		return settingsFrame(c.r, c.w, h)
 	case http2.FramePing:
-		if h.has(http2.FlagPingAck) && h.length == 8 {
+		if h.has(http2.FlagPingAck) && h.length == 8 && h.stream == 0 {
 			p, err := c.r.payload(h)
 			if err == nil && [8]byte(p) == drainPing {
 				c.finalGoAway()
@@ -265,52 +285,166 @@ func (c *sconn) frame(h frameHeader) error {
 	case http2.FrameGoAway:
 		// The client will open no more streams; those it has finish normally.
 		_, err := c.r.payload(h)
+		if err == nil && h.stream != 0 {
+			return protocolError("GOAWAY on stream %d", h.stream) // §6.8
+		}
 		return err
+	case http2.FramePriority:
+		return c.priority(h)
 	case http2.FramePushPromise, http2.FrameContinuation:
-		return protocolError("unexpected %v frame from a client", h.typ)
-	default: // PRIORITY and unknown extension frames are ignored
+		return protocolError("unexpected %v frame from a client", h.typ) // §8.4, §6.10
+	default: // unknown extension frames are ignored (§5.5)
 		return c.r.discard(int(h.length))
 	}
 }
 
-// lookup returns the stream id if it is still open for the client's frames: not
-// yet answered (an answered stream may stay in the table while its last frames
-// wait for flow-control window).
-func (c *sconn) lookup(id uint32) *sstream {
+// priority checks a PRIORITY frame (§6.3); vig does not prioritise (§5.3.2
+// lets it), but a malformed one is still an error.
+func (c *sconn) priority(h frameHeader) error {
+	p, err := c.r.payload(h)
+	if err != nil {
+		return err
+	}
+	switch {
+	case h.stream == 0:
+		return protocolError("PRIORITY on stream 0") // §6.3
+	case len(p) != 5:
+		c.streamError(h.stream, http2.ErrCodeFrameSize) // §6.3
+	case binary.BigEndian.Uint32(p)&0x7fffffff == h.stream:
+		c.streamError(h.stream, http2.ErrCodeProtocol) // §5.3.1
+	}
+	return nil
+}
+
+// stream returns the stream id of the table, answered or not. Reader goroutine.
+func (c *sconn) stream(id uint32) *sstream {
 	c.w.mu.Lock()
 	s := c.streams[id]
-	if s != nil && s.done {
-		s = nil
-	}
 	c.w.mu.Unlock()
 	return s
 }
 
-func (c *sconn) windowUpdate(h frameHeader) error {
-	return windowUpdateFrame(c.r, c.w, h, func(id uint32) *sendState {
-		if s := c.streams[id]; s != nil {
-			return &s.send
+// closedError is what a frame on a stream no longer in the table means (§5.1
+// closed): nothing on a stream vig reset (frames in flight), a stream error
+// STREAM_CLOSED otherwise. Reader goroutine.
+func (c *sconn) closedError(id uint32) {
+	c.w.mu.Lock()
+	ignore := c.closed.wasReset(id)
+	c.w.mu.Unlock()
+	if !ignore {
+		c.streamError(id, http2.ErrCodeStreamClosed)
+	}
+}
+
+// streamError resets stream id with code (RFC 9113 §5.4.2) and ends what it had
+// started. Reader goroutine.
+func (c *sconn) streamError(id uint32, code http2.ErrCode) {
+	c.w.mu.Lock()
+	s := c.streams[id]
+	var calls []*Call
+	var bs *bstream
+	if s != nil {
+		s.remote = true
+		calls, bs = s.takeCalls(), s.relay
+		s.relay = nil
+		c.w.drop(&s.send)
+		s.send.closed = true
+		c.endLocked(s, codes.Internal)
+		c.removeLocked(s)
+	}
+	c.w.buf = appendRST(c.w.buf, id, code)
+	c.closed.noteReset(id)
+	c.w.flush()
+	c.w.mu.Unlock()
+	if s != nil {
+		s.half = true
+		s.asm.reset(&c.budget)
+		for _, call := range calls {
+			c.g.Cancel(call)
+			call.Release()
 		}
+		if bs != nil {
+			bs.c.abort(bs, http2.ErrCodeCancel)
+		}
+	}
+}
+
+func (c *sconn) windowUpdate(h frameHeader) error {
+	p, err := c.r.payload(h)
+	if err != nil {
+		return err
+	}
+	if len(p) != 4 {
+		return connError{http2.ErrCodeFrameSize, "WINDOW_UPDATE of the wrong size"} // §6.9
+	}
+	inc := binary.BigEndian.Uint32(p) & 0x7fffffff
+	if h.stream == 0 {
+		if inc == 0 {
+			return protocolError("WINDOW_UPDATE with increment 0") // §6.9
+		}
+		c.w.mu.Lock()
+		defer c.w.mu.Unlock()
+		err := c.w.windowUpdate(nil, inc) // above 2^31-1: FLOW_CONTROL_ERROR (§6.9.1)
+		c.w.flush()
+		return err
+	}
+	if h.stream > c.lastID {
+		return protocolError("WINDOW_UPDATE on idle stream %d", h.stream) // §5.1 idle
+	}
+	if inc == 0 {
+		c.streamError(h.stream, http2.ErrCodeProtocol) // §6.9
 		return nil
-	})
+	}
+	c.w.mu.Lock()
+	s := c.streams[h.stream]
+	if s == nil || s.send.rst {
+		c.w.mu.Unlock()
+		return nil // closed: WINDOW_UPDATE may still arrive (§5.1)
+	}
+	err = c.w.windowUpdate(&s.send, inc)
+	c.w.flush()
+	c.w.mu.Unlock()
+	if err != nil {
+		c.streamError(h.stream, http2.ErrCodeFlowControl) // §6.9.1
+	}
+	return nil
 }
 
 // data reads a DATA frame into its stream's message.
 func (c *sconn) data(h frameHeader) error {
 	if h.stream == 0 {
-		return protocolError("DATA on stream 0")
+		return protocolError("DATA on stream 0") // §6.1
 	}
 	n, pad, err := c.r.dataStart(h, &c.recvConn, "client")
 	if err != nil {
 		return err
 	}
-	s := c.lookup(h.stream)
-	if s == nil || s.half {
-		if h.stream > c.lastID {
-			return protocolError("DATA on idle stream %d", h.stream)
+	if h.stream > c.lastID {
+		return protocolError("DATA on idle stream %d", h.stream) // §5.1 idle
+	}
+	s := c.stream(h.stream)
+	if s != nil && s.clen >= 0 {
+		// The DATA must add up to the content-length (§8.1.1).
+		if s.clen -= int64(n); s.clen < 0 || (h.has(http2.FlagDataEndStream) && s.clen != 0) {
+			s.clen = -1
+			err = c.r.discard(n + pad)
+			c.creditConn(h.length)
+			c.streamError(h.stream, http2.ErrCodeProtocol)
+			return err
 		}
-		err = c.r.discard(n) // the stream ended (vig answered early or it was reset)
-	} else {
+	}
+	live := s != nil && !s.half && !s.doneLocked()
+	switch {
+	case s == nil:
+		err = c.r.discard(n)
+		c.closedError(h.stream)
+	case s.half:
+		err = c.r.discard(n)
+		c.streamError(h.stream, http2.ErrCodeStreamClosed) // §5.1 half-closed (remote)
+		s = nil
+	case !live:
+		err = c.r.discard(n) // vig answered already (half-closed local): dropped
+	default:
 		s.recvWin -= int64(h.length)
 		if s.recvWin < 0 {
 			return connError{http2.ErrCodeFlowControl, "client sent more than the stream window"}
@@ -325,7 +459,7 @@ func (c *sconn) data(h frameHeader) error {
 			err = c.r.discard(left)
 		}
 		c.noteAssembling(s)
-		if err == nil && !h.has(http2.FlagDataEndStream) && !s.half {
+		if err == nil && !h.has(http2.FlagDataEndStream) {
 			s.owed += h.length
 		}
 	}
@@ -336,7 +470,7 @@ func (c *sconn) data(h frameHeader) error {
 		return err
 	}
 	c.w.mu.Lock()
-	if s != nil && s.owed >= c.g.window/4 && !s.send.closed {
+	if live && s.owed >= c.g.window/4 && !s.send.closed {
 		c.w.buf = appendWindowUpdate(c.w.buf, s.id, s.owed)
 		s.recvWin += int64(s.owed)
 		s.owed = 0
@@ -352,33 +486,78 @@ func (c *sconn) data(h frameHeader) error {
 	return nil
 }
 
+// creditConn gives the connection window back for a frame vig dropped.
+func (c *sconn) creditConn(n uint32) {
+	c.w.mu.Lock()
+	c.recvConn += int64(n)
+	if c.w.credit(int(n), c.g.connWindow) {
+		c.w.flush()
+	}
+	c.w.mu.Unlock()
+}
+
 // headersFrame opens a stream (or carries a client's trailers, which gRPC does not
 // use but HTTP/2 allows).
 func (c *sconn) headersFrame(h frameHeader) error {
 	if h.stream == 0 || h.stream%2 == 0 {
-		return protocolError("HEADERS on stream %d: client streams are odd", h.stream)
+		return protocolError("HEADERS on stream %d: client streams are odd", h.stream) // §5.1.1
 	}
-	err := c.r.headerBlock(h)
+	err := c.r.headerBlock(h) // decoded whatever follows: the HPACK state stays in step
 	if err != nil && err != errHeaderListTooBig {
 		return err
 	}
-	if s := c.lookup(h.stream); s != nil || h.stream <= c.lastID {
+	if h.stream <= c.lastID {
+		s := c.stream(h.stream)
 		switch {
-		case s != nil && s.half:
-			return connError{http2.ErrCodeStreamClosed, fmt.Sprintf("HEADERS on stream %d after its END_STREAM", h.stream)}
-		case s != nil && !h.has(http2.FlagHeadersEndStream):
-			return protocolError("trailers on stream %d without END_STREAM", h.stream)
-		case s != nil:
+		case s == nil && c.skipped(h.stream):
+			return protocolError("HEADERS opening stream %d, below the last stream %d", h.stream, c.lastID) // §5.1.1
+		case s == nil:
+			c.w.mu.Lock()
+			ignore := c.closed.wasReset(h.stream)
+			c.w.mu.Unlock()
+			if ignore {
+				return nil // in flight when vig reset the stream (§5.1 closed)
+			}
+			return connError{http2.ErrCodeStreamClosed, fmt.Sprintf("HEADERS on closed stream %d", h.stream)} // §5.1 closed
+		case s.half:
+			c.streamError(h.stream, http2.ErrCodeStreamClosed) // §5.1 half-closed (remote)
+		case !h.has(http2.FlagHeadersEndStream) || err != nil || checkTrailers(c.r.fields) != "":
+			c.streamError(h.stream, http2.ErrCodeProtocol) // §8.1: trailers end the stream
+		case s.clen > 0:
+			c.streamError(h.stream, http2.ErrCodeProtocol) // §8.1.1: DATA short of content-length
+		case s.doneLocked():
+			s.half = true
+			c.w.mu.Lock()
+			s.remote = true
+			c.removeIfClosedLocked(s)
+			c.w.mu.Unlock()
+		default:
 			c.halfClose(s) // the client's trailers
-		case s == nil && !h.has(http2.FlagHeadersEndStream):
-			// Trailers on a stream vig already answered are harmless; a new
-			// request on an old stream id is not (RFC 9113 §5.1.1).
-			return protocolError("HEADERS opening stream %d, not above the last stream %d", h.stream, c.lastID)
 		}
 		return nil
 	}
+	if lo := max(c.lastID+2, 1); h.stream > lo {
+		c.skip(lo, h.stream-2)
+	}
 	c.lastID = h.stream
-	s := &sstream{c: c, id: h.stream, recvWin: int64(c.g.window)}
+	if c.r.prioSelf {
+		c.streamError(h.stream, http2.ErrCodeProtocol) // §5.3.1: a stream cannot depend on itself
+		return nil
+	}
+	clen := int64(-1)
+	if err == nil {
+		var why string
+		if clen, why = checkRequest(c.r.fields); why != "" {
+			c.g.log.Debug("malformed request: stream reset", "stream", h.stream, "why", why)
+			c.streamError(h.stream, http2.ErrCodeProtocol) // §8.1.1: malformed
+			return nil
+		}
+		if h.has(http2.FlagHeadersEndStream) && clen > 0 {
+			c.streamError(h.stream, http2.ErrCodeProtocol) // §8.1.1: no DATA to make the content-length
+			return nil
+		}
+	}
+	s := &sstream{c: c, id: h.stream, recvWin: int64(c.g.window), clen: clen}
 	c.w.mu.Lock()
 	s.send = sendState{id: h.stream, win: c.w.initWin}
 	refuse := c.goAway || len(c.streams) >= maxConcurrentStreams
@@ -387,7 +566,8 @@ func (c *sconn) headersFrame(h frameHeader) error {
 		c.maxID = s.id
 		c.g.accepted.Add(1)
 	} else {
-		c.w.buf = appendRST(c.w.buf, s.id, http2.ErrCodeRefusedStream)
+		c.w.buf = appendRST(c.w.buf, s.id, http2.ErrCodeRefusedStream) // §5.1.2
+		c.closed.noteReset(s.id)
 		c.w.flush()
 	}
 	c.w.mu.Unlock()
@@ -398,16 +578,65 @@ func (c *sconn) headersFrame(h frameHeader) error {
 		s.m = c.g.m.Method("other")
 		s.m.Start()
 		c.failStream(s, status.Errorf(codes.ResourceExhausted, "header list larger than %d bytes", maxHeaderList))
-		return nil
-	}
-	if err := c.request(s, c.r.fields); err != nil {
-		c.failStream(s, err)
-		return nil
+	} else if err := c.request(s, c.r.fields); err != nil {
+		var hr httpRefusal
+		if errors.As(err, &hr) {
+			c.refuseHTTP(s, hr)
+		} else {
+			c.failStream(s, err)
+		}
 	}
 	if h.has(http2.FlagHeadersEndStream) {
 		c.halfClose(s)
 	}
 	return nil
+}
+
+// skip records that the client skipped the stream ids lo..hi: they are closed
+// without having been opened (§5.1.1). Only the last few ranges are kept: an id
+// of an older one then counts as opened and closed, also a connection error.
+func (c *sconn) skip(lo, hi uint32) {
+	if len(c.skips) == cap(c.skips) && len(c.skips) > 0 {
+		copy(c.skips, c.skips[1:])
+		c.skips = c.skips[:len(c.skips)-1]
+	}
+	if c.skips == nil {
+		c.skips = make([][2]uint32, 0, 8)
+	}
+	c.skips = append(c.skips, [2]uint32{lo, hi})
+}
+
+func (c *sconn) skipped(id uint32) bool {
+	for _, r := range c.skips {
+		if r[0] <= id && id <= r[1] {
+			return true
+		}
+	}
+	return false
+}
+
+// httpRefusal answers a request that is not gRPC with a plain HTTP response, so
+// that a person or a generic HTTP/2 client sees what vig is.
+type httpRefusal struct {
+	status string
+	msg    string
+}
+
+func (e httpRefusal) Error() string { return e.msg }
+
+// refuseHTTP answers s with hr: :status, a text body, END_STREAM.
+func (c *sconn) refuseHTTP(s *sstream, hr httpRefusal) {
+	c.w.mu.Lock()
+	defer c.w.mu.Unlock()
+	if s.done {
+		return
+	}
+	s.hdrSent = true
+	c.w.headers(s.id, false, []hpack.HeaderField{{Name: ":status", Value: hr.status}, {Name: "content-type", Value: "text/plain; charset=utf-8"}})
+	c.w.queueData(&s.send, mem.BufferSlice{mem.SliceBuffer("vig: " + hr.msg + "\n")})
+	c.w.finish(&s.send, nil)
+	c.endLocked(s, codes.Unimplemented)
+	c.w.flush()
 }
 
 // reservedHeader reports headers the transport owns, which are not forwarded as
@@ -453,10 +682,10 @@ func (c *sconn) request(s *sstream, fields []hpack.HeaderField) error {
 		return badTimeout
 	}
 	if method != "POST" {
-		return status.Errorf(codes.Unimplemented, "%s %s: gRPC needs POST", method, path)
+		return httpRefusal{"405", fmt.Sprintf("%s %s: vig serves gRPC (Triton's GRPCInferenceService), which needs POST", method, path)}
 	}
 	if ctype != "application/grpc" && !strings.HasPrefix(ctype, "application/grpc+") && !strings.HasPrefix(ctype, "application/grpc;") {
-		return status.Errorf(codes.Unimplemented, "content-type %q is not gRPC", ctype)
+		return httpRefusal{"415", fmt.Sprintf("content-type %q is not gRPC: vig serves gRPC (Triton's GRPCInferenceService)", ctype)}
 	}
 	if err := c.g.authorize(path, &s.meta); err != nil { // auth.go
 		return err
@@ -617,6 +846,10 @@ func (c *sconn) submit(s *sstream, call *Call, err error, counted bool) {
 // halfClose: the client sent END_STREAM on s.
 func (c *sconn) halfClose(s *sstream) {
 	s.half = true
+	c.w.mu.Lock()
+	s.remote = true
+	c.removeIfClosedLocked(s)
+	c.w.mu.Unlock()
 	if s.asm.partial() {
 		s.asm.reset(&c.budget)
 		c.failStream(s, status.Error(codes.Internal, "stream ended inside a message"))
@@ -657,11 +890,14 @@ func (c *sconn) reset(id uint32) {
 		c.w.mu.Unlock()
 		return
 	}
-	if s.done { // answered, its last frames still waiting for window: drop them
+	s.remote = true
+	if s.done { // answered, its last frames perhaps still waiting for window: drop them
 		c.w.drop(&s.send)
 		s.send.closed = true
 		c.removeLocked(s)
 		c.w.mu.Unlock()
+		s.half = true
+		s.asm.reset(&c.budget)
 		return
 	}
 	s.half = true
@@ -669,6 +905,7 @@ func (c *sconn) reset(id uint32) {
 	c.w.drop(&s.send)
 	calls, bs := s.takeCalls(), s.relay
 	c.endLocked(s, codes.Canceled)
+	c.removeLocked(s)
 	c.w.mu.Unlock()
 	s.asm.reset(&c.budget)
 	for _, call := range calls {
@@ -848,13 +1085,25 @@ func (c *sconn) endLocked(s *sstream, code codes.Code) {
 	s.m.Done(code)
 	c.g.answered.Add(1)
 	if s.send.closed {
-		c.removeLocked(s)
-	} // else it leaves the table once its last frame is out (w.onClosed)
+		c.removeIfClosedLocked(s)
+	} // else once its last frame is out (w.onClosed)
 }
 
-// removeLocked forgets an answered stream whose frames are all sent. Called with
-// w.mu held.
+// removeIfClosedLocked forgets s once it is closed on both sides: answered, its
+// frames all sent, and the client's END_STREAM or RST_STREAM received. Until
+// then it counts against the concurrent-stream limit (§5.1.2). Called with w.mu
+// held.
+func (c *sconn) removeIfClosedLocked(s *sstream) {
+	if s.done && s.send.closed && s.remote {
+		c.removeLocked(s)
+	}
+}
+
+// removeLocked forgets a stream. Called with w.mu held.
 func (c *sconn) removeLocked(s *sstream) {
+	if c.streams[s.id] != s {
+		return
+	}
 	c.w.forget(&s.send)
 	delete(c.streams, s.id)
 	if c.goAway && len(c.streams) == 0 {
@@ -962,31 +1211,56 @@ func settingsFrame(r *h2reader, w *h2writer, h frameHeader) error {
 	if len(p)%6 != 0 {
 		return connError{http2.ErrCodeFrameSize, "SETTINGS payload not a multiple of 6"}
 	}
+	// More than maxSettings entries is refused (x/net's bound), so that a
+	// SETTINGS frame costs a bounded amount of work. A setting may appear twice:
+	// the values are processed in order (§6.5.3).
+	if len(p)/6 > maxSettings {
+		return connError{http2.ErrCodeEnhanceYourCalm, fmt.Sprintf("SETTINGS with %d entries (at most %d)", len(p)/6, maxSettings)}
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	// Every value is checked before any is applied, and the ACK is queued
+	// before the frames the new values unblock (DATA a larger window lets
+	// out), so that the peer reads the ACK first.
+	maxInit := int64(-1)
+	for q := p; len(q) > 0; q = q[6:] {
+		id, v := http2.SettingID(binary.BigEndian.Uint16(q)), binary.BigEndian.Uint32(q[2:])
+		switch id {
+		case http2.SettingMaxFrameSize:
+			if v < defaultMaxFrame || v > 1<<24-1 {
+				return protocolError("SETTINGS_MAX_FRAME_SIZE %d out of range", v) // §6.5.2
+			}
+		case http2.SettingInitialWindowSize:
+			if v > 1<<31-1 {
+				return errFlowControl // §6.5.2
+			}
+			maxInit = max(maxInit, int64(v))
+		case http2.SettingEnablePush:
+			if v > 1 {
+				return protocolError("SETTINGS_ENABLE_PUSH %d", v) // §6.5.2
+			}
+		}
+	}
+	if maxInit >= 0 && w.initWindowOverflows(maxInit) {
+		return connError{http2.ErrCodeFlowControl, "SETTINGS_INITIAL_WINDOW_SIZE takes a stream window above 2^31-1"} // §6.9.2
+	}
+	w.buf = appendFrameHeader(w.buf, 0, http2.FrameSettings, http2.FlagSettingsAck, 0)
 	for ; len(p) > 0; p = p[6:] {
 		id, v := http2.SettingID(binary.BigEndian.Uint16(p)), binary.BigEndian.Uint32(p[2:])
 		switch id {
 		case http2.SettingMaxFrameSize:
-			if v < defaultMaxFrame || v > 1<<24-1 {
-				return protocolError("SETTINGS_MAX_FRAME_SIZE %d out of range", v)
-			}
 			// vig's frames stay at the default size: larger ones save nothing on
 			// a socket written with writev.
 		case http2.SettingInitialWindowSize:
-			if v > 1<<31-1 {
-				return errFlowControl
-			}
 			w.initWindowChanged(int64(v))
 		case http2.SettingHeaderTableSize:
 			w.enc.SetMaxDynamicTableSizeLimit(min(v, 4096))
-		case http2.SettingEnablePush:
-			if v > 1 {
-				return protocolError("SETTINGS_ENABLE_PUSH %d", v)
-			}
+		case http2.SettingMaxConcurrentStreams:
+			w.peerMaxStreams = v
+		case http2.SettingMaxHeaderListSize:
+			w.peerMaxHeaderList = v
 		}
 	}
-	w.buf = appendFrameHeader(w.buf, 0, http2.FrameSettings, http2.FlagSettingsAck, 0)
 	w.flush()
 	return nil
 }
