@@ -171,3 +171,19 @@ func TestH2ConnMemoryBound(t *testing.T) {
 	}
 	checkBackground(t, stop)
 }
+
+// A grpc-timeout of "99999999H" (the largest the format allows) means no
+// deadline in practice: the call is served and the backend gets a grpc-timeout
+// it can read.
+func TestH2HugeTimeoutServed(t *testing.T) {
+	e, p := withProbe(t, "")
+	h := dialH2(t, e.tcp)
+	r, err := h.call(1, "/"+gateway.Service+"/ModelConfig", []byte{0x0a, 1, 'm'}, "grpc-timeout", "99999999H")
+	if err != nil || field(r.trailers, "grpc-status") != "0" {
+		t.Fatalf("grpc-timeout 99999999H: %+v %v, want the call served", r, err)
+	}
+	calls := p.recorded("/" + gateway.Service + "/ModelConfig")
+	if len(calls) != 1 || calls[0].deadline.Before(time.Now().Add(24*time.Hour)) {
+		t.Errorf("backend calls %+v: want one with a deadline years away", calls)
+	}
+}

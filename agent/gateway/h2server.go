@@ -1285,7 +1285,9 @@ func pingFrame(r *h2reader, w *h2writer, h frameHeader) error {
 	return nil
 }
 
-// parseTimeout reads a grpc-timeout value ("<1-8 digits><unit>").
+// parseTimeout reads a grpc-timeout value ("<1-8 digits><unit>"). Like
+// grpc-go, a value beyond what a Duration holds ("99999999H") is clamped, to
+// maxTimeout: it means no deadline in practice, never an instant one.
 func parseTimeout(v string) (time.Duration, bool) {
 	if len(v) < 2 || len(v) > 9 {
 		return 0, false
@@ -1311,18 +1313,32 @@ func parseTimeout(v string) (time.Duration, bool) {
 	default:
 		return 0, false
 	}
+	if n > int64(maxTimeout/unit) {
+		return maxTimeout, true
+	}
 	return time.Duration(n) * unit, true
 }
 
-// formatTimeout writes d as a grpc-timeout value.
+// maxTimeout bounds a deadline's distance (~146 years), so that the clock plus
+// it cannot overflow.
+const maxTimeout = time.Duration(1 << 62)
+
+// formatTimeout writes d as a grpc-timeout value: at most 8 digits, in the
+// finest unit that holds it (rounded up, so that the backend never gives up
+// before vig would).
 func formatTimeout(d time.Duration) string {
 	if d <= 0 {
 		return "1n"
 	}
-	if us := d / time.Microsecond; us < 1e8 {
-		return strconv.FormatInt(int64(us)+1, 10) + "u"
+	for _, u := range []struct {
+		d time.Duration
+		c string
+	}{{time.Microsecond, "u"}, {time.Millisecond, "m"}, {time.Second, "S"}, {time.Minute, "M"}} {
+		if n := d/u.d + 1; n < 1e8 {
+			return strconv.FormatInt(int64(n), 10) + u.c
+		}
 	}
-	return strconv.FormatInt(int64(d/time.Millisecond)+1, 10) + "m"
+	return strconv.FormatInt(min(int64(d/time.Hour)+1, 99999999), 10) + "H"
 }
 
 // encodeGrpcMessage percent-encodes a status message as gRPC's wire format asks.
