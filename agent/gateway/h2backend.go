@@ -718,7 +718,11 @@ func (c *bconn) data(h frameHeader) error {
 		return err
 	}
 	c.w.mu.Lock()
-	if bs != nil && bs.relay != nil && bs.owed >= c.b.window/4 && !h.has(http2.FlagDataEndStream) {
+	// Every stream gets its window back, an inference answer too: one larger
+	// than window_mib (but within max_message_mib) would otherwise stall the
+	// backend until the call expires. What an answer holds meanwhile is bounded
+	// by max_message_mib and the connection's msgBudget.
+	if bs != nil && bs.owed >= c.b.window/4 && !h.has(http2.FlagDataEndStream) && c.streams[bs.id] == bs {
 		c.w.buf = appendWindowUpdate(c.w.buf, bs.id, bs.owed)
 		bs.recvWin += int64(bs.owed)
 		bs.owed = 0

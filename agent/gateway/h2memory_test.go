@@ -4,14 +4,17 @@ package gateway_test
 // make vig hold, and the bound on what a connection's incomplete messages hold.
 
 import (
+	"context"
 	"encoding/binary"
 	"runtime"
+	"strconv"
 	"testing"
 	"time"
 
 	"golang.org/x/net/http2"
 
 	"github.com/vig-edge/vig/agent/gateway"
+	pb "github.com/vig-edge/vig/proto/inference"
 )
 
 // syncPing sends a PING and reads until its ACK: vig reads a connection's frames
@@ -185,5 +188,23 @@ func TestH2HugeTimeoutServed(t *testing.T) {
 	calls := p.recorded("/" + gateway.Service + "/ModelConfig")
 	if len(calls) != 1 || calls[0].deadline.Before(time.Now().Add(24*time.Hour)) {
 		t.Errorf("backend calls %+v: want one with a deadline years away", calls)
+	}
+}
+
+// An inference answer larger than the stream window (window_mib) but within
+// max_message_mib: vig gives the backend's stream its window back as the answer
+// arrives (it used to only for relayed RPCs, and the backend stalled).
+func TestH2LargeInferAnswerBeyondWindow(t *testing.T) {
+	e, _ := withProbe(t, "grpc: {window_mib: 1}\n")
+	c := pb.NewGRPCInferenceServiceClient(e.dial(t, e.tcp))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // liveness, not speed
+	defer cancel()
+	const size = 3 << 20
+	r, err := c.ModelInfer(probeCtx(ctx, "big:"+strconv.Itoa(size), "big"), inferRequest("detector", "big#1", 10))
+	if err != nil {
+		t.Fatalf("a %d-byte answer through a 1 MiB window: %v", size, err)
+	}
+	if len(r.RawOutputContents) != 1 || len(r.RawOutputContents[0]) != size {
+		t.Fatalf("answer of %d outputs", len(r.RawOutputContents))
 	}
 }
