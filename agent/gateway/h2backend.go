@@ -922,7 +922,16 @@ func (b *h2Backend) openRelay(s *sstream) (*bstream, error) {
 	if c == nil {
 		return nil, errBackendDown
 	}
-	return c.open(s.method, s.meta, s.deadline, func(bs *bstream) { bs.relay = s })
+	// A relayed message keeps its compressed flag, so its encoding goes with it
+	// (it was dropped, and a compressed request failed).
+	meta := s.meta
+	if s.enc[0] != "" {
+		meta = append(meta[:len(meta):len(meta)], "grpc-encoding", s.enc[0])
+	}
+	if s.enc[1] != "" {
+		meta = append(meta[:len(meta):len(meta)], "grpc-accept-encoding", s.enc[1])
+	}
+	return c.open(s.method, meta, s.deadline, func(bs *bstream) { bs.relay = s })
 }
 
 var _ = strconv.Itoa

@@ -88,6 +88,7 @@ type sstream struct {
 	owed     uint32 // stream window to give back
 	gotMsg   bool
 	meta     []string
+	enc      [2]string // grpc-encoding, grpc-accept-encoding (relayed RPCs carry them on)
 	deadline int64
 	half     bool  // the client half-closed
 	listed   bool  // in c.partials
@@ -669,6 +670,10 @@ func (c *sconn) request(s *sstream, fields []hpack.HeaderField) error {
 				continue
 			}
 			s.deadline = int64(c.g.clock()) + int64(d)
+		case "grpc-encoding":
+			s.enc[0] = f.Value
+		case "grpc-accept-encoding":
+			s.enc[1] = f.Value
 		default:
 			if !reservedHeader(f.Name) {
 				s.meta = append(s.meta, f.Name, f.Value)

@@ -50,6 +50,11 @@ func (g *Gateway) finishPrepare(call *Call, uid uint32, hasUID, synced bool) err
 // relayHeaders forwards a relayed RPC's response headers to its client.
 func (c *sconn) relayHeaders(s *sstream, fields []hpack.HeaderField) {
 	meta := appendMeta(nil, fields)
+	for _, f := range fields {
+		if f.Name == "grpc-encoding" || f.Name == "grpc-accept-encoding" {
+			meta = append(meta, f.Name, f.Value) // the relayed messages' compressed flag needs it
+		}
+	}
 	c.w.mu.Lock()
 	if !s.done {
 		c.headLocked(s, meta)
