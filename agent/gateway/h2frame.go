@@ -512,10 +512,15 @@ type h2writer struct {
 	mark int          // start of buf not yet referenced by vec
 
 	flushing bool // a flusher goroutine owns queue
-	closing  bool // close the connection once everything queued is written
-	queue    [][]byte
-	qrefs    []mem.Buffer
-	err      error // the connection failed; nothing more is sent
+	// ctlQueued counts the control frames vig queued in answer to the peer
+	// (PING and SETTINGS ACKs, RST_STREAM) since the socket last took a write
+	// while it was full: a peer that floods them and never reads is cut off
+	// at maxQueuedControl (control).
+	ctlQueued int
+	closing   bool // close the connection once everything queued is written
+	queue     [][]byte
+	qrefs     []mem.Buffer
+	err       error // the connection failed; nothing more is sent
 
 	maxFrame int // peer's SETTINGS_MAX_FRAME_SIZE
 	// The peer's SETTINGS_MAX_CONCURRENT_STREAMS and SETTINGS_MAX_HEADER_LIST_SIZE
@@ -914,12 +919,30 @@ func (w *h2writer) flusher() {
 		for _, r := range refs {
 			r.Free()
 		}
+		w.mu.Lock()
 		if err != nil {
-			w.mu.Lock()
 			w.fail(err)
-			w.mu.Unlock()
 		}
+		w.ctlQueued = 0 // the peer reads
+		w.mu.Unlock()
 	}
+}
+
+// maxQueuedControl is how many control frames answering the peer may wait
+// while the socket does not take them (x/net's server has the same bound).
+const maxQueuedControl = 10000
+
+// control accounts for one control frame vig is about to queue in answer to
+// the peer, and refuses it (ENHANCE_YOUR_CALM) past maxQueuedControl while the
+// socket is full. Called with mu held.
+func (w *h2writer) control() error {
+	if !w.flushing {
+		return nil
+	}
+	if w.ctlQueued++; w.ctlQueued > maxQueuedControl {
+		return connError{http2.ErrCodeEnhanceYourCalm, fmt.Sprintf("more than %d control frames wait for a peer that does not read", maxQueuedControl)}
+	}
+	return nil
 }
 
 // fail marks the connection dead and closes it, so its reader ends too. Called

@@ -571,7 +571,11 @@ func (c *sconn) headersFrame(h frameHeader) error {
 		c.closed.noteReset(s.id)
 		c.w.flush()
 	}
+	flood := refuse && c.w.control() != nil
 	c.w.mu.Unlock()
+	if flood {
+		return connError{http2.ErrCodeEnhanceYourCalm, "refused streams flood a connection that does not read"}
+	}
 	if refuse {
 		return nil
 	}
@@ -1249,6 +1253,9 @@ func settingsFrame(r *h2reader, w *h2writer, h frameHeader) error {
 	if maxInit >= 0 && w.initWindowOverflows(maxInit) {
 		return connError{http2.ErrCodeFlowControl, "SETTINGS_INITIAL_WINDOW_SIZE takes a stream window above 2^31-1"} // §6.9.2
 	}
+	if err := w.control(); err != nil {
+		return err
+	}
 	w.buf = appendFrameHeader(w.buf, 0, http2.FrameSettings, http2.FlagSettingsAck, 0)
 	for ; len(p) > 0; p = p[6:] {
 		id, v := http2.SettingID(binary.BigEndian.Uint16(p)), binary.BigEndian.Uint32(p[2:])
@@ -1276,13 +1283,20 @@ func pingFrame(r *h2reader, w *h2writer, h frameHeader) error {
 	if err != nil {
 		return err
 	}
-	if len(p) != 8 || h.stream != 0 {
-		return connError{http2.ErrCodeFrameSize, "malformed PING"}
+	if h.stream != 0 {
+		return protocolError("PING on stream %d", h.stream) // §6.7
+	}
+	if len(p) != 8 {
+		return connError{http2.ErrCodeFrameSize, "PING of the wrong size"} // §6.7
 	}
 	if h.has(http2.FlagPingAck) {
 		return nil
 	}
 	w.mu.Lock()
+	if err := w.control(); err != nil {
+		w.mu.Unlock()
+		return err
+	}
 	w.buf = appendFrameHeader(w.buf, 8, http2.FramePing, http2.FlagPingAck, 0)
 	w.buf = append(w.buf, p...)
 	w.flush()
