@@ -62,6 +62,8 @@ type h2Backend struct {
 const (
 	backoffBase = 50 * time.Millisecond
 	backoffMax  = time.Second
+	// stableAfter: a connection that lasted this long resets the backoff.
+	stableAfter = time.Second
 )
 
 func newH2Backend(addr string, dial func(context.Context, string) (net.Conn, error), window uint32, maxMsg, rbuf int, clock func() int64, log *slog.Logger) *h2Backend {
@@ -145,7 +147,7 @@ func (b *h2Backend) run() {
 			go b.onConnect()
 		}
 		b.log.Info("backend connected", "address", b.addr)
-		delay = 0
+		since := time.Now()
 		select {
 		case <-b.ctx.Done():
 			b.cur.CompareAndSwap(c, nil)
@@ -156,17 +158,30 @@ func (b *h2Backend) run() {
 			return
 		case <-c.unusable:
 		}
+		// The backoff is kept across a connection that ends soon: a backend
+		// that accepts and then sends GOAWAY (or resets) at once is not
+		// redialled in a loop.
+		if time.Since(since) >= stableAfter {
+			delay = 0
+		}
+		next := min(max(delay*8/5, backoffBase), backoffMax)
 		select {
 		case <-c.readerDone:
 			b.cur.CompareAndSwap(c, nil)
 			b.log.Warn("backend connection lost", "address", b.addr, "err", c.err())
 			setUp(false)
-			delay = backoffBase
+			delay = next
 		default: // GOAWAY: the old connection drains while a new one is dialled
 			b.mu.Lock()
 			b.connecting = true
 			b.mu.Unlock()
 			b.cur.CompareAndSwap(c, nil)
+			if delay > 0 || time.Since(since) < stableAfter {
+				delay = next
+			}
+		}
+		if delay > 0 {
+			delay += time.Duration(rand.Int64N(int64(delay)/5 + 1))
 		}
 	}
 }
@@ -444,6 +459,7 @@ func (c *bconn) abort(bs *bstream, code http2.ErrCode) {
 	delete(c.streams, bs.id)
 	c.w.forget(&bs.send)
 	c.w.reset(&bs.send, code)
+	c.drainedLocked()
 	c.w.flush()
 	c.w.mu.Unlock()
 	bs.finish(nil, nil, nil, status.Error(codes.Canceled, "cancelled by the client"))
@@ -553,9 +569,18 @@ func (c *bconn) take(id uint32) *bstream {
 		c.w.forget(&bs.send)
 		c.w.drop(&bs.send)
 		bs.send.closed = true
+		c.drainedLocked()
 	}
 	c.w.mu.Unlock()
 	return bs
+}
+
+// drainedLocked closes a connection the backend sent GOAWAY on once its last
+// stream has ended. Called with w.mu held.
+func (c *bconn) drainedLocked() {
+	if c.goAway && len(c.streams) == 0 {
+		c.w.closeWhenFlushed()
+	}
 }
 
 func (c *bconn) headersFrame(h frameHeader) error {
@@ -830,7 +855,17 @@ func (c *bconn) goAwayFrame(h frameHeader) error {
 	if len(p) < 8 {
 		return connError{http2.ErrCodeFrameSize, "GOAWAY too short"}
 	}
+	if h.stream != 0 {
+		return protocolError("GOAWAY on stream %d", h.stream) // §6.8
+	}
 	last := binary.BigEndian.Uint32(p) & 0x7fffffff
+	code := http2.ErrCode(binary.BigEndian.Uint32(p[4:]))
+	// New calls wait for the next connection from now on (run dials it).
+	b := c.b
+	b.mu.Lock()
+	b.connecting = true
+	b.mu.Unlock()
+	b.cur.CompareAndSwap(c, nil)
 	c.w.mu.Lock()
 	c.goAway = true
 	var refused []*bstream
@@ -846,9 +881,26 @@ func (c *bconn) goAwayFrame(h frameHeader) error {
 	idle := len(c.streams) == 0
 	c.w.mu.Unlock()
 	c.markUnusable()
+	if code != http2.ErrCodeNo {
+		b.log.Warn("backend sent GOAWAY", "address", b.addr, "code", code.String(), "debug", string(p[8:min(len(p), 8+128)]))
+	}
 	for _, bs := range refused {
 		bs.asm.reset(&c.budget)
-		bs.finish(nil, nil, nil, status.Error(codes.Unavailable, "backend is going away"))
+		resp := bs.resp
+		bs.resp = nil
+		resp.Free()
+		if bs.call != nil && !bs.call.expired.Load() {
+			// The backend did not process it (RFC 9113 §6.8): it is started
+			// again on the next connection.
+			b.mu.Lock()
+			if b.connecting {
+				b.parked = append(b.parked, bs.call)
+				b.mu.Unlock()
+				continue
+			}
+			b.mu.Unlock()
+		}
+		bs.finish(nil, nil, nil, status.Error(codes.Unavailable, "backend is going away (GOAWAY) and had not processed the call: retry"))
 	}
 	if idle {
 		return errConnClosed
