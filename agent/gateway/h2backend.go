@@ -512,6 +512,12 @@ func (c *bconn) read() {
 	if !c.settled {
 		c.ready <- err
 	}
+	var ce connError
+	if errors.As(err, &ce) {
+		// The backend broke the protocol: it is told why (RFC 9113 §5.4.1)
+		// before the connection is closed and redialled.
+		c.w.goAway(0, ce.code, ce.msg)
+	}
 	c.close(err)
 }
 
@@ -567,12 +573,52 @@ func (c *bconn) take(id uint32) *bstream {
 	if bs != nil {
 		delete(c.streams, id)
 		c.w.forget(&bs.send)
+		if !bs.send.closed {
+			// The answer is complete but vig's side is not (request data not
+			// yet sent, a relay still streaming): the stream is reset rather
+			// than left open on the backend.
+			c.w.reset(&bs.send, http2.ErrCodeCancel)
+			c.w.flush()
+		}
 		c.w.drop(&bs.send)
 		bs.send.closed = true
 		c.drainedLocked()
 	}
 	c.w.mu.Unlock()
 	return bs
+}
+
+// streamError resets stream id with code (RFC 9113 §5.4.2) and fails its call
+// with err: the backend's fault stays with that call, the connection goes on.
+// Reader goroutine.
+func (c *bconn) streamError(id uint32, code http2.ErrCode, err error) {
+	c.w.mu.Lock()
+	bs := c.streams[id]
+	if bs != nil {
+		delete(c.streams, id)
+		c.w.forget(&bs.send)
+		c.w.drop(&bs.send)
+		bs.send.closed, bs.send.rst = true, true
+		c.drainedLocked()
+	}
+	c.w.buf = appendRST(c.w.buf, id, code)
+	c.w.flush()
+	c.w.mu.Unlock()
+	if bs != nil {
+		bs.asm.reset(&c.budget)
+		resp := bs.resp
+		bs.resp = nil
+		resp.Free()
+		bs.finish(nil, nil, nil, err)
+	}
+}
+
+// idle reports whether id names a stream vig never opened: a frame on it is a
+// connection error PROTOCOL_ERROR (§5.1 idle). vig's streams are odd.
+func (c *bconn) idle(id uint32) bool {
+	c.w.mu.Lock()
+	defer c.w.mu.Unlock()
+	return id%2 == 0 || id >= c.nextID
 }
 
 // drainedLocked closes a connection the backend sent GOAWAY on once its last
@@ -587,6 +633,9 @@ func (c *bconn) headersFrame(h frameHeader) error {
 	err := c.r.headerBlock(h)
 	if err != nil && err != errHeaderListTooBig {
 		return err
+	}
+	if h.stream == 0 || c.idle(h.stream) {
+		return protocolError("backend sent HEADERS on stream %d, which vig never opened", h.stream) // §5.1 idle, §8.4
 	}
 	bs := c.lookup(h.stream)
 	if bs == nil {
@@ -630,7 +679,8 @@ func (c *bconn) headersFrame(h frameHeader) error {
 		// A trailers-only response.
 	}
 	if !end {
-		return protocolError("backend sent a second header block without END_STREAM on stream %d", h.stream)
+		c.streamError(h.stream, http2.ErrCodeProtocol, status.Error(codes.Internal, "backend sent a second header block without END_STREAM (RFC 9113 §8.1)")) // malformed response
+		return nil
 	}
 	if bs = c.take(h.stream); bs == nil {
 		return nil
@@ -673,18 +723,27 @@ func httpStatus(fields []hpack.HeaderField) error {
 }
 
 func (c *bconn) data(h frameHeader) error {
+	if h.stream == 0 {
+		return protocolError("backend sent DATA on stream 0") // §6.1
+	}
 	n, pad, err := c.r.dataStart(h, &c.recvConn, "backend")
 	if err != nil {
 		return err
 	}
+	if c.idle(h.stream) {
+		return protocolError("backend sent DATA on stream %d, which vig never opened", h.stream) // §5.1 idle
+	}
 	bs := c.lookup(h.stream)
+	if bs != nil && bs.recvWin-int64(h.length) < 0 {
+		// More than the stream's window: a stream error FLOW_CONTROL_ERROR
+		// (§6.9.1); the frame still counts for the connection's window.
+		c.streamError(h.stream, http2.ErrCodeFlowControl, status.Error(codes.Internal, "backend sent more than the stream's flow-control window"))
+		bs = nil
+	}
 	if bs == nil {
 		err = c.r.discard(n)
 	} else {
 		bs.recvWin -= int64(h.length)
-		if bs.recvWin < 0 {
-			return connError{http2.ErrCodeFlowControl, "backend sent more than the stream window"}
-		}
 		var left int
 		left, err = bs.asm.read(c.r.br, n, c.b.maxMsg, &c.budget, func(msg mem.BufferSlice, compressed bool) error {
 			if bs.relay != nil {
@@ -807,9 +866,17 @@ func (c *bconn) rstFrame(h frameHeader) error {
 	if err != nil {
 		return err
 	}
-	if len(p) != 4 || h.stream == 0 {
-		return protocolError("malformed RST_STREAM")
+	if len(p) != 4 {
+		return connError{http2.ErrCodeFrameSize, "backend sent RST_STREAM of the wrong size"} // §6.4
 	}
+	if h.stream == 0 || c.idle(h.stream) {
+		return protocolError("backend sent RST_STREAM on stream %d, which vig never opened", h.stream) // §6.4, §5.1 idle
+	}
+	c.w.mu.Lock()
+	if bs := c.streams[h.stream]; bs != nil {
+		bs.send.closed, bs.send.rst = true, true // reset by the peer: vig sends nothing more on it
+	}
+	c.w.mu.Unlock()
 	bs := c.take(h.stream)
 	if bs == nil {
 		return nil
@@ -836,12 +903,37 @@ func rstError(code http2.ErrCode) error {
 }
 
 func (c *bconn) windowUpdate(h frameHeader) error {
-	return windowUpdateFrame(c.r, c.w, h, func(id uint32) *sendState {
-		if bs := c.streams[id]; bs != nil {
-			return &bs.send
-		}
+	if h.stream == 0 {
+		return windowUpdateFrame(c.r, c.w, h, nil)
+	}
+	p, err := c.r.payload(h)
+	if err != nil {
+		return err
+	}
+	if len(p) != 4 {
+		return connError{http2.ErrCodeFrameSize, "backend sent WINDOW_UPDATE of the wrong size"} // §6.9
+	}
+	if c.idle(h.stream) {
+		return protocolError("backend sent WINDOW_UPDATE on stream %d, which vig never opened", h.stream) // §5.1 idle
+	}
+	inc := binary.BigEndian.Uint32(p) & 0x7fffffff
+	if inc == 0 {
+		c.streamError(h.stream, http2.ErrCodeProtocol, status.Error(codes.Internal, "backend sent a stream WINDOW_UPDATE of 0 (RFC 9113 §6.9)"))
 		return nil
-	})
+	}
+	c.w.mu.Lock()
+	bs := c.streams[h.stream]
+	if bs == nil {
+		c.w.mu.Unlock()
+		return nil // ended: a WINDOW_UPDATE may still be in flight
+	}
+	err = c.w.windowUpdate(&bs.send, inc)
+	c.w.flush()
+	c.w.mu.Unlock()
+	if err != nil {
+		c.streamError(h.stream, http2.ErrCodeFlowControl, status.Error(codes.Internal, "backend took the stream's send window above 2^31-1 (RFC 9113 §6.9.1)"))
+	}
+	return nil
 }
 
 // goAwayFrame: the backend will take no new streams. Those above its last stream

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -16,6 +17,8 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/vig-edge/vig/proto/inference"
@@ -61,6 +64,7 @@ func startRawBackend(t *testing.T, handle func(n int, bc *backendConn)) *rawBack
 				defer c.Close()
 				bc := &backendConn{t: t, c: c}
 				bc.fr = http2.NewFramer(c, c)
+				bc.fr.AllowIllegalWrites = true
 				bc.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 				bc.enc = hpack.NewEncoder(&bc.hbuf)
 				pre := make([]byte, len(http2.ClientPreface))
@@ -206,5 +210,164 @@ func TestBackendGoAwayRetriesUnprocessed(t *testing.T) {
 	}
 	if n := rb.accepts.Load(); n != 2 {
 		t.Errorf("%d connections, want 2", n)
+	}
+}
+
+// misbehave answers a ModelInfer by its request id: the backend's faults a
+// careful client must survive.
+func (bc *backendConn) misbehave(stream uint32, req []byte) {
+	var in pb.ModelInferRequest
+	proto.Unmarshal(req, &in)
+	hdr := func(end bool, kv ...string) {
+		bc.hbuf.Reset()
+		for i := 0; i+1 < len(kv); i += 2 {
+			bc.enc.WriteField(hpack.HeaderField{Name: kv[i], Value: kv[i+1]})
+		}
+		bc.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: stream, BlockFragment: bc.hbuf.Bytes(), EndHeaders: true, EndStream: end})
+	}
+	switch in.Id {
+	case "second-headers": // a second header block without END_STREAM (§8.1)
+		hdr(false, ":status", "200", "content-type", "application/grpc")
+		hdr(false, "x-more", "1")
+	case "window-overflow": // a stream send window above 2^31-1 (§6.9.1)
+		bc.fr.WriteWindowUpdate(stream, 1<<31-1)
+		bc.fr.WriteWindowUpdate(stream, 1<<31-1)
+	case "window-zero": // WINDOW_UPDATE of 0 on the stream (§6.9)
+		bc.fr.WriteWindowUpdate(stream, 0)
+	case "rst": // the backend resets the call
+		bc.fr.WriteRSTStream(stream, http2.ErrCodeInternal)
+	case "big-headers": // a header list above vig's 1 MiB, in a block below it
+		kv := []string{":status", "200", "content-type", "application/grpc"}
+		for i := range 20 {
+			kv = append(kv, "x-big-"+string(rune('a'+i)), string(bytes.Repeat([]byte{'a' + byte(i)}, 60<<10)))
+		}
+		bc.hbuf.Reset()
+		for i := 0; i+1 < len(kv); i += 2 {
+			bc.enc.WriteField(hpack.HeaderField{Name: kv[i], Value: kv[i+1]})
+		}
+		blk := bc.hbuf.Bytes()
+		first := true
+		for len(blk) > 0 {
+			n := min(len(blk), 16384)
+			if first {
+				bc.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: stream, BlockFragment: blk[:n], EndHeaders: n == len(blk)})
+				first = false
+			} else {
+				bc.fr.WriteContinuation(stream, n == len(blk), blk[:n])
+			}
+			blk = blk[n:]
+		}
+	case "data-stream-0": // DATA on stream 0: a connection error (§6.1)
+		bc.fr.WriteData(0, false, []byte("x"))
+	case "unknown-stream": // HEADERS on a stream vig never opened (§5.1 idle)
+		bc.hbuf.Reset()
+		bc.enc.WriteField(hpack.HeaderField{Name: ":status", Value: "200"})
+		bc.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: stream + 100, BlockFragment: bc.hbuf.Bytes(), EndHeaders: true})
+	case "undecodable": // a header block HPACK cannot decode (§4.3)
+		bc.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: stream, BlockFragment: []byte{0xff, 0xff, 0xff, 0xff, 0xff}, EndHeaders: true})
+	default:
+		bc.answerInfer(stream, req)
+	}
+}
+
+// The misbehaving-backend suite: each fault of the backend fails exactly the
+// call it concerns, with a clear status. A stream-level fault leaves the
+// connection and its other calls alone (no redial); a connection-level fault
+// resets the connection, vig redials (with backoff), and the next call is
+// served. Nothing is answered twice (accepted == answered at the end).
+func TestBackendMisbehaves(t *testing.T) {
+	rb := startRawBackend(t, func(_ int, bc *backendConn) {
+		for {
+			stream, msg, ok := bc.request()
+			if !ok {
+				return
+			}
+			bc.misbehave(stream, msg)
+		}
+	})
+	cfg := testConfig(t, "")
+	cfg.Backend.Address = rb.ln.Addr().String()
+	e := startEnv(t, cfg, false)
+	waitBackendReady(t, e)
+	c := pb.NewGRPCInferenceServiceClient(e.dial(t, e.tcp))
+	call := func(id string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // liveness, not speed
+		defer cancel()
+		r, err := c.ModelInfer(ctx, inferRequest("detector", id, 10))
+		if err == nil && r.Id != id {
+			return fmt.Errorf("answer for %q", r.Id)
+		}
+		return err
+	}
+	if err := call("ok#0"); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, tc := range []struct {
+		id   string
+		code codes.Code
+		conn bool // a connection error: vig redials
+	}{
+		{"second-headers", codes.Internal, false},
+		{"window-overflow", codes.Internal, false},
+		{"window-zero", codes.Internal, false},
+		{"rst", codes.Internal, false},
+		{"big-headers", codes.Internal, false},
+		{"data-stream-0", codes.Unavailable, true},
+		{"unknown-stream", codes.Unavailable, true},
+		{"undecodable", codes.Unavailable, true},
+	} {
+		before := rb.accepts.Load()
+		err := call(tc.id)
+		if status.Code(err) != tc.code {
+			t.Errorf("%s: %v, want %v", tc.id, err, tc.code)
+		} else {
+			t.Logf("%s: %v", tc.id, err)
+		}
+		if tc.conn {
+			waitBackendReady(t, e)
+			eventually(t, "vig redials", func() bool { return rb.accepts.Load() > before })
+		}
+		n++
+		if err := call(fmt.Sprintf("ok#%d", n)); err != nil {
+			t.Errorf("the next call after %s: %v", tc.id, err)
+		}
+		if got := rb.accepts.Load(); !tc.conn && got != before {
+			t.Errorf("%s, a stream error, made vig redial (%d connections, was %d)", tc.id, got, before)
+		}
+	}
+	drained(t, e.gw)
+}
+
+// A connection error caused by the backend is announced to it with GOAWAY and
+// the error code before vig closes the connection (RFC 9113 §5.4.1).
+func TestBackendConnectionErrorGoAway(t *testing.T) {
+	got := make(chan http2.ErrCode, 4)
+	rb := startRawBackend(t, func(n int, bc *backendConn) {
+		if n > 1 {
+			bc.untilClosed()
+			return
+		}
+		bc.fr.WriteData(0, false, []byte("x"))
+		for {
+			f, err := bc.fr.ReadFrame()
+			if err != nil {
+				return
+			}
+			if g, ok := f.(*http2.GoAwayFrame); ok {
+				got <- g.ErrCode
+			}
+		}
+	})
+	cfg := testConfig(t, "")
+	cfg.Backend.Address = rb.ln.Addr().String()
+	startEnv(t, cfg, false)
+	select {
+	case code := <-got:
+		if code != http2.ErrCodeProtocol {
+			t.Errorf("GOAWAY %v, want PROTOCOL_ERROR", code)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no GOAWAY from vig after the backend's DATA on stream 0")
 	}
 }

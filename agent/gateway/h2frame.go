@@ -213,7 +213,7 @@ func windowUpdateFrame(r *h2reader, w *h2writer, h frameHeader, lookup func(uint
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var st *sendState
-	if h.stream != 0 {
+	if h.stream != 0 && lookup != nil {
 		if st = lookup(h.stream); st == nil {
 			return nil
 		}
