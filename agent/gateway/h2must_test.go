@@ -274,3 +274,28 @@ func TestH2SettingsAckBeforeUnblockedData(t *testing.T) {
 }
 
 var _ = binary.BigEndian
+
+// Rapid reset of relayed RPCs (CVE-2023-44487 on the methods vig passes
+// through): 500 × HEADERS + RST_STREAM of ModelConfig. vig opens a relayed
+// RPC's backend stream with its first message, so none of them reaches the
+// backend; it used to open one per HEADERS, amplifying the reset onto it.
+func TestH2RapidResetRelayed(t *testing.T) {
+	e, p := withProbe(t, "")
+	h := dialH2(t, e.tcp)
+	go io.Copy(io.Discard, h.c) // vig's answers
+	mc := "/" + gateway.Service + "/ModelConfig"
+	blk := h.block(mc)
+	for i := range 500 {
+		id := uint32(2*i + 1)
+		h.headers(id, blk, false)
+		h.fr.WriteRSTStream(id, http2.ErrCodeCancel)
+	}
+	h.flush()
+	drained(t, e.gw)
+	if err := serves(t, e.tcp, "detector"); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(p.recorded(mc)); n != 0 {
+		t.Errorf("%d of 500 reset relayed RPCs reached the backend", n)
+	}
+}

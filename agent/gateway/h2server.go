@@ -712,11 +712,10 @@ func (c *sconn) request(s *sstream, fields []hpack.HeaderField) error {
 	case g.relay == nil:
 		s.kind = kindLocal // a ring backend: vig answers what it can
 	default:
+		// The backend stream opens with the first request message (after it
+		// is checked, for shared-memory registration): a stream reset before
+		// it, rapid reset (CVE-2023-44487) included, never reaches the backend.
 		s.kind = kindRelay
-		if path == methodShmUnregister || path == methodShmRegister {
-			return nil // opened once the request message has been checked
-		}
-		return c.openRelay(s)
 	}
 	return nil
 }
@@ -778,6 +777,14 @@ func (c *sconn) message(s *sstream, msg mem.BufferSlice, compressed bool) error 
 			c.w.mu.Lock()
 			s.onOK = hook
 			c.w.mu.Unlock()
+		}
+		if !s.gotMsg {
+			s.gotMsg = true
+			if err := c.openRelay(s); err != nil {
+				msg.Free()
+				c.failStream(s, err)
+				return nil
+			}
 		}
 		c.w.mu.Lock()
 		bs := s.relay
