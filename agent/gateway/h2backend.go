@@ -406,11 +406,6 @@ func (c *bconn) open(method string, meta []string, deadline int64, init func(*bs
 		c.markUnusable()
 		return nil, errBackendDown
 	}
-	bs := &bstream{c: c, id: c.nextID, recvWin: int64(c.b.window)}
-	c.nextID += 2
-	bs.send = sendState{id: bs.id, win: c.w.initWin}
-	init(bs)
-	c.streams[bs.id] = bs
 	req := reqHeaders(method, c.b.addr)
 	if c.b.gzip && method == methodInfer {
 		req = append(req, hpack.HeaderField{Name: "grpc-encoding", Value: "gzip"}, hpack.HeaderField{Name: "grpc-accept-encoding", Value: "gzip"})
@@ -418,6 +413,24 @@ func (c *bconn) open(method string, meta []string, deadline int64, init func(*bs
 	if deadline != 0 {
 		req = append(req, hpack.HeaderField{Name: "grpc-timeout", Value: formatTimeout(time.Duration(deadline - c.b.clock()))})
 	}
+	// The backend's SETTINGS_MAX_HEADER_LIST_SIZE (§6.5.2, counted as §6.5.2
+	// says): a request above it is refused here, as grpc-go's client does,
+	// rather than sent to be reset.
+	size := 0
+	for _, f := range req {
+		size += len(f.Name) + len(f.Value) + 32
+	}
+	for _, m := range meta {
+		size += len(m) + 16
+	}
+	if uint32(size) > c.w.peerMaxHeaderList {
+		return nil, status.Errorf(codes.Internal, "request headers of %d bytes exceed the backend's SETTINGS_MAX_HEADER_LIST_SIZE of %d: send less metadata", size, c.w.peerMaxHeaderList)
+	}
+	bs := &bstream{c: c, id: c.nextID, recvWin: int64(c.b.window)}
+	c.nextID += 2
+	bs.send = sendState{id: bs.id, win: c.w.initWin}
+	init(bs)
+	c.streams[bs.id] = bs
 	c.w.headers(bs.id, false, req, metaFields(meta))
 	return bs, nil
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -41,6 +43,12 @@ type backendConn struct {
 }
 
 func startRawBackend(t *testing.T, handle func(n int, bc *backendConn)) *rawBackend {
+	t.Helper()
+	return startRawBackendWith(t, nil, handle)
+}
+
+// startRawBackendWith is startRawBackend whose SETTINGS are settings.
+func startRawBackendWith(t *testing.T, settings []http2.Setting, handle func(n int, bc *backendConn)) *rawBackend {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -71,7 +79,7 @@ func startRawBackend(t *testing.T, handle func(n int, bc *backendConn)) *rawBack
 				if _, err := io.ReadFull(c, pre); err != nil {
 					return
 				}
-				if err := bc.fr.WriteSettings(); err != nil {
+				if err := bc.fr.WriteSettings(settings...); err != nil {
 					return
 				}
 				handle(n, bc)
@@ -369,5 +377,67 @@ func TestBackendConnectionErrorGoAway(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("no GOAWAY from vig after the backend's DATA on stream 0")
+	}
+}
+
+// The backend's SETTINGS_MAX_CONCURRENT_STREAMS and SETTINGS_MAX_HEADER_LIST_SIZE
+// are honoured (they were ignored): a call beyond the stream limit fails
+// UNAVAILABLE at vig, a request whose headers exceed the list size fails
+// INTERNAL naming the setting, and the backend never sees either.
+func TestBackendSettingsHonoured(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	rb := startRawBackendWith(t, []http2.Setting{{ID: http2.SettingMaxConcurrentStreams, Val: 1}, {ID: http2.SettingMaxHeaderListSize, Val: 600}},
+		func(_ int, bc *backendConn) {
+			var held []uint32
+			for {
+				stream, msg, ok := bc.request()
+				if !ok {
+					return
+				}
+				var in pb.ModelInferRequest
+				proto.Unmarshal(msg, &in)
+				if in.Id == "" {
+					bc.answerInfer(stream, msg) // not a ModelInfer (vig's own calls)
+					continue
+				}
+				mu.Lock()
+				seen = append(seen, in.Id)
+				mu.Unlock()
+				if in.Id == "hold" {
+					held = append(held, stream)
+					continue
+				}
+				bc.answerInfer(stream, msg)
+			}
+		})
+	cfg := testConfig(t, "")
+	cfg.Backend.Address = rb.ln.Addr().String()
+	cfg.Backend.StatsIntervalMs = -1 // no ModelStatistics calls of vig's own on the one stream
+	e := startEnv(t, cfg, false)
+	waitBackendReady(t, e)
+	c := pb.NewGRPCInferenceServiceClient(e.dial(t, e.tcp))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // liveness, not speed
+	defer cancel()
+	if _, err := c.ModelInfer(metadata.AppendToOutgoingContext(ctx, "x-big", strings.Repeat("m", 700)), inferRequest("detector", "big-meta", 10)); status.Code(err) != codes.Internal || !strings.Contains(err.Error(), "MAX_HEADER_LIST_SIZE") {
+		t.Errorf("headers above the backend's SETTINGS_MAX_HEADER_LIST_SIZE: %v, want INTERNAL naming it", err)
+	}
+	hctx, hcancel := context.WithCancel(ctx)
+	held := make(chan error, 1)
+	go func() { _, err := c.ModelInfer(hctx, inferRequest("detector", "hold", 10)); held <- err }()
+	eventually(t, "the held call reaches the backend", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen) > 0
+	})
+	if _, err := c.ModelInfer(ctx, inferRequest("detector", "second", 10)); status.Code(err) != codes.Unavailable {
+		t.Errorf("a second call with SETTINGS_MAX_CONCURRENT_STREAMS 1 and one running: %v, want UNAVAILABLE", err)
+	}
+	hcancel()
+	<-held
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 1 || seen[0] != "hold" {
+		t.Errorf("the backend saw %v, want only the held call", seen)
 	}
 }
