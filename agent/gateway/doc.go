@@ -15,7 +15,7 @@
 //
 // # The transport
 //
-// vig speaks HTTP/2 itself (h2frame.go, h2server.go, h2backend.go) instead of
+// vig speaks HTTP/2 itself (package h2 for framing, reading and message assembly; h2frame.go, h2server.go, h2backend.go here) instead of
 // through grpc-go's server and client: grpc-go gives every RPC a handler goroutine
 // and every connection a writer goroutine, so a proxied request crossed four
 // hand-offs between threads. Here each connection has one reader; a request is
@@ -46,7 +46,7 @@
 //     as HTTP, 405 or 415 with a text body, so that a person or a generic client
 //     sees what vig is. A malformed request (§8.1.1: field names, pseudo-headers,
 //     connection-specific fields, te, content-length against the DATA) is a
-//     stream error PROTOCOL_ERROR (h2rules.go), answered before anything of it
+//     stream error PROTOCOL_ERROR (h2.CheckRequest), answered before anything of it
 //     reaches the backend: a relayed RPC's backend stream opens with its first
 //     message, which is delivered only after the checks.
 //   - A stream vig has answered stays in the table (counted against
@@ -57,8 +57,8 @@
 //     a late frame gets STREAM_CLOSED rather than PROTOCOL_ERROR: an error either way.
 //
 // Memory follows bytes that arrived, never lengths that were promised: a message
-// body grows in pooled chunks as its DATA arrives (msgAssembler), and what one
-// connection's incomplete messages hold is bounded by connMsgBudget (128 MiB, or
+// body grows in pooled chunks as its DATA arrives (h2.Assembler), and what one
+// connection's incomplete messages hold is bounded by h2.ConnMsgBudget (128 MiB, or
 // max_message_mib + 1 MiB when that is larger); a message that would overdraw it
 // fails RESOURCE_EXHAUSTED, not the connection. Control frames answering a peer
 // that does not read are bounded by maxQueuedControl (10000, x/net's bound),
@@ -77,8 +77,9 @@
 //
 // What remains: flow-control windows are credited as data arrives on both legs,
 // so a slow backend does not slow a relayed RPC's client down (memory stays
-// bounded by the budget above); and the transport still lives in this package
-// (h2*.go), not in a package of its own.
+// bounded by the budget above); and the connection and stream state of both roles and the
+// writer with its flow control still live in this package (h2*.go); package
+// h2 holds framing, reading, message assembly and the request rules.
 //
 // With cpu.hot_path: dedicated the connections are read by one event loop of vig's
 // own instead (loop.go, netopt.Poller): one wait and one read per readable event on

@@ -3,6 +3,8 @@ package gateway
 import (
 	"flag"
 	"time"
+
+	"github.com/vig-edge/vig/h2"
 )
 
 // -gateway.eventloop runs the whole test suite on the dedicated hot path (every
@@ -17,5 +19,5 @@ func init() { forceEventLoop = func() bool { return *eventLoopFlag } }
 func SetHandshakeTimeout(g *Gateway, d time.Duration) { g.handshakeTimeout = d }
 
 // ConnMsgBudget is the bound on what one connection's incomplete messages hold
-// (connMsgBudget, for the default max_message_mib).
-const ConnMsgBudget = connMsgBudget
+// (h2.ConnMsgBudget, for the default max_message_mib).
+const ConnMsgBudget = h2.ConnMsgBudget

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 
+	"github.com/vig-edge/vig/h2"
 	"github.com/vig-edge/vig/netopt"
 )
 
@@ -205,26 +206,26 @@ func (b *h2Backend) connect() (*bconn, error) {
 		nc.Close()
 		return nil, err
 	}
-	c := &bconn{b: b, nc: nc, w: w, r: newH2Reader(connReader(nc), b.rbuf), streams: map[uint32]*bstream{}, nextID: 1,
-		recvConn: int64(b.window), budget: newMsgBudget(b.maxMsg), unusable: make(chan struct{}), readerDone: make(chan struct{}), ready: make(chan error, 1)}
+	c := &bconn{b: b, nc: nc, w: w, r: h2.NewReader(connReader(nc), b.rbuf), streams: map[uint32]*bstream{}, nextID: 1,
+		recvConn: int64(b.window), budget: h2.NewBudget(b.maxMsg), unusable: make(chan struct{}), readerDone: make(chan struct{}), ready: make(chan error, 1)}
 	w.eachStream = func(f func(*sendState)) {
 		for _, bs := range c.streams {
 			f(&bs.send)
 		}
 	}
-	c.budget.reclaim = c.reclaim
+	c.budget.Reclaim = c.reclaim
 	// The preface and SETTINGS are queued before the reader can run: the
 	// backend sends its SETTINGS at once, and the reader's ACK must follow the
 	// preface on the wire. (On the event loop the reader may run as soon as
 	// the connection is registered; a backend that read the ACK first took it
 	// for a bogus preface and reset the connection.)
 	w.mu.Lock()
-	w.raw([]byte(clientPreface))
-	w.buf = appendSettings(w.buf,
+	w.raw([]byte(h2.ClientPreface))
+	w.buf = h2.AppendSettings(w.buf,
 		http2.Setting{ID: http2.SettingEnablePush, Val: 0},
 		http2.Setting{ID: http2.SettingInitialWindowSize, Val: b.window},
-		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: maxHeaderList})
-	w.buf = appendWindowUpdate(w.buf, 0, b.window-initialWindow)
+		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: h2.MaxHeaderList})
+	w.buf = h2.AppendWindowUpdate(w.buf, 0, b.window-h2.InitialWindow)
 	w.mu.Unlock()
 	if lc != nil {
 		// Registered before anything is written: the loop owns the socket.
@@ -259,7 +260,7 @@ type bconn struct {
 	b  *h2Backend
 	nc net.Conn
 	w  *h2writer
-	r  *h2reader
+	r  *h2.Reader
 
 	// Guarded by w.mu.
 	streams map[uint32]*bstream
@@ -270,8 +271,8 @@ type bconn struct {
 	// Reader goroutine only.
 	recvConn int64
 	settled  bool
-	budget   msgBudget
-	partials []*bstream // streams whose answer may be incomplete (msgBudget.reclaim)
+	budget   h2.Budget
+	partials []*bstream // streams whose answer may be incomplete (h2.Budget.reclaim)
 	swept    int
 
 	unusable   chan struct{} // closed once no new call may start here
@@ -291,7 +292,7 @@ type bstream struct {
 	unary chan unaryResult
 
 	// Reader goroutine only.
-	asm     msgAssembler
+	asm     h2.Assembler
 	listed  bool // in c.partials
 	gotHdr  bool
 	resp    mem.BufferSlice
@@ -525,27 +526,27 @@ func (c *bconn) read() {
 	if !c.settled {
 		c.ready <- err
 	}
-	var ce connError
+	var ce h2.ConnError
 	if errors.As(err, &ce) {
 		// The backend broke the protocol: it is told why (RFC 9113 §5.4.1)
 		// before the connection is closed and redialled.
-		c.w.goAway(0, ce.code, ce.msg)
+		c.w.goAway(0, ce.Code, ce.Msg)
 	}
 	c.close(err)
 }
 
 func (c *bconn) readLoop() error {
 	for {
-		h, err := c.r.readHeader()
+		h, err := c.r.ReadHeader()
 		if err != nil {
 			return err
 		}
-		switch h.typ {
+		switch h.Type {
 		case http2.FrameSettings:
 			if err := settingsFrame(c.r, c.w, h); err != nil {
 				return err
 			}
-			if !c.settled && !h.has(http2.FlagSettingsAck) {
+			if !c.settled && !h.Has(http2.FlagSettingsAck) {
 				c.settled = true
 				c.ready <- nil
 			}
@@ -562,9 +563,9 @@ func (c *bconn) readLoop() error {
 		case http2.FrameGoAway:
 			err = c.goAwayFrame(h)
 		case http2.FramePushPromise, http2.FrameContinuation:
-			return protocolError("unexpected %v frame from the backend", h.typ)
+			return h2.ProtocolError("unexpected %v frame from the backend", h.Type)
 		default:
-			err = c.r.discard(int(h.length))
+			err = c.r.Discard(int(h.Length))
 		}
 		if err != nil {
 			return err
@@ -614,11 +615,11 @@ func (c *bconn) streamError(id uint32, code http2.ErrCode, err error) {
 		bs.send.closed, bs.send.rst = true, true
 		c.drainedLocked()
 	}
-	c.w.buf = appendRST(c.w.buf, id, code)
+	c.w.buf = h2.AppendRST(c.w.buf, id, code)
 	c.w.flush()
 	c.w.mu.Unlock()
 	if bs != nil {
-		bs.asm.reset(&c.budget)
+		bs.asm.Reset(&c.budget)
 		resp := bs.resp
 		bs.resp = nil
 		resp.Free()
@@ -642,35 +643,35 @@ func (c *bconn) drainedLocked() {
 	}
 }
 
-func (c *bconn) headersFrame(h frameHeader) error {
-	err := c.r.headerBlock(h)
-	if err != nil && err != errHeaderListTooBig {
+func (c *bconn) headersFrame(h h2.FrameHeader) error {
+	err := c.r.HeaderBlock(h)
+	if err != nil && err != h2.ErrHeaderListTooBig {
 		return err
 	}
-	if h.stream == 0 || c.idle(h.stream) {
-		return protocolError("backend sent HEADERS on stream %d, which vig never opened", h.stream) // §5.1 idle, §8.4
+	if h.Stream == 0 || c.idle(h.Stream) {
+		return h2.ProtocolError("backend sent HEADERS on stream %d, which vig never opened", h.Stream) // §5.1 idle, §8.4
 	}
-	bs := c.lookup(h.stream)
+	bs := c.lookup(h.Stream)
 	if bs == nil {
 		return nil
 	}
-	if err == errHeaderListTooBig {
-		if bs = c.take(h.stream); bs != nil {
+	if err == h2.ErrHeaderListTooBig {
+		if bs = c.take(h.Stream); bs != nil {
 			c.w.mu.Lock()
-			c.w.buf = appendRST(c.w.buf, h.stream, http2.ErrCodeCancel)
+			c.w.buf = h2.AppendRST(c.w.buf, h.Stream, http2.ErrCodeCancel)
 			c.w.flush()
 			c.w.mu.Unlock()
-			bs.asm.reset(&c.budget)
-			bs.finish(nil, nil, nil, status.Errorf(codes.Internal, "backend sent a header list larger than %d bytes", maxHeaderList))
+			bs.asm.Reset(&c.budget)
+			bs.finish(nil, nil, nil, status.Errorf(codes.Internal, "backend sent a header list larger than %d bytes", h2.MaxHeaderList))
 		}
 		return nil
 	}
-	fields := c.r.fields
-	end := h.has(http2.FlagHeadersEndStream)
+	fields := c.r.Fields
+	end := h.Has(http2.FlagHeadersEndStream)
 	if !bs.gotHdr {
 		bs.gotHdr = true
 		if err := httpStatus(fields); err != nil && !end {
-			if bs = c.take(h.stream); bs != nil {
+			if bs = c.take(h.Stream); bs != nil {
 				bs.finish(nil, nil, nil, err)
 			}
 			return nil
@@ -682,7 +683,7 @@ func (c *bconn) headersFrame(h frameHeader) error {
 				// Under the lock: an Abort on another goroutine may finish the
 				// call, and its Replier reads RespMeta.
 				c.w.mu.Lock()
-				if c.streams[h.stream] == bs {
+				if c.streams[h.Stream] == bs {
 					bs.call.RespMeta = appendMeta(bs.call.RespMeta[:0], fields)
 				}
 				c.w.mu.Unlock()
@@ -692,10 +693,10 @@ func (c *bconn) headersFrame(h frameHeader) error {
 		// A trailers-only response.
 	}
 	if !end {
-		c.streamError(h.stream, http2.ErrCodeProtocol, status.Error(codes.Internal, "backend sent a second header block without END_STREAM (RFC 9113 §8.1)")) // malformed response
+		c.streamError(h.Stream, http2.ErrCodeProtocol, status.Error(codes.Internal, "backend sent a second header block without END_STREAM (RFC 9113 §8.1)")) // malformed response
 		return nil
 	}
-	if bs = c.take(h.stream); bs == nil {
+	if bs = c.take(h.Stream); bs == nil {
 		return nil
 	}
 	st, ok := statusFromTrailers(fields)
@@ -735,30 +736,30 @@ func httpStatus(fields []hpack.HeaderField) error {
 	return status.Error(codes.Internal, "backend response without :status")
 }
 
-func (c *bconn) data(h frameHeader) error {
-	if h.stream == 0 {
-		return protocolError("backend sent DATA on stream 0") // §6.1
+func (c *bconn) data(h h2.FrameHeader) error {
+	if h.Stream == 0 {
+		return h2.ProtocolError("backend sent DATA on stream 0") // §6.1
 	}
-	n, pad, err := c.r.dataStart(h, &c.recvConn, "backend")
+	n, pad, err := c.r.DataStart(h, &c.recvConn, "backend")
 	if err != nil {
 		return err
 	}
-	if c.idle(h.stream) {
-		return protocolError("backend sent DATA on stream %d, which vig never opened", h.stream) // §5.1 idle
+	if c.idle(h.Stream) {
+		return h2.ProtocolError("backend sent DATA on stream %d, which vig never opened", h.Stream) // §5.1 idle
 	}
-	bs := c.lookup(h.stream)
-	if bs != nil && bs.recvWin-int64(h.length) < 0 {
+	bs := c.lookup(h.Stream)
+	if bs != nil && bs.recvWin-int64(h.Length) < 0 {
 		// More than the stream's window: a stream error FLOW_CONTROL_ERROR
 		// (§6.9.1); the frame still counts for the connection's window.
-		c.streamError(h.stream, http2.ErrCodeFlowControl, status.Error(codes.Internal, "backend sent more than the stream's flow-control window"))
+		c.streamError(h.Stream, http2.ErrCodeFlowControl, status.Error(codes.Internal, "backend sent more than the stream's flow-control window"))
 		bs = nil
 	}
 	if bs == nil {
-		err = c.r.discard(n)
+		err = c.r.Discard(n)
 	} else {
-		bs.recvWin -= int64(h.length)
+		bs.recvWin -= int64(h.Length)
 		var left int
-		left, err = bs.asm.read(c.r.br, n, c.b.maxMsg, &c.budget, func(msg mem.BufferSlice, compressed bool) error {
+		left, err = bs.asm.Read(c.r.Br, n, c.b.maxMsg, &c.budget, func(msg mem.BufferSlice, compressed bool) error {
 			if bs.relay != nil {
 				bs.relay.c.relayMessage(bs.relay, msg, compressed)
 				return nil
@@ -783,7 +784,7 @@ func (c *bconn) data(h frameHeader) error {
 		// per DATA frame.
 		msg := ""
 		switch err.(type) {
-		case errMsgTooLarge, errBudget:
+		case h2.ErrMsgTooLarge, h2.ErrBudget:
 			msg = "backend answer: " + err.Error()
 		default:
 			if err == errCompressed {
@@ -791,46 +792,46 @@ func (c *bconn) data(h frameHeader) error {
 			}
 		}
 		if msg != "" {
-			if t := c.take(h.stream); t != nil {
+			if t := c.take(h.Stream); t != nil {
 				c.w.mu.Lock()
-				c.w.buf = appendRST(c.w.buf, h.stream, http2.ErrCodeCancel)
+				c.w.buf = h2.AppendRST(c.w.buf, h.Stream, http2.ErrCodeCancel)
 				c.w.mu.Unlock()
-				bs.asm.reset(&c.budget)
+				bs.asm.Reset(&c.budget)
 				resp := bs.resp
 				bs.resp = nil
 				resp.Free()
 				bs.finish(nil, nil, nil, status.Error(codes.ResourceExhausted, msg))
 			}
-			err = c.r.discard(left)
+			err = c.r.Discard(left)
 		}
 		if err == nil {
-			bs.owed += h.length
+			bs.owed += h.Length
 		}
 		c.noteAssembling(bs)
 	}
 	if err != nil {
 		return err
 	}
-	if err := c.r.discard(pad); err != nil {
+	if err := c.r.Discard(pad); err != nil {
 		return err
 	}
 	c.w.mu.Lock()
 	// Every stream gets its window back, an inference answer too: one larger
 	// than window_mib (but within max_message_mib) would otherwise stall the
 	// backend until the call expires. What an answer holds meanwhile is bounded
-	// by max_message_mib and the connection's msgBudget.
-	if bs != nil && bs.owed >= c.b.window/4 && !h.has(http2.FlagDataEndStream) && c.streams[bs.id] == bs {
-		c.w.buf = appendWindowUpdate(c.w.buf, bs.id, bs.owed)
+	// by max_message_mib and the connection's h2.Budget.
+	if bs != nil && bs.owed >= c.b.window/4 && !h.Has(http2.FlagDataEndStream) && c.streams[bs.id] == bs {
+		c.w.buf = h2.AppendWindowUpdate(c.w.buf, bs.id, bs.owed)
 		bs.recvWin += int64(bs.owed)
 		bs.owed = 0
 	}
-	c.recvConn += int64(h.length)
-	if c.w.credit(int(h.length), c.b.window) {
+	c.recvConn += int64(h.Length)
+	if c.w.credit(int(h.Length), c.b.window) {
 		c.w.flush()
 	}
 	c.w.mu.Unlock()
-	if h.has(http2.FlagDataEndStream) && bs != nil {
-		if t := c.take(h.stream); t != nil {
+	if h.Has(http2.FlagDataEndStream) && bs != nil {
+		if t := c.take(h.Stream); t != nil {
 			resp := bs.resp
 			bs.resp = nil
 			resp.Free()
@@ -842,7 +843,7 @@ func (c *bconn) data(h frameHeader) error {
 
 // noteAssembling remembers a stream whose answer holds memory (sconn.noteAssembling).
 func (c *bconn) noteAssembling(bs *bstream) {
-	if bs.listed || bs.asm.held == 0 {
+	if bs.listed || bs.asm.Held() == 0 {
 		return
 	}
 	bs.listed = true
@@ -852,18 +853,18 @@ func (c *bconn) noteAssembling(bs *bstream) {
 	}
 }
 
-// reclaim frees what the incomplete answers of ended streams hold (msgBudget).
-func (c *bconn) reclaim(skip *msgAssembler) {
+// reclaim frees what the incomplete answers of ended streams hold (h2.Budget).
+func (c *bconn) reclaim(skip *h2.Assembler) {
 	keep := c.partials[:0]
 	c.w.mu.Lock()
 	for _, bs := range c.partials {
 		switch {
 		case &bs.asm == skip:
-		case bs.asm.held == 0:
+		case bs.asm.Held() == 0:
 			bs.listed = false
 			continue
 		case c.streams[bs.id] != bs:
-			bs.asm.reset(&c.budget)
+			bs.asm.Reset(&c.budget)
 			bs.listed = false
 			continue
 		}
@@ -874,28 +875,28 @@ func (c *bconn) reclaim(skip *msgAssembler) {
 	c.partials, c.swept = keep, len(keep)
 }
 
-func (c *bconn) rstFrame(h frameHeader) error {
-	p, err := c.r.payload(h)
+func (c *bconn) rstFrame(h h2.FrameHeader) error {
+	p, err := c.r.Payload(h)
 	if err != nil {
 		return err
 	}
 	if len(p) != 4 {
-		return connError{http2.ErrCodeFrameSize, "backend sent RST_STREAM of the wrong size"} // §6.4
+		return h2.ConnError{Code: http2.ErrCodeFrameSize, Msg: "backend sent RST_STREAM of the wrong size"} // §6.4
 	}
-	if h.stream == 0 || c.idle(h.stream) {
-		return protocolError("backend sent RST_STREAM on stream %d, which vig never opened", h.stream) // §6.4, §5.1 idle
+	if h.Stream == 0 || c.idle(h.Stream) {
+		return h2.ProtocolError("backend sent RST_STREAM on stream %d, which vig never opened", h.Stream) // §6.4, §5.1 idle
 	}
 	c.w.mu.Lock()
-	if bs := c.streams[h.stream]; bs != nil {
+	if bs := c.streams[h.Stream]; bs != nil {
 		bs.send.closed, bs.send.rst = true, true // reset by the peer: vig sends nothing more on it
 	}
 	c.w.mu.Unlock()
-	bs := c.take(h.stream)
+	bs := c.take(h.Stream)
 	if bs == nil {
 		return nil
 	}
 	code := http2.ErrCode(binary.BigEndian.Uint32(p))
-	bs.asm.reset(&c.budget)
+	bs.asm.Reset(&c.budget)
 	resp := bs.resp
 	bs.resp = nil
 	resp.Free()
@@ -915,27 +916,27 @@ func rstError(code http2.ErrCode) error {
 	return status.Errorf(codes.Internal, "backend reset the stream: %v", code)
 }
 
-func (c *bconn) windowUpdate(h frameHeader) error {
-	if h.stream == 0 {
+func (c *bconn) windowUpdate(h h2.FrameHeader) error {
+	if h.Stream == 0 {
 		return windowUpdateFrame(c.r, c.w, h, nil)
 	}
-	p, err := c.r.payload(h)
+	p, err := c.r.Payload(h)
 	if err != nil {
 		return err
 	}
 	if len(p) != 4 {
-		return connError{http2.ErrCodeFrameSize, "backend sent WINDOW_UPDATE of the wrong size"} // §6.9
+		return h2.ConnError{Code: http2.ErrCodeFrameSize, Msg: "backend sent WINDOW_UPDATE of the wrong size"} // §6.9
 	}
-	if c.idle(h.stream) {
-		return protocolError("backend sent WINDOW_UPDATE on stream %d, which vig never opened", h.stream) // §5.1 idle
+	if c.idle(h.Stream) {
+		return h2.ProtocolError("backend sent WINDOW_UPDATE on stream %d, which vig never opened", h.Stream) // §5.1 idle
 	}
 	inc := binary.BigEndian.Uint32(p) & 0x7fffffff
 	if inc == 0 {
-		c.streamError(h.stream, http2.ErrCodeProtocol, status.Error(codes.Internal, "backend sent a stream WINDOW_UPDATE of 0 (RFC 9113 §6.9)"))
+		c.streamError(h.Stream, http2.ErrCodeProtocol, status.Error(codes.Internal, "backend sent a stream WINDOW_UPDATE of 0 (RFC 9113 §6.9)"))
 		return nil
 	}
 	c.w.mu.Lock()
-	bs := c.streams[h.stream]
+	bs := c.streams[h.Stream]
 	if bs == nil {
 		c.w.mu.Unlock()
 		return nil // ended: a WINDOW_UPDATE may still be in flight
@@ -944,7 +945,7 @@ func (c *bconn) windowUpdate(h frameHeader) error {
 	c.w.flush()
 	c.w.mu.Unlock()
 	if err != nil {
-		c.streamError(h.stream, http2.ErrCodeFlowControl, status.Error(codes.Internal, "backend took the stream's send window above 2^31-1 (RFC 9113 §6.9.1)"))
+		c.streamError(h.Stream, http2.ErrCodeFlowControl, status.Error(codes.Internal, "backend took the stream's send window above 2^31-1 (RFC 9113 §6.9.1)"))
 	}
 	return nil
 }
@@ -952,16 +953,16 @@ func (c *bconn) windowUpdate(h frameHeader) error {
 // goAwayFrame: the backend will take no new streams. Those above its last stream
 // id were not processed and fail UNAVAILABLE; the rest finish here while a new
 // connection is dialled for new calls.
-func (c *bconn) goAwayFrame(h frameHeader) error {
-	p, err := c.r.payload(h)
+func (c *bconn) goAwayFrame(h h2.FrameHeader) error {
+	p, err := c.r.Payload(h)
 	if err != nil {
 		return err
 	}
 	if len(p) < 8 {
-		return connError{http2.ErrCodeFrameSize, "GOAWAY too short"}
+		return h2.ConnError{Code: http2.ErrCodeFrameSize, Msg: "GOAWAY too short"}
 	}
-	if h.stream != 0 {
-		return protocolError("GOAWAY on stream %d", h.stream) // §6.8
+	if h.Stream != 0 {
+		return h2.ProtocolError("GOAWAY on stream %d", h.Stream) // §6.8
 	}
 	last := binary.BigEndian.Uint32(p) & 0x7fffffff
 	code := http2.ErrCode(binary.BigEndian.Uint32(p[4:]))
@@ -990,7 +991,7 @@ func (c *bconn) goAwayFrame(h frameHeader) error {
 		b.log.Warn("backend sent GOAWAY", "address", b.addr, "code", code.String(), "debug", string(p[8:min(len(p), 8+128)]))
 	}
 	for _, bs := range refused {
-		bs.asm.reset(&c.budget)
+		bs.asm.Reset(&c.budget)
 		resp := bs.resp
 		bs.resp = nil
 		resp.Free()

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"errors"
@@ -14,6 +13,7 @@ import (
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc/mem"
 
+	"github.com/vig-edge/vig/h2"
 	"github.com/vig-edge/vig/netopt"
 )
 
@@ -29,99 +29,13 @@ import (
 // client. A request therefore costs a read and a write on each side and the
 // netpoller's wake-ups, as in an event-driven proxy.
 //
-// This file holds what both legs share: frame headers, the sending half of a
-// connection (h2writer: frames assembled under a lock and written with one writev
-// that never parks the caller) with flow control, and the receiving half
-// (h2reader: frames read from a buffered reader, DATA straight into the
-// message's buffer).
-
-const (
-	frameHeaderLen = 9
-	// defaultMaxFrame is the frame size every HTTP/2 peer accepts (RFC 9113
-	// §4.2); vig neither asks for more nor sends more than its peer allows.
-	defaultMaxFrame = 16384
-	// initialWindow is HTTP/2's initial flow-control window.
-	initialWindow = 65535
-	// maxHeaderBlock bounds a header block (HEADERS + CONTINUATION), compressed.
-	maxHeaderBlock = 1 << 20
-	// maxHeaderList bounds the decoded header fields of one block (names and
-	// values, plus 32 bytes each as RFC 9113 §6.5.2 counts them).
-	maxHeaderList = 1 << 20
-)
-
-const clientPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+// This file holds what both legs share beyond package h2 (framing, the receiving
+// half h2.Reader, message assembly): the sending half of a connection (h2writer:
+// frames assembled under a lock and written with one writev that never parks
+// the caller) with flow control.
 
 // errConnClosed: the connection ended (peer, error, or vig).
 var errConnClosed = errors.New("connection closed")
-
-// connError is an HTTP/2 connection error: the connection is ended with GOAWAY.
-type connError struct {
-	code http2.ErrCode
-	msg  string
-}
-
-func (e connError) Error() string { return fmt.Sprintf("http2 %v: %s", e.code, e.msg) }
-
-func protocolError(format string, args ...any) error {
-	return connError{http2.ErrCodeProtocol, fmt.Sprintf(format, args...)}
-}
-
-// frameHeader is a decoded frame header.
-type frameHeader struct {
-	length uint32
-	typ    http2.FrameType
-	flags  http2.Flags
-	stream uint32
-}
-
-func (h frameHeader) has(f http2.Flags) bool { return h.flags&f != 0 }
-
-func appendFrameHeader(b []byte, length int, typ http2.FrameType, flags http2.Flags, stream uint32) []byte {
-	return append(b, byte(length>>16), byte(length>>8), byte(length), byte(typ), byte(flags),
-		byte(stream>>24)&0x7f, byte(stream>>16), byte(stream>>8), byte(stream))
-}
-
-func appendSettings(b []byte, settings ...http2.Setting) []byte {
-	b = appendFrameHeader(b, 6*len(settings), http2.FrameSettings, 0, 0)
-	for _, s := range settings {
-		b = binary.BigEndian.AppendUint16(b, uint16(s.ID))
-		b = binary.BigEndian.AppendUint32(b, s.Val)
-	}
-	return b
-}
-
-func appendWindowUpdate(b []byte, stream, inc uint32) []byte {
-	b = appendFrameHeader(b, 4, http2.FrameWindowUpdate, 0, stream)
-	return binary.BigEndian.AppendUint32(b, inc&0x7fffffff)
-}
-
-func appendRST(b []byte, stream uint32, code http2.ErrCode) []byte {
-	b = appendFrameHeader(b, 4, http2.FrameRSTStream, 0, stream)
-	return binary.BigEndian.AppendUint32(b, uint32(code))
-}
-
-func appendGoAway(b []byte, last uint32, code http2.ErrCode, debug string) []byte {
-	b = appendFrameHeader(b, 8+len(debug), http2.FrameGoAway, 0, 0)
-	b = binary.BigEndian.AppendUint32(b, last&0x7fffffff)
-	b = binary.BigEndian.AppendUint32(b, uint32(code))
-	return append(b, debug...)
-}
-
-// h2reader is the receiving half of a connection. It is used by the connection's
-// reader goroutine only.
-type h2reader struct {
-	br      *bufio.Reader
-	dec     *hpack.Decoder
-	fields  []hpack.HeaderField // decoded fields of the last header block
-	listLen int
-	tooBig  bool
-	// prioSelf: the last HEADERS frame's priority field made its stream
-	// depend on itself (RFC 9113 §5.3.1).
-	prioSelf bool
-	block    []byte // header block being assembled (HEADERS + CONTINUATION)
-	scratch  []byte // payload of a control frame
-	hdr      [frameHeaderLen]byte
-}
 
 // connReader is what a connection's reader reads: the event loop's coroutine for a
 // connection the loop owns, else the socket read with raw syscalls (netopt.Reader).
@@ -132,89 +46,19 @@ func connReader(nc net.Conn) io.Reader {
 	return netopt.NewReader(nc)
 }
 
-func newH2Reader(r io.Reader, bufSize int) *h2reader {
-	rd := &h2reader{br: bufio.NewReaderSize(r, bufSize)}
-	rd.dec = hpack.NewDecoder(4096, rd.emit)
-	rd.dec.SetMaxStringLength(maxHeaderList)
-	return rd
-}
-
-func (r *h2reader) emit(f hpack.HeaderField) {
-	r.listLen += len(f.Name) + len(f.Value) + 32
-	if r.listLen > maxHeaderList {
-		r.tooBig = true
-		return
-	}
-	r.fields = append(r.fields, f)
-}
-
-// readHeader reads the next frame header.
-func (r *h2reader) readHeader() (frameHeader, error) {
-	b := r.hdr[:]
-	if _, err := io.ReadFull(r.br, b); err != nil {
-		return frameHeader{}, err
-	}
-	h := frameHeader{
-		length: uint32(b[0])<<16 | uint32(b[1])<<8 | uint32(b[2]),
-		typ:    http2.FrameType(b[3]),
-		flags:  http2.Flags(b[4]),
-		stream: binary.BigEndian.Uint32(b[5:]) & 0x7fffffff,
-	}
-	if h.length > defaultMaxFrame {
-		return h, connError{http2.ErrCodeFrameSize, fmt.Sprintf("%v frame of %d bytes exceeds the %d-byte frame size", h.typ, h.length, defaultMaxFrame)}
-	}
-	return h, nil
-}
-
-// payload reads a whole (control) frame payload into scratch.
-func (r *h2reader) payload(h frameHeader) ([]byte, error) {
-	if cap(r.scratch) < int(h.length) {
-		r.scratch = make([]byte, h.length)
-	}
-	b := r.scratch[:h.length]
-	_, err := io.ReadFull(r.br, b)
-	return b, err
-}
-
-// dataStart begins a DATA frame: it charges the frame to the connection's receive
-// window (*recv, what the peer may still send) and reads the pad length. It returns
-// the data bytes to read, then the padding to skip.
-func (r *h2reader) dataStart(h frameHeader, recv *int64, who string) (n, pad int, err error) {
-	n = int(h.length)
-	*recv -= int64(n)
-	if *recv < 0 {
-		return 0, 0, connError{http2.ErrCodeFlowControl, who + " sent more than the connection window"}
-	}
-	if !h.has(http2.FlagDataPadded) {
-		return n, 0, nil
-	}
-	if n < 1 {
-		return 0, 0, protocolError("padded DATA without a pad length")
-	}
-	b, err := r.br.ReadByte()
-	if err != nil {
-		return 0, 0, err
-	}
-	pad, n = int(b), n-1
-	if pad > n {
-		return 0, 0, protocolError("DATA padding exceeds the frame")
-	}
-	return n - pad, pad, nil
-}
-
 // windowUpdateFrame applies a WINDOW_UPDATE frame: to the connection's window, or
 // to the send state lookup finds for its stream (nil: the stream has ended). lookup
 // is called with w.mu held.
-func windowUpdateFrame(r *h2reader, w *h2writer, h frameHeader, lookup func(uint32) *sendState) error {
-	inc, err := r.windowIncrement(h)
+func windowUpdateFrame(r *h2.Reader, w *h2writer, h h2.FrameHeader, lookup func(uint32) *sendState) error {
+	inc, err := r.WindowIncrement(h)
 	if err != nil {
 		return err
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var st *sendState
-	if h.stream != 0 && lookup != nil {
-		if st = lookup(h.stream); st == nil {
+	if h.Stream != 0 && lookup != nil {
+		if st = lookup(h.Stream); st == nil {
 			return nil
 		}
 	}
@@ -223,259 +67,7 @@ func windowUpdateFrame(r *h2reader, w *h2writer, h frameHeader, lookup func(uint
 	return err
 }
 
-// windowIncrement reads a WINDOW_UPDATE frame's increment.
-func (r *h2reader) windowIncrement(h frameHeader) (uint32, error) {
-	p, err := r.payload(h)
-	if err != nil {
-		return 0, err
-	}
-	if len(p) != 4 {
-		return 0, connError{http2.ErrCodeFrameSize, "WINDOW_UPDATE of the wrong size"}
-	}
-	inc := binary.BigEndian.Uint32(p) & 0x7fffffff
-	if inc == 0 {
-		return 0, protocolError("WINDOW_UPDATE with increment 0")
-	}
-	return inc, nil
-}
-
-// discard skips n bytes of payload.
-func (r *h2reader) discard(n int) error {
-	_, err := r.br.Discard(n)
-	return err
-}
-
-// headerBlock reads the header block that starts with HEADERS frame h (its
-// CONTINUATION frames included) and decodes it into r.fields. endStream reports
-// the HEADERS frame's END_STREAM flag.
-func (r *h2reader) headerBlock(h frameHeader) error {
-	p, err := r.payload(h)
-	if err != nil {
-		return err
-	}
-	if h.has(http2.FlagHeadersPadded) {
-		if len(p) < 1 || int(p[0]) > len(p)-1 {
-			return protocolError("HEADERS padding exceeds the frame")
-		}
-		p = p[1 : len(p)-int(p[0])]
-	}
-	r.prioSelf = false
-	if h.has(http2.FlagHeadersPriority) {
-		if len(p) < 5 {
-			return protocolError("HEADERS priority field truncated")
-		}
-		r.prioSelf = binary.BigEndian.Uint32(p)&0x7fffffff == h.stream
-		p = p[5:]
-	}
-	r.block = append(r.block[:0], p...)
-	for end := h.has(http2.FlagHeadersEndHeaders); !end; {
-		c, err := r.readHeader()
-		if err != nil {
-			return err
-		}
-		if c.typ != http2.FrameContinuation || c.stream != h.stream {
-			return protocolError("expected CONTINUATION of stream %d, got %v on stream %d", h.stream, c.typ, c.stream)
-		}
-		p, err := r.payload(c)
-		if err != nil {
-			return err
-		}
-		if len(r.block)+len(p) > maxHeaderBlock {
-			return connError{http2.ErrCodeEnhanceYourCalm, fmt.Sprintf("header block larger than %d bytes", maxHeaderBlock)}
-		}
-		r.block = append(r.block, p...)
-		end = c.has(http2.FlagContinuationEndHeaders)
-	}
-	r.fields, r.listLen, r.tooBig = r.fields[:0], 0, false
-	if _, err := r.dec.Write(r.block); err != nil {
-		return connError{http2.ErrCodeCompression, err.Error()}
-	}
-	if err := r.dec.Close(); err != nil {
-		return connError{http2.ErrCodeCompression, err.Error()}
-	}
-	if r.tooBig {
-		r.fields = r.fields[:0]
-		return errHeaderListTooBig
-	}
-	if cap(r.block) > 64<<10 {
-		r.block = nil // a huge block once must not pin its buffer
-	}
-	return nil
-}
-
-// errHeaderListTooBig refuses one stream, not the connection: the block was still
-// decoded, so the HPACK state stays in step with the peer.
-var errHeaderListTooBig = errors.New("header list too large")
-
-// msgAssembler collects one gRPC message (5-byte prefix + body) of a stream from
-// its DATA frames, reading the body straight from the connection's buffer into
-// pooled chunks.
-//
-// Memory follows the bytes that arrived, never the length the prefix declares
-// (a peer that declares 64 MiB and sends nothing costs nothing): a chunk is taken
-// only when body bytes arrive for it, and chunks grow with what has arrived
-// (16 KiB, 32 KiB, then 1 MiB each, the default pool's tiers), so a message in
-// progress holds at most 1 MiB more than it has received. What the chunks hold,
-// by capacity, is charged to the connection's msgBudget while the message is
-// incomplete; a message that would overdraw it fails (errBudget), not the
-// connection.
-type msgAssembler struct {
-	prefix [5]byte
-	pn     int
-	chunks []*[]byte // filled chunks, then the one being filled
-	inline [4]*[]byte
-	cur    int // bytes of the last chunk filled
-	held   int // capacity of chunks, charged to the budget
-	n      int // body bytes received
-	want   int // body size declared
-}
-
-// msgBudget is what a connection may hold in incomplete messages, by buffer
-// capacity. Used by the connection's reader goroutine only.
-//
-// A stream can end (answered, reset, its connection's table emptied) on another
-// goroutine while its message is incomplete; its assembler belongs to the
-// reader, so the memory is taken back by the reader: reclaim (set by the
-// connection) resets the assemblers of ended streams, all but skip, the one
-// being read. It runs when the budget would be overdrawn, and as the list of
-// assemblers to look at grows.
-type msgBudget struct {
-	left, limit int
-	reclaim     func(skip *msgAssembler)
-}
-
-// connMsgBudget is the bound on the memory a connection's incomplete messages
-// may hold (buffer capacity; a message's chunks leave the budget once it is
-// complete and handed on). A message above it cannot be received, so the
-// effective bound is max(connMsgBudget, max_message_mib + 1 MiB): see
-// newMsgBudget. Together with the read buffer (read_buffer_kib), the header
-// block (maxHeaderBlock) and the writer's queue (maxQueued), it bounds what
-// one connection makes vig hold.
-const connMsgBudget = 128 << 20
-
-func newMsgBudget(maxMsg int) msgBudget {
-	limit := max(connMsgBudget, maxMsg+maxChunk)
-	return msgBudget{left: limit, limit: limit}
-}
-
-// Chunk sizes of a message body, by what has arrived so far.
-const (
-	firstChunk  = 16 << 10
-	secondChunk = 32 << 10
-	maxChunk    = 1 << 20
-)
-
-func chunkSize(received int) int {
-	switch {
-	case received == 0:
-		return firstChunk
-	case received <= firstChunk:
-		return secondChunk
-	}
-	return maxChunk
-}
-
-// errMsgTooLarge is the sentinel for a message above the configured limit.
-type errMsgTooLarge struct{ size, limit int }
-
-func (e errMsgTooLarge) Error() string {
-	return fmt.Sprintf("grpc: received message larger than max (%d vs. %d)", e.size, e.limit)
-}
-
-// errBudget: a message would take the connection's incomplete messages above
-// their bound.
-type errBudget struct{ limit int }
-
-func (e errBudget) Error() string {
-	return fmt.Sprintf("incomplete messages on this connection would hold more than %d bytes: send fewer large messages at once on one connection", e.limit)
-}
-
 var errCompressed = errors.New("compressed message")
-
-// read consumes n bytes of DATA payload from r, calling deliver for every message
-// it completes. A message above limit stops it with errMsgTooLarge, one that
-// would overdraw budget with errBudget (the message is dropped), leaving the
-// rest of the n bytes (left) unread.
-func (a *msgAssembler) read(r *bufio.Reader, n, limit int, budget *msgBudget, deliver func(mem.BufferSlice, bool) error) (left int, err error) {
-	for n > 0 {
-		if a.pn < 5 {
-			k := min(5-a.pn, n)
-			if _, err := io.ReadFull(r, a.prefix[a.pn:a.pn+k]); err != nil {
-				return n, err
-			}
-			a.pn += k
-			n -= k
-			if a.pn < 5 {
-				return 0, nil
-			}
-			size := int(binary.BigEndian.Uint32(a.prefix[1:]))
-			if size > limit {
-				a.pn = 0
-				return n, errMsgTooLarge{size, limit}
-			}
-			a.want, a.n = size, 0
-		}
-		for a.n < a.want && n > 0 {
-			if len(a.chunks) == 0 || a.cur == len(*a.chunks[len(a.chunks)-1]) {
-				size := min(chunkSize(a.n), a.want-a.n)
-				buf := mem.DefaultBufferPool().Get(size)
-				c := cap(*buf)
-				if c > budget.left && budget.reclaim != nil {
-					budget.reclaim(a)
-				}
-				if c > budget.left {
-					mem.DefaultBufferPool().Put(buf)
-					a.reset(budget)
-					return n, errBudget{budget.limit}
-				}
-				budget.left -= c
-				a.held += c
-				if a.chunks == nil {
-					a.chunks = a.inline[:0]
-				}
-				a.chunks = append(a.chunks, buf)
-				a.cur = 0
-			}
-			last := *a.chunks[len(a.chunks)-1]
-			k := min(len(last)-a.cur, n)
-			if _, err := io.ReadFull(r, last[a.cur:a.cur+k]); err != nil {
-				return n, err
-			}
-			a.cur += k
-			a.n += k
-			n -= k
-		}
-		if a.n == a.want {
-			msg := mem.BufferSlice{} // an empty message is still a message
-			if len(a.chunks) > 0 {
-				msg = make(mem.BufferSlice, len(a.chunks))
-				for i, c := range a.chunks {
-					msg[i] = mem.NewBuffer(c, mem.DefaultBufferPool())
-					a.chunks[i] = nil
-				}
-			}
-			compressed := a.prefix[0] != 0
-			budget.left += a.held
-			a.pn, a.chunks, a.cur, a.held, a.n, a.want = 0, a.chunks[:0], 0, 0, 0, 0
-			if err := deliver(msg, compressed); err != nil {
-				return n, err
-			}
-		}
-	}
-	return 0, nil
-}
-
-// partial reports whether a message is half received.
-func (a *msgAssembler) partial() bool { return a.pn > 0 }
-
-// reset drops a half-received message and gives its memory back to budget.
-func (a *msgAssembler) reset(budget *msgBudget) {
-	for _, c := range a.chunks {
-		mem.DefaultBufferPool().Put(c)
-	}
-	budget.left += a.held
-	*a = msgAssembler{}
-}
 
 // sendState is the sending side of one stream: DATA waiting for flow-control
 // window, and what ends the stream once it is sent. Guarded by its h2writer's mu.
@@ -569,7 +161,7 @@ func newH2Writer(nc net.Conn) (*h2writer, error) {
 		}
 		sw = connWriter{tw, nc}
 	}
-	w := &h2writer{nc: nc, sw: sw, maxFrame: defaultMaxFrame, initWin: initialWindow, connWin: initialWindow,
+	w := &h2writer{nc: nc, sw: sw, maxFrame: h2.DefaultMaxFrame, initWin: h2.InitialWindow, connWin: h2.InitialWindow,
 		peerMaxStreams: 1<<32 - 1, peerMaxHeaderList: 1<<32 - 1}
 	w.enc = hpack.NewEncoder(&w.hbuf)
 	return w, nil
@@ -607,7 +199,7 @@ func (w *h2writer) headers(id uint32, endStream bool, fields ...[]hpack.HeaderFi
 		if n == len(block) {
 			f |= http2.FlagHeadersEndHeaders
 		}
-		w.buf = appendFrameHeader(w.buf, n, typ, f, id)
+		w.buf = h2.AppendFrameHeader(w.buf, n, typ, f, id)
 		w.buf = append(w.buf, block[:n]...)
 		block = block[n:]
 		typ, flags = http2.FrameContinuation, 0
@@ -680,7 +272,7 @@ func (w *h2writer) pump(s *sendState) {
 			if k == s.headN && len(s.data) > 0 {
 				body = int(min(int64(min(s.data[0].Len(), w.maxFrame-k)), avail-int64(k)))
 			}
-			w.buf = appendFrameHeader(w.buf, k+body, http2.FrameData, 0, s.id)
+			w.buf = h2.AppendFrameHeader(w.buf, k+body, http2.FrameData, 0, s.id)
 			w.buf = append(w.buf, s.head[5-s.headN:5-s.headN+k]...)
 			s.headN -= k
 			s.win -= int64(k)
@@ -705,7 +297,7 @@ func (w *h2writer) pump(s *sendState) {
 		b := s.data[0]
 		rest := b.Len() - s.off
 		n := int(min(int64(min(rest, w.maxFrame)), avail))
-		w.buf = appendFrameHeader(w.buf, n, http2.FrameData, 0, s.id)
+		w.buf = h2.AppendFrameHeader(w.buf, n, http2.FrameData, 0, s.id)
 		w.cut()
 		w.vec = append(w.vec, b.ReadOnlyData()[s.off:s.off+n])
 		s.win -= int64(n)
@@ -727,7 +319,7 @@ func (w *h2writer) pump(s *sendState) {
 		w.headers(s.id, true, s.trail)
 		s.trail = nil
 	} else {
-		w.buf = appendFrameHeader(w.buf, 0, http2.FrameData, http2.FlagDataEndStream, s.id)
+		w.buf = h2.AppendFrameHeader(w.buf, 0, http2.FrameData, http2.FlagDataEndStream, s.id)
 	}
 	if w.onClosed != nil {
 		w.onClosed(s)
@@ -743,7 +335,7 @@ func (w *h2writer) reset(s *sendState, code http2.ErrCode) {
 	}
 	w.drop(s)
 	s.closed, s.rst = true, true
-	w.buf = appendRST(w.buf, s.id, code)
+	w.buf = h2.AppendRST(w.buf, s.id, code)
 }
 
 // drop frees what s has queued, without sending anything. Called with mu held.
@@ -778,7 +370,7 @@ func (w *h2writer) windowUpdate(s *sendState, inc uint32) error {
 	return nil
 }
 
-var errFlowControl = connError{http2.ErrCodeFlowControl, "window exceeds 2^31-1"}
+var errFlowControl = h2.ConnError{Code: http2.ErrCodeFlowControl, Msg: "window exceeds 2^31-1"}
 
 // unblock retries the streams waiting for window. Called with mu held.
 func (w *h2writer) unblock() {
@@ -835,7 +427,7 @@ func (w *h2writer) flush() {
 		}
 	}()
 	if w.owedConn > 0 {
-		w.buf = appendWindowUpdate(w.buf, 0, w.owedConn)
+		w.buf = h2.AppendWindowUpdate(w.buf, 0, w.owedConn)
 		w.owedConn = 0
 	}
 	w.cut()
@@ -940,7 +532,7 @@ func (w *h2writer) control() error {
 		return nil
 	}
 	if w.ctlQueued++; w.ctlQueued > maxQueuedControl {
-		return connError{http2.ErrCodeEnhanceYourCalm, fmt.Sprintf("more than %d control frames wait for a peer that does not read", maxQueuedControl)}
+		return h2.ConnError{Code: http2.ErrCodeEnhanceYourCalm, Msg: fmt.Sprintf("more than %d control frames wait for a peer that does not read", maxQueuedControl)}
 	}
 	return nil
 }
@@ -958,7 +550,7 @@ func (w *h2writer) fail(err error) {
 func (w *h2writer) goAway(last uint32, code http2.ErrCode, debug string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.buf = appendGoAway(w.buf, last, code, debug)
+	w.buf = h2.AppendGoAway(w.buf, last, code, debug)
 	w.flush()
 }
 

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/vig-edge/vig/agent/metrics"
+	"github.com/vig-edge/vig/h2"
 	"github.com/vig-edge/vig/netopt"
 	"github.com/vig-edge/vig/wire"
 )
@@ -55,7 +56,7 @@ type sconn struct {
 	g      *Gateway
 	nc     net.Conn
 	w      *h2writer
-	r      *h2reader
+	r      *h2.Reader
 	uid    uint32 // the peer's uid (Unix sockets), for shared-memory regions
 	hasUID bool
 
@@ -63,13 +64,13 @@ type sconn struct {
 	streams map[uint32]*sstream
 	maxID   uint32 // highest stream opened
 	goAway  bool   // the final GOAWAY was sent: no new streams
-	closed  closedIDs
+	closed  h2.ClosedIDs
 
 	// Reader goroutine only.
 	lastID   uint32
 	recvConn int64       // connection receive window left
-	budget   msgBudget   // memory its incomplete messages may still take
-	partials []*sstream  // streams whose message may be incomplete (msgBudget.reclaim)
+	budget   h2.Budget   // memory its incomplete messages may still take
+	partials []*sstream  // streams whose message may be incomplete (h2.Budget.reclaim)
 	skips    [][2]uint32 // stream ids the client skipped (closed, never opened)
 	swept    int         // len(partials) after the last sweep
 }
@@ -83,7 +84,7 @@ type sstream struct {
 	m      *metrics.Method
 
 	// Reader goroutine only.
-	asm      msgAssembler
+	asm      h2.Assembler
 	recvWin  int64
 	owed     uint32 // stream window to give back
 	gotMsg   bool
@@ -116,13 +117,13 @@ func (g *Gateway) serveConn(nc net.Conn) {
 	}
 	// The preface is read here, with a deadline: a connection that sends nothing
 	// is dropped before it costs more.
-	var pre [len(clientPreface)]byte
+	var pre [len(h2.ClientPreface)]byte
 	nc.SetReadDeadline(time.Now().Add(g.handshakeTimeout))
-	if _, err := io.ReadFull(nc, pre[:]); err != nil || string(pre[:]) != clientPreface {
+	if _, err := io.ReadFull(nc, pre[:]); err != nil || string(pre[:]) != h2.ClientPreface {
 		if err == nil {
 			// Not HTTP/2: a connection error (RFC 9113 §3.4). The GOAWAY and a
 			// moment's reading let the peer see a close rather than a reset.
-			nc.Write(appendGoAway(nil, 0, http2.ErrCodeProtocol, "invalid connection preface"))
+			nc.Write(h2.AppendGoAway(nil, 0, http2.ErrCodeProtocol, "invalid connection preface"))
 			nc.SetReadDeadline(time.Now().Add(lingerTime))
 			io.CopyN(io.Discard, nc, lingerBytes)
 		}
@@ -168,8 +169,8 @@ func (g *Gateway) newSconn(nc net.Conn, peerUID uint32, hasUID bool) (*sconn, bo
 		nc.Close()
 		return nil, false
 	}
-	c := &sconn{g: g, nc: nc, w: w, r: newH2Reader(connReader(nc), g.readBuf), streams: map[uint32]*sstream{}, uid: peerUID, hasUID: hasUID,
-		budget: newMsgBudget(g.maxMsg)}
+	c := &sconn{g: g, nc: nc, w: w, r: h2.NewReader(connReader(nc), g.readBuf), streams: map[uint32]*sstream{}, uid: peerUID, hasUID: hasUID,
+		budget: h2.NewBudget(g.maxMsg)}
 	w.eachStream = func(f func(*sendState)) {
 		for _, s := range c.streams {
 			f(&s.send)
@@ -180,7 +181,7 @@ func (g *Gateway) newSconn(nc net.Conn, peerUID uint32, hasUID bool) (*sconn, bo
 			c.removeIfClosedLocked(s)
 		}
 	}
-	c.budget.reclaim = c.reclaim
+	c.budget.Reclaim = c.reclaim
 	if !g.track(c) {
 		nc.Close()
 		return nil, false
@@ -191,7 +192,7 @@ func (g *Gateway) newSconn(nc net.Conn, peerUID uint32, hasUID bool) (*sconn, bo
 // noteAssembling remembers a stream whose message holds memory, so that reclaim
 // finds it should the stream end before the message does. Reader goroutine.
 func (c *sconn) noteAssembling(s *sstream) {
-	if s.listed || s.asm.held == 0 {
+	if s.listed || s.asm.Held() == 0 {
 		return
 	}
 	s.listed = true
@@ -202,18 +203,18 @@ func (c *sconn) noteAssembling(s *sstream) {
 }
 
 // reclaim frees what the incomplete messages of ended streams hold, and forgets
-// the streams that hold nothing (msgBudget). Reader goroutine.
-func (c *sconn) reclaim(skip *msgAssembler) {
+// the streams that hold nothing (h2.Budget). Reader goroutine.
+func (c *sconn) reclaim(skip *h2.Assembler) {
 	keep := c.partials[:0]
 	c.w.mu.Lock()
 	for _, s := range c.partials {
 		switch {
 		case &s.asm == skip:
-		case s.asm.held == 0:
+		case s.asm.Held() == 0:
 			s.listed = false
 			continue
 		case s.done || c.streams[s.id] != s:
-			s.asm.reset(&c.budget)
+			s.asm.Reset(&c.budget)
 			s.listed = false
 			continue
 		}
@@ -228,16 +229,16 @@ func (c *sconn) reclaim(skip *msgAssembler) {
 func (c *sconn) serve() error {
 	c.recvConn = int64(c.g.connWindow)
 	c.w.mu.Lock()
-	c.w.buf = appendSettings(c.w.buf,
+	c.w.buf = h2.AppendSettings(c.w.buf,
 		http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: maxConcurrentStreams},
 		http2.Setting{ID: http2.SettingInitialWindowSize, Val: c.g.window},
-		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: maxHeaderList})
-	c.w.buf = appendWindowUpdate(c.w.buf, 0, c.g.connWindow-initialWindow)
+		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: h2.MaxHeaderList})
+	c.w.buf = h2.AppendWindowUpdate(c.w.buf, 0, c.g.connWindow-h2.InitialWindow)
 	c.w.flush()
 	c.w.mu.Unlock()
 
 	for {
-		h, err := c.r.readHeader()
+		h, err := c.r.ReadHeader()
 		if err != nil {
 			return err
 		}
@@ -249,32 +250,32 @@ func (c *sconn) serve() error {
 
 // frame handles one frame whose header has been read. What a frame means in
 // each stream state is RFC 9113 §5.1; the section of each rule is beside it.
-func (c *sconn) frame(h frameHeader) error {
-	switch h.typ {
+func (c *sconn) frame(h h2.FrameHeader) error {
+	switch h.Type {
 	case http2.FrameData:
 		return c.data(h)
 	case http2.FrameHeaders:
 		return c.headersFrame(h)
 	case http2.FrameRSTStream:
-		p, err := c.r.payload(h)
+		p, err := c.r.Payload(h)
 		if err != nil {
 			return err
 		}
 		switch {
-		case h.stream == 0:
-			return protocolError("RST_STREAM on stream 0") // §6.4
+		case h.Stream == 0:
+			return h2.ProtocolError("RST_STREAM on stream 0") // §6.4
 		case len(p) != 4:
-			return connError{http2.ErrCodeFrameSize, "RST_STREAM of the wrong size"} // §6.4
-		case h.stream > c.lastID:
-			return protocolError("RST_STREAM on idle stream %d", h.stream) // §5.1 idle
+			return h2.ConnError{Code: http2.ErrCodeFrameSize, Msg: "RST_STREAM of the wrong size"} // §6.4
+		case h.Stream > c.lastID:
+			return h2.ProtocolError("RST_STREAM on idle stream %d", h.Stream) // §5.1 idle
 		}
-		c.reset(h.stream)
+		c.reset(h.Stream)
 		return nil
 	case http2.FrameSettings:
 		return settingsFrame(c.r, c.w, h)
 	case http2.FramePing:
-		if h.has(http2.FlagPingAck) && h.length == 8 && h.stream == 0 {
-			p, err := c.r.payload(h)
+		if h.Has(http2.FlagPingAck) && h.Length == 8 && h.Stream == 0 {
+			p, err := c.r.Payload(h)
 			if err == nil && [8]byte(p) == drainPing {
 				c.finalGoAway()
 			}
@@ -285,34 +286,34 @@ func (c *sconn) frame(h frameHeader) error {
 		return c.windowUpdate(h)
 	case http2.FrameGoAway:
 		// The client will open no more streams; those it has finish normally.
-		_, err := c.r.payload(h)
-		if err == nil && h.stream != 0 {
-			return protocolError("GOAWAY on stream %d", h.stream) // §6.8
+		_, err := c.r.Payload(h)
+		if err == nil && h.Stream != 0 {
+			return h2.ProtocolError("GOAWAY on stream %d", h.Stream) // §6.8
 		}
 		return err
 	case http2.FramePriority:
 		return c.priority(h)
 	case http2.FramePushPromise, http2.FrameContinuation:
-		return protocolError("unexpected %v frame from a client", h.typ) // §8.4, §6.10
+		return h2.ProtocolError("unexpected %v frame from a client", h.Type) // §8.4, §6.10
 	default: // unknown extension frames are ignored (§5.5)
-		return c.r.discard(int(h.length))
+		return c.r.Discard(int(h.Length))
 	}
 }
 
 // priority checks a PRIORITY frame (§6.3); vig does not prioritise (§5.3.2
 // lets it), but a malformed one is still an error.
-func (c *sconn) priority(h frameHeader) error {
-	p, err := c.r.payload(h)
+func (c *sconn) priority(h h2.FrameHeader) error {
+	p, err := c.r.Payload(h)
 	if err != nil {
 		return err
 	}
 	switch {
-	case h.stream == 0:
-		return protocolError("PRIORITY on stream 0") // §6.3
+	case h.Stream == 0:
+		return h2.ProtocolError("PRIORITY on stream 0") // §6.3
 	case len(p) != 5:
-		c.streamError(h.stream, http2.ErrCodeFrameSize) // §6.3
-	case binary.BigEndian.Uint32(p)&0x7fffffff == h.stream:
-		c.streamError(h.stream, http2.ErrCodeProtocol) // §5.3.1
+		c.streamError(h.Stream, http2.ErrCodeFrameSize) // §6.3
+	case binary.BigEndian.Uint32(p)&0x7fffffff == h.Stream:
+		c.streamError(h.Stream, http2.ErrCodeProtocol) // §5.3.1
 	}
 	return nil
 }
@@ -330,7 +331,7 @@ func (c *sconn) stream(id uint32) *sstream {
 // STREAM_CLOSED otherwise. Reader goroutine.
 func (c *sconn) closedError(id uint32) {
 	c.w.mu.Lock()
-	ignore := c.closed.wasReset(id)
+	ignore := c.closed.WasReset(id)
 	c.w.mu.Unlock()
 	if !ignore {
 		c.streamError(id, http2.ErrCodeStreamClosed)
@@ -353,13 +354,13 @@ func (c *sconn) streamError(id uint32, code http2.ErrCode) {
 		c.endLocked(s, codes.Internal)
 		c.removeLocked(s)
 	}
-	c.w.buf = appendRST(c.w.buf, id, code)
-	c.closed.noteReset(id)
+	c.w.buf = h2.AppendRST(c.w.buf, id, code)
+	c.closed.NoteReset(id)
 	c.w.flush()
 	c.w.mu.Unlock()
 	if s != nil {
 		s.half = true
-		s.asm.reset(&c.budget)
+		s.asm.Reset(&c.budget)
 		for _, call := range calls {
 			c.g.Cancel(call)
 			call.Release()
@@ -370,18 +371,18 @@ func (c *sconn) streamError(id uint32, code http2.ErrCode) {
 	}
 }
 
-func (c *sconn) windowUpdate(h frameHeader) error {
-	p, err := c.r.payload(h)
+func (c *sconn) windowUpdate(h h2.FrameHeader) error {
+	p, err := c.r.Payload(h)
 	if err != nil {
 		return err
 	}
 	if len(p) != 4 {
-		return connError{http2.ErrCodeFrameSize, "WINDOW_UPDATE of the wrong size"} // §6.9
+		return h2.ConnError{Code: http2.ErrCodeFrameSize, Msg: "WINDOW_UPDATE of the wrong size"} // §6.9
 	}
 	inc := binary.BigEndian.Uint32(p) & 0x7fffffff
-	if h.stream == 0 {
+	if h.Stream == 0 {
 		if inc == 0 {
-			return protocolError("WINDOW_UPDATE with increment 0") // §6.9
+			return h2.ProtocolError("WINDOW_UPDATE with increment 0") // §6.9
 		}
 		c.w.mu.Lock()
 		defer c.w.mu.Unlock()
@@ -389,15 +390,15 @@ func (c *sconn) windowUpdate(h frameHeader) error {
 		c.w.flush()
 		return err
 	}
-	if h.stream > c.lastID {
-		return protocolError("WINDOW_UPDATE on idle stream %d", h.stream) // §5.1 idle
+	if h.Stream > c.lastID {
+		return h2.ProtocolError("WINDOW_UPDATE on idle stream %d", h.Stream) // §5.1 idle
 	}
 	if inc == 0 {
-		c.streamError(h.stream, http2.ErrCodeProtocol) // §6.9
+		c.streamError(h.Stream, http2.ErrCodeProtocol) // §6.9
 		return nil
 	}
 	c.w.mu.Lock()
-	s := c.streams[h.stream]
+	s := c.streams[h.Stream]
 	if s == nil || s.send.rst {
 		c.w.mu.Unlock()
 		return nil // closed: WINDOW_UPDATE may still arrive (§5.1)
@@ -406,82 +407,82 @@ func (c *sconn) windowUpdate(h frameHeader) error {
 	c.w.flush()
 	c.w.mu.Unlock()
 	if err != nil {
-		c.streamError(h.stream, http2.ErrCodeFlowControl) // §6.9.1
+		c.streamError(h.Stream, http2.ErrCodeFlowControl) // §6.9.1
 	}
 	return nil
 }
 
 // data reads a DATA frame into its stream's message.
-func (c *sconn) data(h frameHeader) error {
-	if h.stream == 0 {
-		return protocolError("DATA on stream 0") // §6.1
+func (c *sconn) data(h h2.FrameHeader) error {
+	if h.Stream == 0 {
+		return h2.ProtocolError("DATA on stream 0") // §6.1
 	}
-	n, pad, err := c.r.dataStart(h, &c.recvConn, "client")
+	n, pad, err := c.r.DataStart(h, &c.recvConn, "client")
 	if err != nil {
 		return err
 	}
-	if h.stream > c.lastID {
-		return protocolError("DATA on idle stream %d", h.stream) // §5.1 idle
+	if h.Stream > c.lastID {
+		return h2.ProtocolError("DATA on idle stream %d", h.Stream) // §5.1 idle
 	}
-	s := c.stream(h.stream)
+	s := c.stream(h.Stream)
 	if s != nil && s.clen >= 0 {
 		// The DATA must add up to the content-length (§8.1.1).
-		if s.clen -= int64(n); s.clen < 0 || (h.has(http2.FlagDataEndStream) && s.clen != 0) {
+		if s.clen -= int64(n); s.clen < 0 || (h.Has(http2.FlagDataEndStream) && s.clen != 0) {
 			s.clen = -1
-			err = c.r.discard(n + pad)
-			c.creditConn(h.length)
-			c.streamError(h.stream, http2.ErrCodeProtocol)
+			err = c.r.Discard(n + pad)
+			c.creditConn(h.Length)
+			c.streamError(h.Stream, http2.ErrCodeProtocol)
 			return err
 		}
 	}
 	live := s != nil && !s.half && !s.doneLocked()
 	switch {
 	case s == nil:
-		err = c.r.discard(n)
-		c.closedError(h.stream)
+		err = c.r.Discard(n)
+		c.closedError(h.Stream)
 	case s.half:
-		err = c.r.discard(n)
-		c.streamError(h.stream, http2.ErrCodeStreamClosed) // §5.1 half-closed (remote)
+		err = c.r.Discard(n)
+		c.streamError(h.Stream, http2.ErrCodeStreamClosed) // §5.1 half-closed (remote)
 		s = nil
 	case !live:
-		err = c.r.discard(n) // vig answered already (half-closed local): dropped
+		err = c.r.Discard(n) // vig answered already (half-closed local): dropped
 	default:
-		s.recvWin -= int64(h.length)
+		s.recvWin -= int64(h.Length)
 		if s.recvWin < 0 {
-			return connError{http2.ErrCodeFlowControl, "client sent more than the stream window"}
+			return h2.ConnError{Code: http2.ErrCodeFlowControl, Msg: "client sent more than the stream window"}
 		}
 		var left int
-		left, err = s.asm.read(c.r.br, n, c.g.maxMsg, &c.budget, func(msg mem.BufferSlice, compressed bool) error {
+		left, err = s.asm.Read(c.r.Br, n, c.g.maxMsg, &c.budget, func(msg mem.BufferSlice, compressed bool) error {
 			return c.message(s, msg, compressed)
 		})
 		switch err.(type) {
-		case errMsgTooLarge, errBudget:
+		case h2.ErrMsgTooLarge, h2.ErrBudget:
 			c.failStream(s, status.Error(codes.ResourceExhausted, err.Error()))
-			err = c.r.discard(left)
+			err = c.r.Discard(left)
 		}
 		c.noteAssembling(s)
-		if err == nil && !h.has(http2.FlagDataEndStream) {
-			s.owed += h.length
+		if err == nil && !h.Has(http2.FlagDataEndStream) {
+			s.owed += h.Length
 		}
 	}
 	if err != nil {
 		return err
 	}
-	if err := c.r.discard(pad); err != nil {
+	if err := c.r.Discard(pad); err != nil {
 		return err
 	}
 	c.w.mu.Lock()
 	if live && s.owed >= c.g.window/4 && !s.send.closed {
-		c.w.buf = appendWindowUpdate(c.w.buf, s.id, s.owed)
+		c.w.buf = h2.AppendWindowUpdate(c.w.buf, s.id, s.owed)
 		s.recvWin += int64(s.owed)
 		s.owed = 0
 	}
-	c.recvConn += int64(h.length)
-	if c.w.credit(int(h.length), c.g.connWindow) {
+	c.recvConn += int64(h.Length)
+	if c.w.credit(int(h.Length), c.g.connWindow) {
 		c.w.flush()
 	}
 	c.w.mu.Unlock()
-	if h.has(http2.FlagDataEndStream) && s != nil && !s.half {
+	if h.Has(http2.FlagDataEndStream) && s != nil && !s.half {
 		c.halfClose(s)
 	}
 	return nil
@@ -499,33 +500,33 @@ func (c *sconn) creditConn(n uint32) {
 
 // headersFrame opens a stream (or carries a client's trailers, which gRPC does not
 // use but HTTP/2 allows).
-func (c *sconn) headersFrame(h frameHeader) error {
-	if h.stream == 0 || h.stream%2 == 0 {
-		return protocolError("HEADERS on stream %d: client streams are odd", h.stream) // §5.1.1
+func (c *sconn) headersFrame(h h2.FrameHeader) error {
+	if h.Stream == 0 || h.Stream%2 == 0 {
+		return h2.ProtocolError("HEADERS on stream %d: client streams are odd", h.Stream) // §5.1.1
 	}
-	err := c.r.headerBlock(h) // decoded whatever follows: the HPACK state stays in step
-	if err != nil && err != errHeaderListTooBig {
+	err := c.r.HeaderBlock(h) // decoded whatever follows: the HPACK state stays in step
+	if err != nil && err != h2.ErrHeaderListTooBig {
 		return err
 	}
-	if h.stream <= c.lastID {
-		s := c.stream(h.stream)
+	if h.Stream <= c.lastID {
+		s := c.stream(h.Stream)
 		switch {
-		case s == nil && c.skipped(h.stream):
-			return protocolError("HEADERS opening stream %d, below the last stream %d", h.stream, c.lastID) // §5.1.1
+		case s == nil && c.skipped(h.Stream):
+			return h2.ProtocolError("HEADERS opening stream %d, below the last stream %d", h.Stream, c.lastID) // §5.1.1
 		case s == nil:
 			c.w.mu.Lock()
-			ignore := c.closed.wasReset(h.stream)
+			ignore := c.closed.WasReset(h.Stream)
 			c.w.mu.Unlock()
 			if ignore {
 				return nil // in flight when vig reset the stream (§5.1 closed)
 			}
-			return connError{http2.ErrCodeStreamClosed, fmt.Sprintf("HEADERS on closed stream %d", h.stream)} // §5.1 closed
+			return h2.ConnError{Code: http2.ErrCodeStreamClosed, Msg: fmt.Sprintf("HEADERS on closed stream %d", h.Stream)} // §5.1 closed
 		case s.half:
-			c.streamError(h.stream, http2.ErrCodeStreamClosed) // §5.1 half-closed (remote)
-		case !h.has(http2.FlagHeadersEndStream) || err != nil || checkTrailers(c.r.fields) != "":
-			c.streamError(h.stream, http2.ErrCodeProtocol) // §8.1: trailers end the stream
+			c.streamError(h.Stream, http2.ErrCodeStreamClosed) // §5.1 half-closed (remote)
+		case !h.Has(http2.FlagHeadersEndStream) || err != nil || h2.CheckTrailers(c.r.Fields) != "":
+			c.streamError(h.Stream, http2.ErrCodeProtocol) // §8.1: trailers end the stream
 		case s.clen > 0:
-			c.streamError(h.stream, http2.ErrCodeProtocol) // §8.1.1: DATA short of content-length
+			c.streamError(h.Stream, http2.ErrCodeProtocol) // §8.1.1: DATA short of content-length
 		case s.doneLocked():
 			s.half = true
 			c.w.mu.Lock()
@@ -537,53 +538,53 @@ func (c *sconn) headersFrame(h frameHeader) error {
 		}
 		return nil
 	}
-	if lo := max(c.lastID+2, 1); h.stream > lo {
-		c.skip(lo, h.stream-2)
+	if lo := max(c.lastID+2, 1); h.Stream > lo {
+		c.skip(lo, h.Stream-2)
 	}
-	c.lastID = h.stream
-	if c.r.prioSelf {
-		c.streamError(h.stream, http2.ErrCodeProtocol) // §5.3.1: a stream cannot depend on itself
+	c.lastID = h.Stream
+	if c.r.PrioSelf {
+		c.streamError(h.Stream, http2.ErrCodeProtocol) // §5.3.1: a stream cannot depend on itself
 		return nil
 	}
 	clen := int64(-1)
 	if err == nil {
 		var why string
-		if clen, why = checkRequest(c.r.fields); why != "" {
-			c.g.log.Debug("malformed request: stream reset", "stream", h.stream, "why", why)
-			c.streamError(h.stream, http2.ErrCodeProtocol) // §8.1.1: malformed
+		if clen, why = h2.CheckRequest(c.r.Fields); why != "" {
+			c.g.log.Debug("malformed request: stream reset", "stream", h.Stream, "why", why)
+			c.streamError(h.Stream, http2.ErrCodeProtocol) // §8.1.1: malformed
 			return nil
 		}
-		if h.has(http2.FlagHeadersEndStream) && clen > 0 {
-			c.streamError(h.stream, http2.ErrCodeProtocol) // §8.1.1: no DATA to make the content-length
+		if h.Has(http2.FlagHeadersEndStream) && clen > 0 {
+			c.streamError(h.Stream, http2.ErrCodeProtocol) // §8.1.1: no DATA to make the content-length
 			return nil
 		}
 	}
-	s := &sstream{c: c, id: h.stream, recvWin: int64(c.g.window), clen: clen}
+	s := &sstream{c: c, id: h.Stream, recvWin: int64(c.g.window), clen: clen}
 	c.w.mu.Lock()
-	s.send = sendState{id: h.stream, win: c.w.initWin}
+	s.send = sendState{id: h.Stream, win: c.w.initWin}
 	refuse := c.goAway || len(c.streams) >= maxConcurrentStreams
 	if !refuse {
 		c.streams[s.id] = s
 		c.maxID = s.id
 		c.g.accepted.Add(1)
 	} else {
-		c.w.buf = appendRST(c.w.buf, s.id, http2.ErrCodeRefusedStream) // §5.1.2
-		c.closed.noteReset(s.id)
+		c.w.buf = h2.AppendRST(c.w.buf, s.id, http2.ErrCodeRefusedStream) // §5.1.2
+		c.closed.NoteReset(s.id)
 		c.w.flush()
 	}
 	flood := refuse && c.w.control() != nil
 	c.w.mu.Unlock()
 	if flood {
-		return connError{http2.ErrCodeEnhanceYourCalm, "refused streams flood a connection that does not read"}
+		return h2.ConnError{Code: http2.ErrCodeEnhanceYourCalm, Msg: "refused streams flood a connection that does not read"}
 	}
 	if refuse {
 		return nil
 	}
-	if err == errHeaderListTooBig {
+	if err == h2.ErrHeaderListTooBig {
 		s.m = c.g.m.Method("other")
 		s.m.Start()
-		c.failStream(s, status.Errorf(codes.ResourceExhausted, "header list larger than %d bytes", maxHeaderList))
-	} else if err := c.request(s, c.r.fields); err != nil {
+		c.failStream(s, status.Errorf(codes.ResourceExhausted, "header list larger than %d bytes", h2.MaxHeaderList))
+	} else if err := c.request(s, c.r.Fields); err != nil {
 		var hr httpRefusal
 		if errors.As(err, &hr) {
 			c.refuseHTTP(s, hr)
@@ -591,7 +592,7 @@ func (c *sconn) headersFrame(h frameHeader) error {
 			c.failStream(s, err)
 		}
 	}
-	if h.has(http2.FlagHeadersEndStream) {
+	if h.Has(http2.FlagHeadersEndStream) {
 		c.halfClose(s)
 	}
 	return nil
@@ -866,8 +867,8 @@ func (c *sconn) halfClose(s *sstream) {
 	s.remote = true
 	c.removeIfClosedLocked(s)
 	c.w.mu.Unlock()
-	if s.asm.partial() {
-		s.asm.reset(&c.budget)
+	if s.asm.Partial() {
+		s.asm.Reset(&c.budget)
 		c.failStream(s, status.Error(codes.Internal, "stream ended inside a message"))
 		return
 	}
@@ -913,7 +914,7 @@ func (c *sconn) reset(id uint32) {
 		c.removeLocked(s)
 		c.w.mu.Unlock()
 		s.half = true
-		s.asm.reset(&c.budget)
+		s.asm.Reset(&c.budget)
 		return
 	}
 	s.half = true
@@ -923,7 +924,7 @@ func (c *sconn) reset(id uint32) {
 	c.endLocked(s, codes.Canceled)
 	c.removeLocked(s)
 	c.w.mu.Unlock()
-	s.asm.reset(&c.budget)
+	s.asm.Reset(&c.budget)
 	for _, call := range calls {
 		c.g.Cancel(call)
 		call.Release()
@@ -1129,13 +1130,13 @@ func (c *sconn) removeLocked(s *sstream) {
 
 // shutdown ends the connection: every open stream is cancelled.
 func (c *sconn) shutdown(err error) {
-	var ce connError
+	var ce h2.ConnError
 	if errors.As(err, &ce) {
-		c.w.goAway(c.lastID, ce.code, ce.msg)
+		c.w.goAway(c.lastID, ce.Code, ce.Msg)
 		// Let the GOAWAY arrive before the close: a peer still sending would
 		// otherwise get a reset instead. Bounded in time and bytes.
 		t := time.AfterFunc(lingerTime, func() { c.nc.Close() })
-		io.CopyN(io.Discard, c.r.br, lingerBytes)
+		io.CopyN(io.Discard, c.r.Br, lingerBytes)
 		t.Stop()
 	}
 	c.w.mu.Lock()
@@ -1168,8 +1169,8 @@ func (c *sconn) shutdown(err error) {
 // those are answered.
 func (c *sconn) drain() {
 	c.w.mu.Lock()
-	c.w.buf = appendGoAway(c.w.buf, 1<<31-1, http2.ErrCodeNo, "vig draining")
-	c.w.buf = appendFrameHeader(c.w.buf, 8, http2.FramePing, 0, 0)
+	c.w.buf = h2.AppendGoAway(c.w.buf, 1<<31-1, http2.ErrCodeNo, "vig draining")
+	c.w.buf = h2.AppendFrameHeader(c.w.buf, 8, http2.FramePing, 0, 0)
 	c.w.buf = append(c.w.buf, drainPing[:]...)
 	c.w.flush()
 	c.w.mu.Unlock()
@@ -1190,7 +1191,7 @@ func (c *sconn) finalGoAway() {
 		return
 	}
 	c.goAway = true
-	c.w.buf = appendGoAway(c.w.buf, c.maxID, http2.ErrCodeNo, "vig draining")
+	c.w.buf = h2.AppendGoAway(c.w.buf, c.maxID, http2.ErrCodeNo, "vig draining")
 	c.w.flush()
 	if len(c.streams) == 0 {
 		c.w.closeWhenFlushed()
@@ -1210,28 +1211,28 @@ func metaFields(meta []string) []hpack.HeaderField {
 }
 
 // settingsFrame applies a peer's SETTINGS and acknowledges them.
-func settingsFrame(r *h2reader, w *h2writer, h frameHeader) error {
-	if h.stream != 0 {
-		return protocolError("SETTINGS on stream %d", h.stream)
+func settingsFrame(r *h2.Reader, w *h2writer, h h2.FrameHeader) error {
+	if h.Stream != 0 {
+		return h2.ProtocolError("SETTINGS on stream %d", h.Stream)
 	}
-	p, err := r.payload(h)
+	p, err := r.Payload(h)
 	if err != nil {
 		return err
 	}
-	if h.has(http2.FlagSettingsAck) {
+	if h.Has(http2.FlagSettingsAck) {
 		if len(p) != 0 {
-			return connError{http2.ErrCodeFrameSize, "SETTINGS ACK with a payload"}
+			return h2.ConnError{Code: http2.ErrCodeFrameSize, Msg: "SETTINGS ACK with a payload"}
 		}
 		return nil
 	}
 	if len(p)%6 != 0 {
-		return connError{http2.ErrCodeFrameSize, "SETTINGS payload not a multiple of 6"}
+		return h2.ConnError{Code: http2.ErrCodeFrameSize, Msg: "SETTINGS payload not a multiple of 6"}
 	}
 	// More than maxSettings entries is refused (x/net's bound), so that a
 	// SETTINGS frame costs a bounded amount of work. A setting may appear twice:
 	// the values are processed in order (§6.5.3).
 	if len(p)/6 > maxSettings {
-		return connError{http2.ErrCodeEnhanceYourCalm, fmt.Sprintf("SETTINGS with %d entries (at most %d)", len(p)/6, maxSettings)}
+		return h2.ConnError{Code: http2.ErrCodeEnhanceYourCalm, Msg: fmt.Sprintf("SETTINGS with %d entries (at most %d)", len(p)/6, maxSettings)}
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -1243,8 +1244,8 @@ func settingsFrame(r *h2reader, w *h2writer, h frameHeader) error {
 		id, v := http2.SettingID(binary.BigEndian.Uint16(q)), binary.BigEndian.Uint32(q[2:])
 		switch id {
 		case http2.SettingMaxFrameSize:
-			if v < defaultMaxFrame || v > 1<<24-1 {
-				return protocolError("SETTINGS_MAX_FRAME_SIZE %d out of range", v) // §6.5.2
+			if v < h2.DefaultMaxFrame || v > 1<<24-1 {
+				return h2.ProtocolError("SETTINGS_MAX_FRAME_SIZE %d out of range", v) // §6.5.2
 			}
 		case http2.SettingInitialWindowSize:
 			if v > 1<<31-1 {
@@ -1253,17 +1254,17 @@ func settingsFrame(r *h2reader, w *h2writer, h frameHeader) error {
 			maxInit = max(maxInit, int64(v))
 		case http2.SettingEnablePush:
 			if v > 1 {
-				return protocolError("SETTINGS_ENABLE_PUSH %d", v) // §6.5.2
+				return h2.ProtocolError("SETTINGS_ENABLE_PUSH %d", v) // §6.5.2
 			}
 		}
 	}
 	if maxInit >= 0 && w.initWindowOverflows(maxInit) {
-		return connError{http2.ErrCodeFlowControl, "SETTINGS_INITIAL_WINDOW_SIZE takes a stream window above 2^31-1"} // §6.9.2
+		return h2.ConnError{Code: http2.ErrCodeFlowControl, Msg: "SETTINGS_INITIAL_WINDOW_SIZE takes a stream window above 2^31-1"} // §6.9.2
 	}
 	if err := w.control(); err != nil {
 		return err
 	}
-	w.buf = appendFrameHeader(w.buf, 0, http2.FrameSettings, http2.FlagSettingsAck, 0)
+	w.buf = h2.AppendFrameHeader(w.buf, 0, http2.FrameSettings, http2.FlagSettingsAck, 0)
 	for ; len(p) > 0; p = p[6:] {
 		id, v := http2.SettingID(binary.BigEndian.Uint16(p)), binary.BigEndian.Uint32(p[2:])
 		switch id {
@@ -1285,18 +1286,18 @@ func settingsFrame(r *h2reader, w *h2writer, h frameHeader) error {
 }
 
 // pingFrame answers a PING.
-func pingFrame(r *h2reader, w *h2writer, h frameHeader) error {
-	p, err := r.payload(h)
+func pingFrame(r *h2.Reader, w *h2writer, h h2.FrameHeader) error {
+	p, err := r.Payload(h)
 	if err != nil {
 		return err
 	}
-	if h.stream != 0 {
-		return protocolError("PING on stream %d", h.stream) // §6.7
+	if h.Stream != 0 {
+		return h2.ProtocolError("PING on stream %d", h.Stream) // §6.7
 	}
 	if len(p) != 8 {
-		return connError{http2.ErrCodeFrameSize, "PING of the wrong size"} // §6.7
+		return h2.ConnError{Code: http2.ErrCodeFrameSize, Msg: "PING of the wrong size"} // §6.7
 	}
-	if h.has(http2.FlagPingAck) {
+	if h.Has(http2.FlagPingAck) {
 		return nil
 	}
 	w.mu.Lock()
@@ -1304,7 +1305,7 @@ func pingFrame(r *h2reader, w *h2writer, h frameHeader) error {
 		w.mu.Unlock()
 		return err
 	}
-	w.buf = appendFrameHeader(w.buf, 8, http2.FramePing, http2.FlagPingAck, 0)
+	w.buf = h2.AppendFrameHeader(w.buf, 8, http2.FramePing, http2.FlagPingAck, 0)
 	w.buf = append(w.buf, p...)
 	w.flush()
 	w.mu.Unlock()

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"net"
@@ -9,6 +8,8 @@ import (
 	"testing"
 
 	"golang.org/x/net/http2"
+
+	"github.com/vig-edge/vig/h2"
 )
 
 // stuckSocket takes nothing: Writev writes no byte, WriteAll waits until the
@@ -36,7 +37,7 @@ func TestWriterControlQueueBounded(t *testing.T) {
 	for _, typ := range []http2.FrameType{http2.FramePing, http2.FrameSettings} {
 		t.Run(typ.String(), func(t *testing.T) {
 			sock := &stuckSocket{closed: make(chan struct{})}
-			w := &h2writer{nc: closeConn{s: sock}, sw: sock, maxFrame: defaultMaxFrame, initWin: initialWindow, connWin: initialWindow}
+			w := &h2writer{nc: closeConn{s: sock}, sw: sock, maxFrame: h2.DefaultMaxFrame, initWin: h2.InitialWindow, connWin: h2.InitialWindow}
 			var in bytes.Buffer
 			fr := http2.NewFramer(&in, nil)
 			const n = 2 * maxQueuedControl
@@ -47,11 +48,11 @@ func TestWriterControlQueueBounded(t *testing.T) {
 					fr.WriteSettings()
 				}
 			}
-			r := &h2reader{br: bufio.NewReader(&in)}
+			r := h2.NewReader(&in, 4096)
 			var err error
 			answered := 0
 			for ; answered < n; answered++ {
-				h, herr := r.readHeader()
+				h, herr := r.ReadHeader()
 				if herr != nil {
 					t.Fatal(herr)
 				}
@@ -64,8 +65,8 @@ func TestWriterControlQueueBounded(t *testing.T) {
 					break
 				}
 			}
-			var ce connError
-			if !errors.As(err, &ce) || ce.code != http2.ErrCodeEnhanceYourCalm {
+			var ce h2.ConnError
+			if !errors.As(err, &ce) || ce.Code != http2.ErrCodeEnhanceYourCalm {
 				t.Fatalf("%d %vs to a peer that does not read: %d answered, error %v; want ENHANCE_YOUR_CALM past %d", n, typ, answered, err, maxQueuedControl)
 			}
 			if answered > maxQueuedControl+1 {

@@ -1,4 +1,4 @@
-package gateway
+package h2
 
 import (
 	"strconv"
@@ -11,15 +11,15 @@ import (
 // request is a stream error of type PROTOCOL_ERROR: vig resets the stream
 // before anything of it reaches the backend.
 
-// checkRequest validates a request's header block and returns its
+// CheckRequest validates a request's header block and returns its
 // content-length (-1: none) or why it is malformed.
-func checkRequest(fields []hpack.HeaderField) (contentLength int64, why string) {
+func CheckRequest(fields []hpack.HeaderField) (contentLength int64, why string) {
 	var method, scheme, path, authority bool
 	var isConnect, emptyPath bool
 	regular := false
 	contentLength = -1
 	for _, f := range fields {
-		if why := checkField(f); why != "" {
+		if why := CheckField(f); why != "" {
 			return -1, why
 		}
 		if f.Name[0] == ':' {
@@ -69,10 +69,10 @@ func checkRequest(fields []hpack.HeaderField) (contentLength int64, why string) 
 	return contentLength, ""
 }
 
-// checkTrailers validates a trailer block: no pseudo-headers (§8.1).
-func checkTrailers(fields []hpack.HeaderField) string {
+// CheckTrailers validates a trailer block: no pseudo-headers (§8.1).
+func CheckTrailers(fields []hpack.HeaderField) string {
 	for _, f := range fields {
-		if why := checkField(f); why != "" {
+		if why := CheckField(f); why != "" {
 			return why
 		}
 		if f.Name[0] == ':' {
@@ -82,9 +82,9 @@ func checkTrailers(fields []hpack.HeaderField) string {
 	return ""
 }
 
-// checkField validates one field: a lowercase token for a name (§8.2.1), a value
+// CheckField validates one field: a lowercase token for a name (§8.2.1), a value
 // without CR, LF or NUL, and none of the connection-specific fields (§8.2.2).
-func checkField(f hpack.HeaderField) string {
+func CheckField(f hpack.HeaderField) string {
 	name := f.Name
 	if name == "" {
 		return "empty field name (§8.2.1)"
@@ -114,21 +114,23 @@ func checkField(f hpack.HeaderField) string {
 	return ""
 }
 
-// closedIDs remembers the streams vig reset lately: frames the peer sent before
+// ClosedIDs remembers the streams vig reset lately: frames the peer sent before
 // it saw the RST_STREAM may still arrive and are ignored (RFC 9113 §5.1
 // closed), where a frame on another closed stream is an error. A ring: an id
 // reset longer ago than the last len(ids) resets gets the error instead.
-type closedIDs struct {
+type ClosedIDs struct {
 	ids [256]uint32
 	n   int
 }
 
-func (c *closedIDs) noteReset(id uint32) {
+// NoteReset records that vig reset stream id.
+func (c *ClosedIDs) NoteReset(id uint32) {
 	c.ids[c.n%len(c.ids)] = id
 	c.n++
 }
 
-func (c *closedIDs) wasReset(id uint32) bool {
+// WasReset reports whether vig reset stream id lately.
+func (c *ClosedIDs) WasReset(id uint32) bool {
 	for _, x := range c.ids[:min(c.n, len(c.ids))] {
 		if x == id {
 			return true
