@@ -15,7 +15,7 @@
 //
 // # The transport
 //
-// vig speaks HTTP/2 itself (package h2 for framing, reading and message assembly; h2frame.go, h2server.go, h2backend.go here) instead of
+// vig speaks HTTP/2 itself (package h2 below the stream tables; h2server.go, h2backend.go here) instead of
 // through grpc-go's server and client: grpc-go gives every RPC a handler goroutine
 // and every connection a writer goroutine, so a proxied request crossed four
 // hand-offs between threads. Here each connection has one reader; a request is
@@ -77,9 +77,11 @@
 //
 // What remains: flow-control windows are credited as data arrives on both legs,
 // so a slow backend does not slow a relayed RPC's client down (memory stays
-// bounded by the budget above); and the connection and stream state of both roles and the
-// writer with its flow control still live in this package (h2*.go); package
-// h2 holds framing, reading, message assembly and the request rules.
+// bounded by the budget above); and the connection and stream state machines of both roles
+// (sconn, bconn) still live in this package (h2server.go, h2backend.go), with
+// the stream state implicit in flags rather than one enum; package h2 holds
+// framing, the reader and the writer with flow control, SETTINGS and PING,
+// message assembly and the request rules.
 //
 // With cpu.hot_path: dedicated the connections are read by one event loop of vig's
 // own instead (loop.go, netopt.Poller): one wait and one read per readable event on

@@ -208,7 +208,7 @@ func (b *h2Backend) connect() (*bconn, error) {
 	}
 	c := &bconn{b: b, nc: nc, w: w, r: h2.NewReader(connReader(nc), b.rbuf), streams: map[uint32]*bstream{}, nextID: 1,
 		recvConn: int64(b.window), budget: h2.NewBudget(b.maxMsg), unusable: make(chan struct{}), readerDone: make(chan struct{}), ready: make(chan error, 1)}
-	w.eachStream = func(f func(*sendState)) {
+	w.EachStream = func(f func(*h2.SendState)) {
 		for _, bs := range c.streams {
 			f(&bs.send)
 		}
@@ -219,14 +219,14 @@ func (b *h2Backend) connect() (*bconn, error) {
 	// preface on the wire. (On the event loop the reader may run as soon as
 	// the connection is registered; a backend that read the ACK first took it
 	// for a bogus preface and reset the connection.)
-	w.mu.Lock()
-	w.raw([]byte(h2.ClientPreface))
-	w.buf = h2.AppendSettings(w.buf,
+	w.Lock()
+	w.Raw([]byte(h2.ClientPreface))
+	w.QueueSettings(
 		http2.Setting{ID: http2.SettingEnablePush, Val: 0},
 		http2.Setting{ID: http2.SettingInitialWindowSize, Val: b.window},
 		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: h2.MaxHeaderList})
-	w.buf = h2.AppendWindowUpdate(w.buf, 0, b.window-h2.InitialWindow)
-	w.mu.Unlock()
+	w.QueueWindowUpdate(0, b.window-h2.InitialWindow)
+	w.Unlock()
 	if lc != nil {
 		// Registered before anything is written: the loop owns the socket.
 		if err := lc.run(b.loop, c.read); err != nil {
@@ -234,9 +234,9 @@ func (b *h2Backend) connect() (*bconn, error) {
 			return nil, err
 		}
 	}
-	w.mu.Lock()
-	w.flush()
-	w.mu.Unlock()
+	w.Lock()
+	w.Flush()
+	w.Unlock()
 	if lc == nil {
 		go c.read()
 	}
@@ -259,7 +259,7 @@ func (b *h2Backend) connect() (*bconn, error) {
 type bconn struct {
 	b  *h2Backend
 	nc net.Conn
-	w  *h2writer
+	w  *h2.Writer
 	r  *h2.Reader
 
 	// Guarded by w.mu.
@@ -286,7 +286,7 @@ type bconn struct {
 type bstream struct {
 	c     *bconn
 	id    uint32
-	send  sendState // guarded by c.w.mu
+	send  h2.SendState // guarded by c.w.mu
 	call  *Call
 	relay *sstream
 	unary chan unaryResult
@@ -306,12 +306,12 @@ type unaryResult struct {
 }
 
 func (c *bconn) err() error {
-	c.w.mu.Lock()
-	defer c.w.mu.Unlock()
+	c.w.Lock()
+	defer c.w.Unlock()
 	if c.failErr != nil {
 		return c.failErr
 	}
-	return c.w.err
+	return c.w.Err()
 }
 
 func (c *bconn) markUnusable() { c.unusableMu.Do(func() { close(c.unusable) }) }
@@ -360,9 +360,9 @@ func (b *h2Backend) Start(call *Call) {
 		call.Finish(nil, err)
 		return
 	}
-	c.w.mu.Lock()
+	c.w.Lock()
 	if c.streams[bs.id] != bs { // finished meanwhile (connection lost, aborted): call is not ours
-		c.w.mu.Unlock()
+		c.w.Unlock()
 		msg.Free()
 		return
 	}
@@ -370,11 +370,11 @@ func (b *h2Backend) Start(call *Call) {
 	// the mark is set before Abort looks for the stream).
 	expired := call.expired.Load()
 	if !expired {
-		c.w.queueMsg(&bs.send, b.gzip, msg)
-		c.w.finish(&bs.send, nil)
-		c.w.flush()
+		c.w.QueueMsg(&bs.send, b.gzip, msg)
+		c.w.Finish(&bs.send, nil)
+		c.w.Flush()
 	}
-	c.w.mu.Unlock()
+	c.w.Unlock()
 	if expired {
 		msg.Free()
 		c.abort(bs, http2.ErrCodeCancel)
@@ -394,12 +394,12 @@ func (b *h2Backend) Abort(call *Call) {
 // open starts a stream: HEADERS for method with the client's metadata. init
 // attaches the stream's owner before any answer can arrive.
 func (c *bconn) open(method string, meta []string, deadline int64, init func(*bstream)) (*bstream, error) {
-	c.w.mu.Lock()
-	defer c.w.mu.Unlock()
-	if c.goAway || c.w.err != nil || c.failErr != nil {
+	c.w.Lock()
+	defer c.w.Unlock()
+	if c.goAway || c.w.Err() != nil || c.failErr != nil {
 		return nil, errBackendDown
 	}
-	if max := c.w.peerMaxStreams; uint32(len(c.streams)) >= max { // its SETTINGS_MAX_CONCURRENT_STREAMS (§5.1.2)
+	if max := c.w.PeerMaxStreams(); uint32(len(c.streams)) >= max { // its SETTINGS_MAX_CONCURRENT_STREAMS (§5.1.2)
 		return nil, status.Errorf(codes.Unavailable, "backend allows %d concurrent streams and all are in use", max)
 	}
 	if c.nextID >= 1<<31-1 {
@@ -424,15 +424,15 @@ func (c *bconn) open(method string, meta []string, deadline int64, init func(*bs
 	for _, m := range meta {
 		size += len(m) + 16
 	}
-	if uint32(size) > c.w.peerMaxHeaderList {
-		return nil, status.Errorf(codes.Internal, "request headers of %d bytes exceed the backend's SETTINGS_MAX_HEADER_LIST_SIZE of %d: send less metadata", size, c.w.peerMaxHeaderList)
+	if uint32(size) > c.w.PeerMaxHeaderList() {
+		return nil, status.Errorf(codes.Internal, "request headers of %d bytes exceed the backend's SETTINGS_MAX_HEADER_LIST_SIZE of %d: send less metadata", size, c.w.PeerMaxHeaderList())
 	}
 	bs := &bstream{c: c, id: c.nextID, recvWin: int64(c.b.window)}
 	c.nextID += 2
-	bs.send = sendState{id: bs.id, win: c.w.initWin}
+	bs.send.Init(bs.id, c.w.InitWin())
 	init(bs)
 	c.streams[bs.id] = bs
-	c.w.headers(bs.id, false, req, metaFields(meta))
+	c.w.Headers(bs.id, false, req, metaFields(meta))
 	return bs, nil
 }
 
@@ -449,33 +449,33 @@ func reqHeaders(method, authority string) []hpack.HeaderField {
 
 // sendMessage queues one message of a relayed stream (body owned).
 func (c *bconn) sendMessage(bs *bstream, body mem.BufferSlice, compressed bool) {
-	c.w.mu.Lock()
-	c.w.queueMsg(&bs.send, compressed, body)
-	c.w.flush()
-	c.w.mu.Unlock()
+	c.w.Lock()
+	c.w.QueueMsg(&bs.send, compressed, body)
+	c.w.Flush()
+	c.w.Unlock()
 }
 
 // closeSend half-closes a relayed stream.
 func (c *bconn) closeSend(bs *bstream) {
-	c.w.mu.Lock()
-	c.w.finish(&bs.send, nil)
-	c.w.flush()
-	c.w.mu.Unlock()
+	c.w.Lock()
+	c.w.Finish(&bs.send, nil)
+	c.w.Flush()
+	c.w.Unlock()
 }
 
 // abort resets a stream vig no longer wants and finishes its owner.
 func (c *bconn) abort(bs *bstream, code http2.ErrCode) {
-	c.w.mu.Lock()
+	c.w.Lock()
 	if c.streams[bs.id] != bs {
-		c.w.mu.Unlock()
+		c.w.Unlock()
 		return // already finished
 	}
 	delete(c.streams, bs.id)
-	c.w.forget(&bs.send)
-	c.w.reset(&bs.send, code)
+	c.w.Forget(&bs.send)
+	c.w.Reset(&bs.send, code)
 	c.drainedLocked()
-	c.w.flush()
-	c.w.mu.Unlock()
+	c.w.Flush()
+	c.w.Unlock()
 	bs.finish(nil, nil, nil, status.Error(codes.Canceled, "cancelled by the client"))
 }
 
@@ -530,7 +530,7 @@ func (c *bconn) read() {
 	if errors.As(err, &ce) {
 		// The backend broke the protocol: it is told why (RFC 9113 §5.4.1)
 		// before the connection is closed and redialled.
-		c.w.goAway(0, ce.Code, ce.Msg)
+		c.w.GoAway(0, ce.Code, ce.Msg)
 	}
 	c.close(err)
 }
@@ -543,7 +543,7 @@ func (c *bconn) readLoop() error {
 		}
 		switch h.Type {
 		case http2.FrameSettings:
-			if err := settingsFrame(c.r, c.w, h); err != nil {
+			if err := h2.SettingsFrame(c.r, c.w, h); err != nil {
 				return err
 			}
 			if !c.settled && !h.Has(http2.FlagSettingsAck) {
@@ -557,7 +557,7 @@ func (c *bconn) readLoop() error {
 		case http2.FrameRSTStream:
 			err = c.rstFrame(h)
 		case http2.FramePing:
-			err = pingFrame(c.r, c.w, h)
+			err = h2.PingFrame(c.r, c.w, h)
 		case http2.FrameWindowUpdate:
 			err = c.windowUpdate(h)
 		case http2.FrameGoAway:
@@ -574,31 +574,31 @@ func (c *bconn) readLoop() error {
 }
 
 func (c *bconn) lookup(id uint32) *bstream {
-	c.w.mu.Lock()
+	c.w.Lock()
 	bs := c.streams[id]
-	c.w.mu.Unlock()
+	c.w.Unlock()
 	return bs
 }
 
 // take removes a stream that ends now; nil if it had ended already.
 func (c *bconn) take(id uint32) *bstream {
-	c.w.mu.Lock()
+	c.w.Lock()
 	bs := c.streams[id]
 	if bs != nil {
 		delete(c.streams, id)
-		c.w.forget(&bs.send)
-		if !bs.send.closed {
+		c.w.Forget(&bs.send)
+		if !bs.send.Closed {
 			// The answer is complete but vig's side is not (request data not
 			// yet sent, a relay still streaming): the stream is reset rather
 			// than left open on the backend.
-			c.w.reset(&bs.send, http2.ErrCodeCancel)
-			c.w.flush()
+			c.w.Reset(&bs.send, http2.ErrCodeCancel)
+			c.w.Flush()
 		}
-		c.w.drop(&bs.send)
-		bs.send.closed = true
+		c.w.Drop(&bs.send)
+		bs.send.Closed = true
 		c.drainedLocked()
 	}
-	c.w.mu.Unlock()
+	c.w.Unlock()
 	return bs
 }
 
@@ -606,18 +606,18 @@ func (c *bconn) take(id uint32) *bstream {
 // with err: the backend's fault stays with that call, the connection goes on.
 // Reader goroutine.
 func (c *bconn) streamError(id uint32, code http2.ErrCode, err error) {
-	c.w.mu.Lock()
+	c.w.Lock()
 	bs := c.streams[id]
 	if bs != nil {
 		delete(c.streams, id)
-		c.w.forget(&bs.send)
-		c.w.drop(&bs.send)
-		bs.send.closed, bs.send.rst = true, true
+		c.w.Forget(&bs.send)
+		c.w.Drop(&bs.send)
+		bs.send.Closed, bs.send.Rst = true, true
 		c.drainedLocked()
 	}
-	c.w.buf = h2.AppendRST(c.w.buf, id, code)
-	c.w.flush()
-	c.w.mu.Unlock()
+	c.w.QueueRST(id, code)
+	c.w.Flush()
+	c.w.Unlock()
 	if bs != nil {
 		bs.asm.Reset(&c.budget)
 		resp := bs.resp
@@ -630,8 +630,8 @@ func (c *bconn) streamError(id uint32, code http2.ErrCode, err error) {
 // idle reports whether id names a stream vig never opened: a frame on it is a
 // connection error PROTOCOL_ERROR (§5.1 idle). vig's streams are odd.
 func (c *bconn) idle(id uint32) bool {
-	c.w.mu.Lock()
-	defer c.w.mu.Unlock()
+	c.w.Lock()
+	defer c.w.Unlock()
 	return id%2 == 0 || id >= c.nextID
 }
 
@@ -639,7 +639,7 @@ func (c *bconn) idle(id uint32) bool {
 // stream has ended. Called with w.mu held.
 func (c *bconn) drainedLocked() {
 	if c.goAway && len(c.streams) == 0 {
-		c.w.closeWhenFlushed()
+		c.w.CloseWhenFlushed()
 	}
 }
 
@@ -657,10 +657,10 @@ func (c *bconn) headersFrame(h h2.FrameHeader) error {
 	}
 	if err == h2.ErrHeaderListTooBig {
 		if bs = c.take(h.Stream); bs != nil {
-			c.w.mu.Lock()
-			c.w.buf = h2.AppendRST(c.w.buf, h.Stream, http2.ErrCodeCancel)
-			c.w.flush()
-			c.w.mu.Unlock()
+			c.w.Lock()
+			c.w.QueueRST(h.Stream, http2.ErrCodeCancel)
+			c.w.Flush()
+			c.w.Unlock()
 			bs.asm.Reset(&c.budget)
 			bs.finish(nil, nil, nil, status.Errorf(codes.Internal, "backend sent a header list larger than %d bytes", h2.MaxHeaderList))
 		}
@@ -682,11 +682,11 @@ func (c *bconn) headersFrame(h h2.FrameHeader) error {
 			} else if bs.call != nil {
 				// Under the lock: an Abort on another goroutine may finish the
 				// call, and its Replier reads RespMeta.
-				c.w.mu.Lock()
+				c.w.Lock()
 				if c.streams[h.Stream] == bs {
 					bs.call.RespMeta = appendMeta(bs.call.RespMeta[:0], fields)
 				}
-				c.w.mu.Unlock()
+				c.w.Unlock()
 			}
 			return nil
 		}
@@ -793,9 +793,9 @@ func (c *bconn) data(h h2.FrameHeader) error {
 		}
 		if msg != "" {
 			if t := c.take(h.Stream); t != nil {
-				c.w.mu.Lock()
-				c.w.buf = h2.AppendRST(c.w.buf, h.Stream, http2.ErrCodeCancel)
-				c.w.mu.Unlock()
+				c.w.Lock()
+				c.w.QueueRST(h.Stream, http2.ErrCodeCancel)
+				c.w.Unlock()
 				bs.asm.Reset(&c.budget)
 				resp := bs.resp
 				bs.resp = nil
@@ -815,21 +815,21 @@ func (c *bconn) data(h h2.FrameHeader) error {
 	if err := c.r.Discard(pad); err != nil {
 		return err
 	}
-	c.w.mu.Lock()
+	c.w.Lock()
 	// Every stream gets its window back, an inference answer too: one larger
 	// than window_mib (but within max_message_mib) would otherwise stall the
 	// backend until the call expires. What an answer holds meanwhile is bounded
 	// by max_message_mib and the connection's h2.Budget.
 	if bs != nil && bs.owed >= c.b.window/4 && !h.Has(http2.FlagDataEndStream) && c.streams[bs.id] == bs {
-		c.w.buf = h2.AppendWindowUpdate(c.w.buf, bs.id, bs.owed)
+		c.w.QueueWindowUpdate(bs.id, bs.owed)
 		bs.recvWin += int64(bs.owed)
 		bs.owed = 0
 	}
 	c.recvConn += int64(h.Length)
-	if c.w.credit(int(h.Length), c.b.window) {
-		c.w.flush()
+	if c.w.Credit(int(h.Length), c.b.window) {
+		c.w.Flush()
 	}
-	c.w.mu.Unlock()
+	c.w.Unlock()
 	if h.Has(http2.FlagDataEndStream) && bs != nil {
 		if t := c.take(h.Stream); t != nil {
 			resp := bs.resp
@@ -856,7 +856,7 @@ func (c *bconn) noteAssembling(bs *bstream) {
 // reclaim frees what the incomplete answers of ended streams hold (h2.Budget).
 func (c *bconn) reclaim(skip *h2.Assembler) {
 	keep := c.partials[:0]
-	c.w.mu.Lock()
+	c.w.Lock()
 	for _, bs := range c.partials {
 		switch {
 		case &bs.asm == skip:
@@ -870,7 +870,7 @@ func (c *bconn) reclaim(skip *h2.Assembler) {
 		}
 		keep = append(keep, bs)
 	}
-	c.w.mu.Unlock()
+	c.w.Unlock()
 	clear(c.partials[len(keep):])
 	c.partials, c.swept = keep, len(keep)
 }
@@ -886,11 +886,11 @@ func (c *bconn) rstFrame(h h2.FrameHeader) error {
 	if h.Stream == 0 || c.idle(h.Stream) {
 		return h2.ProtocolError("backend sent RST_STREAM on stream %d, which vig never opened", h.Stream) // §6.4, §5.1 idle
 	}
-	c.w.mu.Lock()
+	c.w.Lock()
 	if bs := c.streams[h.Stream]; bs != nil {
-		bs.send.closed, bs.send.rst = true, true // reset by the peer: vig sends nothing more on it
+		bs.send.Closed, bs.send.Rst = true, true // reset by the peer: vig sends nothing more on it
 	}
-	c.w.mu.Unlock()
+	c.w.Unlock()
 	bs := c.take(h.Stream)
 	if bs == nil {
 		return nil
@@ -918,7 +918,7 @@ func rstError(code http2.ErrCode) error {
 
 func (c *bconn) windowUpdate(h h2.FrameHeader) error {
 	if h.Stream == 0 {
-		return windowUpdateFrame(c.r, c.w, h, nil)
+		return h2.WindowUpdateFrame(c.r, c.w, h, nil)
 	}
 	p, err := c.r.Payload(h)
 	if err != nil {
@@ -935,15 +935,15 @@ func (c *bconn) windowUpdate(h h2.FrameHeader) error {
 		c.streamError(h.Stream, http2.ErrCodeProtocol, status.Error(codes.Internal, "backend sent a stream WINDOW_UPDATE of 0 (RFC 9113 §6.9)"))
 		return nil
 	}
-	c.w.mu.Lock()
+	c.w.Lock()
 	bs := c.streams[h.Stream]
 	if bs == nil {
-		c.w.mu.Unlock()
+		c.w.Unlock()
 		return nil // ended: a WINDOW_UPDATE may still be in flight
 	}
-	err = c.w.windowUpdate(&bs.send, inc)
-	c.w.flush()
-	c.w.mu.Unlock()
+	err = c.w.WindowUpdate(&bs.send, inc)
+	c.w.Flush()
+	c.w.Unlock()
 	if err != nil {
 		c.streamError(h.Stream, http2.ErrCodeFlowControl, status.Error(codes.Internal, "backend took the stream's send window above 2^31-1 (RFC 9113 §6.9.1)"))
 	}
@@ -972,20 +972,20 @@ func (c *bconn) goAwayFrame(h h2.FrameHeader) error {
 	b.connecting = true
 	b.mu.Unlock()
 	b.cur.CompareAndSwap(c, nil)
-	c.w.mu.Lock()
+	c.w.Lock()
 	c.goAway = true
 	var refused []*bstream
 	for id, bs := range c.streams {
 		if id > last {
 			delete(c.streams, id)
-			c.w.forget(&bs.send)
-			c.w.drop(&bs.send)
-			bs.send.closed = true
+			c.w.Forget(&bs.send)
+			c.w.Drop(&bs.send)
+			bs.send.Closed = true
 			refused = append(refused, bs)
 		}
 	}
 	idle := len(c.streams) == 0
-	c.w.mu.Unlock()
+	c.w.Unlock()
 	c.markUnusable()
 	if code != http2.ErrCodeNo {
 		b.log.Warn("backend sent GOAWAY", "address", b.addr, "code", code.String(), "debug", string(p[8:min(len(p), 8+128)]))
@@ -1009,30 +1009,30 @@ func (c *bconn) goAwayFrame(h h2.FrameHeader) error {
 		bs.finish(nil, nil, nil, status.Error(codes.Unavailable, "backend is going away (GOAWAY) and had not processed the call: retry"))
 	}
 	if idle {
-		return errConnClosed
+		return h2.ErrConnClosed
 	}
 	return nil
 }
 
 // close ends the connection and fails every stream on it.
 func (c *bconn) close(err error) {
-	if err == nil || errors.Is(err, errConnClosed) {
-		err = errConnClosed
+	if err == nil || errors.Is(err, h2.ErrConnClosed) {
+		err = h2.ErrConnClosed
 	}
-	c.w.mu.Lock()
+	c.w.Lock()
 	if c.failErr == nil {
 		c.failErr = err
 	}
 	streams := make([]*bstream, 0, len(c.streams))
 	for id, bs := range c.streams {
 		delete(c.streams, id)
-		c.w.forget(&bs.send)
-		c.w.drop(&bs.send)
-		bs.send.closed = true
+		c.w.Forget(&bs.send)
+		c.w.Drop(&bs.send)
+		bs.send.Closed = true
 		streams = append(streams, bs)
 	}
-	c.w.fail(errConnClosed)
-	c.w.mu.Unlock()
+	c.w.Fail(h2.ErrConnClosed)
+	c.w.Unlock()
 	c.markUnusable()
 	msg := fmt.Sprintf("backend connection lost: %v", err)
 	for _, bs := range streams {
@@ -1059,11 +1059,11 @@ func (b *h2Backend) Invoke(ctx context.Context, method string, req []byte) ([]by
 	if err != nil {
 		return nil, err
 	}
-	c.w.mu.Lock()
-	c.w.queueMsg(&bs.send, false, mem.BufferSlice{mem.SliceBuffer(req)})
-	c.w.finish(&bs.send, nil)
-	c.w.flush()
-	c.w.mu.Unlock()
+	c.w.Lock()
+	c.w.QueueMsg(&bs.send, false, mem.BufferSlice{mem.SliceBuffer(req)})
+	c.w.Finish(&bs.send, nil)
+	c.w.Flush()
+	c.w.Unlock()
 	select {
 	case r := <-ch:
 		return r.resp, r.err

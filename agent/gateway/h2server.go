@@ -41,9 +41,6 @@ const (
 
 const maxConcurrentStreams = 1000
 
-// maxSettings bounds the entries of one SETTINGS frame (x/net's limit).
-const maxSettings = 100
-
 // After a connection error vig reads (and drops) what the client still sends for
 // a moment, so that its GOAWAY is read rather than lost in a reset.
 const (
@@ -55,7 +52,7 @@ const (
 type sconn struct {
 	g      *Gateway
 	nc     net.Conn
-	w      *h2writer
+	w      *h2.Writer
 	r      *h2.Reader
 	uid    uint32 // the peer's uid (Unix sockets), for shared-memory regions
 	hasUID bool
@@ -96,7 +93,7 @@ type sstream struct {
 	clen     int64 // the request's content-length (-1: none), then what DATA may still bring
 
 	// Guarded by c.w.mu.
-	send     sendState
+	send     h2.SendState
 	hdrSent  bool
 	pending  int     // ModelStreamInfer: requests not yet answered
 	halfSeen bool    // the client half-closed (copy for repliers)
@@ -171,13 +168,13 @@ func (g *Gateway) newSconn(nc net.Conn, peerUID uint32, hasUID bool) (*sconn, bo
 	}
 	c := &sconn{g: g, nc: nc, w: w, r: h2.NewReader(connReader(nc), g.readBuf), streams: map[uint32]*sstream{}, uid: peerUID, hasUID: hasUID,
 		budget: h2.NewBudget(g.maxMsg)}
-	w.eachStream = func(f func(*sendState)) {
+	w.EachStream = func(f func(*h2.SendState)) {
 		for _, s := range c.streams {
 			f(&s.send)
 		}
 	}
-	w.onClosed = func(st *sendState) {
-		if s := c.streams[st.id]; s != nil && s.done {
+	w.OnClosed = func(st *h2.SendState) {
+		if s := c.streams[st.ID()]; s != nil && s.done {
 			c.removeIfClosedLocked(s)
 		}
 	}
@@ -206,7 +203,7 @@ func (c *sconn) noteAssembling(s *sstream) {
 // the streams that hold nothing (h2.Budget). Reader goroutine.
 func (c *sconn) reclaim(skip *h2.Assembler) {
 	keep := c.partials[:0]
-	c.w.mu.Lock()
+	c.w.Lock()
 	for _, s := range c.partials {
 		switch {
 		case &s.asm == skip:
@@ -220,7 +217,7 @@ func (c *sconn) reclaim(skip *h2.Assembler) {
 		}
 		keep = append(keep, s)
 	}
-	c.w.mu.Unlock()
+	c.w.Unlock()
 	clear(c.partials[len(keep):])
 	c.partials, c.swept = keep, len(keep)
 }
@@ -228,14 +225,14 @@ func (c *sconn) reclaim(skip *h2.Assembler) {
 // serve runs the connection (its preface read) until it ends.
 func (c *sconn) serve() error {
 	c.recvConn = int64(c.g.connWindow)
-	c.w.mu.Lock()
-	c.w.buf = h2.AppendSettings(c.w.buf,
+	c.w.Lock()
+	c.w.QueueSettings(
 		http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: maxConcurrentStreams},
 		http2.Setting{ID: http2.SettingInitialWindowSize, Val: c.g.window},
 		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: h2.MaxHeaderList})
-	c.w.buf = h2.AppendWindowUpdate(c.w.buf, 0, c.g.connWindow-h2.InitialWindow)
-	c.w.flush()
-	c.w.mu.Unlock()
+	c.w.QueueWindowUpdate(0, c.g.connWindow-h2.InitialWindow)
+	c.w.Flush()
+	c.w.Unlock()
 
 	for {
 		h, err := c.r.ReadHeader()
@@ -272,7 +269,7 @@ func (c *sconn) frame(h h2.FrameHeader) error {
 		c.reset(h.Stream)
 		return nil
 	case http2.FrameSettings:
-		return settingsFrame(c.r, c.w, h)
+		return h2.SettingsFrame(c.r, c.w, h)
 	case http2.FramePing:
 		if h.Has(http2.FlagPingAck) && h.Length == 8 && h.Stream == 0 {
 			p, err := c.r.Payload(h)
@@ -281,7 +278,7 @@ func (c *sconn) frame(h h2.FrameHeader) error {
 			}
 			return err
 		}
-		return pingFrame(c.r, c.w, h)
+		return h2.PingFrame(c.r, c.w, h)
 	case http2.FrameWindowUpdate:
 		return c.windowUpdate(h)
 	case http2.FrameGoAway:
@@ -320,9 +317,9 @@ func (c *sconn) priority(h h2.FrameHeader) error {
 
 // stream returns the stream id of the table, answered or not. Reader goroutine.
 func (c *sconn) stream(id uint32) *sstream {
-	c.w.mu.Lock()
+	c.w.Lock()
 	s := c.streams[id]
-	c.w.mu.Unlock()
+	c.w.Unlock()
 	return s
 }
 
@@ -330,9 +327,9 @@ func (c *sconn) stream(id uint32) *sstream {
 // closed): nothing on a stream vig reset (frames in flight), a stream error
 // STREAM_CLOSED otherwise. Reader goroutine.
 func (c *sconn) closedError(id uint32) {
-	c.w.mu.Lock()
+	c.w.Lock()
 	ignore := c.closed.WasReset(id)
-	c.w.mu.Unlock()
+	c.w.Unlock()
 	if !ignore {
 		c.streamError(id, http2.ErrCodeStreamClosed)
 	}
@@ -341,7 +338,7 @@ func (c *sconn) closedError(id uint32) {
 // streamError resets stream id with code (RFC 9113 §5.4.2) and ends what it had
 // started. Reader goroutine.
 func (c *sconn) streamError(id uint32, code http2.ErrCode) {
-	c.w.mu.Lock()
+	c.w.Lock()
 	s := c.streams[id]
 	var calls []*Call
 	var bs *bstream
@@ -349,15 +346,15 @@ func (c *sconn) streamError(id uint32, code http2.ErrCode) {
 		s.remote = true
 		calls, bs = s.takeCalls(), s.relay
 		s.relay = nil
-		c.w.drop(&s.send)
-		s.send.closed = true
+		c.w.Drop(&s.send)
+		s.send.Closed = true
 		c.endLocked(s, codes.Internal)
 		c.removeLocked(s)
 	}
-	c.w.buf = h2.AppendRST(c.w.buf, id, code)
+	c.w.QueueRST(id, code)
 	c.closed.NoteReset(id)
-	c.w.flush()
-	c.w.mu.Unlock()
+	c.w.Flush()
+	c.w.Unlock()
 	if s != nil {
 		s.half = true
 		s.asm.Reset(&c.budget)
@@ -384,10 +381,10 @@ func (c *sconn) windowUpdate(h h2.FrameHeader) error {
 		if inc == 0 {
 			return h2.ProtocolError("WINDOW_UPDATE with increment 0") // §6.9
 		}
-		c.w.mu.Lock()
-		defer c.w.mu.Unlock()
-		err := c.w.windowUpdate(nil, inc) // above 2^31-1: FLOW_CONTROL_ERROR (§6.9.1)
-		c.w.flush()
+		c.w.Lock()
+		defer c.w.Unlock()
+		err := c.w.WindowUpdate(nil, inc) // above 2^31-1: FLOW_CONTROL_ERROR (§6.9.1)
+		c.w.Flush()
 		return err
 	}
 	if h.Stream > c.lastID {
@@ -397,15 +394,15 @@ func (c *sconn) windowUpdate(h h2.FrameHeader) error {
 		c.streamError(h.Stream, http2.ErrCodeProtocol) // §6.9
 		return nil
 	}
-	c.w.mu.Lock()
+	c.w.Lock()
 	s := c.streams[h.Stream]
-	if s == nil || s.send.rst {
-		c.w.mu.Unlock()
+	if s == nil || s.send.Rst {
+		c.w.Unlock()
 		return nil // closed: WINDOW_UPDATE may still arrive (§5.1)
 	}
-	err = c.w.windowUpdate(&s.send, inc)
-	c.w.flush()
-	c.w.mu.Unlock()
+	err = c.w.WindowUpdate(&s.send, inc)
+	c.w.Flush()
+	c.w.Unlock()
 	if err != nil {
 		c.streamError(h.Stream, http2.ErrCodeFlowControl) // §6.9.1
 	}
@@ -471,17 +468,17 @@ func (c *sconn) data(h h2.FrameHeader) error {
 	if err := c.r.Discard(pad); err != nil {
 		return err
 	}
-	c.w.mu.Lock()
-	if live && s.owed >= c.g.window/4 && !s.send.closed {
-		c.w.buf = h2.AppendWindowUpdate(c.w.buf, s.id, s.owed)
+	c.w.Lock()
+	if live && s.owed >= c.g.window/4 && !s.send.Closed {
+		c.w.QueueWindowUpdate(s.id, s.owed)
 		s.recvWin += int64(s.owed)
 		s.owed = 0
 	}
 	c.recvConn += int64(h.Length)
-	if c.w.credit(int(h.Length), c.g.connWindow) {
-		c.w.flush()
+	if c.w.Credit(int(h.Length), c.g.connWindow) {
+		c.w.Flush()
 	}
-	c.w.mu.Unlock()
+	c.w.Unlock()
 	if h.Has(http2.FlagDataEndStream) && s != nil && !s.half {
 		c.halfClose(s)
 	}
@@ -490,12 +487,12 @@ func (c *sconn) data(h h2.FrameHeader) error {
 
 // creditConn gives the connection window back for a frame vig dropped.
 func (c *sconn) creditConn(n uint32) {
-	c.w.mu.Lock()
+	c.w.Lock()
 	c.recvConn += int64(n)
-	if c.w.credit(int(n), c.g.connWindow) {
-		c.w.flush()
+	if c.w.Credit(int(n), c.g.connWindow) {
+		c.w.Flush()
 	}
-	c.w.mu.Unlock()
+	c.w.Unlock()
 }
 
 // headersFrame opens a stream (or carries a client's trailers, which gRPC does not
@@ -514,9 +511,9 @@ func (c *sconn) headersFrame(h h2.FrameHeader) error {
 		case s == nil && c.skipped(h.Stream):
 			return h2.ProtocolError("HEADERS opening stream %d, below the last stream %d", h.Stream, c.lastID) // §5.1.1
 		case s == nil:
-			c.w.mu.Lock()
+			c.w.Lock()
 			ignore := c.closed.WasReset(h.Stream)
-			c.w.mu.Unlock()
+			c.w.Unlock()
 			if ignore {
 				return nil // in flight when vig reset the stream (§5.1 closed)
 			}
@@ -529,10 +526,10 @@ func (c *sconn) headersFrame(h h2.FrameHeader) error {
 			c.streamError(h.Stream, http2.ErrCodeProtocol) // §8.1.1: DATA short of content-length
 		case s.doneLocked():
 			s.half = true
-			c.w.mu.Lock()
+			c.w.Lock()
 			s.remote = true
 			c.removeIfClosedLocked(s)
-			c.w.mu.Unlock()
+			c.w.Unlock()
 		default:
 			c.halfClose(s) // the client's trailers
 		}
@@ -560,20 +557,20 @@ func (c *sconn) headersFrame(h h2.FrameHeader) error {
 		}
 	}
 	s := &sstream{c: c, id: h.Stream, recvWin: int64(c.g.window), clen: clen}
-	c.w.mu.Lock()
-	s.send = sendState{id: h.Stream, win: c.w.initWin}
+	c.w.Lock()
+	s.send.Init(h.Stream, c.w.InitWin())
 	refuse := c.goAway || len(c.streams) >= maxConcurrentStreams
 	if !refuse {
 		c.streams[s.id] = s
 		c.maxID = s.id
 		c.g.accepted.Add(1)
 	} else {
-		c.w.buf = h2.AppendRST(c.w.buf, s.id, http2.ErrCodeRefusedStream) // §5.1.2
+		c.w.QueueRST(s.id, http2.ErrCodeRefusedStream) // §5.1.2
 		c.closed.NoteReset(s.id)
-		c.w.flush()
+		c.w.Flush()
 	}
-	flood := refuse && c.w.control() != nil
-	c.w.mu.Unlock()
+	flood := refuse && c.w.Control() != nil
+	c.w.Unlock()
 	if flood {
 		return h2.ConnError{Code: http2.ErrCodeEnhanceYourCalm, Msg: "refused streams flood a connection that does not read"}
 	}
@@ -632,17 +629,17 @@ func (e httpRefusal) Error() string { return e.msg }
 
 // refuseHTTP answers s with hr: :status, a text body, END_STREAM.
 func (c *sconn) refuseHTTP(s *sstream, hr httpRefusal) {
-	c.w.mu.Lock()
-	defer c.w.mu.Unlock()
+	c.w.Lock()
+	defer c.w.Unlock()
 	if s.done {
 		return
 	}
 	s.hdrSent = true
-	c.w.headers(s.id, false, []hpack.HeaderField{{Name: ":status", Value: hr.status}, {Name: "content-type", Value: "text/plain; charset=utf-8"}})
-	c.w.queueData(&s.send, mem.BufferSlice{mem.SliceBuffer("vig: " + hr.msg + "\n")})
-	c.w.finish(&s.send, nil)
+	c.w.Headers(s.id, false, []hpack.HeaderField{{Name: ":status", Value: hr.status}, {Name: "content-type", Value: "text/plain; charset=utf-8"}})
+	c.w.QueueData(&s.send, mem.BufferSlice{mem.SliceBuffer("vig: " + hr.msg + "\n")})
+	c.w.Finish(&s.send, nil)
 	c.endLocked(s, codes.Unimplemented)
-	c.w.flush()
+	c.w.Flush()
 }
 
 // reservedHeader reports headers the transport owns, which are not forwarded as
@@ -727,9 +724,9 @@ func (c *sconn) openRelay(s *sstream) error {
 	if err != nil {
 		return err
 	}
-	c.w.mu.Lock()
+	c.w.Lock()
 	s.relay = bs
-	c.w.mu.Unlock()
+	c.w.Unlock()
 	return nil
 }
 
@@ -775,9 +772,9 @@ func (c *sconn) message(s *sstream, msg mem.BufferSlice, compressed bool) error 
 				c.failStream(s, err)
 				return nil
 			}
-			c.w.mu.Lock()
+			c.w.Lock()
 			s.onOK = hook
-			c.w.mu.Unlock()
+			c.w.Unlock()
 		}
 		if !s.gotMsg {
 			s.gotMsg = true
@@ -787,9 +784,9 @@ func (c *sconn) message(s *sstream, msg mem.BufferSlice, compressed bool) error 
 				return nil
 			}
 		}
-		c.w.mu.Lock()
+		c.w.Lock()
 		bs := s.relay
-		c.w.mu.Unlock()
+		c.w.Unlock()
 		if bs == nil {
 			msg.Free()
 			return nil
@@ -806,9 +803,9 @@ func (c *sconn) infer(s *sstream, msg mem.BufferSlice) {
 	if errors.Is(err, errShmUnknown) {
 		// The backend's region list is read on a goroutine of this request's own:
 		// the connection's reader (or the event loop) must not wait for it.
-		c.w.mu.Lock()
+		c.w.Lock()
 		s.pending++ // keeps a ModelStreamInfer open meanwhile
-		c.w.mu.Unlock()
+		c.w.Unlock()
 		go func() {
 			err := c.g.shmSync()
 			if err == nil {
@@ -831,9 +828,9 @@ func (c *sconn) submit(s *sstream, call *Call, err error, counted bool) {
 			return
 		}
 		if counted {
-			c.w.mu.Lock()
+			c.w.Lock()
 			s.pending--
-			c.w.mu.Unlock()
+			c.w.Unlock()
 		}
 		call.release()
 		c.failStream(s, err)
@@ -842,9 +839,9 @@ func (c *sconn) submit(s *sstream, call *Call, err error, counted bool) {
 	call.Meta = append(call.Meta[:0], s.meta...)
 	call.Deadline = s.deadline
 	call.Replier = s
-	c.w.mu.Lock()
+	c.w.Lock()
 	if s.done {
-		c.w.mu.Unlock()
+		c.w.Unlock()
 		call.release() // the client left while the region was looked up
 		return
 	}
@@ -856,17 +853,17 @@ func (c *sconn) submit(s *sstream, call *Call, err error, counted bool) {
 	if !counted {
 		s.pending++
 	}
-	c.w.mu.Unlock()
+	c.w.Unlock()
 	c.g.Submit(call)
 }
 
 // halfClose: the client sent END_STREAM on s.
 func (c *sconn) halfClose(s *sstream) {
 	s.half = true
-	c.w.mu.Lock()
+	c.w.Lock()
 	s.remote = true
 	c.removeIfClosedLocked(s)
-	c.w.mu.Unlock()
+	c.w.Unlock()
 	if s.asm.Partial() {
 		s.asm.Reset(&c.budget)
 		c.failStream(s, status.Error(codes.Internal, "stream ended inside a message"))
@@ -878,19 +875,19 @@ func (c *sconn) halfClose(s *sstream) {
 			c.failStream(s, status.Error(codes.Internal, "no request message"))
 		}
 	case kindStreamInfer:
-		c.w.mu.Lock()
+		c.w.Lock()
 		s.halfSeen = true
 		if s.pending == 0 {
 			c.finishLocked(s, nil)
 		}
-		c.w.mu.Unlock()
-		c.w.mu.Lock()
-		c.w.flush()
-		c.w.mu.Unlock()
+		c.w.Unlock()
+		c.w.Lock()
+		c.w.Flush()
+		c.w.Unlock()
 	default:
-		c.w.mu.Lock()
+		c.w.Lock()
 		bs := s.relay
-		c.w.mu.Unlock()
+		c.w.Unlock()
 		if bs != nil {
 			bs.c.closeSend(bs)
 		} else if !s.gotMsg {
@@ -901,29 +898,29 @@ func (c *sconn) halfClose(s *sstream) {
 
 // reset: the client sent RST_STREAM (it cancelled).
 func (c *sconn) reset(id uint32) {
-	c.w.mu.Lock()
+	c.w.Lock()
 	s := c.streams[id]
 	if s == nil {
-		c.w.mu.Unlock()
+		c.w.Unlock()
 		return
 	}
 	s.remote = true
 	if s.done { // answered, its last frames perhaps still waiting for window: drop them
-		c.w.drop(&s.send)
-		s.send.closed = true
+		c.w.Drop(&s.send)
+		s.send.Closed = true
 		c.removeLocked(s)
-		c.w.mu.Unlock()
+		c.w.Unlock()
 		s.half = true
 		s.asm.Reset(&c.budget)
 		return
 	}
 	s.half = true
-	s.send.closed = true // nothing more may be sent on it
-	c.w.drop(&s.send)
+	s.send.Closed = true // nothing more may be sent on it
+	c.w.Drop(&s.send)
 	calls, bs := s.takeCalls(), s.relay
 	c.endLocked(s, codes.Canceled)
 	c.removeLocked(s)
-	c.w.mu.Unlock()
+	c.w.Unlock()
 	s.asm.Reset(&c.budget)
 	for _, call := range calls {
 		c.g.Cancel(call)
@@ -941,11 +938,11 @@ func (s *sstream) Reply(call *Call, resp mem.BufferSlice, err error) {
 		c.streamAnswer(s, call, resp, err)
 		return
 	}
-	c.w.mu.Lock()
+	c.w.Lock()
 	s.call = nil
 	s.pending--
 	if s.done {
-		c.w.mu.Unlock()
+		c.w.Unlock()
 		resp.Free()
 		return
 	}
@@ -959,14 +956,14 @@ func (s *sstream) Reply(call *Call, resp mem.BufferSlice, err error) {
 		c.msgLocked(s, resp)
 		c.finishLocked(s, call.TrailMeta)
 	}
-	c.w.flush()
-	c.w.mu.Unlock()
+	c.w.Flush()
+	c.w.Unlock()
 }
 
 // streamAnswer sends one ModelStreamInferResponse: the backend's ModelInferResponse
 // spliced in as infer_response, or the error in-band (Triton's convention).
 func (c *sconn) streamAnswer(s *sstream, call *Call, resp mem.BufferSlice, err error) {
-	c.w.mu.Lock()
+	c.w.Lock()
 	for i, x := range s.calls {
 		if x == call {
 			s.calls[i] = s.calls[len(s.calls)-1]
@@ -975,7 +972,7 @@ func (c *sconn) streamAnswer(s *sstream, call *Call, resp mem.BufferSlice, err e
 			break
 		}
 	}
-	c.w.mu.Unlock()
+	c.w.Unlock()
 	c.streamSend(s, call.Header.ID, resp, err, true)
 }
 
@@ -1005,12 +1002,12 @@ func (c *sconn) streamSend(s *sstream, id []byte, resp mem.BufferSlice, err erro
 		prefix := protowireBytesPrefix(2, resp.Len())
 		out = append(mem.BufferSlice{mem.SliceBuffer(prefix)}, resp...)
 	}
-	c.w.mu.Lock()
+	c.w.Lock()
 	if counted {
 		s.pending--
 	}
 	if s.done {
-		c.w.mu.Unlock()
+		c.w.Unlock()
 		out.Free()
 		return
 	}
@@ -1019,8 +1016,8 @@ func (c *sconn) streamSend(s *sstream, id []byte, resp mem.BufferSlice, err erro
 	if s.halfSeen && s.pending == 0 {
 		c.finishLocked(s, nil)
 	}
-	c.w.flush()
-	c.w.mu.Unlock()
+	c.w.Flush()
+	c.w.Unlock()
 }
 
 // headLocked sends the response headers once. Called with w.mu held.
@@ -1029,7 +1026,7 @@ func (c *sconn) headLocked(s *sstream, meta []string) {
 		return
 	}
 	s.hdrSent = true
-	c.w.headers(s.id, false, respHeaders, metaFields(meta))
+	c.w.Headers(s.id, false, respHeaders, metaFields(meta))
 }
 
 var respHeaders = []hpack.HeaderField{{Name: ":status", Value: "200"}, {Name: "content-type", Value: "application/grpc"}}
@@ -1037,7 +1034,7 @@ var respHeaders = []hpack.HeaderField{{Name: ":status", Value: "200"}, {Name: "c
 // msgLocked queues one gRPC message (body owned) on s.
 func (c *sconn) msgLocked(s *sstream, body mem.BufferSlice) {
 	s.m.Sent(body.Len())
-	c.w.queueMsg(&s.send, false, body)
+	c.w.QueueMsg(&s.send, false, body)
 }
 
 // finishLocked ends s with status OK (err nil) after its queued messages.
@@ -1047,7 +1044,7 @@ func (c *sconn) finishLocked(s *sstream, trailMeta []string) {
 	}
 	tr := append(s.trail[:0], hpack.HeaderField{Name: "grpc-status", Value: "0"})
 	tr = append(tr, metaFields(trailMeta)...)
-	c.w.finish(&s.send, tr)
+	c.w.Finish(&s.send, tr)
 	c.endLocked(s, codes.OK)
 }
 
@@ -1070,20 +1067,20 @@ func (c *sconn) answerLocked(s *sstream, err error, trailMeta []string) {
 		fields = append(fields, hpack.HeaderField{Name: "grpc-message", Value: encodeGrpcMessage(msg)})
 	}
 	fields = append(fields, metaFields(trailMeta)...)
-	c.w.drop(&s.send)
-	c.w.finish(&s.send, fields)
+	c.w.Drop(&s.send)
+	c.w.Finish(&s.send, fields)
 	c.endLocked(s, code)
 }
 
 // failStream answers s with err now (on any goroutine) and stops whatever it had
 // started.
 func (c *sconn) failStream(s *sstream, err error) {
-	c.w.mu.Lock()
+	c.w.Lock()
 	calls, bs := s.takeCalls(), s.relay
 	s.relay = nil
 	c.answerLocked(s, err, nil)
-	c.w.flush()
-	c.w.mu.Unlock()
+	c.w.Flush()
+	c.w.Unlock()
 	for _, call := range calls {
 		c.g.Cancel(call)
 		call.Release()
@@ -1101,7 +1098,7 @@ func (c *sconn) endLocked(s *sstream, code codes.Code) {
 	s.done = true
 	s.m.Done(code)
 	c.g.answered.Add(1)
-	if s.send.closed {
+	if s.send.Closed {
 		c.removeIfClosedLocked(s)
 	} // else once its last frame is out (w.onClosed)
 }
@@ -1111,7 +1108,7 @@ func (c *sconn) endLocked(s *sstream, code codes.Code) {
 // then it counts against the concurrent-stream limit (§5.1.2). Called with w.mu
 // held.
 func (c *sconn) removeIfClosedLocked(s *sstream) {
-	if s.done && s.send.closed && s.remote {
+	if s.done && s.send.Closed && s.remote {
 		c.removeLocked(s)
 	}
 }
@@ -1121,10 +1118,10 @@ func (c *sconn) removeLocked(s *sstream) {
 	if c.streams[s.id] != s {
 		return
 	}
-	c.w.forget(&s.send)
+	c.w.Forget(&s.send)
 	delete(c.streams, s.id)
 	if c.goAway && len(c.streams) == 0 {
-		c.w.closeWhenFlushed() // drained: nothing more will be sent
+		c.w.CloseWhenFlushed() // drained: nothing more will be sent
 	}
 }
 
@@ -1132,27 +1129,27 @@ func (c *sconn) removeLocked(s *sstream) {
 func (c *sconn) shutdown(err error) {
 	var ce h2.ConnError
 	if errors.As(err, &ce) {
-		c.w.goAway(c.lastID, ce.Code, ce.Msg)
+		c.w.GoAway(c.lastID, ce.Code, ce.Msg)
 		// Let the GOAWAY arrive before the close: a peer still sending would
 		// otherwise get a reset instead. Bounded in time and bytes.
 		t := time.AfterFunc(lingerTime, func() { c.nc.Close() })
 		io.CopyN(io.Discard, c.r.Br, lingerBytes)
 		t.Stop()
 	}
-	c.w.mu.Lock()
+	c.w.Lock()
 	var calls []*Call
 	var relays []*bstream
 	for _, s := range c.streams {
-		s.send.closed = true
-		c.w.drop(&s.send)
+		s.send.Closed = true
+		c.w.Drop(&s.send)
 		calls = append(calls, s.takeCalls()...)
 		if s.relay != nil {
 			relays = append(relays, s.relay)
 		}
 		c.endLocked(s, codes.Canceled)
 	}
-	c.w.fail(errConnClosed)
-	c.w.mu.Unlock()
+	c.w.Fail(h2.ErrConnClosed)
+	c.w.Unlock()
 	for _, call := range calls {
 		c.g.Cancel(call)
 		call.Release()
@@ -1168,12 +1165,11 @@ func (c *sconn) shutdown(err error) {
 // arrived, and a second GOAWAY names the last one. The connection closes when
 // those are answered.
 func (c *sconn) drain() {
-	c.w.mu.Lock()
-	c.w.buf = h2.AppendGoAway(c.w.buf, 1<<31-1, http2.ErrCodeNo, "vig draining")
-	c.w.buf = h2.AppendFrameHeader(c.w.buf, 8, http2.FramePing, 0, 0)
-	c.w.buf = append(c.w.buf, drainPing[:]...)
-	c.w.flush()
-	c.w.mu.Unlock()
+	c.w.Lock()
+	c.w.QueueGoAway(1<<31-1, http2.ErrCodeNo, "vig draining")
+	c.w.QueuePing(false, drainPing)
+	c.w.Flush()
+	c.w.Unlock()
 	time.AfterFunc(drainGrace, c.finalGoAway)
 }
 
@@ -1185,16 +1181,16 @@ const drainGrace = time.Second
 // finalGoAway refuses streams from now on and closes the connection once it has
 // none left.
 func (c *sconn) finalGoAway() {
-	c.w.mu.Lock()
-	defer c.w.mu.Unlock()
+	c.w.Lock()
+	defer c.w.Unlock()
 	if c.goAway {
 		return
 	}
 	c.goAway = true
-	c.w.buf = h2.AppendGoAway(c.w.buf, c.maxID, http2.ErrCodeNo, "vig draining")
-	c.w.flush()
+	c.w.QueueGoAway(c.maxID, http2.ErrCodeNo, "vig draining")
+	c.w.Flush()
 	if len(c.streams) == 0 {
-		c.w.closeWhenFlushed()
+		c.w.CloseWhenFlushed()
 	}
 }
 
@@ -1208,108 +1204,6 @@ func metaFields(meta []string) []hpack.HeaderField {
 		fs = append(fs, hpack.HeaderField{Name: meta[i], Value: meta[i+1]})
 	}
 	return fs
-}
-
-// settingsFrame applies a peer's SETTINGS and acknowledges them.
-func settingsFrame(r *h2.Reader, w *h2writer, h h2.FrameHeader) error {
-	if h.Stream != 0 {
-		return h2.ProtocolError("SETTINGS on stream %d", h.Stream)
-	}
-	p, err := r.Payload(h)
-	if err != nil {
-		return err
-	}
-	if h.Has(http2.FlagSettingsAck) {
-		if len(p) != 0 {
-			return h2.ConnError{Code: http2.ErrCodeFrameSize, Msg: "SETTINGS ACK with a payload"}
-		}
-		return nil
-	}
-	if len(p)%6 != 0 {
-		return h2.ConnError{Code: http2.ErrCodeFrameSize, Msg: "SETTINGS payload not a multiple of 6"}
-	}
-	// More than maxSettings entries is refused (x/net's bound), so that a
-	// SETTINGS frame costs a bounded amount of work. A setting may appear twice:
-	// the values are processed in order (§6.5.3).
-	if len(p)/6 > maxSettings {
-		return h2.ConnError{Code: http2.ErrCodeEnhanceYourCalm, Msg: fmt.Sprintf("SETTINGS with %d entries (at most %d)", len(p)/6, maxSettings)}
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	// Every value is checked before any is applied, and the ACK is queued
-	// before the frames the new values unblock (DATA a larger window lets
-	// out), so that the peer reads the ACK first.
-	maxInit := int64(-1)
-	for q := p; len(q) > 0; q = q[6:] {
-		id, v := http2.SettingID(binary.BigEndian.Uint16(q)), binary.BigEndian.Uint32(q[2:])
-		switch id {
-		case http2.SettingMaxFrameSize:
-			if v < h2.DefaultMaxFrame || v > 1<<24-1 {
-				return h2.ProtocolError("SETTINGS_MAX_FRAME_SIZE %d out of range", v) // §6.5.2
-			}
-		case http2.SettingInitialWindowSize:
-			if v > 1<<31-1 {
-				return errFlowControl // §6.5.2
-			}
-			maxInit = max(maxInit, int64(v))
-		case http2.SettingEnablePush:
-			if v > 1 {
-				return h2.ProtocolError("SETTINGS_ENABLE_PUSH %d", v) // §6.5.2
-			}
-		}
-	}
-	if maxInit >= 0 && w.initWindowOverflows(maxInit) {
-		return h2.ConnError{Code: http2.ErrCodeFlowControl, Msg: "SETTINGS_INITIAL_WINDOW_SIZE takes a stream window above 2^31-1"} // §6.9.2
-	}
-	if err := w.control(); err != nil {
-		return err
-	}
-	w.buf = h2.AppendFrameHeader(w.buf, 0, http2.FrameSettings, http2.FlagSettingsAck, 0)
-	for ; len(p) > 0; p = p[6:] {
-		id, v := http2.SettingID(binary.BigEndian.Uint16(p)), binary.BigEndian.Uint32(p[2:])
-		switch id {
-		case http2.SettingMaxFrameSize:
-			// vig's frames stay at the default size: larger ones save nothing on
-			// a socket written with writev.
-		case http2.SettingInitialWindowSize:
-			w.initWindowChanged(int64(v))
-		case http2.SettingHeaderTableSize:
-			w.enc.SetMaxDynamicTableSizeLimit(min(v, 4096))
-		case http2.SettingMaxConcurrentStreams:
-			w.peerMaxStreams = v
-		case http2.SettingMaxHeaderListSize:
-			w.peerMaxHeaderList = v
-		}
-	}
-	w.flush()
-	return nil
-}
-
-// pingFrame answers a PING.
-func pingFrame(r *h2.Reader, w *h2writer, h h2.FrameHeader) error {
-	p, err := r.Payload(h)
-	if err != nil {
-		return err
-	}
-	if h.Stream != 0 {
-		return h2.ProtocolError("PING on stream %d", h.Stream) // §6.7
-	}
-	if len(p) != 8 {
-		return h2.ConnError{Code: http2.ErrCodeFrameSize, Msg: "PING of the wrong size"} // §6.7
-	}
-	if h.Has(http2.FlagPingAck) {
-		return nil
-	}
-	w.mu.Lock()
-	if err := w.control(); err != nil {
-		w.mu.Unlock()
-		return err
-	}
-	w.buf = h2.AppendFrameHeader(w.buf, 8, http2.FramePing, http2.FlagPingAck, 0)
-	w.buf = append(w.buf, p...)
-	w.flush()
-	w.mu.Unlock()
-	return nil
 }
 
 // parseTimeout reads a grpc-timeout value ("<1-8 digits><unit>"). Like

@@ -1,4 +1,4 @@
-package gateway
+package h2
 
 import (
 	"bytes"
@@ -8,8 +8,6 @@ import (
 	"testing"
 
 	"golang.org/x/net/http2"
-
-	"github.com/vig-edge/vig/h2"
 )
 
 // stuckSocket takes nothing: Writev writes no byte, WriteAll waits until the
@@ -30,17 +28,17 @@ type closeConn struct {
 func (c closeConn) Close() error { c.s.once.Do(func() { close(c.s.closed) }); return nil }
 
 // A peer that floods PINGs (or SETTINGS) and never reads: the answers wait in
-// the writer's queue, and past maxQueuedControl of them vig refuses the
+// the writer's queue, and past MaxQueuedControl of them vig refuses the
 // connection (ENHANCE_YOUR_CALM), as x/net's server does. The queue used to
 // grow without bound.
 func TestWriterControlQueueBounded(t *testing.T) {
 	for _, typ := range []http2.FrameType{http2.FramePing, http2.FrameSettings} {
 		t.Run(typ.String(), func(t *testing.T) {
 			sock := &stuckSocket{closed: make(chan struct{})}
-			w := &h2writer{nc: closeConn{s: sock}, sw: sock, maxFrame: h2.DefaultMaxFrame, initWin: h2.InitialWindow, connWin: h2.InitialWindow}
+			w := NewWriter(closeConn{s: sock}, sock)
 			var in bytes.Buffer
 			fr := http2.NewFramer(&in, nil)
-			const n = 2 * maxQueuedControl
+			const n = 2 * MaxQueuedControl
 			for i := range n {
 				if typ == http2.FramePing {
 					fr.WritePing(false, [8]byte{byte(i)})
@@ -48,7 +46,7 @@ func TestWriterControlQueueBounded(t *testing.T) {
 					fr.WriteSettings()
 				}
 			}
-			r := h2.NewReader(&in, 4096)
+			r := NewReader(&in, 4096)
 			var err error
 			answered := 0
 			for ; answered < n; answered++ {
@@ -57,24 +55,24 @@ func TestWriterControlQueueBounded(t *testing.T) {
 					t.Fatal(herr)
 				}
 				if typ == http2.FramePing {
-					err = pingFrame(r, w, h)
+					err = PingFrame(r, w, h)
 				} else {
-					err = settingsFrame(r, w, h)
+					err = SettingsFrame(r, w, h)
 				}
 				if err != nil {
 					break
 				}
 			}
-			var ce h2.ConnError
+			var ce ConnError
 			if !errors.As(err, &ce) || ce.Code != http2.ErrCodeEnhanceYourCalm {
-				t.Fatalf("%d %vs to a peer that does not read: %d answered, error %v; want ENHANCE_YOUR_CALM past %d", n, typ, answered, err, maxQueuedControl)
+				t.Fatalf("%d %vs to a peer that does not read: %d answered, error %v; want ENHANCE_YOUR_CALM past %d", n, typ, answered, err, MaxQueuedControl)
 			}
-			if answered > maxQueuedControl+1 {
-				t.Errorf("%d answers queued before the cut, want at most %d", answered, maxQueuedControl+1)
+			if answered > MaxQueuedControl+1 {
+				t.Errorf("%d answers queued before the cut, want at most %d", answered, MaxQueuedControl+1)
 			}
-			w.mu.Lock()
-			w.fail(errConnClosed)
-			w.mu.Unlock()
+			w.Lock()
+			w.Fail(ErrConnClosed)
+			w.Unlock()
 		})
 	}
 }
