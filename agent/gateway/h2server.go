@@ -315,6 +315,36 @@ func (c *sconn) priority(h h2.FrameHeader) error {
 	return nil
 }
 
+// streamState is a client stream's state as RFC 9113 §5.1 names it, as the
+// connection's reader sees it (the reader is what acts on a frame).
+type streamState uint8
+
+const (
+	stateIdle             streamState = iota // above the last stream opened
+	stateOpen                                // both sides may send
+	stateHalfClosedLocal                     // vig has answered; the client may still send
+	stateHalfClosedRemote                    // the client sent END_STREAM (or reset it)
+	stateClosed                              // no longer in the table (or never opened: skipped)
+)
+
+// state is stream id's state, and the stream while it is in the table. Reader
+// goroutine.
+func (c *sconn) state(id uint32) (streamState, *sstream) {
+	if id > c.lastID {
+		return stateIdle, nil
+	}
+	s := c.stream(id)
+	switch {
+	case s == nil:
+		return stateClosed, nil
+	case s.half:
+		return stateHalfClosedRemote, s
+	case s.doneLocked():
+		return stateHalfClosedLocal, s
+	}
+	return stateOpen, s
+}
+
 // stream returns the stream id of the table, answered or not. Reader goroutine.
 func (c *sconn) stream(id uint32) *sstream {
 	c.w.Lock()
@@ -418,10 +448,10 @@ func (c *sconn) data(h h2.FrameHeader) error {
 	if err != nil {
 		return err
 	}
-	if h.Stream > c.lastID {
+	st, s := c.state(h.Stream)
+	if st == stateIdle {
 		return h2.ProtocolError("DATA on idle stream %d", h.Stream) // §5.1 idle
 	}
-	s := c.stream(h.Stream)
 	if s != nil && s.clen >= 0 {
 		// The DATA must add up to the content-length (§8.1.1).
 		if s.clen -= int64(n); s.clen < 0 || (h.Has(http2.FlagDataEndStream) && s.clen != 0) {
@@ -432,18 +462,18 @@ func (c *sconn) data(h h2.FrameHeader) error {
 			return err
 		}
 	}
-	live := s != nil && !s.half && !s.doneLocked()
-	switch {
-	case s == nil:
+	live := st == stateOpen
+	switch st {
+	case stateClosed:
 		err = c.r.Discard(n)
 		c.closedError(h.Stream)
-	case s.half:
+	case stateHalfClosedRemote:
 		err = c.r.Discard(n)
 		c.streamError(h.Stream, http2.ErrCodeStreamClosed) // §5.1 half-closed (remote)
 		s = nil
-	case !live:
-		err = c.r.Discard(n) // vig answered already (half-closed local): dropped
-	default:
+	case stateHalfClosedLocal:
+		err = c.r.Discard(n) // vig answered already: dropped
+	case stateOpen:
 		s.recvWin -= int64(h.Length)
 		if s.recvWin < 0 {
 			return h2.ConnError{Code: http2.ErrCodeFlowControl, Msg: "client sent more than the stream window"}
@@ -505,12 +535,11 @@ func (c *sconn) headersFrame(h h2.FrameHeader) error {
 	if err != nil && err != h2.ErrHeaderListTooBig {
 		return err
 	}
-	if h.Stream <= c.lastID {
-		s := c.stream(h.Stream)
+	if st, s := c.state(h.Stream); st != stateIdle {
 		switch {
-		case s == nil && c.skipped(h.Stream):
+		case st == stateClosed && c.skipped(h.Stream):
 			return h2.ProtocolError("HEADERS opening stream %d, below the last stream %d", h.Stream, c.lastID) // §5.1.1
-		case s == nil:
+		case st == stateClosed:
 			c.w.Lock()
 			ignore := c.closed.WasReset(h.Stream)
 			c.w.Unlock()
@@ -518,13 +547,13 @@ func (c *sconn) headersFrame(h h2.FrameHeader) error {
 				return nil // in flight when vig reset the stream (§5.1 closed)
 			}
 			return h2.ConnError{Code: http2.ErrCodeStreamClosed, Msg: fmt.Sprintf("HEADERS on closed stream %d", h.Stream)} // §5.1 closed
-		case s.half:
+		case st == stateHalfClosedRemote:
 			c.streamError(h.Stream, http2.ErrCodeStreamClosed) // §5.1 half-closed (remote)
 		case !h.Has(http2.FlagHeadersEndStream) || err != nil || h2.CheckTrailers(c.r.Fields) != "":
 			c.streamError(h.Stream, http2.ErrCodeProtocol) // §8.1: trailers end the stream
 		case s.clen > 0:
 			c.streamError(h.Stream, http2.ErrCodeProtocol) // §8.1.1: DATA short of content-length
-		case s.doneLocked():
+		case st == stateHalfClosedLocal:
 			s.half = true
 			c.w.Lock()
 			s.remote = true
