@@ -19,7 +19,7 @@ AARCH64_CC   ?= aarch64-linux-gnu-gcc
 PROTOC_GEN_GO      := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 PROTOC_GEN_GO_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.0
 
-.PHONY: help build run test fuzz lint arm64 android-push release proto bench bench-link demo ring-c ring-c-arm64 clean
+.PHONY: help build run test fuzz h2spec lint arm64 android-push release proto bench bench-link demo ring-c ring-c-arm64 clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-13s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -35,6 +35,9 @@ test: ## gofmt, vet, all tests with -race (fuzz corpora replayed), static arm64 
 
 fuzz: ## exploratory fuzzing of every target, FUZZTIME each (default 60s; FUZZ=regexp picks targets)
 	./build/fuzz.sh
+
+h2spec: build ## h2spec (pinned) against vig serve, grpc-go's server and nginx grpc_pass: passed/failed of each
+	GO="$(GO)" ./build/h2spec.sh -v $(BIN)/vig
 
 lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "not gofmt-formatted:"; echo "$$out"; exit 1; fi

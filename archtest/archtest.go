@@ -63,9 +63,9 @@ type Rule struct {
 var Rules = []Rule{
 	{
 		Name: "dependencies point down",
-		Why: "shmring/, netopt/, platform/ and proto/ implement what agent/ needs and import nothing of it; " +
+		Why: "shmring/, netopt/, platform/, proto/ and h2/ implement what agent/ needs and import nothing of it; " +
 			"put the code that joins them to the core on the core's side (agent/gateway) or in cmd/vig",
-		From:       []string{Module + "/shmring/...", Module + "/netopt/...", Module + "/platform/...", Module + "/proto/..."},
+		From:       []string{Module + "/shmring/...", Module + "/netopt/...", Module + "/platform/...", Module + "/proto/...", Module + "/h2/..."},
 		Forbid:     []string{Module + "/agent/..."},
 		Tests:      true,
 		Transitive: true,

@@ -18,7 +18,7 @@ func TestLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The rules are only as good as the tree they see.
-	for _, want := range []string{"agent/sched", "agent/gateway", "platform/cpu", "netopt", "shmring", "proto/inference", "cmd/vig", "archtest"} {
+	for _, want := range []string{"agent/sched", "agent/gateway", "platform/cpu", "netopt", "shmring", "proto/inference", "cmd/vig", "archtest", "h2"} {
 		if !slices.ContainsFunc(pkgs, func(p Package) bool { return p.Path == Module+"/"+want }) {
 			t.Fatalf("Load did not find %s among %d packages", want, len(pkgs))
 		}

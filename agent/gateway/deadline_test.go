@@ -3,6 +3,7 @@ package gateway
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -25,6 +26,34 @@ func TestDeadlineStatus(t *testing.T) {
 	} {
 		if got := status.Code(deadlineStatus(tc.err, tc.deadline, tc.now)); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// grpc-timeout: a value beyond a Duration is clamped as grpc-go clamps it (it
+// used to overflow into an instant DEADLINE_EXCEEDED), and what vig sends on
+// has at most 8 digits whatever the deadline.
+func TestGRPCTimeoutClamp(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want time.Duration
+	}{
+		{"99999999H", maxTimeout},
+		{"99999999M", maxTimeout},
+		{"1000000H", 1000000 * time.Hour},
+		{"1S", time.Second},
+		{"5m", 5 * time.Millisecond},
+	} {
+		d, ok := parseTimeout(tc.in)
+		if !ok || d != tc.want {
+			t.Errorf("parseTimeout(%q) = %v %v, want %v", tc.in, d, ok, tc.want)
+		}
+	}
+	for _, d := range []time.Duration{1, time.Millisecond, 99 * time.Second, 3 * time.Hour, 1000 * time.Hour, maxTimeout} {
+		v := formatTimeout(d)
+		back, ok := parseTimeout(v)
+		if !ok || len(v) > 9 || back < d {
+			t.Errorf("formatTimeout(%v) = %q (read back %v %v): want at most 8 digits and no earlier deadline", d, v, back, ok)
 		}
 	}
 }

@@ -3,6 +3,8 @@ package gateway
 import (
 	"flag"
 	"time"
+
+	"github.com/vig-edge/vig/h2"
 )
 
 // -gateway.eventloop runs the whole test suite on the dedicated hot path (every
@@ -15,3 +17,7 @@ func init() { forceEventLoop = func() bool { return *eventLoopFlag } }
 // otherwise), so that a test can watch vig drop the connections that never send
 // it. Call it before Serve.
 func SetHandshakeTimeout(g *Gateway, d time.Duration) { g.handshakeTimeout = d }
+
+// ConnMsgBudget is the bound on what one connection's incomplete messages hold
+// (h2.ConnMsgBudget, for the default max_message_mib).
+const ConnMsgBudget = h2.ConnMsgBudget

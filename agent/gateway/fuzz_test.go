@@ -1,7 +1,7 @@
 package gateway
 
 // Fuzz targets for what vig reads from untrusted clients on the gateway: the
-// HTTP/2 frames of a client connection (h2reader and the server conn that drives
+// HTTP/2 frames of a client connection (h2.Reader and the server conn that drives
 // it) and the shared-memory references of a ModelInfer request. build/test.sh
 // runs each for a short time; crashers land in testdata/fuzz and stay as
 // regression inputs.
@@ -26,6 +26,7 @@ import (
 
 	"github.com/vig-edge/vig/agent/config"
 	"github.com/vig-edge/vig/agent/metrics"
+	"github.com/vig-edge/vig/h2"
 	"github.com/vig-edge/vig/internal/fuzztest"
 	pb "github.com/vig-edge/vig/proto/inference"
 	"github.com/vig-edge/vig/wire"
@@ -135,7 +136,7 @@ func FuzzServerConn(f *testing.F) {
 		go func() { g.serveConn(vig); close(done) }()
 		go io.Copy(io.Discard, client) // what vig answers; ends with the pipe
 		client.SetWriteDeadline(time.Now().Add(5 * time.Second))
-		if _, err := client.Write([]byte(clientPreface)); err == nil {
+		if _, err := client.Write([]byte(h2.ClientPreface)); err == nil {
 			client.Write(data) // vig may close first: that is allowed
 		}
 		client.Close()

@@ -8,6 +8,8 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 	"google.golang.org/grpc/mem"
+
+	"github.com/vig-edge/vig/h2"
 )
 
 // Backend-link compression (backend.compression: gzip): gRPC's "gzip" message
@@ -53,7 +55,7 @@ func gunzipMessage(msg mem.BufferSlice, limit int) (mem.BufferSlice, error) {
 		return nil, fmt.Errorf("gzip: %w", err)
 	}
 	if n > int64(limit) {
-		return nil, errMsgTooLarge{int(n), limit}
+		return nil, h2.ErrMsgTooLarge{Size: int(n), Limit: limit}
 	}
 	return mem.BufferSlice{mem.SliceBuffer(out.Bytes())}, nil
 }

@@ -417,7 +417,6 @@ func TestH2IllegalStreamIDs(t *testing.T) {
 		{"zero", []uint32{0}},
 		{"even", []uint32{2}},
 		{"decreasing", []uint32{5, 3}},
-		{"reused", []uint32{1, 1}},
 	}
 	t.Run("group", func(t *testing.T) { // in parallel: vig lingers ~1 s after a GOAWAY before it closes
 		for _, tc := range cases {
@@ -439,6 +438,24 @@ func TestH2IllegalStreamIDs(t *testing.T) {
 					t.Logf("streams %v: closed without GOAWAY", tc.streams)
 				}
 			})
+		}
+	})
+	// HEADERS again on a stream the client has half-closed is a stream error
+	// STREAM_CLOSED (RFC 9113 §5.1 half-closed (remote)): that stream is reset,
+	// the connection goes on.
+	t.Run("reused", func(t *testing.T) {
+		h := dialH2(t, e.tcp)
+		for range 2 {
+			h.headers(1, h.block("/"+gateway.Service+"/ModelConfig", probeMode, "hold"), false)
+			h.fr.WriteData(1, true, grpcMessage(nil))
+		}
+		h.flush()
+		r, err := h.read(1)
+		if err != nil || r.rst == nil || r.rst.ErrCode != http2.ErrCodeStreamClosed {
+			t.Fatalf("stream 1 reused: %+v %v, want RST_STREAM STREAM_CLOSED", r, err)
+		}
+		if r, err := h.call(3, "/"+gateway.Service+"/ServerLive", nil); err != nil || field(r.trailers, "grpc-status") != "0" {
+			t.Errorf("the connection after the stream error: %+v %v", r, err)
 		}
 	})
 	p.unhold()

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 
+	"github.com/vig-edge/vig/h2"
 	"github.com/vig-edge/vig/netopt"
 )
 
@@ -62,6 +63,8 @@ type h2Backend struct {
 const (
 	backoffBase = 50 * time.Millisecond
 	backoffMax  = time.Second
+	// stableAfter: a connection that lasted this long resets the backoff.
+	stableAfter = time.Second
 )
 
 func newH2Backend(addr string, dial func(context.Context, string) (net.Conn, error), window uint32, maxMsg, rbuf int, clock func() int64, log *slog.Logger) *h2Backend {
@@ -145,7 +148,7 @@ func (b *h2Backend) run() {
 			go b.onConnect()
 		}
 		b.log.Info("backend connected", "address", b.addr)
-		delay = 0
+		since := time.Now()
 		select {
 		case <-b.ctx.Done():
 			b.cur.CompareAndSwap(c, nil)
@@ -156,17 +159,30 @@ func (b *h2Backend) run() {
 			return
 		case <-c.unusable:
 		}
+		// The backoff is kept across a connection that ends soon: a backend
+		// that accepts and then sends GOAWAY (or resets) at once is not
+		// redialled in a loop.
+		if time.Since(since) >= stableAfter {
+			delay = 0
+		}
+		next := min(max(delay*8/5, backoffBase), backoffMax)
 		select {
 		case <-c.readerDone:
 			b.cur.CompareAndSwap(c, nil)
 			b.log.Warn("backend connection lost", "address", b.addr, "err", c.err())
 			setUp(false)
-			delay = backoffBase
+			delay = next
 		default: // GOAWAY: the old connection drains while a new one is dialled
 			b.mu.Lock()
 			b.connecting = true
 			b.mu.Unlock()
 			b.cur.CompareAndSwap(c, nil)
+			if delay > 0 || time.Since(since) < stableAfter {
+				delay = next
+			}
+		}
+		if delay > 0 {
+			delay += time.Duration(rand.Int64N(int64(delay)/5 + 1))
 		}
 	}
 }
@@ -190,26 +206,27 @@ func (b *h2Backend) connect() (*bconn, error) {
 		nc.Close()
 		return nil, err
 	}
-	c := &bconn{b: b, nc: nc, w: w, r: newH2Reader(connReader(nc), b.rbuf), streams: map[uint32]*bstream{}, nextID: 1,
-		maxStreams: 1 << 31, recvConn: int64(b.window), unusable: make(chan struct{}), readerDone: make(chan struct{}), ready: make(chan error, 1)}
-	w.eachStream = func(f func(*sendState)) {
+	c := &bconn{b: b, nc: nc, w: w, r: h2.NewReader(connReader(nc), b.rbuf), streams: map[uint32]*bstream{}, nextID: 1,
+		recvConn: int64(b.window), budget: h2.NewBudget(b.maxMsg), unusable: make(chan struct{}), readerDone: make(chan struct{}), ready: make(chan error, 1)}
+	w.EachStream = func(f func(*h2.SendState)) {
 		for _, bs := range c.streams {
 			f(&bs.send)
 		}
 	}
+	c.budget.Reclaim = c.reclaim
 	// The preface and SETTINGS are queued before the reader can run: the
 	// backend sends its SETTINGS at once, and the reader's ACK must follow the
 	// preface on the wire. (On the event loop the reader may run as soon as
 	// the connection is registered; a backend that read the ACK first took it
 	// for a bogus preface and reset the connection.)
-	w.mu.Lock()
-	w.raw([]byte(clientPreface))
-	w.buf = appendSettings(w.buf,
+	w.Lock()
+	w.Raw([]byte(h2.ClientPreface))
+	w.QueueSettings(
 		http2.Setting{ID: http2.SettingEnablePush, Val: 0},
 		http2.Setting{ID: http2.SettingInitialWindowSize, Val: b.window},
-		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: maxHeaderList})
-	w.buf = appendWindowUpdate(w.buf, 0, b.window-initialWindow)
-	w.mu.Unlock()
+		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: h2.MaxHeaderList})
+	w.QueueWindowUpdate(0, b.window-h2.InitialWindow)
+	w.Unlock()
 	if lc != nil {
 		// Registered before anything is written: the loop owns the socket.
 		if err := lc.run(b.loop, c.read); err != nil {
@@ -217,9 +234,9 @@ func (b *h2Backend) connect() (*bconn, error) {
 			return nil, err
 		}
 	}
-	w.mu.Lock()
-	w.flush()
-	w.mu.Unlock()
+	w.Lock()
+	w.Flush()
+	w.Unlock()
 	if lc == nil {
 		go c.read()
 	}
@@ -242,19 +259,21 @@ func (b *h2Backend) connect() (*bconn, error) {
 type bconn struct {
 	b  *h2Backend
 	nc net.Conn
-	w  *h2writer
-	r  *h2reader
+	w  *h2.Writer
+	r  *h2.Reader
 
 	// Guarded by w.mu.
-	streams    map[uint32]*bstream
-	nextID     uint32
-	maxStreams uint32
-	goAway     bool
-	failErr    error
+	streams map[uint32]*bstream
+	nextID  uint32
+	goAway  bool
+	failErr error
 
 	// Reader goroutine only.
 	recvConn int64
 	settled  bool
+	budget   h2.Budget
+	partials []*bstream // streams whose answer may be incomplete (h2.Budget.reclaim)
+	swept    int
 
 	unusable   chan struct{} // closed once no new call may start here
 	unusableMu sync.Once
@@ -267,13 +286,14 @@ type bconn struct {
 type bstream struct {
 	c     *bconn
 	id    uint32
-	send  sendState // guarded by c.w.mu
+	send  h2.SendState // guarded by c.w.mu
 	call  *Call
 	relay *sstream
 	unary chan unaryResult
 
 	// Reader goroutine only.
-	asm     msgAssembler
+	asm     h2.Assembler
+	listed  bool // in c.partials
 	gotHdr  bool
 	resp    mem.BufferSlice
 	owed    uint32
@@ -286,12 +306,12 @@ type unaryResult struct {
 }
 
 func (c *bconn) err() error {
-	c.w.mu.Lock()
-	defer c.w.mu.Unlock()
+	c.w.Lock()
+	defer c.w.Unlock()
 	if c.failErr != nil {
 		return c.failErr
 	}
-	return c.w.err
+	return c.w.Err()
 }
 
 func (c *bconn) markUnusable() { c.unusableMu.Do(func() { close(c.unusable) }) }
@@ -340,9 +360,9 @@ func (b *h2Backend) Start(call *Call) {
 		call.Finish(nil, err)
 		return
 	}
-	c.w.mu.Lock()
+	c.w.Lock()
 	if c.streams[bs.id] != bs { // finished meanwhile (connection lost, aborted): call is not ours
-		c.w.mu.Unlock()
+		c.w.Unlock()
 		msg.Free()
 		return
 	}
@@ -350,11 +370,11 @@ func (b *h2Backend) Start(call *Call) {
 	// the mark is set before Abort looks for the stream).
 	expired := call.expired.Load()
 	if !expired {
-		c.w.queueMsg(&bs.send, b.gzip, msg)
-		c.w.finish(&bs.send, nil)
-		c.w.flush()
+		c.w.QueueMsg(&bs.send, b.gzip, msg)
+		c.w.Finish(&bs.send, nil)
+		c.w.Flush()
 	}
-	c.w.mu.Unlock()
+	c.w.Unlock()
 	if expired {
 		msg.Free()
 		c.abort(bs, http2.ErrCodeCancel)
@@ -374,24 +394,19 @@ func (b *h2Backend) Abort(call *Call) {
 // open starts a stream: HEADERS for method with the client's metadata. init
 // attaches the stream's owner before any answer can arrive.
 func (c *bconn) open(method string, meta []string, deadline int64, init func(*bstream)) (*bstream, error) {
-	c.w.mu.Lock()
-	defer c.w.mu.Unlock()
-	if c.goAway || c.w.err != nil || c.failErr != nil {
+	c.w.Lock()
+	defer c.w.Unlock()
+	if c.goAway || c.w.Err() != nil || c.failErr != nil {
 		return nil, errBackendDown
 	}
-	if uint32(len(c.streams)) >= c.maxStreams {
-		return nil, status.Errorf(codes.Unavailable, "backend allows %d concurrent streams and all are in use", c.maxStreams)
+	if max := c.w.PeerMaxStreams(); uint32(len(c.streams)) >= max { // its SETTINGS_MAX_CONCURRENT_STREAMS (§5.1.2)
+		return nil, status.Errorf(codes.Unavailable, "backend allows %d concurrent streams and all are in use", max)
 	}
 	if c.nextID >= 1<<31-1 {
 		c.goAway = true
 		c.markUnusable()
 		return nil, errBackendDown
 	}
-	bs := &bstream{c: c, id: c.nextID, recvWin: int64(c.b.window)}
-	c.nextID += 2
-	bs.send = sendState{id: bs.id, win: c.w.initWin}
-	init(bs)
-	c.streams[bs.id] = bs
 	req := reqHeaders(method, c.b.addr)
 	if c.b.gzip && method == methodInfer {
 		req = append(req, hpack.HeaderField{Name: "grpc-encoding", Value: "gzip"}, hpack.HeaderField{Name: "grpc-accept-encoding", Value: "gzip"})
@@ -399,7 +414,25 @@ func (c *bconn) open(method string, meta []string, deadline int64, init func(*bs
 	if deadline != 0 {
 		req = append(req, hpack.HeaderField{Name: "grpc-timeout", Value: formatTimeout(time.Duration(deadline - c.b.clock()))})
 	}
-	c.w.headers(bs.id, false, req, metaFields(meta))
+	// The backend's SETTINGS_MAX_HEADER_LIST_SIZE (§6.5.2, counted as §6.5.2
+	// says): a request above it is refused here, as grpc-go's client does,
+	// rather than sent to be reset.
+	size := 0
+	for _, f := range req {
+		size += len(f.Name) + len(f.Value) + 32
+	}
+	for _, m := range meta {
+		size += len(m) + 16
+	}
+	if uint32(size) > c.w.PeerMaxHeaderList() {
+		return nil, status.Errorf(codes.Internal, "request headers of %d bytes exceed the backend's SETTINGS_MAX_HEADER_LIST_SIZE of %d: send less metadata", size, c.w.PeerMaxHeaderList())
+	}
+	bs := &bstream{c: c, id: c.nextID, recvWin: int64(c.b.window)}
+	c.nextID += 2
+	bs.send.Init(bs.id, c.w.InitWin())
+	init(bs)
+	c.streams[bs.id] = bs
+	c.w.Headers(bs.id, false, req, metaFields(meta))
 	return bs, nil
 }
 
@@ -416,32 +449,33 @@ func reqHeaders(method, authority string) []hpack.HeaderField {
 
 // sendMessage queues one message of a relayed stream (body owned).
 func (c *bconn) sendMessage(bs *bstream, body mem.BufferSlice, compressed bool) {
-	c.w.mu.Lock()
-	c.w.queueMsg(&bs.send, compressed, body)
-	c.w.flush()
-	c.w.mu.Unlock()
+	c.w.Lock()
+	c.w.QueueMsg(&bs.send, compressed, body)
+	c.w.Flush()
+	c.w.Unlock()
 }
 
 // closeSend half-closes a relayed stream.
 func (c *bconn) closeSend(bs *bstream) {
-	c.w.mu.Lock()
-	c.w.finish(&bs.send, nil)
-	c.w.flush()
-	c.w.mu.Unlock()
+	c.w.Lock()
+	c.w.Finish(&bs.send, nil)
+	c.w.Flush()
+	c.w.Unlock()
 }
 
 // abort resets a stream vig no longer wants and finishes its owner.
 func (c *bconn) abort(bs *bstream, code http2.ErrCode) {
-	c.w.mu.Lock()
+	c.w.Lock()
 	if c.streams[bs.id] != bs {
-		c.w.mu.Unlock()
+		c.w.Unlock()
 		return // already finished
 	}
 	delete(c.streams, bs.id)
-	c.w.forget(&bs.send)
-	c.w.reset(&bs.send, code)
-	c.w.flush()
-	c.w.mu.Unlock()
+	c.w.Forget(&bs.send)
+	c.w.Reset(&bs.send, code)
+	c.drainedLocked()
+	c.w.Flush()
+	c.w.Unlock()
 	bs.finish(nil, nil, nil, status.Error(codes.Canceled, "cancelled by the client"))
 }
 
@@ -492,21 +526,27 @@ func (c *bconn) read() {
 	if !c.settled {
 		c.ready <- err
 	}
+	var ce h2.ConnError
+	if errors.As(err, &ce) {
+		// The backend broke the protocol: it is told why (RFC 9113 §5.4.1)
+		// before the connection is closed and redialled.
+		c.w.GoAway(0, ce.Code, ce.Msg)
+	}
 	c.close(err)
 }
 
 func (c *bconn) readLoop() error {
 	for {
-		h, err := c.r.readHeader()
+		h, err := c.r.ReadHeader()
 		if err != nil {
 			return err
 		}
-		switch h.typ {
+		switch h.Type {
 		case http2.FrameSettings:
-			if err := settingsFrame(c.r, c.w, h); err != nil {
+			if err := h2.SettingsFrame(c.r, c.w, h); err != nil {
 				return err
 			}
-			if !c.settled && !h.has(http2.FlagSettingsAck) {
+			if !c.settled && !h.Has(http2.FlagSettingsAck) {
 				c.settled = true
 				c.ready <- nil
 			}
@@ -517,15 +557,15 @@ func (c *bconn) readLoop() error {
 		case http2.FrameRSTStream:
 			err = c.rstFrame(h)
 		case http2.FramePing:
-			err = pingFrame(c.r, c.w, h)
+			err = h2.PingFrame(c.r, c.w, h)
 		case http2.FrameWindowUpdate:
 			err = c.windowUpdate(h)
 		case http2.FrameGoAway:
 			err = c.goAwayFrame(h)
 		case http2.FramePushPromise, http2.FrameContinuation:
-			return protocolError("unexpected %v frame from the backend", h.typ)
+			return h2.ProtocolError("unexpected %v frame from the backend", h.Type)
 		default:
-			err = c.r.discard(int(h.length))
+			err = c.r.Discard(int(h.Length))
 		}
 		if err != nil {
 			return err
@@ -534,52 +574,104 @@ func (c *bconn) readLoop() error {
 }
 
 func (c *bconn) lookup(id uint32) *bstream {
-	c.w.mu.Lock()
+	c.w.Lock()
 	bs := c.streams[id]
-	c.w.mu.Unlock()
+	c.w.Unlock()
 	return bs
 }
 
 // take removes a stream that ends now; nil if it had ended already.
 func (c *bconn) take(id uint32) *bstream {
-	c.w.mu.Lock()
+	c.w.Lock()
 	bs := c.streams[id]
 	if bs != nil {
 		delete(c.streams, id)
-		c.w.forget(&bs.send)
-		c.w.drop(&bs.send)
-		bs.send.closed = true
+		c.w.Forget(&bs.send)
+		if !bs.send.Closed {
+			// The answer is complete but vig's side is not (request data not
+			// yet sent, a relay still streaming): the stream is reset rather
+			// than left open on the backend.
+			c.w.Reset(&bs.send, http2.ErrCodeCancel)
+			c.w.Flush()
+		}
+		c.w.Drop(&bs.send)
+		bs.send.Closed = true
+		c.drainedLocked()
 	}
-	c.w.mu.Unlock()
+	c.w.Unlock()
 	return bs
 }
 
-func (c *bconn) headersFrame(h frameHeader) error {
-	err := c.r.headerBlock(h)
-	if err != nil && err != errHeaderListTooBig {
+// streamError resets stream id with code (RFC 9113 §5.4.2) and fails its call
+// with err: the backend's fault stays with that call, the connection goes on.
+// Reader goroutine.
+func (c *bconn) streamError(id uint32, code http2.ErrCode, err error) {
+	c.w.Lock()
+	bs := c.streams[id]
+	if bs != nil {
+		delete(c.streams, id)
+		c.w.Forget(&bs.send)
+		c.w.Drop(&bs.send)
+		bs.send.Closed, bs.send.Rst = true, true
+		c.drainedLocked()
+	}
+	c.w.QueueRST(id, code)
+	c.w.Flush()
+	c.w.Unlock()
+	if bs != nil {
+		bs.asm.Reset(&c.budget)
+		resp := bs.resp
+		bs.resp = nil
+		resp.Free()
+		bs.finish(nil, nil, nil, err)
+	}
+}
+
+// idle reports whether id names a stream vig never opened: a frame on it is a
+// connection error PROTOCOL_ERROR (§5.1 idle). vig's streams are odd.
+func (c *bconn) idle(id uint32) bool {
+	c.w.Lock()
+	defer c.w.Unlock()
+	return id%2 == 0 || id >= c.nextID
+}
+
+// drainedLocked closes a connection the backend sent GOAWAY on once its last
+// stream has ended. Called with w.mu held.
+func (c *bconn) drainedLocked() {
+	if c.goAway && len(c.streams) == 0 {
+		c.w.CloseWhenFlushed()
+	}
+}
+
+func (c *bconn) headersFrame(h h2.FrameHeader) error {
+	err := c.r.HeaderBlock(h)
+	if err != nil && err != h2.ErrHeaderListTooBig {
 		return err
 	}
-	bs := c.lookup(h.stream)
+	if h.Stream == 0 || c.idle(h.Stream) {
+		return h2.ProtocolError("backend sent HEADERS on stream %d, which vig never opened", h.Stream) // §5.1 idle, §8.4
+	}
+	bs := c.lookup(h.Stream)
 	if bs == nil {
 		return nil
 	}
-	if err == errHeaderListTooBig {
-		if bs = c.take(h.stream); bs != nil {
-			c.w.mu.Lock()
-			c.w.buf = appendRST(c.w.buf, h.stream, http2.ErrCodeCancel)
-			c.w.flush()
-			c.w.mu.Unlock()
-			bs.asm.reset()
-			bs.finish(nil, nil, nil, status.Errorf(codes.Internal, "backend sent a header list larger than %d bytes", maxHeaderList))
+	if err == h2.ErrHeaderListTooBig {
+		if bs = c.take(h.Stream); bs != nil {
+			c.w.Lock()
+			c.w.QueueRST(h.Stream, http2.ErrCodeCancel)
+			c.w.Flush()
+			c.w.Unlock()
+			bs.asm.Reset(&c.budget)
+			bs.finish(nil, nil, nil, status.Errorf(codes.Internal, "backend sent a header list larger than %d bytes", h2.MaxHeaderList))
 		}
 		return nil
 	}
-	fields := c.r.fields
-	end := h.has(http2.FlagHeadersEndStream)
+	fields := c.r.Fields
+	end := h.Has(http2.FlagHeadersEndStream)
 	if !bs.gotHdr {
 		bs.gotHdr = true
 		if err := httpStatus(fields); err != nil && !end {
-			if bs = c.take(h.stream); bs != nil {
+			if bs = c.take(h.Stream); bs != nil {
 				bs.finish(nil, nil, nil, err)
 			}
 			return nil
@@ -590,20 +682,21 @@ func (c *bconn) headersFrame(h frameHeader) error {
 			} else if bs.call != nil {
 				// Under the lock: an Abort on another goroutine may finish the
 				// call, and its Replier reads RespMeta.
-				c.w.mu.Lock()
-				if c.streams[h.stream] == bs {
+				c.w.Lock()
+				if c.streams[h.Stream] == bs {
 					bs.call.RespMeta = appendMeta(bs.call.RespMeta[:0], fields)
 				}
-				c.w.mu.Unlock()
+				c.w.Unlock()
 			}
 			return nil
 		}
 		// A trailers-only response.
 	}
 	if !end {
-		return protocolError("backend sent a second header block without END_STREAM on stream %d", h.stream)
+		c.streamError(h.Stream, http2.ErrCodeProtocol, status.Error(codes.Internal, "backend sent a second header block without END_STREAM (RFC 9113 §8.1)")) // malformed response
+		return nil
 	}
-	if bs = c.take(h.stream); bs == nil {
+	if bs = c.take(h.Stream); bs == nil {
 		return nil
 	}
 	st, ok := statusFromTrailers(fields)
@@ -643,21 +736,30 @@ func httpStatus(fields []hpack.HeaderField) error {
 	return status.Error(codes.Internal, "backend response without :status")
 }
 
-func (c *bconn) data(h frameHeader) error {
-	n, pad, err := c.r.dataStart(h, &c.recvConn, "backend")
+func (c *bconn) data(h h2.FrameHeader) error {
+	if h.Stream == 0 {
+		return h2.ProtocolError("backend sent DATA on stream 0") // §6.1
+	}
+	n, pad, err := c.r.DataStart(h, &c.recvConn, "backend")
 	if err != nil {
 		return err
 	}
-	bs := c.lookup(h.stream)
+	if c.idle(h.Stream) {
+		return h2.ProtocolError("backend sent DATA on stream %d, which vig never opened", h.Stream) // §5.1 idle
+	}
+	bs := c.lookup(h.Stream)
+	if bs != nil && bs.recvWin-int64(h.Length) < 0 {
+		// More than the stream's window: a stream error FLOW_CONTROL_ERROR
+		// (§6.9.1); the frame still counts for the connection's window.
+		c.streamError(h.Stream, http2.ErrCodeFlowControl, status.Error(codes.Internal, "backend sent more than the stream's flow-control window"))
+		bs = nil
+	}
 	if bs == nil {
-		err = c.r.discard(n)
+		err = c.r.Discard(n)
 	} else {
-		bs.recvWin -= int64(h.length)
-		if bs.recvWin < 0 {
-			return connError{http2.ErrCodeFlowControl, "backend sent more than the stream window"}
-		}
+		bs.recvWin -= int64(h.Length)
 		var left int
-		left, err = bs.asm.read(c.r.br, n, c.b.maxMsg, func(msg mem.BufferSlice, compressed bool) error {
+		left, err = bs.asm.Read(c.r.Br, n, c.b.maxMsg, &c.budget, func(msg mem.BufferSlice, compressed bool) error {
 			if bs.relay != nil {
 				bs.relay.c.relayMessage(bs.relay, msg, compressed)
 				return nil
@@ -678,47 +780,58 @@ func (c *bconn) data(h frameHeader) error {
 			bs.resp = msg
 			return nil
 		})
-		var tl errMsgTooLarge
-		if errors.As(err, &tl) || errors.Is(err, errCompressed) {
-			msg := "backend answer: compressed, and vig asked for none"
-			if errors.As(err, &tl) {
-				msg = "backend answer: " + tl.Error()
+		// A type switch, not errors.As: its target would escape, an allocation
+		// per DATA frame.
+		msg := ""
+		switch err.(type) {
+		case h2.ErrMsgTooLarge, h2.ErrBudget:
+			msg = "backend answer: " + err.Error()
+		default:
+			if err == errCompressed {
+				msg = "backend answer: compressed, and vig asked for none"
 			}
-			if t := c.take(h.stream); t != nil {
-				c.w.mu.Lock()
-				c.w.buf = appendRST(c.w.buf, h.stream, http2.ErrCodeCancel)
-				c.w.mu.Unlock()
-				bs.asm.reset()
+		}
+		if msg != "" {
+			if t := c.take(h.Stream); t != nil {
+				c.w.Lock()
+				c.w.QueueRST(h.Stream, http2.ErrCodeCancel)
+				c.w.Unlock()
+				bs.asm.Reset(&c.budget)
 				resp := bs.resp
 				bs.resp = nil
 				resp.Free()
 				bs.finish(nil, nil, nil, status.Error(codes.ResourceExhausted, msg))
 			}
-			err = c.r.discard(left)
+			err = c.r.Discard(left)
 		}
 		if err == nil {
-			bs.owed += h.length
+			bs.owed += h.Length
 		}
+		c.noteAssembling(bs)
 	}
 	if err != nil {
 		return err
 	}
-	if err := c.r.discard(pad); err != nil {
+	if err := c.r.Discard(pad); err != nil {
 		return err
 	}
-	c.w.mu.Lock()
-	if bs != nil && bs.relay != nil && bs.owed >= c.b.window/4 && !h.has(http2.FlagDataEndStream) {
-		c.w.buf = appendWindowUpdate(c.w.buf, bs.id, bs.owed)
+	c.w.Lock()
+	// Every stream gets its window back, an inference answer too: one larger
+	// than window_mib (but within max_message_mib) would otherwise stall the
+	// backend until the call expires. What an answer holds meanwhile is bounded
+	// by max_message_mib and the connection's h2.Budget.
+	if bs != nil && bs.owed >= c.b.window/4 && !h.Has(http2.FlagDataEndStream) && c.streams[bs.id] == bs {
+		c.w.QueueWindowUpdate(bs.id, bs.owed)
 		bs.recvWin += int64(bs.owed)
 		bs.owed = 0
 	}
-	c.recvConn += int64(h.length)
-	if c.w.credit(int(h.length), c.b.window) {
-		c.w.flush()
+	c.recvConn += int64(h.Length)
+	if c.w.Credit(int(h.Length), c.b.window) {
+		c.w.Flush()
 	}
-	c.w.mu.Unlock()
-	if h.has(http2.FlagDataEndStream) && bs != nil {
-		if t := c.take(h.stream); t != nil {
+	c.w.Unlock()
+	if h.Has(http2.FlagDataEndStream) && bs != nil {
+		if t := c.take(h.Stream); t != nil {
 			resp := bs.resp
 			bs.resp = nil
 			resp.Free()
@@ -728,20 +841,62 @@ func (c *bconn) data(h frameHeader) error {
 	return nil
 }
 
-func (c *bconn) rstFrame(h frameHeader) error {
-	p, err := c.r.payload(h)
+// noteAssembling remembers a stream whose answer holds memory (sconn.noteAssembling).
+func (c *bconn) noteAssembling(bs *bstream) {
+	if bs.listed || bs.asm.Held() == 0 {
+		return
+	}
+	bs.listed = true
+	c.partials = append(c.partials, bs)
+	if len(c.partials) >= 2*c.swept+16 {
+		c.reclaim(&bs.asm)
+	}
+}
+
+// reclaim frees what the incomplete answers of ended streams hold (h2.Budget).
+func (c *bconn) reclaim(skip *h2.Assembler) {
+	keep := c.partials[:0]
+	c.w.Lock()
+	for _, bs := range c.partials {
+		switch {
+		case &bs.asm == skip:
+		case bs.asm.Held() == 0:
+			bs.listed = false
+			continue
+		case c.streams[bs.id] != bs:
+			bs.asm.Reset(&c.budget)
+			bs.listed = false
+			continue
+		}
+		keep = append(keep, bs)
+	}
+	c.w.Unlock()
+	clear(c.partials[len(keep):])
+	c.partials, c.swept = keep, len(keep)
+}
+
+func (c *bconn) rstFrame(h h2.FrameHeader) error {
+	p, err := c.r.Payload(h)
 	if err != nil {
 		return err
 	}
-	if len(p) != 4 || h.stream == 0 {
-		return protocolError("malformed RST_STREAM")
+	if len(p) != 4 {
+		return h2.ConnError{Code: http2.ErrCodeFrameSize, Msg: "backend sent RST_STREAM of the wrong size"} // §6.4
 	}
-	bs := c.take(h.stream)
+	if h.Stream == 0 || c.idle(h.Stream) {
+		return h2.ProtocolError("backend sent RST_STREAM on stream %d, which vig never opened", h.Stream) // §6.4, §5.1 idle
+	}
+	c.w.Lock()
+	if bs := c.streams[h.Stream]; bs != nil {
+		bs.send.Closed, bs.send.Rst = true, true // reset by the peer: vig sends nothing more on it
+	}
+	c.w.Unlock()
+	bs := c.take(h.Stream)
 	if bs == nil {
 		return nil
 	}
 	code := http2.ErrCode(binary.BigEndian.Uint32(p))
-	bs.asm.reset()
+	bs.asm.Reset(&c.budget)
 	resp := bs.resp
 	bs.resp = nil
 	resp.Free()
@@ -761,71 +916,123 @@ func rstError(code http2.ErrCode) error {
 	return status.Errorf(codes.Internal, "backend reset the stream: %v", code)
 }
 
-func (c *bconn) windowUpdate(h frameHeader) error {
-	return windowUpdateFrame(c.r, c.w, h, func(id uint32) *sendState {
-		if bs := c.streams[id]; bs != nil {
-			return &bs.send
-		}
+func (c *bconn) windowUpdate(h h2.FrameHeader) error {
+	if h.Stream == 0 {
+		return h2.WindowUpdateFrame(c.r, c.w, h, nil)
+	}
+	p, err := c.r.Payload(h)
+	if err != nil {
+		return err
+	}
+	if len(p) != 4 {
+		return h2.ConnError{Code: http2.ErrCodeFrameSize, Msg: "backend sent WINDOW_UPDATE of the wrong size"} // §6.9
+	}
+	if c.idle(h.Stream) {
+		return h2.ProtocolError("backend sent WINDOW_UPDATE on stream %d, which vig never opened", h.Stream) // §5.1 idle
+	}
+	inc := binary.BigEndian.Uint32(p) & 0x7fffffff
+	if inc == 0 {
+		c.streamError(h.Stream, http2.ErrCodeProtocol, status.Error(codes.Internal, "backend sent a stream WINDOW_UPDATE of 0 (RFC 9113 §6.9)"))
 		return nil
-	})
+	}
+	c.w.Lock()
+	bs := c.streams[h.Stream]
+	if bs == nil {
+		c.w.Unlock()
+		return nil // ended: a WINDOW_UPDATE may still be in flight
+	}
+	err = c.w.WindowUpdate(&bs.send, inc)
+	c.w.Flush()
+	c.w.Unlock()
+	if err != nil {
+		c.streamError(h.Stream, http2.ErrCodeFlowControl, status.Error(codes.Internal, "backend took the stream's send window above 2^31-1 (RFC 9113 §6.9.1)"))
+	}
+	return nil
 }
 
 // goAwayFrame: the backend will take no new streams. Those above its last stream
 // id were not processed and fail UNAVAILABLE; the rest finish here while a new
 // connection is dialled for new calls.
-func (c *bconn) goAwayFrame(h frameHeader) error {
-	p, err := c.r.payload(h)
+func (c *bconn) goAwayFrame(h h2.FrameHeader) error {
+	p, err := c.r.Payload(h)
 	if err != nil {
 		return err
 	}
 	if len(p) < 8 {
-		return connError{http2.ErrCodeFrameSize, "GOAWAY too short"}
+		return h2.ConnError{Code: http2.ErrCodeFrameSize, Msg: "GOAWAY too short"}
+	}
+	if h.Stream != 0 {
+		return h2.ProtocolError("GOAWAY on stream %d", h.Stream) // §6.8
 	}
 	last := binary.BigEndian.Uint32(p) & 0x7fffffff
-	c.w.mu.Lock()
+	code := http2.ErrCode(binary.BigEndian.Uint32(p[4:]))
+	// New calls wait for the next connection from now on (run dials it).
+	b := c.b
+	b.mu.Lock()
+	b.connecting = true
+	b.mu.Unlock()
+	b.cur.CompareAndSwap(c, nil)
+	c.w.Lock()
 	c.goAway = true
 	var refused []*bstream
 	for id, bs := range c.streams {
 		if id > last {
 			delete(c.streams, id)
-			c.w.forget(&bs.send)
-			c.w.drop(&bs.send)
-			bs.send.closed = true
+			c.w.Forget(&bs.send)
+			c.w.Drop(&bs.send)
+			bs.send.Closed = true
 			refused = append(refused, bs)
 		}
 	}
 	idle := len(c.streams) == 0
-	c.w.mu.Unlock()
+	c.w.Unlock()
 	c.markUnusable()
+	if code != http2.ErrCodeNo {
+		b.log.Warn("backend sent GOAWAY", "address", b.addr, "code", code.String(), "debug", string(p[8:min(len(p), 8+128)]))
+	}
 	for _, bs := range refused {
-		bs.asm.reset()
-		bs.finish(nil, nil, nil, status.Error(codes.Unavailable, "backend is going away"))
+		bs.asm.Reset(&c.budget)
+		resp := bs.resp
+		bs.resp = nil
+		resp.Free()
+		if bs.call != nil && !bs.call.expired.Load() {
+			// The backend did not process it (RFC 9113 §6.8): it is started
+			// again on the next connection.
+			b.mu.Lock()
+			if b.connecting {
+				b.parked = append(b.parked, bs.call)
+				b.mu.Unlock()
+				continue
+			}
+			b.mu.Unlock()
+		}
+		bs.finish(nil, nil, nil, status.Error(codes.Unavailable, "backend is going away (GOAWAY) and had not processed the call: retry"))
 	}
 	if idle {
-		return errConnClosed
+		return h2.ErrConnClosed
 	}
 	return nil
 }
 
 // close ends the connection and fails every stream on it.
 func (c *bconn) close(err error) {
-	if err == nil || errors.Is(err, errConnClosed) {
-		err = errConnClosed
+	if err == nil || errors.Is(err, h2.ErrConnClosed) {
+		err = h2.ErrConnClosed
 	}
-	c.w.mu.Lock()
+	c.w.Lock()
 	if c.failErr == nil {
 		c.failErr = err
 	}
 	streams := make([]*bstream, 0, len(c.streams))
 	for id, bs := range c.streams {
 		delete(c.streams, id)
-		c.w.forget(&bs.send)
-		c.w.drop(&bs.send)
-		bs.send.closed = true
+		c.w.Forget(&bs.send)
+		c.w.Drop(&bs.send)
+		bs.send.Closed = true
 		streams = append(streams, bs)
 	}
-	c.w.fail(errConnClosed)
-	c.w.mu.Unlock()
+	c.w.Fail(h2.ErrConnClosed)
+	c.w.Unlock()
 	c.markUnusable()
 	msg := fmt.Sprintf("backend connection lost: %v", err)
 	for _, bs := range streams {
@@ -852,11 +1059,11 @@ func (b *h2Backend) Invoke(ctx context.Context, method string, req []byte) ([]by
 	if err != nil {
 		return nil, err
 	}
-	c.w.mu.Lock()
-	c.w.queueMsg(&bs.send, false, mem.BufferSlice{mem.SliceBuffer(req)})
-	c.w.finish(&bs.send, nil)
-	c.w.flush()
-	c.w.mu.Unlock()
+	c.w.Lock()
+	c.w.QueueMsg(&bs.send, false, mem.BufferSlice{mem.SliceBuffer(req)})
+	c.w.Finish(&bs.send, nil)
+	c.w.Flush()
+	c.w.Unlock()
 	select {
 	case r := <-ch:
 		return r.resp, r.err
@@ -873,7 +1080,16 @@ func (b *h2Backend) openRelay(s *sstream) (*bstream, error) {
 	if c == nil {
 		return nil, errBackendDown
 	}
-	return c.open(s.method, s.meta, s.deadline, func(bs *bstream) { bs.relay = s })
+	// A relayed message keeps its compressed flag, so its encoding goes with it
+	// (it was dropped, and a compressed request failed).
+	meta := s.meta
+	if s.enc[0] != "" {
+		meta = append(meta[:len(meta):len(meta)], "grpc-encoding", s.enc[0])
+	}
+	if s.enc[1] != "" {
+		meta = append(meta[:len(meta):len(meta)], "grpc-accept-encoding", s.enc[1])
+	}
+	return c.open(s.method, meta, s.deadline, func(bs *bstream) { bs.relay = s })
 }
 
 var _ = strconv.Itoa

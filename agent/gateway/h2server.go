@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/vig-edge/vig/agent/metrics"
+	"github.com/vig-edge/vig/h2"
 	"github.com/vig-edge/vig/netopt"
 	"github.com/vig-edge/vig/wire"
 )
@@ -51,8 +52,8 @@ const (
 type sconn struct {
 	g      *Gateway
 	nc     net.Conn
-	w      *h2writer
-	r      *h2reader
+	w      *h2.Writer
+	r      *h2.Reader
 	uid    uint32 // the peer's uid (Unix sockets), for shared-memory regions
 	hasUID bool
 
@@ -60,10 +61,15 @@ type sconn struct {
 	streams map[uint32]*sstream
 	maxID   uint32 // highest stream opened
 	goAway  bool   // the final GOAWAY was sent: no new streams
+	closed  h2.ClosedIDs
 
 	// Reader goroutine only.
 	lastID   uint32
-	recvConn int64 // connection receive window left
+	recvConn int64       // connection receive window left
+	budget   h2.Budget   // memory its incomplete messages may still take
+	partials []*sstream  // streams whose message may be incomplete (h2.Budget.reclaim)
+	skips    [][2]uint32 // stream ids the client skipped (closed, never opened)
+	swept    int         // len(partials) after the last sweep
 }
 
 // sstream is one RPC on a client connection.
@@ -75,19 +81,23 @@ type sstream struct {
 	m      *metrics.Method
 
 	// Reader goroutine only.
-	asm      msgAssembler
+	asm      h2.Assembler
 	recvWin  int64
 	owed     uint32 // stream window to give back
 	gotMsg   bool
 	meta     []string
+	enc      [2]string // grpc-encoding, grpc-accept-encoding (relayed RPCs carry them on)
 	deadline int64
-	half     bool // the client half-closed
+	half     bool  // the client half-closed
+	listed   bool  // in c.partials
+	clen     int64 // the request's content-length (-1: none), then what DATA may still bring
 
 	// Guarded by c.w.mu.
-	send     sendState
+	send     h2.SendState
 	hdrSent  bool
 	pending  int     // ModelStreamInfer: requests not yet answered
 	halfSeen bool    // the client half-closed (copy for repliers)
+	remote   bool    // the client's side is closed (END_STREAM or RST_STREAM received)
 	done     bool    // answered (trailers or RST sent)
 	call     *Call   // ModelInfer: the request's call while it runs
 	calls    []*Call // ModelStreamInfer: the calls not yet answered
@@ -104,9 +114,16 @@ func (g *Gateway) serveConn(nc net.Conn) {
 	}
 	// The preface is read here, with a deadline: a connection that sends nothing
 	// is dropped before it costs more.
-	var pre [len(clientPreface)]byte
+	var pre [len(h2.ClientPreface)]byte
 	nc.SetReadDeadline(time.Now().Add(g.handshakeTimeout))
-	if _, err := io.ReadFull(nc, pre[:]); err != nil || string(pre[:]) != clientPreface {
+	if _, err := io.ReadFull(nc, pre[:]); err != nil || string(pre[:]) != h2.ClientPreface {
+		if err == nil {
+			// Not HTTP/2: a connection error (RFC 9113 §3.4). The GOAWAY and a
+			// moment's reading let the peer see a close rather than a reset.
+			nc.Write(h2.AppendGoAway(nil, 0, http2.ErrCodeProtocol, "invalid connection preface"))
+			nc.SetReadDeadline(time.Now().Add(lingerTime))
+			io.CopyN(io.Discard, nc, lingerBytes)
+		}
 		nc.Close()
 		return
 	}
@@ -149,17 +166,19 @@ func (g *Gateway) newSconn(nc net.Conn, peerUID uint32, hasUID bool) (*sconn, bo
 		nc.Close()
 		return nil, false
 	}
-	c := &sconn{g: g, nc: nc, w: w, r: newH2Reader(connReader(nc), g.readBuf), streams: map[uint32]*sstream{}, uid: peerUID, hasUID: hasUID}
-	w.eachStream = func(f func(*sendState)) {
+	c := &sconn{g: g, nc: nc, w: w, r: h2.NewReader(connReader(nc), g.readBuf), streams: map[uint32]*sstream{}, uid: peerUID, hasUID: hasUID,
+		budget: h2.NewBudget(g.maxMsg)}
+	w.EachStream = func(f func(*h2.SendState)) {
 		for _, s := range c.streams {
 			f(&s.send)
 		}
 	}
-	w.onClosed = func(st *sendState) {
-		if s := c.streams[st.id]; s != nil && s.done {
-			c.removeLocked(s)
+	w.OnClosed = func(st *h2.SendState) {
+		if s := c.streams[st.ID()]; s != nil && s.done {
+			c.removeIfClosedLocked(s)
 		}
 	}
+	c.budget.Reclaim = c.reclaim
 	if !g.track(c) {
 		nc.Close()
 		return nil, false
@@ -167,20 +186,56 @@ func (g *Gateway) newSconn(nc net.Conn, peerUID uint32, hasUID bool) (*sconn, bo
 	return c, true
 }
 
+// noteAssembling remembers a stream whose message holds memory, so that reclaim
+// finds it should the stream end before the message does. Reader goroutine.
+func (c *sconn) noteAssembling(s *sstream) {
+	if s.listed || s.asm.Held() == 0 {
+		return
+	}
+	s.listed = true
+	c.partials = append(c.partials, s)
+	if len(c.partials) >= 2*c.swept+16 {
+		c.reclaim(&s.asm)
+	}
+}
+
+// reclaim frees what the incomplete messages of ended streams hold, and forgets
+// the streams that hold nothing (h2.Budget). Reader goroutine.
+func (c *sconn) reclaim(skip *h2.Assembler) {
+	keep := c.partials[:0]
+	c.w.Lock()
+	for _, s := range c.partials {
+		switch {
+		case &s.asm == skip:
+		case s.asm.Held() == 0:
+			s.listed = false
+			continue
+		case s.done || c.streams[s.id] != s:
+			s.asm.Reset(&c.budget)
+			s.listed = false
+			continue
+		}
+		keep = append(keep, s)
+	}
+	c.w.Unlock()
+	clear(c.partials[len(keep):])
+	c.partials, c.swept = keep, len(keep)
+}
+
 // serve runs the connection (its preface read) until it ends.
 func (c *sconn) serve() error {
 	c.recvConn = int64(c.g.connWindow)
-	c.w.mu.Lock()
-	c.w.buf = appendSettings(c.w.buf,
+	c.w.Lock()
+	c.w.QueueSettings(
 		http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: maxConcurrentStreams},
 		http2.Setting{ID: http2.SettingInitialWindowSize, Val: c.g.window},
-		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: maxHeaderList})
-	c.w.buf = appendWindowUpdate(c.w.buf, 0, c.g.connWindow-initialWindow)
-	c.w.flush()
-	c.w.mu.Unlock()
+		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: h2.MaxHeaderList})
+	c.w.QueueWindowUpdate(0, c.g.connWindow-h2.InitialWindow)
+	c.w.Flush()
+	c.w.Unlock()
 
 	for {
-		h, err := c.r.readHeader()
+		h, err := c.r.ReadHeader()
 		if err != nil {
 			return err
 		}
@@ -190,180 +245,430 @@ func (c *sconn) serve() error {
 	}
 }
 
-// frame handles one frame whose header has been read.
-func (c *sconn) frame(h frameHeader) error {
-	switch h.typ {
+// frame handles one frame whose header has been read. What a frame means in
+// each stream state is RFC 9113 §5.1; the section of each rule is beside it.
+func (c *sconn) frame(h h2.FrameHeader) error {
+	switch h.Type {
 	case http2.FrameData:
 		return c.data(h)
 	case http2.FrameHeaders:
 		return c.headersFrame(h)
 	case http2.FrameRSTStream:
-		p, err := c.r.payload(h)
+		p, err := c.r.Payload(h)
 		if err != nil {
 			return err
 		}
-		if len(p) != 4 || h.stream == 0 {
-			return protocolError("malformed RST_STREAM")
+		switch {
+		case h.Stream == 0:
+			return h2.ProtocolError("RST_STREAM on stream 0") // §6.4
+		case len(p) != 4:
+			return h2.ConnError{Code: http2.ErrCodeFrameSize, Msg: "RST_STREAM of the wrong size"} // §6.4
+		case h.Stream > c.lastID:
+			return h2.ProtocolError("RST_STREAM on idle stream %d", h.Stream) // §5.1 idle
 		}
-		c.reset(h.stream)
+		c.reset(h.Stream)
 		return nil
 	case http2.FrameSettings:
-		return settingsFrame(c.r, c.w, h)
+		return h2.SettingsFrame(c.r, c.w, h)
 	case http2.FramePing:
-		if h.has(http2.FlagPingAck) && h.length == 8 {
-			p, err := c.r.payload(h)
+		if h.Has(http2.FlagPingAck) && h.Length == 8 && h.Stream == 0 {
+			p, err := c.r.Payload(h)
 			if err == nil && [8]byte(p) == drainPing {
 				c.finalGoAway()
 			}
 			return err
 		}
-		return pingFrame(c.r, c.w, h)
+		return h2.PingFrame(c.r, c.w, h)
 	case http2.FrameWindowUpdate:
 		return c.windowUpdate(h)
 	case http2.FrameGoAway:
 		// The client will open no more streams; those it has finish normally.
-		_, err := c.r.payload(h)
+		_, err := c.r.Payload(h)
+		if err == nil && h.Stream != 0 {
+			return h2.ProtocolError("GOAWAY on stream %d", h.Stream) // §6.8
+		}
 		return err
+	case http2.FramePriority:
+		return c.priority(h)
 	case http2.FramePushPromise, http2.FrameContinuation:
-		return protocolError("unexpected %v frame from a client", h.typ)
-	default: // PRIORITY and unknown extension frames are ignored
-		return c.r.discard(int(h.length))
+		return h2.ProtocolError("unexpected %v frame from a client", h.Type) // §8.4, §6.10
+	default: // unknown extension frames are ignored (§5.5)
+		return c.r.Discard(int(h.Length))
 	}
 }
 
-// lookup returns the stream id if it is still open for the client's frames: not
-// yet answered (an answered stream may stay in the table while its last frames
-// wait for flow-control window).
-func (c *sconn) lookup(id uint32) *sstream {
-	c.w.mu.Lock()
-	s := c.streams[id]
-	if s != nil && s.done {
-		s = nil
+// priority checks a PRIORITY frame (§6.3); vig does not prioritise (§5.3.2
+// lets it), but a malformed one is still an error.
+func (c *sconn) priority(h h2.FrameHeader) error {
+	p, err := c.r.Payload(h)
+	if err != nil {
+		return err
 	}
-	c.w.mu.Unlock()
+	switch {
+	case h.Stream == 0:
+		return h2.ProtocolError("PRIORITY on stream 0") // §6.3
+	case len(p) != 5:
+		c.streamError(h.Stream, http2.ErrCodeFrameSize) // §6.3
+	case binary.BigEndian.Uint32(p)&0x7fffffff == h.Stream:
+		c.streamError(h.Stream, http2.ErrCodeProtocol) // §5.3.1
+	}
+	return nil
+}
+
+// streamState is a client stream's state as RFC 9113 §5.1 names it, as the
+// connection's reader sees it (the reader is what acts on a frame).
+type streamState uint8
+
+const (
+	stateIdle             streamState = iota // above the last stream opened
+	stateOpen                                // both sides may send
+	stateHalfClosedLocal                     // vig has answered; the client may still send
+	stateHalfClosedRemote                    // the client sent END_STREAM (or reset it)
+	stateClosed                              // no longer in the table (or never opened: skipped)
+)
+
+// state is stream id's state, and the stream while it is in the table. Reader
+// goroutine.
+func (c *sconn) state(id uint32) (streamState, *sstream) {
+	if id > c.lastID {
+		return stateIdle, nil
+	}
+	s := c.stream(id)
+	switch {
+	case s == nil:
+		return stateClosed, nil
+	case s.half:
+		return stateHalfClosedRemote, s
+	case s.doneLocked():
+		return stateHalfClosedLocal, s
+	}
+	return stateOpen, s
+}
+
+// stream returns the stream id of the table, answered or not. Reader goroutine.
+func (c *sconn) stream(id uint32) *sstream {
+	c.w.Lock()
+	s := c.streams[id]
+	c.w.Unlock()
 	return s
 }
 
-func (c *sconn) windowUpdate(h frameHeader) error {
-	return windowUpdateFrame(c.r, c.w, h, func(id uint32) *sendState {
-		if s := c.streams[id]; s != nil {
-			return &s.send
+// closedError is what a frame on a stream no longer in the table means (§5.1
+// closed): nothing on a stream vig reset (frames in flight), a stream error
+// STREAM_CLOSED otherwise. Reader goroutine.
+func (c *sconn) closedError(id uint32) {
+	c.w.Lock()
+	ignore := c.closed.WasReset(id)
+	c.w.Unlock()
+	if !ignore {
+		c.streamError(id, http2.ErrCodeStreamClosed)
+	}
+}
+
+// streamError resets stream id with code (RFC 9113 §5.4.2) and ends what it had
+// started. Reader goroutine.
+func (c *sconn) streamError(id uint32, code http2.ErrCode) {
+	c.w.Lock()
+	s := c.streams[id]
+	var calls []*Call
+	var bs *bstream
+	if s != nil {
+		s.remote = true
+		calls, bs = s.takeCalls(), s.relay
+		s.relay = nil
+		c.w.Drop(&s.send)
+		s.send.Closed = true
+		c.endLocked(s, codes.Internal)
+		c.removeLocked(s)
+	}
+	c.w.QueueRST(id, code)
+	c.closed.NoteReset(id)
+	c.w.Flush()
+	c.w.Unlock()
+	if s != nil {
+		s.half = true
+		s.asm.Reset(&c.budget)
+		for _, call := range calls {
+			c.g.Cancel(call)
+			call.Release()
 		}
+		if bs != nil {
+			bs.c.abort(bs, http2.ErrCodeCancel)
+		}
+	}
+}
+
+func (c *sconn) windowUpdate(h h2.FrameHeader) error {
+	p, err := c.r.Payload(h)
+	if err != nil {
+		return err
+	}
+	if len(p) != 4 {
+		return h2.ConnError{Code: http2.ErrCodeFrameSize, Msg: "WINDOW_UPDATE of the wrong size"} // §6.9
+	}
+	inc := binary.BigEndian.Uint32(p) & 0x7fffffff
+	if h.Stream == 0 {
+		if inc == 0 {
+			return h2.ProtocolError("WINDOW_UPDATE with increment 0") // §6.9
+		}
+		c.w.Lock()
+		defer c.w.Unlock()
+		err := c.w.WindowUpdate(nil, inc) // above 2^31-1: FLOW_CONTROL_ERROR (§6.9.1)
+		c.w.Flush()
+		return err
+	}
+	if h.Stream > c.lastID {
+		return h2.ProtocolError("WINDOW_UPDATE on idle stream %d", h.Stream) // §5.1 idle
+	}
+	if inc == 0 {
+		c.streamError(h.Stream, http2.ErrCodeProtocol) // §6.9
 		return nil
-	})
+	}
+	c.w.Lock()
+	s := c.streams[h.Stream]
+	if s == nil || s.send.Rst {
+		c.w.Unlock()
+		return nil // closed: WINDOW_UPDATE may still arrive (§5.1)
+	}
+	err = c.w.WindowUpdate(&s.send, inc)
+	c.w.Flush()
+	c.w.Unlock()
+	if err != nil {
+		c.streamError(h.Stream, http2.ErrCodeFlowControl) // §6.9.1
+	}
+	return nil
 }
 
 // data reads a DATA frame into its stream's message.
-func (c *sconn) data(h frameHeader) error {
-	if h.stream == 0 {
-		return protocolError("DATA on stream 0")
+func (c *sconn) data(h h2.FrameHeader) error {
+	if h.Stream == 0 {
+		return h2.ProtocolError("DATA on stream 0") // §6.1
 	}
-	n, pad, err := c.r.dataStart(h, &c.recvConn, "client")
+	n, pad, err := c.r.DataStart(h, &c.recvConn, "client")
 	if err != nil {
 		return err
 	}
-	s := c.lookup(h.stream)
-	if s == nil || s.half {
-		if h.stream > c.lastID {
-			return protocolError("DATA on idle stream %d", h.stream)
+	st, s := c.state(h.Stream)
+	if st == stateIdle {
+		return h2.ProtocolError("DATA on idle stream %d", h.Stream) // §5.1 idle
+	}
+	if s != nil && s.clen >= 0 {
+		// The DATA must add up to the content-length (§8.1.1).
+		if s.clen -= int64(n); s.clen < 0 || (h.Has(http2.FlagDataEndStream) && s.clen != 0) {
+			s.clen = -1
+			err = c.r.Discard(n + pad)
+			c.creditConn(h.Length)
+			c.streamError(h.Stream, http2.ErrCodeProtocol)
+			return err
 		}
-		err = c.r.discard(n) // the stream ended (vig answered early or it was reset)
-	} else {
-		s.recvWin -= int64(h.length)
+	}
+	live := st == stateOpen
+	switch st {
+	case stateClosed:
+		err = c.r.Discard(n)
+		c.closedError(h.Stream)
+	case stateHalfClosedRemote:
+		err = c.r.Discard(n)
+		c.streamError(h.Stream, http2.ErrCodeStreamClosed) // §5.1 half-closed (remote)
+		s = nil
+	case stateHalfClosedLocal:
+		err = c.r.Discard(n) // vig answered already: dropped
+	case stateOpen:
+		s.recvWin -= int64(h.Length)
 		if s.recvWin < 0 {
-			return connError{http2.ErrCodeFlowControl, "client sent more than the stream window"}
+			return h2.ConnError{Code: http2.ErrCodeFlowControl, Msg: "client sent more than the stream window"}
 		}
 		var left int
-		left, err = s.asm.read(c.r.br, n, c.g.maxMsg, func(msg mem.BufferSlice, compressed bool) error {
+		left, err = s.asm.Read(c.r.Br, n, c.g.maxMsg, &c.budget, func(msg mem.BufferSlice, compressed bool) error {
 			return c.message(s, msg, compressed)
 		})
-		if tl, ok := err.(errMsgTooLarge); ok {
-			c.failStream(s, status.Error(codes.ResourceExhausted, tl.Error()))
-			err = c.r.discard(left)
+		switch err.(type) {
+		case h2.ErrMsgTooLarge, h2.ErrBudget:
+			c.failStream(s, status.Error(codes.ResourceExhausted, err.Error()))
+			err = c.r.Discard(left)
 		}
-		if err == nil && !h.has(http2.FlagDataEndStream) && !s.half {
-			s.owed += h.length
+		c.noteAssembling(s)
+		if err == nil && !h.Has(http2.FlagDataEndStream) {
+			s.owed += h.Length
 		}
 	}
 	if err != nil {
 		return err
 	}
-	if err := c.r.discard(pad); err != nil {
+	if err := c.r.Discard(pad); err != nil {
 		return err
 	}
-	c.w.mu.Lock()
-	if s != nil && s.owed >= c.g.window/4 && !s.send.closed {
-		c.w.buf = appendWindowUpdate(c.w.buf, s.id, s.owed)
+	c.w.Lock()
+	if live && s.owed >= c.g.window/4 && !s.send.Closed {
+		c.w.QueueWindowUpdate(s.id, s.owed)
 		s.recvWin += int64(s.owed)
 		s.owed = 0
 	}
-	c.recvConn += int64(h.length)
-	if c.w.credit(int(h.length), c.g.connWindow) {
-		c.w.flush()
+	c.recvConn += int64(h.Length)
+	if c.w.Credit(int(h.Length), c.g.connWindow) {
+		c.w.Flush()
 	}
-	c.w.mu.Unlock()
-	if h.has(http2.FlagDataEndStream) && s != nil && !s.half {
+	c.w.Unlock()
+	if h.Has(http2.FlagDataEndStream) && s != nil && !s.half {
 		c.halfClose(s)
 	}
 	return nil
 }
 
+// creditConn gives the connection window back for a frame vig dropped.
+func (c *sconn) creditConn(n uint32) {
+	c.w.Lock()
+	c.recvConn += int64(n)
+	if c.w.Credit(int(n), c.g.connWindow) {
+		c.w.Flush()
+	}
+	c.w.Unlock()
+}
+
 // headersFrame opens a stream (or carries a client's trailers, which gRPC does not
 // use but HTTP/2 allows).
-func (c *sconn) headersFrame(h frameHeader) error {
-	if h.stream == 0 || h.stream%2 == 0 {
-		return protocolError("HEADERS on stream %d: client streams are odd", h.stream)
+func (c *sconn) headersFrame(h h2.FrameHeader) error {
+	if h.Stream == 0 || h.Stream%2 == 0 {
+		return h2.ProtocolError("HEADERS on stream %d: client streams are odd", h.Stream) // §5.1.1
 	}
-	err := c.r.headerBlock(h)
-	if err != nil && err != errHeaderListTooBig {
+	err := c.r.HeaderBlock(h) // decoded whatever follows: the HPACK state stays in step
+	if err != nil && err != h2.ErrHeaderListTooBig {
 		return err
 	}
-	if s := c.lookup(h.stream); s != nil || h.stream <= c.lastID {
+	if st, s := c.state(h.Stream); st != stateIdle {
 		switch {
-		case s != nil && s.half:
-			return connError{http2.ErrCodeStreamClosed, fmt.Sprintf("HEADERS on stream %d after its END_STREAM", h.stream)}
-		case s != nil && !h.has(http2.FlagHeadersEndStream):
-			return protocolError("trailers on stream %d without END_STREAM", h.stream)
-		case s != nil:
+		case st == stateClosed && c.skipped(h.Stream):
+			return h2.ProtocolError("HEADERS opening stream %d, below the last stream %d", h.Stream, c.lastID) // §5.1.1
+		case st == stateClosed:
+			c.w.Lock()
+			ignore := c.closed.WasReset(h.Stream)
+			c.w.Unlock()
+			if ignore {
+				return nil // in flight when vig reset the stream (§5.1 closed)
+			}
+			return h2.ConnError{Code: http2.ErrCodeStreamClosed, Msg: fmt.Sprintf("HEADERS on closed stream %d", h.Stream)} // §5.1 closed
+		case st == stateHalfClosedRemote:
+			c.streamError(h.Stream, http2.ErrCodeStreamClosed) // §5.1 half-closed (remote)
+		case !h.Has(http2.FlagHeadersEndStream) || err != nil || h2.CheckTrailers(c.r.Fields) != "":
+			c.streamError(h.Stream, http2.ErrCodeProtocol) // §8.1: trailers end the stream
+		case s.clen > 0:
+			c.streamError(h.Stream, http2.ErrCodeProtocol) // §8.1.1: DATA short of content-length
+		case st == stateHalfClosedLocal:
+			s.half = true
+			c.w.Lock()
+			s.remote = true
+			c.removeIfClosedLocked(s)
+			c.w.Unlock()
+		default:
 			c.halfClose(s) // the client's trailers
-		case s == nil && !h.has(http2.FlagHeadersEndStream):
-			// Trailers on a stream vig already answered are harmless; a new
-			// request on an old stream id is not (RFC 9113 §5.1.1).
-			return protocolError("HEADERS opening stream %d, not above the last stream %d", h.stream, c.lastID)
 		}
 		return nil
 	}
-	c.lastID = h.stream
-	s := &sstream{c: c, id: h.stream, recvWin: int64(c.g.window)}
-	c.w.mu.Lock()
-	s.send = sendState{id: h.stream, win: c.w.initWin}
+	if lo := max(c.lastID+2, 1); h.Stream > lo {
+		c.skip(lo, h.Stream-2)
+	}
+	c.lastID = h.Stream
+	if c.r.PrioSelf {
+		c.streamError(h.Stream, http2.ErrCodeProtocol) // §5.3.1: a stream cannot depend on itself
+		return nil
+	}
+	clen := int64(-1)
+	if err == nil {
+		var why string
+		if clen, why = h2.CheckRequest(c.r.Fields); why != "" {
+			c.g.log.Debug("malformed request: stream reset", "stream", h.Stream, "why", why)
+			c.streamError(h.Stream, http2.ErrCodeProtocol) // §8.1.1: malformed
+			return nil
+		}
+		if h.Has(http2.FlagHeadersEndStream) && clen > 0 {
+			c.streamError(h.Stream, http2.ErrCodeProtocol) // §8.1.1: no DATA to make the content-length
+			return nil
+		}
+	}
+	s := &sstream{c: c, id: h.Stream, recvWin: int64(c.g.window), clen: clen}
+	c.w.Lock()
+	s.send.Init(h.Stream, c.w.InitWin())
 	refuse := c.goAway || len(c.streams) >= maxConcurrentStreams
 	if !refuse {
 		c.streams[s.id] = s
 		c.maxID = s.id
 		c.g.accepted.Add(1)
 	} else {
-		c.w.buf = appendRST(c.w.buf, s.id, http2.ErrCodeRefusedStream)
-		c.w.flush()
+		c.w.QueueRST(s.id, http2.ErrCodeRefusedStream) // §5.1.2
+		c.closed.NoteReset(s.id)
+		c.w.Flush()
 	}
-	c.w.mu.Unlock()
+	flood := refuse && c.w.Control() != nil
+	c.w.Unlock()
+	if flood {
+		return h2.ConnError{Code: http2.ErrCodeEnhanceYourCalm, Msg: "refused streams flood a connection that does not read"}
+	}
 	if refuse {
 		return nil
 	}
-	if err == errHeaderListTooBig {
+	if err == h2.ErrHeaderListTooBig {
 		s.m = c.g.m.Method("other")
 		s.m.Start()
-		c.failStream(s, status.Errorf(codes.ResourceExhausted, "header list larger than %d bytes", maxHeaderList))
-		return nil
+		c.failStream(s, status.Errorf(codes.ResourceExhausted, "header list larger than %d bytes", h2.MaxHeaderList))
+	} else if err := c.request(s, c.r.Fields); err != nil {
+		var hr httpRefusal
+		if errors.As(err, &hr) {
+			c.refuseHTTP(s, hr)
+		} else {
+			c.failStream(s, err)
+		}
 	}
-	if err := c.request(s, c.r.fields); err != nil {
-		c.failStream(s, err)
-		return nil
-	}
-	if h.has(http2.FlagHeadersEndStream) {
+	if h.Has(http2.FlagHeadersEndStream) {
 		c.halfClose(s)
 	}
 	return nil
+}
+
+// skip records that the client skipped the stream ids lo..hi: they are closed
+// without having been opened (§5.1.1). Only the last few ranges are kept: an id
+// of an older one then counts as opened and closed, also a connection error.
+func (c *sconn) skip(lo, hi uint32) {
+	if len(c.skips) == cap(c.skips) && len(c.skips) > 0 {
+		copy(c.skips, c.skips[1:])
+		c.skips = c.skips[:len(c.skips)-1]
+	}
+	if c.skips == nil {
+		c.skips = make([][2]uint32, 0, 8)
+	}
+	c.skips = append(c.skips, [2]uint32{lo, hi})
+}
+
+func (c *sconn) skipped(id uint32) bool {
+	for _, r := range c.skips {
+		if r[0] <= id && id <= r[1] {
+			return true
+		}
+	}
+	return false
+}
+
+// httpRefusal answers a request that is not gRPC with a plain HTTP response, so
+// that a person or a generic HTTP/2 client sees what vig is.
+type httpRefusal struct {
+	status string
+	msg    string
+}
+
+func (e httpRefusal) Error() string { return e.msg }
+
+// refuseHTTP answers s with hr: :status, a text body, END_STREAM.
+func (c *sconn) refuseHTTP(s *sstream, hr httpRefusal) {
+	c.w.Lock()
+	defer c.w.Unlock()
+	if s.done {
+		return
+	}
+	s.hdrSent = true
+	c.w.Headers(s.id, false, []hpack.HeaderField{{Name: ":status", Value: hr.status}, {Name: "content-type", Value: "text/plain; charset=utf-8"}})
+	c.w.QueueData(&s.send, mem.BufferSlice{mem.SliceBuffer("vig: " + hr.msg + "\n")})
+	c.w.Finish(&s.send, nil)
+	c.endLocked(s, codes.Unimplemented)
+	c.w.Flush()
 }
 
 // reservedHeader reports headers the transport owns, which are not forwarded as
@@ -396,6 +701,10 @@ func (c *sconn) request(s *sstream, fields []hpack.HeaderField) error {
 				continue
 			}
 			s.deadline = int64(c.g.clock()) + int64(d)
+		case "grpc-encoding":
+			s.enc[0] = f.Value
+		case "grpc-accept-encoding":
+			s.enc[1] = f.Value
 		default:
 			if !reservedHeader(f.Name) {
 				s.meta = append(s.meta, f.Name, f.Value)
@@ -409,10 +718,10 @@ func (c *sconn) request(s *sstream, fields []hpack.HeaderField) error {
 		return badTimeout
 	}
 	if method != "POST" {
-		return status.Errorf(codes.Unimplemented, "%s %s: gRPC needs POST", method, path)
+		return httpRefusal{"405", fmt.Sprintf("%s %s: vig serves gRPC (Triton's GRPCInferenceService), which needs POST", method, path)}
 	}
 	if ctype != "application/grpc" && !strings.HasPrefix(ctype, "application/grpc+") && !strings.HasPrefix(ctype, "application/grpc;") {
-		return status.Errorf(codes.Unimplemented, "content-type %q is not gRPC", ctype)
+		return httpRefusal{"415", fmt.Sprintf("content-type %q is not gRPC: vig serves gRPC (Triton's GRPCInferenceService)", ctype)}
 	}
 	if err := c.g.authorize(path, &s.meta); err != nil { // auth.go
 		return err
@@ -430,11 +739,10 @@ func (c *sconn) request(s *sstream, fields []hpack.HeaderField) error {
 	case g.relay == nil:
 		s.kind = kindLocal // a ring backend: vig answers what it can
 	default:
+		// The backend stream opens with the first request message (after it
+		// is checked, for shared-memory registration): a stream reset before
+		// it, rapid reset (CVE-2023-44487) included, never reaches the backend.
 		s.kind = kindRelay
-		if path == methodShmUnregister || path == methodShmRegister {
-			return nil // opened once the request message has been checked
-		}
-		return c.openRelay(s)
 	}
 	return nil
 }
@@ -445,9 +753,9 @@ func (c *sconn) openRelay(s *sstream) error {
 	if err != nil {
 		return err
 	}
-	c.w.mu.Lock()
+	c.w.Lock()
 	s.relay = bs
-	c.w.mu.Unlock()
+	c.w.Unlock()
 	return nil
 }
 
@@ -493,13 +801,21 @@ func (c *sconn) message(s *sstream, msg mem.BufferSlice, compressed bool) error 
 				c.failStream(s, err)
 				return nil
 			}
-			c.w.mu.Lock()
+			c.w.Lock()
 			s.onOK = hook
-			c.w.mu.Unlock()
+			c.w.Unlock()
 		}
-		c.w.mu.Lock()
+		if !s.gotMsg {
+			s.gotMsg = true
+			if err := c.openRelay(s); err != nil {
+				msg.Free()
+				c.failStream(s, err)
+				return nil
+			}
+		}
+		c.w.Lock()
 		bs := s.relay
-		c.w.mu.Unlock()
+		c.w.Unlock()
 		if bs == nil {
 			msg.Free()
 			return nil
@@ -516,9 +832,9 @@ func (c *sconn) infer(s *sstream, msg mem.BufferSlice) {
 	if errors.Is(err, errShmUnknown) {
 		// The backend's region list is read on a goroutine of this request's own:
 		// the connection's reader (or the event loop) must not wait for it.
-		c.w.mu.Lock()
+		c.w.Lock()
 		s.pending++ // keeps a ModelStreamInfer open meanwhile
-		c.w.mu.Unlock()
+		c.w.Unlock()
 		go func() {
 			err := c.g.shmSync()
 			if err == nil {
@@ -541,9 +857,9 @@ func (c *sconn) submit(s *sstream, call *Call, err error, counted bool) {
 			return
 		}
 		if counted {
-			c.w.mu.Lock()
+			c.w.Lock()
 			s.pending--
-			c.w.mu.Unlock()
+			c.w.Unlock()
 		}
 		call.release()
 		c.failStream(s, err)
@@ -552,9 +868,9 @@ func (c *sconn) submit(s *sstream, call *Call, err error, counted bool) {
 	call.Meta = append(call.Meta[:0], s.meta...)
 	call.Deadline = s.deadline
 	call.Replier = s
-	c.w.mu.Lock()
+	c.w.Lock()
 	if s.done {
-		c.w.mu.Unlock()
+		c.w.Unlock()
 		call.release() // the client left while the region was looked up
 		return
 	}
@@ -566,15 +882,19 @@ func (c *sconn) submit(s *sstream, call *Call, err error, counted bool) {
 	if !counted {
 		s.pending++
 	}
-	c.w.mu.Unlock()
+	c.w.Unlock()
 	c.g.Submit(call)
 }
 
 // halfClose: the client sent END_STREAM on s.
 func (c *sconn) halfClose(s *sstream) {
 	s.half = true
-	if s.asm.partial() {
-		s.asm.reset()
+	c.w.Lock()
+	s.remote = true
+	c.removeIfClosedLocked(s)
+	c.w.Unlock()
+	if s.asm.Partial() {
+		s.asm.Reset(&c.budget)
 		c.failStream(s, status.Error(codes.Internal, "stream ended inside a message"))
 		return
 	}
@@ -584,19 +904,19 @@ func (c *sconn) halfClose(s *sstream) {
 			c.failStream(s, status.Error(codes.Internal, "no request message"))
 		}
 	case kindStreamInfer:
-		c.w.mu.Lock()
+		c.w.Lock()
 		s.halfSeen = true
 		if s.pending == 0 {
 			c.finishLocked(s, nil)
 		}
-		c.w.mu.Unlock()
-		c.w.mu.Lock()
-		c.w.flush()
-		c.w.mu.Unlock()
+		c.w.Unlock()
+		c.w.Lock()
+		c.w.Flush()
+		c.w.Unlock()
 	default:
-		c.w.mu.Lock()
+		c.w.Lock()
 		bs := s.relay
-		c.w.mu.Unlock()
+		c.w.Unlock()
 		if bs != nil {
 			bs.c.closeSend(bs)
 		} else if !s.gotMsg {
@@ -607,26 +927,30 @@ func (c *sconn) halfClose(s *sstream) {
 
 // reset: the client sent RST_STREAM (it cancelled).
 func (c *sconn) reset(id uint32) {
-	c.w.mu.Lock()
+	c.w.Lock()
 	s := c.streams[id]
 	if s == nil {
-		c.w.mu.Unlock()
+		c.w.Unlock()
 		return
 	}
-	if s.done { // answered, its last frames still waiting for window: drop them
-		c.w.drop(&s.send)
-		s.send.closed = true
+	s.remote = true
+	if s.done { // answered, its last frames perhaps still waiting for window: drop them
+		c.w.Drop(&s.send)
+		s.send.Closed = true
 		c.removeLocked(s)
-		c.w.mu.Unlock()
+		c.w.Unlock()
+		s.half = true
+		s.asm.Reset(&c.budget)
 		return
 	}
 	s.half = true
-	s.send.closed = true // nothing more may be sent on it
-	c.w.drop(&s.send)
+	s.send.Closed = true // nothing more may be sent on it
+	c.w.Drop(&s.send)
 	calls, bs := s.takeCalls(), s.relay
 	c.endLocked(s, codes.Canceled)
-	c.w.mu.Unlock()
-	s.asm.reset()
+	c.removeLocked(s)
+	c.w.Unlock()
+	s.asm.Reset(&c.budget)
 	for _, call := range calls {
 		c.g.Cancel(call)
 		call.Release()
@@ -643,11 +967,11 @@ func (s *sstream) Reply(call *Call, resp mem.BufferSlice, err error) {
 		c.streamAnswer(s, call, resp, err)
 		return
 	}
-	c.w.mu.Lock()
+	c.w.Lock()
 	s.call = nil
 	s.pending--
 	if s.done {
-		c.w.mu.Unlock()
+		c.w.Unlock()
 		resp.Free()
 		return
 	}
@@ -661,14 +985,14 @@ func (s *sstream) Reply(call *Call, resp mem.BufferSlice, err error) {
 		c.msgLocked(s, resp)
 		c.finishLocked(s, call.TrailMeta)
 	}
-	c.w.flush()
-	c.w.mu.Unlock()
+	c.w.Flush()
+	c.w.Unlock()
 }
 
 // streamAnswer sends one ModelStreamInferResponse: the backend's ModelInferResponse
 // spliced in as infer_response, or the error in-band (Triton's convention).
 func (c *sconn) streamAnswer(s *sstream, call *Call, resp mem.BufferSlice, err error) {
-	c.w.mu.Lock()
+	c.w.Lock()
 	for i, x := range s.calls {
 		if x == call {
 			s.calls[i] = s.calls[len(s.calls)-1]
@@ -677,7 +1001,7 @@ func (c *sconn) streamAnswer(s *sstream, call *Call, resp mem.BufferSlice, err e
 			break
 		}
 	}
-	c.w.mu.Unlock()
+	c.w.Unlock()
 	c.streamSend(s, call.Header.ID, resp, err, true)
 }
 
@@ -707,12 +1031,12 @@ func (c *sconn) streamSend(s *sstream, id []byte, resp mem.BufferSlice, err erro
 		prefix := protowireBytesPrefix(2, resp.Len())
 		out = append(mem.BufferSlice{mem.SliceBuffer(prefix)}, resp...)
 	}
-	c.w.mu.Lock()
+	c.w.Lock()
 	if counted {
 		s.pending--
 	}
 	if s.done {
-		c.w.mu.Unlock()
+		c.w.Unlock()
 		out.Free()
 		return
 	}
@@ -721,8 +1045,8 @@ func (c *sconn) streamSend(s *sstream, id []byte, resp mem.BufferSlice, err erro
 	if s.halfSeen && s.pending == 0 {
 		c.finishLocked(s, nil)
 	}
-	c.w.flush()
-	c.w.mu.Unlock()
+	c.w.Flush()
+	c.w.Unlock()
 }
 
 // headLocked sends the response headers once. Called with w.mu held.
@@ -731,7 +1055,7 @@ func (c *sconn) headLocked(s *sstream, meta []string) {
 		return
 	}
 	s.hdrSent = true
-	c.w.headers(s.id, false, respHeaders, metaFields(meta))
+	c.w.Headers(s.id, false, respHeaders, metaFields(meta))
 }
 
 var respHeaders = []hpack.HeaderField{{Name: ":status", Value: "200"}, {Name: "content-type", Value: "application/grpc"}}
@@ -739,7 +1063,7 @@ var respHeaders = []hpack.HeaderField{{Name: ":status", Value: "200"}, {Name: "c
 // msgLocked queues one gRPC message (body owned) on s.
 func (c *sconn) msgLocked(s *sstream, body mem.BufferSlice) {
 	s.m.Sent(body.Len())
-	c.w.queueMsg(&s.send, false, body)
+	c.w.QueueMsg(&s.send, false, body)
 }
 
 // finishLocked ends s with status OK (err nil) after its queued messages.
@@ -749,7 +1073,7 @@ func (c *sconn) finishLocked(s *sstream, trailMeta []string) {
 	}
 	tr := append(s.trail[:0], hpack.HeaderField{Name: "grpc-status", Value: "0"})
 	tr = append(tr, metaFields(trailMeta)...)
-	c.w.finish(&s.send, tr)
+	c.w.Finish(&s.send, tr)
 	c.endLocked(s, codes.OK)
 }
 
@@ -772,20 +1096,20 @@ func (c *sconn) answerLocked(s *sstream, err error, trailMeta []string) {
 		fields = append(fields, hpack.HeaderField{Name: "grpc-message", Value: encodeGrpcMessage(msg)})
 	}
 	fields = append(fields, metaFields(trailMeta)...)
-	c.w.drop(&s.send)
-	c.w.finish(&s.send, fields)
+	c.w.Drop(&s.send)
+	c.w.Finish(&s.send, fields)
 	c.endLocked(s, code)
 }
 
 // failStream answers s with err now (on any goroutine) and stops whatever it had
 // started.
 func (c *sconn) failStream(s *sstream, err error) {
-	c.w.mu.Lock()
+	c.w.Lock()
 	calls, bs := s.takeCalls(), s.relay
 	s.relay = nil
 	c.answerLocked(s, err, nil)
-	c.w.flush()
-	c.w.mu.Unlock()
+	c.w.Flush()
+	c.w.Unlock()
 	for _, call := range calls {
 		c.g.Cancel(call)
 		call.Release()
@@ -803,46 +1127,58 @@ func (c *sconn) endLocked(s *sstream, code codes.Code) {
 	s.done = true
 	s.m.Done(code)
 	c.g.answered.Add(1)
-	if s.send.closed {
-		c.removeLocked(s)
-	} // else it leaves the table once its last frame is out (w.onClosed)
+	if s.send.Closed {
+		c.removeIfClosedLocked(s)
+	} // else once its last frame is out (w.onClosed)
 }
 
-// removeLocked forgets an answered stream whose frames are all sent. Called with
-// w.mu held.
+// removeIfClosedLocked forgets s once it is closed on both sides: answered, its
+// frames all sent, and the client's END_STREAM or RST_STREAM received. Until
+// then it counts against the concurrent-stream limit (§5.1.2). Called with w.mu
+// held.
+func (c *sconn) removeIfClosedLocked(s *sstream) {
+	if s.done && s.send.Closed && s.remote {
+		c.removeLocked(s)
+	}
+}
+
+// removeLocked forgets a stream. Called with w.mu held.
 func (c *sconn) removeLocked(s *sstream) {
-	c.w.forget(&s.send)
+	if c.streams[s.id] != s {
+		return
+	}
+	c.w.Forget(&s.send)
 	delete(c.streams, s.id)
 	if c.goAway && len(c.streams) == 0 {
-		c.w.closeWhenFlushed() // drained: nothing more will be sent
+		c.w.CloseWhenFlushed() // drained: nothing more will be sent
 	}
 }
 
 // shutdown ends the connection: every open stream is cancelled.
 func (c *sconn) shutdown(err error) {
-	var ce connError
+	var ce h2.ConnError
 	if errors.As(err, &ce) {
-		c.w.goAway(c.lastID, ce.code, ce.msg)
+		c.w.GoAway(c.lastID, ce.Code, ce.Msg)
 		// Let the GOAWAY arrive before the close: a peer still sending would
 		// otherwise get a reset instead. Bounded in time and bytes.
 		t := time.AfterFunc(lingerTime, func() { c.nc.Close() })
-		io.CopyN(io.Discard, c.r.br, lingerBytes)
+		io.CopyN(io.Discard, c.r.Br, lingerBytes)
 		t.Stop()
 	}
-	c.w.mu.Lock()
+	c.w.Lock()
 	var calls []*Call
 	var relays []*bstream
 	for _, s := range c.streams {
-		s.send.closed = true
-		c.w.drop(&s.send)
+		s.send.Closed = true
+		c.w.Drop(&s.send)
 		calls = append(calls, s.takeCalls()...)
 		if s.relay != nil {
 			relays = append(relays, s.relay)
 		}
 		c.endLocked(s, codes.Canceled)
 	}
-	c.w.fail(errConnClosed)
-	c.w.mu.Unlock()
+	c.w.Fail(h2.ErrConnClosed)
+	c.w.Unlock()
 	for _, call := range calls {
 		c.g.Cancel(call)
 		call.Release()
@@ -858,12 +1194,11 @@ func (c *sconn) shutdown(err error) {
 // arrived, and a second GOAWAY names the last one. The connection closes when
 // those are answered.
 func (c *sconn) drain() {
-	c.w.mu.Lock()
-	c.w.buf = appendGoAway(c.w.buf, 1<<31-1, http2.ErrCodeNo, "vig draining")
-	c.w.buf = appendFrameHeader(c.w.buf, 8, http2.FramePing, 0, 0)
-	c.w.buf = append(c.w.buf, drainPing[:]...)
-	c.w.flush()
-	c.w.mu.Unlock()
+	c.w.Lock()
+	c.w.QueueGoAway(1<<31-1, http2.ErrCodeNo, "vig draining")
+	c.w.QueuePing(false, drainPing)
+	c.w.Flush()
+	c.w.Unlock()
 	time.AfterFunc(drainGrace, c.finalGoAway)
 }
 
@@ -875,16 +1210,16 @@ const drainGrace = time.Second
 // finalGoAway refuses streams from now on and closes the connection once it has
 // none left.
 func (c *sconn) finalGoAway() {
-	c.w.mu.Lock()
-	defer c.w.mu.Unlock()
+	c.w.Lock()
+	defer c.w.Unlock()
 	if c.goAway {
 		return
 	}
 	c.goAway = true
-	c.w.buf = appendGoAway(c.w.buf, c.maxID, http2.ErrCodeNo, "vig draining")
-	c.w.flush()
+	c.w.QueueGoAway(c.maxID, http2.ErrCodeNo, "vig draining")
+	c.w.Flush()
 	if len(c.streams) == 0 {
-		c.w.closeWhenFlushed()
+		c.w.CloseWhenFlushed()
 	}
 }
 
@@ -900,74 +1235,9 @@ func metaFields(meta []string) []hpack.HeaderField {
 	return fs
 }
 
-// settingsFrame applies a peer's SETTINGS and acknowledges them.
-func settingsFrame(r *h2reader, w *h2writer, h frameHeader) error {
-	if h.stream != 0 {
-		return protocolError("SETTINGS on stream %d", h.stream)
-	}
-	p, err := r.payload(h)
-	if err != nil {
-		return err
-	}
-	if h.has(http2.FlagSettingsAck) {
-		if len(p) != 0 {
-			return connError{http2.ErrCodeFrameSize, "SETTINGS ACK with a payload"}
-		}
-		return nil
-	}
-	if len(p)%6 != 0 {
-		return connError{http2.ErrCodeFrameSize, "SETTINGS payload not a multiple of 6"}
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for ; len(p) > 0; p = p[6:] {
-		id, v := http2.SettingID(binary.BigEndian.Uint16(p)), binary.BigEndian.Uint32(p[2:])
-		switch id {
-		case http2.SettingMaxFrameSize:
-			if v < defaultMaxFrame || v > 1<<24-1 {
-				return protocolError("SETTINGS_MAX_FRAME_SIZE %d out of range", v)
-			}
-			// vig's frames stay at the default size: larger ones save nothing on
-			// a socket written with writev.
-		case http2.SettingInitialWindowSize:
-			if v > 1<<31-1 {
-				return errFlowControl
-			}
-			w.initWindowChanged(int64(v))
-		case http2.SettingHeaderTableSize:
-			w.enc.SetMaxDynamicTableSizeLimit(min(v, 4096))
-		case http2.SettingEnablePush:
-			if v > 1 {
-				return protocolError("SETTINGS_ENABLE_PUSH %d", v)
-			}
-		}
-	}
-	w.buf = appendFrameHeader(w.buf, 0, http2.FrameSettings, http2.FlagSettingsAck, 0)
-	w.flush()
-	return nil
-}
-
-// pingFrame answers a PING.
-func pingFrame(r *h2reader, w *h2writer, h frameHeader) error {
-	p, err := r.payload(h)
-	if err != nil {
-		return err
-	}
-	if len(p) != 8 || h.stream != 0 {
-		return connError{http2.ErrCodeFrameSize, "malformed PING"}
-	}
-	if h.has(http2.FlagPingAck) {
-		return nil
-	}
-	w.mu.Lock()
-	w.buf = appendFrameHeader(w.buf, 8, http2.FramePing, http2.FlagPingAck, 0)
-	w.buf = append(w.buf, p...)
-	w.flush()
-	w.mu.Unlock()
-	return nil
-}
-
-// parseTimeout reads a grpc-timeout value ("<1-8 digits><unit>").
+// parseTimeout reads a grpc-timeout value ("<1-8 digits><unit>"). Like
+// grpc-go, a value beyond what a Duration holds ("99999999H") is clamped, to
+// maxTimeout: it means no deadline in practice, never an instant one.
 func parseTimeout(v string) (time.Duration, bool) {
 	if len(v) < 2 || len(v) > 9 {
 		return 0, false
@@ -993,18 +1263,32 @@ func parseTimeout(v string) (time.Duration, bool) {
 	default:
 		return 0, false
 	}
+	if n > int64(maxTimeout/unit) {
+		return maxTimeout, true
+	}
 	return time.Duration(n) * unit, true
 }
 
-// formatTimeout writes d as a grpc-timeout value.
+// maxTimeout bounds a deadline's distance (~146 years), so that the clock plus
+// it cannot overflow.
+const maxTimeout = time.Duration(1 << 62)
+
+// formatTimeout writes d as a grpc-timeout value: at most 8 digits, in the
+// finest unit that holds it (rounded up, so that the backend never gives up
+// before vig would).
 func formatTimeout(d time.Duration) string {
 	if d <= 0 {
 		return "1n"
 	}
-	if us := d / time.Microsecond; us < 1e8 {
-		return strconv.FormatInt(int64(us)+1, 10) + "u"
+	for _, u := range []struct {
+		d time.Duration
+		c string
+	}{{time.Microsecond, "u"}, {time.Millisecond, "m"}, {time.Second, "S"}, {time.Minute, "M"}} {
+		if n := d/u.d + 1; n < 1e8 {
+			return strconv.FormatInt(int64(n), 10) + u.c
+		}
 	}
-	return strconv.FormatInt(int64(d/time.Millisecond)+1, 10) + "m"
+	return strconv.FormatInt(min(int64(d/time.Hour)+1, 99999999), 10) + "H"
 }
 
 // encodeGrpcMessage percent-encodes a status message as gRPC's wire format asks.

@@ -50,32 +50,37 @@ func (g *Gateway) finishPrepare(call *Call, uid uint32, hasUID, synced bool) err
 // relayHeaders forwards a relayed RPC's response headers to its client.
 func (c *sconn) relayHeaders(s *sstream, fields []hpack.HeaderField) {
 	meta := appendMeta(nil, fields)
-	c.w.mu.Lock()
+	for _, f := range fields {
+		if f.Name == "grpc-encoding" || f.Name == "grpc-accept-encoding" {
+			meta = append(meta, f.Name, f.Value) // the relayed messages' compressed flag needs it
+		}
+	}
+	c.w.Lock()
 	if !s.done {
 		c.headLocked(s, meta)
-		c.w.flush()
+		c.w.Flush()
 	}
-	c.w.mu.Unlock()
+	c.w.Unlock()
 }
 
 // relayMessage forwards one response message of a relayed RPC (body owned).
 func (c *sconn) relayMessage(s *sstream, body mem.BufferSlice, compressed bool) {
-	c.w.mu.Lock()
-	defer c.w.mu.Unlock()
+	c.w.Lock()
+	defer c.w.Unlock()
 	if s.done {
 		body.Free()
 		return
 	}
 	c.headLocked(s, nil)
 	s.m.Sent(body.Len())
-	c.w.queueMsg(&s.send, compressed, body)
-	c.w.flush()
+	c.w.QueueMsg(&s.send, compressed, body)
+	c.w.Flush()
 }
 
 // relayEnd ends a relayed RPC with the backend's status and trailers.
 func (c *sconn) relayEnd(s *sstream, trail []hpack.HeaderField, err error) {
-	c.w.mu.Lock()
-	defer c.w.mu.Unlock()
+	c.w.Lock()
+	defer c.w.Unlock()
 	s.relay = nil
 	if s.done {
 		return
@@ -90,7 +95,7 @@ func (c *sconn) relayEnd(s *sstream, trail []hpack.HeaderField, err error) {
 		c.headLocked(s, nil)
 		c.finishLocked(s, meta)
 	}
-	c.w.flush()
+	c.w.Flush()
 }
 
 // local answers the RPCs vig serves itself: health, and for a ring backend
@@ -144,14 +149,14 @@ func (c *sconn) local(s *sstream, msg mem.BufferSlice) {
 		c.failStream(s, status.Errorf(codes.Internal, "%v", err))
 		return
 	}
-	c.w.mu.Lock()
+	c.w.Lock()
 	if !s.done {
 		c.headLocked(s, nil)
 		c.msgLocked(s, mem.BufferSlice{mem.SliceBuffer(out)})
 		c.finishLocked(s, nil)
-		c.w.flush()
+		c.w.Flush()
 	}
-	c.w.mu.Unlock()
+	c.w.Unlock()
 }
 
 // health is the serving status of a service: SERVING while the backend is
@@ -176,13 +181,13 @@ func (g *Gateway) watch(s *sstream, service string, st healthpb.HealthCheckRespo
 
 func (c *sconn) sendHealth(s *sstream, st healthpb.HealthCheckResponse_ServingStatus) {
 	out, _ := proto.Marshal(&healthpb.HealthCheckResponse{Status: st})
-	c.w.mu.Lock()
+	c.w.Lock()
 	if !s.done {
 		c.headLocked(s, nil)
 		c.msgLocked(s, mem.BufferSlice{mem.SliceBuffer(out)})
-		c.w.flush()
+		c.w.Flush()
 	}
-	c.w.mu.Unlock()
+	c.w.Unlock()
 }
 
 // notifyHealth pushes the current status to every Watch stream.
@@ -211,8 +216,8 @@ func (g *Gateway) notifyHealth() {
 
 // doneLocked reports whether s is answered (takes its connection's lock).
 func (s *sstream) doneLocked() bool {
-	s.c.w.mu.Lock()
-	defer s.c.w.mu.Unlock()
+	s.c.w.Lock()
+	defer s.c.w.Unlock()
 	return s.done
 }
 

@@ -1,0 +1,30 @@
+// Package h2 is vig's HTTP/2 (RFC 9113) below the stream tables: framing (frame
+// headers and the frames vig writes), the receiving half of a connection
+// (Reader: frame headers, control payloads, header blocks through HPACK with
+// bounds), the sending half (Writer: frames batched under its lock and written
+// with one writev that never parks the caller, send flow control per stream and
+// connection, SETTINGS and PING handling with the control-frame bound), gRPC
+// message assembly from DATA frames (Assembler, with a per-connection memory
+// Budget), and the rules that make a request malformed (CheckRequest,
+// CheckTrailers, §8.1.1) or a closed stream's frame ignorable (ClosedIDs). Both
+// of vig's legs use it: the client leg (a server role) and the backend leg (a
+// client role) in agent/gateway, which keep the connection and stream state
+// machines and governance.
+//
+// It imports nothing of vig's agent/ (archtest enforces it), so that what reads
+// untrusted bytes can be tested and fuzzed alone (FuzzReader, FuzzAssembler).
+//
+// # Bounds
+//
+// Memory follows the bytes that arrived, never the lengths that were promised:
+// an Assembler takes a buffer chunk only when body bytes arrive for it, chunks
+// grow with what has arrived (16 KiB, 32 KiB, then 1 MiB), and what a
+// connection's incomplete messages hold is charged to its Budget
+// (ConnMsgBudget, 128 MiB, or the largest message + 1 MiB). A header block is
+// bounded by MaxHeaderBlock compressed and MaxHeaderList decoded (1 MiB each); a
+// list above the latter is decoded all the same (HPACK stays in step) and
+// refused for its stream only (ErrHeaderListTooBig). Control frames that answer
+// a peer which does not read wait at most MaxQueuedControl (10000, x/net's
+// bound), then the connection is refused ENHANCE_YOUR_CALM; a SETTINGS frame
+// carries at most MaxSettings (100) entries.
+package h2

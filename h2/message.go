@@ -1,0 +1,185 @@
+package h2
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"io"
+
+	"google.golang.org/grpc/mem"
+)
+
+// Assembler collects one gRPC message (5-byte prefix + body) of a stream from
+// its DATA frames, reading the body straight from the connection's buffer into
+// pooled chunks.
+//
+// Memory follows the bytes that arrived, never the length the prefix declares
+// (a peer that declares 64 MiB and sends nothing costs nothing): a chunk is taken
+// only when body bytes arrive for it, and chunks grow with what has arrived
+// (16 KiB, 32 KiB, then 1 MiB each, the default pool's tiers), so a message in
+// progress holds at most 1 MiB more than it has received. What the chunks hold,
+// by capacity, is charged to the connection's Budget while the message is
+// incomplete; a message that would overdraw it fails (ErrBudget), not the
+// connection.
+type Assembler struct {
+	prefix [5]byte
+	pn     int
+	chunks []*[]byte // filled chunks, then the one being filled
+	inline [4]*[]byte
+	cur    int // bytes of the last chunk filled
+	held   int // capacity of chunks, charged to the budget
+	n      int // body bytes received
+	want   int // body size declared
+}
+
+// Budget is what a connection may hold in incomplete messages, by buffer
+// capacity. Used by the connection's reader goroutine only.
+//
+// A stream can end (answered, reset, its connection's table emptied) on another
+// goroutine while its message is incomplete; its assembler belongs to the
+// reader, so the memory is taken back by the reader: Reclaim (set by
+// the connection) resets the assemblers of ended streams, all but skip, the one
+// being read. It runs when the budget would be overdrawn, and as the list of
+// assemblers to look at grows.
+type Budget struct {
+	left, limit int
+	Reclaim     func(skip *Assembler)
+}
+
+// ConnMsgBudget is the bound on the memory a connection's incomplete messages
+// may hold (buffer capacity; a message's chunks leave the budget once it is
+// complete and handed on). A message above it cannot be received, so the
+// effective bound is max(ConnMsgBudget, max_message_mib + 1 MiB): see
+// NewBudget. Together with the read buffer (read_buffer_kib), the header
+// block (MaxHeaderBlock) and the writer's queue (maxQueued), it bounds what
+// one connection makes vig hold.
+const ConnMsgBudget = 128 << 20
+
+// NewBudget is the budget of a connection whose messages are at most maxMsg bytes.
+func NewBudget(maxMsg int) Budget {
+	limit := max(ConnMsgBudget, maxMsg+maxChunk)
+	return Budget{left: limit, limit: limit}
+}
+
+// Chunk sizes of a message body, by what has arrived so far.
+const (
+	firstChunk  = 16 << 10
+	secondChunk = 32 << 10
+	maxChunk    = 1 << 20
+)
+
+func chunkSize(received int) int {
+	switch {
+	case received == 0:
+		return firstChunk
+	case received <= firstChunk:
+		return secondChunk
+	}
+	return maxChunk
+}
+
+// ErrMsgTooLarge is the sentinel for a message above the configured limit.
+type ErrMsgTooLarge struct{ Size, Limit int }
+
+// Error implements error.
+func (e ErrMsgTooLarge) Error() string {
+	return fmt.Sprintf("grpc: received message larger than max (%d vs. %d)", e.Size, e.Limit)
+}
+
+// ErrBudget: a message would take the connection's incomplete messages above
+// their bound.
+type ErrBudget struct{ Limit int }
+
+// Error implements error.
+func (e ErrBudget) Error() string {
+	return fmt.Sprintf("incomplete messages on this connection would hold more than %d bytes: send fewer large messages at once on one connection", e.Limit)
+}
+
+// Read consumes n bytes of DATA payload from r, calling deliver for every message
+// it completes. A message above limit stops it with ErrMsgTooLarge, one that
+// would overdraw budget with ErrBudget (the message is dropped), leaving the
+// rest of the n bytes (left) unread.
+func (a *Assembler) Read(r *bufio.Reader, n, limit int, budget *Budget, deliver func(mem.BufferSlice, bool) error) (left int, err error) {
+	for n > 0 {
+		if a.pn < 5 {
+			k := min(5-a.pn, n)
+			if _, err := io.ReadFull(r, a.prefix[a.pn:a.pn+k]); err != nil {
+				return n, err
+			}
+			a.pn += k
+			n -= k
+			if a.pn < 5 {
+				return 0, nil
+			}
+			size := int(binary.BigEndian.Uint32(a.prefix[1:]))
+			if size > limit {
+				a.pn = 0
+				return n, ErrMsgTooLarge{size, limit}
+			}
+			a.want, a.n = size, 0
+		}
+		for a.n < a.want && n > 0 {
+			if len(a.chunks) == 0 || a.cur == len(*a.chunks[len(a.chunks)-1]) {
+				size := min(chunkSize(a.n), a.want-a.n)
+				buf := mem.DefaultBufferPool().Get(size)
+				c := cap(*buf)
+				if c > budget.left && budget.Reclaim != nil {
+					budget.Reclaim(a)
+				}
+				if c > budget.left {
+					mem.DefaultBufferPool().Put(buf)
+					a.Reset(budget)
+					return n, ErrBudget{budget.limit}
+				}
+				budget.left -= c
+				a.held += c
+				if a.chunks == nil {
+					a.chunks = a.inline[:0]
+				}
+				a.chunks = append(a.chunks, buf)
+				a.cur = 0
+			}
+			last := *a.chunks[len(a.chunks)-1]
+			k := min(len(last)-a.cur, n)
+			if _, err := io.ReadFull(r, last[a.cur:a.cur+k]); err != nil {
+				return n, err
+			}
+			a.cur += k
+			a.n += k
+			n -= k
+		}
+		if a.n == a.want {
+			msg := mem.BufferSlice{} // an empty message is still a message
+			if len(a.chunks) > 0 {
+				msg = make(mem.BufferSlice, len(a.chunks))
+				for i, c := range a.chunks {
+					msg[i] = mem.NewBuffer(c, mem.DefaultBufferPool())
+					a.chunks[i] = nil
+				}
+			}
+			compressed := a.prefix[0] != 0
+			budget.left += a.held
+			a.pn, a.chunks, a.cur, a.held, a.n, a.want = 0, a.chunks[:0], 0, 0, 0, 0
+			if err := deliver(msg, compressed); err != nil {
+				return n, err
+			}
+		}
+	}
+	return 0, nil
+}
+
+// Partial reports whether a message is half received.
+func (a *Assembler) Partial() bool { return a.pn > 0 }
+
+// Reset drops a half-received message and gives its memory back to budget.
+func (a *Assembler) Reset(budget *Budget) {
+	for _, c := range a.chunks {
+		mem.DefaultBufferPool().Put(c)
+	}
+	budget.left += a.held
+	*a = Assembler{}
+}
+
+// Held is the buffer capacity the message in progress holds (charged to its
+// Budget).
+func (a *Assembler) Held() int { return a.held }
