@@ -17,6 +17,9 @@ fi
 step "go vet"
 "$GO" vet ./...
 
+step "h2spec (pinned; TestH2Spec below runs it against the gateway)"
+"$GO" install github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible
+
 step "go test -race (amd64)"
 "$GO" test -race -count=1 -timeout 15m ./...
 
@@ -25,6 +28,10 @@ step "go test -race agent/gateway on the event loop (cpu.hot_path: dedicated)"
 # Fuzz targets are not fuzzed here: `go test` above replays each one's seeds and
 # committed corpus (testdata/fuzz) as plain tests, so the same commit gives the same
 # result. Exploratory fuzzing is `make fuzz` (build/fuzz.sh), run by hand.
+
+step "h2spec against vig serve, beside grpc-go's server and nginx grpc_pass (when installed)"
+make --no-print-directory build GO="$GO" >/dev/null
+./build/h2spec.sh -v bin/vig
 
 step "go build for darwin/arm64 (a developer's laptop: vig doctor, vig bench against a remote vig)"
 GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 "$GO" build -o /dev/null ./cmd/vig
