@@ -551,7 +551,7 @@ func TestH2DataOnIdleStreamStrict(t *testing.T) {
 func TestH2RapidReset(t *testing.T) {
 	e, p := withProbe(t, "")
 	stop := background(t, e.tcp)
-	before, beforeMsgs := e.gw.Accepted(), p.messages.Load()
+	before, beforeMsgs := e.gw.Accepted(), p.inferMessages.Load()
 	bgBefore := grpcCodes(t, e.reg, "ModelInfer")["OK"]
 	h := dialH2(t, e.tcp)
 	// Read everything vig sends, concurrently, so that its writes never block.
@@ -612,7 +612,7 @@ func TestH2RapidReset(t *testing.T) {
 	if accepted > 1000 {
 		t.Errorf("vig accepted %d RPCs from 1000 streams", accepted)
 	}
-	if n := p.messages.Load() - beforeMsgs - int64(grpcCodes(t, e.reg, "ModelInfer")["OK"]-bgBefore); n != 0 {
+	if n := p.inferMessages.Load() - beforeMsgs - int64(grpcCodes(t, e.reg, "ModelInfer")["OK"]-bgBefore); n != 0 {
 		t.Errorf("%d reset requests reached the backend with a message", n)
 	}
 	t.Logf("rapid reset: vig accepted %d of 1000 reset streams as RPCs; backend saw %d ModelInfer calls in all; GOAWAY %v",

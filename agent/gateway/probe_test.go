@@ -52,6 +52,9 @@ type probe struct {
 	calls []probeCall
 
 	messages atomic.Int64 // calls whose request message arrived whole
+	// inferMessages counts those of ModelInfer: vig's own calls (ModelStatistics,
+	// health) reach the probe too, whenever their interval comes round.
+	inferMessages atomic.Int64
 	// cancelled counts calls whose stream ended by its context (vig reset it, or
 	// its deadline passed) while the probe held them or before their request
 	// message arrived: a reset can overtake the request's DATA, and that call's
@@ -114,6 +117,9 @@ func (p *probe) handle(_ any, ss grpc.ServerStream) error {
 		req = f.Bytes()
 		f.Free()
 		p.messages.Add(1)
+		if method == wire.MethodInfer {
+			p.inferMessages.Add(1)
+		}
 	} else if p.onCall == nil {
 		if ctx.Err() != nil {
 			p.cancelled.Add(1)
