@@ -173,13 +173,24 @@ func fail(w http.ResponseWriter, err error) {
 func failCode(w http.ResponseWriter, httpCode int, code codes.Code, msg string) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
-	h.Set("Vig-Code", strings.ToUpper(code.String()))
+	h.Set("Vig-Code", codeName(code))
 	h.Del("Content-Encoding")
 	b := append([]byte(`{"error":`), appendString(nil, []byte(msg))...)
 	b = append(b, '}')
 	h.Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(httpCode)
 	w.Write(b)
+}
+
+// codeName is the canonical name of a gRPC code (as in grpc-status documentation).
+func codeName(c codes.Code) string {
+	names := [...]string{"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",
+		"PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL",
+		"UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"}
+	if int(c) < len(names) {
+		return names[c]
+	}
+	return strconv.Itoa(int(c))
 }
 
 func (f *Frontend) serveHTTP(w http.ResponseWriter, r *http.Request) {

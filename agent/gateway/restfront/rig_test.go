@@ -243,3 +243,5 @@ func frameBytes(n int, seed byte) []byte {
 }
 
 func id(frame uint64) string { return fmt.Sprintf("cam#%d", frame) }
+
+func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
