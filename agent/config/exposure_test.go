@@ -90,7 +90,7 @@ func TestExposureAccepted(t *testing.T) {
 		"listen: {grpc: \"0.0.0.0:9001\", tls: {cert_file: c.pem, key_file: k.pem, client_ca_file: ca.pem}, auth: {token_file: t}}\n",
 		"listen: {grpc: \"off\", unix: /tmp/v.sock, allow_uids: [0, 1000], allow_gids: [3003]}\n",
 		"listen: {ring: \"@vig-ring\", allow_uids: [1000]}\n",
-		"listen: {grpc: \"off\", http: \"127.0.0.1:9000\"}\n",                     // HTTP alone serves requests
+		"listen: {grpc: \"off\", http: \"127.0.0.1:9000\"}\n",                        // HTTP alone serves requests
 		"listen: {grpc: \"off\", http_unix: /tmp/v-http.sock, allow_uids: [1000]}\n", // and on a Unix socket
 		"listen: {http: \"0.0.0.0:9000\", tls: {cert_file: c.pem, key_file: k.pem}}\n",
 	} {
