@@ -1,0 +1,73 @@
+package restfront
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/vig-edge/vig/internal/fuzztest"
+	"github.com/vig-edge/vig/wire"
+)
+
+// FuzzParseInfer feeds the infer request parser (the JSON header, the binary
+// split by Inference-Header-Content-Length and binary_data_size, the JSON data
+// conversion) arbitrary bodies. It must never panic, and a request it accepts
+// must be a ModelInferRequest the gateway's own parser accepts, with one input
+// per JSON input, whose raw bytes come from the body or its JSON data only.
+func FuzzParseInfer(f *testing.F) {
+	hdr := []byte(`{"id":"cam#1","parameters":{"vig_stream":"cam","priority":2},"inputs":[{"name":"A","datatype":"UINT8","shape":[4],"parameters":{"binary_data_size":4}},{"name":"B","datatype":"FP32","shape":[2,1],"data":[[1.5],[-2]]},{"name":"C","datatype":"BYTES","shape":[2],"data":["x","\u00e9"]}],"outputs":[{"name":"O","parameters":{"binary_data":true}}]}`)
+	f.Add(append(append([]byte(nil), hdr...), 1, 2, 3, 4), len(hdr))
+	f.Add([]byte(`{"inputs":[{"name":"I","datatype":"BOOL","shape":[2],"data":[true,false]}]}`), -1)
+	f.Add([]byte(`{"inputs":[{"name":"I","datatype":"INT64","shape":[1],"data":[[[9223372036854775807]]]}]}`), -1)
+	f.Add([]byte(`{"inputs":[{"name":"I","datatype":"UINT8","shape":[1],"parameters":{"shared_memory_region":"r","shared_memory_byte_size":1}}]}`), -1)
+	f.Add([]byte(`{"inputs":[{"name":"I","datatype":"INT8","shape":[3],"data":[1,"2",{}]}]}`), -1)
+	f.Fuzz(func(t *testing.T, body []byte, headerLen int) {
+		defer fuzztest.Bound(t)()
+		if headerLen < -1 || headerLen > len(body)+1 {
+			headerLen = -1
+		}
+		req, err := parseInfer("m", "", body, headerLen)
+		if err != nil {
+			return
+		}
+		var h wire.InferHeader
+		if err := h.ParseInfer(req.msg); err != nil {
+			// vig's own parameters of the wrong type and the shared-memory
+			// parameter rules are the gateway's to refuse (with the gRPC path's
+			// words); anything else means a malformed message.
+			if msg := err.Error(); !strings.Contains(msg, "vig_") && !strings.Contains(msg, "shared_memory") {
+				t.Fatalf("accepted a request whose message the gateway cannot parse: %v", err)
+			}
+			return
+		}
+		if string(h.Model) != "m" {
+			t.Fatalf("model %q", h.Model)
+		}
+		if h.RawInputs != 0 && h.RawInputs != len(h.Inputs) {
+			t.Fatalf("%d raw entries for %d inputs", h.RawInputs, len(h.Inputs))
+		}
+		if h.Size != req.msg.Len() {
+			t.Fatalf("size %d, message %d", h.Size, req.msg.Len())
+		}
+	})
+}
+
+// TestParseInferBinaryViews: binary tensor bytes are views of the body, not
+// copies (the claim of the package doc).
+func TestParseInferBinaryViews(t *testing.T) {
+	hdr := []byte(`{"inputs":[{"name":"A","datatype":"UINT8","shape":[4],"parameters":{"binary_data_size":4}}]}`)
+	body := append(append([]byte(nil), hdr...), 1, 2, 3, 4)
+	req, err := parseInfer("m", "", body, len(hdr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, b := range req.msg {
+		d := b.ReadOnlyData()
+		if len(d) == 4 && &d[0] == &body[len(hdr)] {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("the binary tensor is not a view of the body: %d buffers", len(req.msg))
+	}
+}
