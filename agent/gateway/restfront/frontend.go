@@ -117,7 +117,7 @@ func New(gw *gateway.Gateway, opts Options) *Frontend {
 
 // Serve answers HTTP requests on ln until Shutdown.
 func (f *Frontend) Serve(ln net.Listener) error {
-	err := f.srv.Serve(ln)
+	err := f.srv.Serve(guardListener{ln, f.opts.MaxHeaderBytes})
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
@@ -194,6 +194,12 @@ func codeName(c codes.Code) string {
 }
 
 func (f *Frontend) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get(smuggledHeader) != "" {
+		w.Header().Set("Connection", "close")
+		failCode(w, http.StatusBadRequest, codes.InvalidArgument,
+			"the request has both Content-Length and Transfer-Encoding (a request-smuggling pattern, RFC 9112 section 6.3): send one of them")
+		return
+	}
 	path := r.URL.Path
 	if path != "/v2" && !strings.HasPrefix(path, "/v2/") {
 		failCode(w, http.StatusNotFound, codes.NotFound, fmt.Sprintf("%s: not an endpoint of Triton's HTTP protocol (they start with /v2)", path))

@@ -71,3 +71,37 @@ func TestParseInferBinaryViews(t *testing.T) {
 		t.Errorf("the binary tensor is not a view of the body: %d buffers", len(req.msg))
 	}
 }
+
+// FuzzGuard feeds the smuggling guard arbitrary byte streams, cut into reads of
+// arbitrary sizes: it must pass every byte through, in order, changing only the
+// name of a Content-Length header into smuggledHeader.
+func FuzzGuard(f *testing.F) {
+	f.Add([]byte("POST / HTTP/1.1\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"), uint8(3))
+	f.Add([]byte("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2;x\r\nab\r\n0\r\nT: 1\r\n\r\nGET / HTTP/1.1\r\n\r\n"), uint8(1))
+	f.Add([]byte("\r\nPOST / HTTP/1.1\r\nContent-Length: 30\r\n\r\nGET / HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: x\r\n\r\n"), uint8(7))
+	f.Fuzz(func(t *testing.T, in []byte, step uint8) {
+		defer fuzztest.Bound(t)()
+		c := &guardConn{maxHead: 256}
+		n := int(step%64) + 1
+		for i := 0; i < len(in); i += n {
+			chunk := append([]byte(nil), in[i:min(i+n, len(in))]...)
+			c.feed(chunk)
+		}
+		out := append(c.out, c.head...)
+		if len(out) != len(in) {
+			t.Fatalf("guard passed %d bytes of %d", len(out), len(in))
+		}
+		for i := 0; i < len(in); i++ {
+			if out[i] == in[i] {
+				continue
+			}
+			j := strings.LastIndex(string(out[:i+1]), smuggledHeader[:1])
+			for j >= 0 && !strings.HasPrefix(string(out[j:]), smuggledHeader) {
+				j = strings.LastIndex(string(out[:j]), smuggledHeader[:1])
+			}
+			if j < 0 || i >= j+len(smuggledHeader) || !strings.EqualFold(string(in[j:j+len(smuggledHeader)]), "Content-Length") {
+				t.Fatalf("byte %d changed from %q to %q outside a renamed Content-Length", i, in[i], out[i])
+			}
+		}
+	})
+}
