@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -59,6 +60,12 @@ func (l countingListener) Accept() (net.Conn, error) {
 	}
 	return c, err
 }
+
+// maxControlBytes bounds what vig may write to the backend connection that is
+// not a request: HTTP/2 control frames (a SETTINGS or PING acknowledgement is 9
+// bytes). Any forwarded RPC writes more: its HEADERS frame alone carries the
+// method path (40+ bytes).
+const maxControlBytes = 32
 
 // rig is vig (governor, gateway with its gRPC frontend, REST frontend) in front
 // of a backend: the mock, or the gRPC server register sets up.
@@ -120,6 +127,13 @@ func newRig(t *testing.T, opts restfront.Options, register func(*grpc.Server)) *
 		t.Fatal(err)
 	}
 	r.gw = gw
+	// The backend connection is set up (its SETTINGS exchanged) before a test
+	// counts what vig writes to it.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := gw.Invoke(ctx, "/inference.GRPCInferenceService/ServerLive", nil); err != nil && register == nil {
+		t.Fatalf("backend: %v", err)
+	}
 	gln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
