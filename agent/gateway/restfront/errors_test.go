@@ -45,7 +45,7 @@ func TestBadRequests(t *testing.T) {
 		{"negative dim", j(obj{"inputs": []obj{{"name": "I", "datatype": "INT32", "shape": []int{-1}, "data": []int{1}}}}), nil, 400, "negative"},
 		{"no inputs", []byte(`{}`), nil, 400, "no inputs"},
 		{"bad json", []byte(`{"inputs": [`), nil, 400, "JSON"},
-		{"trailing bytes", []byte(`{"inputs":[]} {}`), nil, 400, "after its object"},
+		{"trailing bytes", []byte(`{"inputs":[]} {}`), nil, 400, "after top-level value"},
 		{"header length not a number", bin, ihcl("abc"), 400, "Inference-Header-Content-Length"},
 		{"header length negative", bin, ihcl("-1"), 400, "Inference-Header-Content-Length"},
 		{"header length past the body", bin, ihcl("100000"), 400, "larger than"},

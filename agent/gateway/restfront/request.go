@@ -92,13 +92,8 @@ func parseInfer(model, version string, body []byte, headerLen int) (*inferReques
 		return nil, badRequest("Inference-Header-Content-Length %d is larger than the %d-byte body", headerLen, len(body))
 	}
 	var req jsonRequest
-	dec := json.NewDecoder(bytes.NewReader(body[:headerLen]))
-	dec.UseNumber()
-	if err := dec.Decode(&req); err != nil {
-		return nil, badRequest("failed to parse the request JSON header: %v", err)
-	}
-	if dec.More() {
-		return nil, badRequest("the request JSON header has bytes after its object (is Inference-Header-Content-Length right?)")
+	if err := json.Unmarshal(body[:headerLen], &req); err != nil {
+		return nil, badRequest("failed to parse the request JSON header (is Inference-Header-Content-Length right?): %v", err)
 	}
 	if len(req.Inputs) == 0 {
 		return nil, badRequest("the request has no inputs")
@@ -175,7 +170,7 @@ func parseInfer(model, version string, body []byte, headerLen int) (*inferReques
 		case hasData:
 			lo := len(conv)
 			var got int64
-			if conv, got, err = encodeData(conv, in.Datatype, in.Data); err != nil {
+			if conv, got, err = encodeData(conv, in.Datatype, in.Data, n); err != nil {
 				return nil, badRequest("input '%s': %v", in.Name, err)
 			}
 			if got != n {

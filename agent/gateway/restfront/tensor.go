@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 	"unsafe"
@@ -55,7 +56,9 @@ func bstr(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 // encodeData converts the JSON array data of a tensor of datatype dt into its
 // raw bytes, appended to dst, and returns them with the number of elements.
-func encodeData(dst []byte, dt string, data []byte) ([]byte, int64, error) {
+// want, the element count of the shape, sizes dst once (bounded by what data
+// can hold: every element takes at least one byte of JSON).
+func encodeData(dst []byte, dt string, data []byte, want int64) ([]byte, int64, error) {
 	switch dt {
 	case "FP16", "BF16":
 		return dst, 0, fmt.Errorf("receiving %s data via JSON is not supported: send it with the binary tensor data extension (parameter binary_data_size)", dt)
@@ -64,70 +67,92 @@ func encodeData(dst []byte, dt string, data []byte) ([]byte, int64, error) {
 	if !ok {
 		return dst, 0, fmt.Errorf("unknown datatype %q", dt)
 	}
+	if size > 0 {
+		dst = slices.Grow(dst, int(min(want, int64(len(data))))*size)
+	}
+	tk := tokens{data: data}
+	if err := tk.start(); err != nil {
+		return dst, 0, err
+	}
 	var n int64
-	err := walk(data, func(tok []byte) error {
+	for {
+		tok, err := tk.next()
+		if err != nil {
+			return dst, n, err
+		}
+		if tok == nil {
+			return dst, n, nil
+		}
 		n++
-		var err error
-		dst, err = appendElem(dst, dt, size, tok)
-		return err
-	})
-	return dst, n, err
+		switch dt {
+		case "FP32":
+			// Parsed as a double and rounded to float, as Triton's HTTP server
+			// does (RapidJSON's double, then a C cast): the same bytes.
+			f, err := strconv.ParseFloat(bstr(tok), 64)
+			if err != nil || !number(tok) {
+				return dst, n, elemError(dt, tok, err)
+			}
+			dst = binary.LittleEndian.AppendUint32(dst, math.Float32bits(float32(f)))
+		case "FP64":
+			f, err := strconv.ParseFloat(bstr(tok), 64)
+			if err != nil || !number(tok) {
+				return dst, n, elemError(dt, tok, err)
+			}
+			dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(f))
+		case "INT8", "INT16", "INT32", "INT64":
+			v, err := strconv.ParseInt(bstr(tok), 10, size*8)
+			if err != nil || !number(tok) {
+				return dst, n, elemError(dt, tok, err)
+			}
+			dst = appendLE(dst, uint64(v), size)
+		case "UINT8", "UINT16", "UINT32", "UINT64":
+			v, err := strconv.ParseUint(bstr(tok), 10, size*8)
+			if err != nil || !number(tok) {
+				return dst, n, elemError(dt, tok, err)
+			}
+			dst = appendLE(dst, v, size)
+		case "BOOL":
+			switch bstr(tok) {
+			case "true":
+				dst = append(dst, 1)
+			case "false":
+				dst = append(dst, 0)
+			default:
+				return dst, n, fmt.Errorf("BOOL element %.40s is not true or false", tok)
+			}
+		default: // BYTES
+			if tok[0] != '"' {
+				return dst, n, fmt.Errorf("BYTES element %.40s is not a string", tok)
+			}
+			s, err := unquote(tok)
+			if err != nil {
+				return dst, n, err
+			}
+			dst = binary.LittleEndian.AppendUint32(dst, uint32(len(s)))
+			dst = append(dst, s...)
+		}
+	}
 }
 
-var errNotNumber = errors.New("not a number")
+// number reports whether tok starts as a JSON number does: strconv also takes
+// "inf", "NaN" and hexadecimal floats ("0x1p-2", where it also allows
+// underscores), which JSON does not. Checked on the first bytes only, so that
+// it costs nothing per element.
+func number(tok []byte) bool {
+	if tok[0] == '-' {
+		tok = tok[1:]
+	}
+	if len(tok) == 0 || tok[0] < '0' || tok[0] > '9' {
+		return false
+	}
+	return len(tok) < 2 || (tok[1] != 'x' && tok[1] != 'X')
+}
 
-func appendElem(dst []byte, dt string, size int, tok []byte) ([]byte, error) {
-	if dt == "BYTES" {
-		if len(tok) == 0 || tok[0] != '"' {
-			return dst, fmt.Errorf("BYTES element %.40s is not a string", tok)
-		}
-		s, err := unquote(tok)
-		if err != nil {
-			return dst, err
-		}
-		dst = binary.LittleEndian.AppendUint32(dst, uint32(len(s)))
-		return append(dst, s...), nil
+func elemError(dt string, tok []byte, err error) error {
+	if err == nil || !number(tok) {
+		return fmt.Errorf("%s element %.40s is not a number", dt, tok)
 	}
-	if dt == "BOOL" {
-		switch bstr(tok) {
-		case "true":
-			return append(dst, 1), nil
-		case "false":
-			return append(dst, 0), nil
-		}
-		return dst, fmt.Errorf("BOOL element %.40s is not true or false", tok)
-	}
-	if len(tok) == 0 || (tok[0] != '-' && (tok[0] < '0' || tok[0] > '9')) {
-		return dst, fmt.Errorf("%s element %.40s is not a number", dt, tok)
-	}
-	s := bstr(tok)
-	bad := func(err error) error { return fmt.Errorf("%s element %s: %w", dt, s, errors.Unwrap(err)) }
-	switch dt {
-	case "FP32":
-		f, err := strconv.ParseFloat(s, 32)
-		if err != nil {
-			return dst, bad(err)
-		}
-		return binary.LittleEndian.AppendUint32(dst, math.Float32bits(float32(f))), nil
-	case "FP64":
-		f, err := strconv.ParseFloat(s, 64)
-		if err != nil {
-			return dst, bad(err)
-		}
-		return binary.LittleEndian.AppendUint64(dst, math.Float64bits(f)), nil
-	case "INT8", "INT16", "INT32", "INT64":
-		v, err := strconv.ParseInt(s, 10, size*8)
-		if err != nil {
-			return dst, bad(err)
-		}
-		return appendLE(dst, uint64(v), size), nil
-	default: // UINT8 … UINT64
-		v, err := strconv.ParseUint(s, 10, size*8)
-		if err != nil {
-			return dst, bad(err)
-		}
-		return appendLE(dst, v, size), nil
-	}
+	return fmt.Errorf("%s element %s: %w", dt, tok, errors.Unwrap(err))
 }
 
 func appendLE(dst []byte, v uint64, size int) []byte {
@@ -166,36 +191,48 @@ func unquote(tok []byte) ([]byte, error) {
 // maxDepth bounds the nesting of a data array.
 const maxDepth = 64
 
-// walk calls elem with each scalar token of the JSON array data (nested arrays
-// flattened). data has been validated as JSON by the header's decoder; walk still
-// refuses what is not an array of scalars.
-func walk(data []byte, elem func(tok []byte) error) error {
-	i := skipSpace(data, 0)
-	if i >= len(data) || data[i] != '[' {
+// tokens reads the scalar elements of the JSON array data, nested arrays
+// flattened. data has been validated as JSON by the header's decoder; tokens
+// still refuses what is not an array of scalars.
+type tokens struct {
+	data  []byte
+	i     int
+	depth int
+}
+
+func (t *tokens) start() error {
+	t.i = skipSpace(t.data, 0)
+	if t.i >= len(t.data) || t.data[t.i] != '[' {
 		return errors.New("'data' must be an array")
 	}
-	depth := 0
-	for i < len(data) {
+	return nil
+}
+
+// next returns the next element, or nil at the end of the array.
+func (t *tokens) next() ([]byte, error) {
+	data := t.data
+	for i := t.i; i < len(data); {
 		switch c := data[i]; c {
 		case ' ', '\t', '\n', '\r', ',':
 			i++
 		case '[':
-			depth++
-			if depth > maxDepth {
-				return fmt.Errorf("'data' is nested deeper than %d", maxDepth)
+			t.depth++
+			if t.depth > maxDepth {
+				return nil, fmt.Errorf("'data' is nested deeper than %d", maxDepth)
 			}
 			i++
 		case ']':
-			depth--
+			t.depth--
 			i++
-			if depth == 0 {
+			if t.depth == 0 {
 				if j := skipSpace(data, i); j != len(data) {
-					return errors.New("'data' has bytes after its array")
+					return nil, errors.New("'data' has bytes after its array")
 				}
-				return nil
+				t.i = i
+				return nil, nil
 			}
 		case '{':
-			return errors.New("'data' holds an object; it must hold only numbers, booleans or strings")
+			return nil, errors.New("'data' holds an object; it must hold only numbers, booleans or strings")
 		case '"':
 			j := i + 1
 			for j < len(data) && data[j] != '"' {
@@ -205,24 +242,23 @@ func walk(data []byte, elem func(tok []byte) error) error {
 				j++
 			}
 			if j >= len(data) {
-				return errors.New("'data': unterminated string")
+				return nil, errors.New("'data': unterminated string")
 			}
-			if err := elem(data[i : j+1]); err != nil {
-				return err
-			}
-			i = j + 1
+			t.i = j + 1
+			return data[i : j+1], nil
 		default:
-			j := i
-			for j < len(data) && data[j] != ',' && data[j] != ']' && data[j] != ' ' && data[j] != '\n' && data[j] != '\t' && data[j] != '\r' {
+			j := i + 1
+			for j < len(data) {
+				if c := data[j]; c == ',' || c == ']' || c == ' ' || c == '\n' || c == '\t' || c == '\r' {
+					break
+				}
 				j++
 			}
-			if err := elem(data[i:j]); err != nil {
-				return err
-			}
-			i = j
+			t.i = j
+			return data[i:j], nil
 		}
 	}
-	return errors.New("'data': unterminated array")
+	return nil, errors.New("'data': unterminated array")
 }
 
 func skipSpace(b []byte, i int) int {
