@@ -441,6 +441,10 @@ func pathLabel(p string) string {
 		return "vig Triton shm"
 	case PathShmring:
 		return "vig shmring"
+	case PathHTTP:
+		return "vig HTTP/REST, binary data"
+	case PathHTTPJSON:
+		return "vig HTTP/REST, JSON"
 	}
 	return p
 }
