@@ -12,6 +12,7 @@ import (
 
 	"github.com/vig-edge/vig/agent/gateway/restfront"
 	"github.com/vig-edge/vig/agent/sched"
+	"github.com/vig-edge/vig/platform/clock"
 	pb "github.com/vig-edge/vig/proto/inference"
 )
 
@@ -122,8 +123,9 @@ func TestBurstSuperseded(t *testing.T) {
 	}
 	waitStream(t, r, "frame 5 cancelled", func(s sched.StreamStats) bool { return s.Cancelled == 1 && s.Waiting == 0 })
 
-	// A frame captured long ago cannot be fresh: answered at once, never run.
-	res = <-send(context.Background(), 6, 1)
+	// A frame captured 10 s ago (max_age 5 s) cannot be fresh: answered at
+	// once, never run.
+	res = <-send(context.Background(), 6, clock.Monotonic()-10e9)
 	if res.rep.code != http.StatusServiceUnavailable || res.rep.header.Get("Vig-Code") != "DEADLINE_EXCEEDED" {
 		t.Errorf("late frame: HTTP %d %s (Vig-Code %q), want 503 DEADLINE_EXCEEDED", res.rep.code, res.rep.body, res.rep.header.Get("Vig-Code"))
 	}

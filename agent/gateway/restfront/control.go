@@ -47,7 +47,7 @@ func writeJSON(w http.ResponseWriter, r *http.Request, v any) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	(&Frontend{}).writeAnswer(w, r, &answer{json: b})
+	writeAnswer(w, r, &answer{json: b})
 }
 
 // ok answers a health or readiness question: 200, or 400 when the answer is no

@@ -25,7 +25,9 @@
 // load (go test -bench ParseJSON, pinned, 3 runs; a 150 KB FP32 tensor, 37,500
 // floats in ~420 KB of JSON, and a 1.2 MB one): encoding/json into []float32
 // 4.9–5.4 ms and 41–55 ms, 830 KB and 7.8 MB allocated; vig's path 4.6–7.2 ms
-// and 36–39 ms, 525 KB and 4.1 MB. Libraries from the module proxy, same
+// and 36–39 ms, 525 KB and 4.1 MB (measured with the array viewed in place;
+// it is now copied once into a string for strconv, as agent/ does not import
+// unsafe: one more copy of the JSON, no allocation per element). Libraries from the module proxy, same
 // inputs, in a scratch module: goccy/go-json v0.12.0 into []float32 0.68–0.73
 // ms and 5.8–6.2 ms, segmentio/encoding v0.5.4 1.7 ms and 16–17 ms; with vig's
 // converter behind them 2.1–2.3 ms and 17–21 ms. Most of the cost is the
@@ -407,7 +409,7 @@ func (f *Frontend) infer(w http.ResponseWriter, r *http.Request, model, version 
 		}
 		return
 	}
-	f.writeAnswer(w, r, a)
+	writeAnswer(w, r, a)
 }
 
 // pending is an infer call waiting for its answer.
@@ -429,7 +431,7 @@ func (p *pending) Reply(_ *gateway.Call, resp mem.BufferSlice, err error) {
 }
 
 // writeAnswer writes an infer answer, compressed when the client accepts it.
-func (f *Frontend) writeAnswer(w http.ResponseWriter, r *http.Request, a *answer) {
+func writeAnswer(w http.ResponseWriter, r *http.Request, a *answer) {
 	h := w.Header()
 	if len(a.binary) > 0 {
 		h.Set("Content-Type", "application/octet-stream")

@@ -300,7 +300,7 @@ func convertParams(ps map[string]json.RawMessage, what string, take func(k strin
 // (int64_param; uint64_param above the int64 range) or another number
 // (double_param).
 func jsonParam(v json.RawMessage) (*pb.InferParameter, error) {
-	s := bstr(bytes.TrimSpace(v))
+	s := string(bytes.TrimSpace(v))
 	switch {
 	case s == "true" || s == "false":
 		return &pb.InferParameter{ParameterChoice: &pb.InferParameter_BoolParam{BoolParam: s == "true"}}, nil
@@ -327,7 +327,7 @@ func jsonParam(v json.RawMessage) (*pb.InferParameter, error) {
 }
 
 func boolParam(k string, v json.RawMessage) (bool, error) {
-	switch bstr(bytes.TrimSpace(v)) {
+	switch string(bytes.TrimSpace(v)) {
 	case "true":
 		return true, nil
 	case "false":
@@ -337,7 +337,7 @@ func boolParam(k string, v json.RawMessage) (bool, error) {
 }
 
 func intParam(k string, v json.RawMessage) (int64, error) {
-	i, err := strconv.ParseInt(bstr(bytes.TrimSpace(v)), 10, 64)
+	i, err := strconv.ParseInt(string(bytes.TrimSpace(v)), 10, 64)
 	if err != nil {
 		return 0, badRequest("parameter %s must be an integer", k)
 	}

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"unicode/utf8"
-	"unsafe"
 )
 
 // JSON tensor data, converted once: the "data" array of an input becomes the
@@ -51,9 +50,6 @@ func elements(shape []int64) (int64, error) {
 	return n, nil
 }
 
-// bstr views b as a string without copying (b is not modified while it is used).
-func bstr(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
-
 // encodeData converts the JSON array data of a tensor of datatype dt into its
 // raw bytes, appended to dst, and returns them with the number of elements.
 // want, the element count of the shape, sizes dst once (bounded by what data
@@ -70,7 +66,9 @@ func encodeData(dst []byte, dt string, data []byte, want int64) ([]byte, int64, 
 	if size > 0 {
 		dst = slices.Grow(dst, int(min(want, int64(len(data))))*size)
 	}
-	tk := tokens{data: data}
+	// One string of the whole array, so that strconv parses substrings of it
+	// rather than a fresh string per element.
+	tk := tokens{data: string(data)}
 	if err := tk.start(); err != nil {
 		return dst, 0, err
 	}
@@ -80,7 +78,7 @@ func encodeData(dst []byte, dt string, data []byte, want int64) ([]byte, int64, 
 		if err != nil {
 			return dst, n, err
 		}
-		if tok == nil {
+		if tok == "" {
 			return dst, n, nil
 		}
 		n++
@@ -88,31 +86,31 @@ func encodeData(dst []byte, dt string, data []byte, want int64) ([]byte, int64, 
 		case "FP32":
 			// Parsed as a double and rounded to float, as Triton's HTTP server
 			// does (RapidJSON's double, then a C cast): the same bytes.
-			f, err := strconv.ParseFloat(bstr(tok), 64)
+			f, err := strconv.ParseFloat(tok, 64)
 			if err != nil || !number(tok) {
 				return dst, n, elemError(dt, tok, err)
 			}
 			dst = binary.LittleEndian.AppendUint32(dst, math.Float32bits(float32(f)))
 		case "FP64":
-			f, err := strconv.ParseFloat(bstr(tok), 64)
+			f, err := strconv.ParseFloat(tok, 64)
 			if err != nil || !number(tok) {
 				return dst, n, elemError(dt, tok, err)
 			}
 			dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(f))
 		case "INT8", "INT16", "INT32", "INT64":
-			v, err := strconv.ParseInt(bstr(tok), 10, size*8)
+			v, err := strconv.ParseInt(tok, 10, size*8)
 			if err != nil || !number(tok) {
 				return dst, n, elemError(dt, tok, err)
 			}
 			dst = appendLE(dst, uint64(v), size)
 		case "UINT8", "UINT16", "UINT32", "UINT64":
-			v, err := strconv.ParseUint(bstr(tok), 10, size*8)
+			v, err := strconv.ParseUint(tok, 10, size*8)
 			if err != nil || !number(tok) {
 				return dst, n, elemError(dt, tok, err)
 			}
 			dst = appendLE(dst, v, size)
 		case "BOOL":
-			switch bstr(tok) {
+			switch tok {
 			case "true":
 				dst = append(dst, 1)
 			case "false":
@@ -138,7 +136,7 @@ func encodeData(dst []byte, dt string, data []byte, want int64) ([]byte, int64, 
 // "inf", "NaN" and hexadecimal floats ("0x1p-2", where it also allows
 // underscores), which JSON does not. Checked on the first bytes only, so that
 // it costs nothing per element.
-func number(tok []byte) bool {
+func number(tok string) bool {
 	if tok[0] == '-' {
 		tok = tok[1:]
 	}
@@ -148,7 +146,7 @@ func number(tok []byte) bool {
 	return len(tok) < 2 || (tok[1] != 'x' && tok[1] != 'X')
 }
 
-func elemError(dt string, tok []byte, err error) error {
+func elemError(dt string, tok string, err error) error {
 	if err == nil || !number(tok) {
 		return fmt.Errorf("%s element %.40s is not a number", dt, tok)
 	}
@@ -167,9 +165,9 @@ func appendLE(dst []byte, v uint64, size int) []byte {
 	return binary.LittleEndian.AppendUint64(dst, v)
 }
 
-// unquote returns the contents of the JSON string tok (quotes included): a view
-// of tok when it has no escapes.
-func unquote(tok []byte) ([]byte, error) {
+// unquote returns the contents of the JSON string tok (quotes included): a
+// substring of tok when it has no escapes.
+func unquote(tok string) (string, error) {
 	inner := tok[1 : len(tok)-1]
 	plain := true
 	for _, c := range inner {
@@ -182,10 +180,10 @@ func unquote(tok []byte) ([]byte, error) {
 		return inner, nil
 	}
 	var s string
-	if err := json.Unmarshal(tok, &s); err != nil {
-		return nil, fmt.Errorf("BYTES element: %v", err)
+	if err := json.Unmarshal([]byte(tok), &s); err != nil {
+		return "", fmt.Errorf("BYTES element: %v", err)
 	}
-	return []byte(s), nil
+	return s, nil
 }
 
 // maxDepth bounds the nesting of a data array.
@@ -195,7 +193,7 @@ const maxDepth = 64
 // flattened. data has been validated as JSON by the header's decoder; tokens
 // still refuses what is not an array of scalars.
 type tokens struct {
-	data  []byte
+	data  string
 	i     int
 	depth int
 }
@@ -209,7 +207,7 @@ func (t *tokens) start() error {
 }
 
 // next returns the next element, or nil at the end of the array.
-func (t *tokens) next() ([]byte, error) {
+func (t *tokens) next() (string, error) {
 	data := t.data
 	for i := t.i; i < len(data); {
 		switch c := data[i]; c {
@@ -218,7 +216,7 @@ func (t *tokens) next() ([]byte, error) {
 		case '[':
 			t.depth++
 			if t.depth > maxDepth {
-				return nil, fmt.Errorf("'data' is nested deeper than %d", maxDepth)
+				return "", fmt.Errorf("'data' is nested deeper than %d", maxDepth)
 			}
 			i++
 		case ']':
@@ -226,13 +224,13 @@ func (t *tokens) next() ([]byte, error) {
 			i++
 			if t.depth == 0 {
 				if j := skipSpace(data, i); j != len(data) {
-					return nil, errors.New("'data' has bytes after its array")
+					return "", errors.New("'data' has bytes after its array")
 				}
 				t.i = i
-				return nil, nil
+				return "", nil
 			}
 		case '{':
-			return nil, errors.New("'data' holds an object; it must hold only numbers, booleans or strings")
+			return "", errors.New("'data' holds an object; it must hold only numbers, booleans or strings")
 		case '"':
 			j := i + 1
 			for j < len(data) && data[j] != '"' {
@@ -242,7 +240,7 @@ func (t *tokens) next() ([]byte, error) {
 				j++
 			}
 			if j >= len(data) {
-				return nil, errors.New("'data': unterminated string")
+				return "", errors.New("'data': unterminated string")
 			}
 			t.i = j + 1
 			return data[i : j+1], nil
@@ -258,10 +256,10 @@ func (t *tokens) next() ([]byte, error) {
 			return data[i:j], nil
 		}
 	}
-	return nil, errors.New("'data': unterminated array")
+	return "", errors.New("'data': unterminated array")
 }
 
-func skipSpace(b []byte, i int) int {
+func skipSpace(b string, i int) int {
 	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
 		i++
 	}
