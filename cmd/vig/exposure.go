@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -115,21 +116,26 @@ func (e *exposure) metricsHandler(h http.Handler, log *slog.Logger, reg *metrics
 }
 
 // httpHandler puts the bearer token, when configured, in front of the HTTP/REST
-// frontend; health checks stay open, as for gRPC.
+// frontend, refusing as Triton's HTTP server words errors ({"error": …}, 401);
+// health checks stay open, as for gRPC.
 func (e *exposure) httpHandler(h http.Handler, log *slog.Logger, reg *metrics.Registry) http.Handler {
 	if e.token == nil {
 		return h
 	}
-	guarded := e.token.HTTP(h, func(r *http.Request, err error) {
-		reg.Refused("http", "token")
-		log.Debug("http: refusing request", "remote", r.RemoteAddr, "path", r.URL.Path, "err", err)
-	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/v2/health/live" || r.URL.Path == "/v2/health/ready" {
-			h.ServeHTTP(w, r)
-			return
+		if r.URL.Path != "/v2/health/live" && r.URL.Path != "/v2/health/ready" {
+			if err := e.token.Check(r.Header.Get("Authorization")); err != nil {
+				reg.Refused("http", "token")
+				log.Debug("http: refusing request", "remote", r.RemoteAddr, "path", r.URL.Path, "err", err)
+				b, _ := json.Marshal(map[string]string{"error": "unauthorized: " + err.Error()})
+				w.Header().Set("WWW-Authenticate", `Bearer realm="vig"`)
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusUnauthorized)
+				w.Write(b)
+				return
+			}
 		}
-		guarded.ServeHTTP(w, r)
+		h.ServeHTTP(w, r)
 	})
 }
 
