@@ -225,4 +225,14 @@ func TestInferOutputsJSONAndBinary(t *testing.T) {
 			t.Errorf("output %d has JSON data beside binary_data_output", i)
 		}
 	}
+
+	// Named outputs: binary_data_output for those without binary_data, their
+	// own binary_data for the others.
+	body, h = binaryBody(t, obj{"id": "cam_detector#42", "inputs": in, "parameters": obj{"binary_data_output": true},
+		"outputs": []obj{{"name": "boxes"}, {"name": "scores", "parameters": obj{"binary_data": false}}}}, data)
+	m, bin = splitAnswer(t, r.do(t, "POST", "/v2/models/cam_detector/infer", body, h))
+	outs = m["outputs"].([]any)
+	if len(outs) != 2 || !bytes.Equal(bin, want[0].Data) || outs[0].(obj)["data"] != nil || outs[1].(obj)["data"] == nil {
+		t.Errorf("boxes in binary, scores in JSON: %v, %d binary bytes", outs, len(bin))
+	}
 }

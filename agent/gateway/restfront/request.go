@@ -64,8 +64,8 @@ type jsonOutput struct {
 // the answer needs to know (which outputs the client wants in binary).
 type inferRequest struct {
 	msg mem.BufferSlice
-	// binaryOut: the outputs answered as binary data; allBinary: outputs not
-	// named in the request (all of them when it names none).
+	// binaryOut: the outputs whose binary_data parameter says how to answer
+	// them; allBinary (binary_data_output): every other output.
 	binaryOut map[string]bool
 	allBinary bool
 	// shmOut: requested outputs written to shared memory, with their parameters.
@@ -198,18 +198,21 @@ func parseInfer(model, version string, body []byte, headerLen int) (*inferReques
 			return nil, badRequest("output %d has no name", i)
 		}
 		t := &pb.ModelInferRequest_InferRequestedOutputTensor{Name: o.Name}
-		binary := false
+		binary, set := false, false
 		if t.Parameters, err = convertParams(o.Parameters, "output '"+o.Name+"'", func(k string, v json.RawMessage) (bool, error) {
 			if k != paramBinary {
 				return false, nil
 			}
 			var err error
 			binary, err = boolParam(k, v)
+			set = true
 			return true, err
 		}); err != nil {
 			return nil, err
 		}
-		out.binaryOut[o.Name] = binary
+		if set { // else binary_data_output decides, as for outputs not named
+			out.binaryOut[o.Name] = binary
+		}
 		if _, ok := t.Parameters["shared_memory_region"]; ok {
 			if out.shmOut == nil {
 				out.shmOut = map[string]map[string]*pb.InferParameter{}
