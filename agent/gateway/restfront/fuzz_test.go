@@ -1,6 +1,9 @@
 package restfront
 
 import (
+	"bytes"
+	"io"
+	"net"
 	"strings"
 	"testing"
 
@@ -88,6 +91,21 @@ func FuzzGuard(f *testing.F) {
 			c.feed(chunk)
 		}
 		out := append(c.out, c.head...)
+		// The same bytes through Read (whose body fast path skips feed), in
+		// reads of another size.
+		rc := &guardConn{Conn: &chunkConn{data: in, n: n}, maxHead: 256}
+		var viaRead []byte
+		buf := make([]byte, int(step/64)+1)
+		for {
+			k, err := rc.Read(buf)
+			viaRead = append(viaRead, buf[:k]...)
+			if err != nil {
+				break
+			}
+		}
+		if !bytes.Equal(viaRead, out) {
+			t.Fatalf("Read passed %q, feed %q", viaRead, out)
+		}
 		if len(out) != len(in) {
 			t.Fatalf("guard passed %d bytes of %d", len(out), len(in))
 		}
@@ -104,4 +122,20 @@ func FuzzGuard(f *testing.F) {
 			}
 		}
 	})
+}
+
+// chunkConn is a connection that reads data n bytes at a time.
+type chunkConn struct {
+	net.Conn
+	data []byte
+	n    int
+}
+
+func (c *chunkConn) Read(p []byte) (int, error) {
+	if len(c.data) == 0 {
+		return 0, io.EOF
+	}
+	k := copy(p[:min(len(p), c.n)], c.data)
+	c.data = c.data[k:]
+	return k, nil
 }
