@@ -55,7 +55,7 @@ func BenchmarkParseJSON(b *testing.B) {
 			b.SetBytes(int64(len(body)))
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := parseInfer("m", "", body, -1); err != nil {
+				if _, err := parseInfer("m", "", body, -1, nil); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -72,7 +72,7 @@ func BenchmarkParseBinary(b *testing.B) {
 		b.Run(strconv.Itoa(n), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := parseInfer("m", "", body, len(hdr)); err != nil {
+				if _, err := parseInfer("m", "", body, len(hdr), nil); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -245,9 +245,12 @@ func (f *Frontend) stats(w http.ResponseWriter, r *http.Request, model, version 
 
 // repositoryIndex serves POST /v2/repository/index ({"ready": bool} optional).
 func (f *Frontend) repositoryIndex(w http.ResponseWriter, r *http.Request) {
-	body, good := f.readBody(w, r)
+	body, root, good := f.readBody(w, r)
 	if !good {
 		return
+	}
+	if root != nil {
+		defer root.Free()
 	}
 	var in struct {
 		Ready bool `json:"ready"`
@@ -353,9 +356,12 @@ func (f *Frontend) systemShm(w http.ResponseWriter, r *http.Request, seg []strin
 			}
 			return
 		}
-		body, good := f.readBody(w, r)
+		body, root, good := f.readBody(w, r)
 		if !good {
 			return
+		}
+		if root != nil {
+			defer root.Free()
 		}
 		var in struct {
 			Key      *string `json:"key"`

@@ -278,23 +278,37 @@ func method(w http.ResponseWriter, r *http.Request, want string) bool {
 
 // readBody reads the request body, decompressing it, bounded by MaxBody; a
 // body larger than that is refused before it is read when its length is
-// declared, and as soon as it passes the limit otherwise.
-func (f *Frontend) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+// declared, and as soon as it passes the limit otherwise. A body of declared
+// length that is not compressed (the binary tensor case) is read into a buffer
+// of gRPC's pool, returned as root (not zeroed first, and reused once the
+// message to the backend is freed); the caller frees root when done with body.
+func (f *Frontend) readBody(w http.ResponseWriter, r *http.Request) (body []byte, root mem.Buffer, ok bool) {
 	limit := f.opts.MaxBody
 	if r.ContentLength > limit {
 		w.Header().Set("Connection", "close")
 		failCode(w, http.StatusRequestEntityTooLarge, codes.ResourceExhausted,
 			fmt.Sprintf("request body of %d bytes is larger than vig's limit of %d bytes (grpc.max_message_mib)", r.ContentLength, limit))
-		return nil, false
+		return nil, nil, false
 	}
 	var src io.Reader = r.Body
-	switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
+	enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding")))
+	switch enc {
 	case "", "identity":
+		if r.ContentLength > 0 {
+			pool := mem.DefaultBufferPool()
+			ptr := pool.Get(int(r.ContentLength))
+			if _, err := io.ReadFull(r.Body, *ptr); err != nil {
+				pool.Put(ptr)
+				failCode(w, http.StatusBadRequest, codes.InvalidArgument, "reading the request body: "+err.Error())
+				return nil, nil, false
+			}
+			return *ptr, mem.NewBuffer(ptr, pool), true
+		}
 	case "gzip":
 		zr, err := gzip.NewReader(r.Body)
 		if err != nil {
 			failCode(w, http.StatusBadRequest, codes.InvalidArgument, "Content-Encoding gzip: "+err.Error())
-			return nil, false
+			return nil, nil, false
 		}
 		defer zr.Close()
 		src = zr
@@ -302,36 +316,27 @@ func (f *Frontend) readBody(w http.ResponseWriter, r *http.Request) ([]byte, boo
 		zr, err := zlib.NewReader(r.Body)
 		if err != nil {
 			failCode(w, http.StatusBadRequest, codes.InvalidArgument, "Content-Encoding deflate: "+err.Error())
-			return nil, false
+			return nil, nil, false
 		}
 		defer zr.Close()
 		src = zr
 	default:
 		failCode(w, http.StatusUnsupportedMediaType, codes.Unimplemented, fmt.Sprintf("Content-Encoding %q: vig reads gzip, deflate or identity", enc))
-		return nil, false
+		return nil, nil, false
 	}
-	size := 0
-	if r.ContentLength > 0 && src == r.Body {
-		size = int(r.ContentLength)
-	}
-	buf := bytes.NewBuffer(make([]byte, 0, size+bytes.MinRead))
+	buf := bytes.NewBuffer(make([]byte, 0, bytes.MinRead))
 	n, err := buf.ReadFrom(io.LimitReader(src, limit+1))
 	if n > limit {
 		w.Header().Set("Connection", "close")
 		failCode(w, http.StatusRequestEntityTooLarge, codes.ResourceExhausted,
 			fmt.Sprintf("request body is larger than vig's limit of %d bytes (grpc.max_message_mib), after decompression", limit))
-		return nil, false
+		return nil, nil, false
 	}
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			failCode(w, http.StatusRequestEntityTooLarge, codes.ResourceExhausted, err.Error())
-			return nil, false
-		}
 		failCode(w, http.StatusBadRequest, codes.InvalidArgument, "reading the request body: "+err.Error())
-		return nil, false
+		return nil, nil, false
 	}
-	return buf.Bytes(), true
+	return buf.Bytes(), nil, true
 }
 
 // headerLength reads Inference-Header-Content-Length: -1 when absent.
@@ -357,11 +362,14 @@ func (f *Frontend) infer(w http.ResponseWriter, r *http.Request, model, version 
 		fail(w, err)
 		return
 	}
-	body, ok := f.readBody(w, r)
+	body, root, ok := f.readBody(w, r)
 	if !ok {
 		return
 	}
-	req, err := parseInfer(model, version, body, hlen)
+	if root != nil {
+		defer root.Free() // the message's views keep their own references
+	}
+	req, err := parseInfer(model, version, body, hlen, root)
 	if err != nil {
 		fail(w, err)
 		return

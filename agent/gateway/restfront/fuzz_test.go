@@ -28,7 +28,7 @@ func FuzzParseInfer(f *testing.F) {
 		if headerLen < -1 || headerLen > len(body)+1 {
 			headerLen = -1
 		}
-		req, err := parseInfer("m", "", body, headerLen)
+		req, err := parseInfer("m", "", body, headerLen, nil)
 		if err != nil {
 			return
 		}
@@ -59,7 +59,7 @@ func FuzzParseInfer(f *testing.F) {
 func TestParseInferBinaryViews(t *testing.T) {
 	hdr := []byte(`{"inputs":[{"name":"A","datatype":"UINT8","shape":[4],"parameters":{"binary_data_size":4}}]}`)
 	body := append(append([]byte(nil), hdr...), 1, 2, 3, 4)
-	req, err := parseInfer("m", "", body, len(hdr))
+	req, err := parseInfer("m", "", body, len(hdr), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

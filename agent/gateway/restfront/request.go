@@ -83,8 +83,11 @@ func badRequest(format string, args ...any) error {
 
 // parseInfer reads an infer request for model (and version) from body. headerLen
 // is the Inference-Header-Content-Length, -1 when absent. The tensor bytes of
-// the result view body, which must stay unmodified until the call is answered.
-func parseInfer(model, version string, body []byte, headerLen int) (*inferRequest, error) {
+// the result view body, which must stay unmodified until the call is answered;
+// when root holds body (a pooled buffer), they are views of root, each with its
+// own reference, so that the buffer returns to its pool once the message is
+// freed.
+func parseInfer(model, version string, body []byte, headerLen int, root mem.Buffer) (*inferRequest, error) {
 	if headerLen < 0 {
 		headerLen = len(body)
 	}
@@ -117,6 +120,7 @@ func parseInfer(model, version string, body []byte, headerLen int) (*inferReques
 
 	bin := body[headerLen:]
 	raws := make([][]byte, len(req.Inputs))
+	bodyOff := make([]int, len(req.Inputs)) // where raws[i] lies in body; -1: not there
 	var conv []byte // the converted JSON tensors, one after the other
 	type span struct {
 		lo, hi int
@@ -165,6 +169,7 @@ func parseInfer(model, version string, body []byte, headerLen int) (*inferReques
 			if binSize > int64(len(bin)) {
 				return nil, badRequest("input '%s': binary_data_size %d is past the end of the body (%d bytes of binary data left)", in.Name, binSize, len(bin))
 			}
+			bodyOff[i] = len(body) - len(bin)
 			raws[i], bin = bin[:binSize:binSize], bin[binSize:]
 			anyRaw = true
 		case hasData:
@@ -190,6 +195,7 @@ func parseInfer(model, version string, body []byte, headerLen int) (*inferReques
 	for i := range convSpans {
 		if s := convSpans[i]; s.ok {
 			raws[i] = conv[s.lo:s.hi:s.hi]
+			bodyOff[i] = -1
 		}
 	}
 	for i := range req.Outputs {
@@ -224,7 +230,10 @@ func parseInfer(model, version string, body []byte, headerLen int) (*inferReques
 	if !anyRaw {
 		raws = nil // all inputs in shared memory: no raw_input_contents at all
 	}
-	out.msg, err = encode(m, raws)
+	if root == nil {
+		bodyOff = nil
+	}
+	out.msg, err = encode(m, raws, root, bodyOff)
 	return out, err
 }
 
@@ -232,8 +241,8 @@ func parseInfer(model, version string, body []byte, headerLen int) (*inferReques
 const maxTensors = 4096
 
 // encode marshals m and appends raws as its raw_input_contents: the tensor bytes
-// are views, not copies.
-func encode(m *pb.ModelInferRequest, raws [][]byte) (mem.BufferSlice, error) {
+// are views, not copies (of root at bodyOff[i], when given and not -1).
+func encode(m *pb.ModelInferRequest, raws [][]byte, root mem.Buffer, bodyOff []int) (mem.BufferSlice, error) {
 	head, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
 	if err != nil {
 		return nil, badRequest("encoding the request: %v", err)
@@ -254,7 +263,11 @@ func encode(m *pb.ModelInferRequest, raws [][]byte) (mem.BufferSlice, error) {
 	hi := ends[0]
 	for i, r := range raws {
 		msg = append(msg, mem.SliceBuffer(head[lo:hi]))
-		if len(r) > 0 {
+		switch {
+		case len(r) == 0:
+		case bodyOff != nil && bodyOff[i] >= 0:
+			msg = append(msg, root.Slice(bodyOff[i], bodyOff[i]+len(r)))
+		default:
 			msg = append(msg, mem.SliceBuffer(r))
 		}
 		if i+1 < len(raws) {
