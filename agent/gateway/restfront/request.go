@@ -121,7 +121,7 @@ func parseInfer(model, version string, body []byte, headerLen int, root mem.Buff
 	bin := body[headerLen:]
 	raws := make([][]byte, len(req.Inputs))
 	bodyOff := make([]int, len(req.Inputs)) // where raws[i] lies in body; -1: not there
-	var conv []byte // the converted JSON tensors, one after the other
+	var conv []byte                         // the converted JSON tensors, one after the other
 	type span struct {
 		lo, hi int
 		ok     bool
