@@ -245,3 +245,13 @@ func (c *guardConn) checkHead() {
 		c.flushHead(stHead)
 	}
 }
+
+// CloseWrite passes the server's half-close through (net/http shuts the write
+// side before closing a connection it refuses, so that the client reads the
+// answer rather than a reset).
+func (c *guardConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
