@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -138,4 +139,53 @@ func (c *chunkConn) Read(p []byte) (int, error) {
 	k := copy(p[:min(len(p), c.n)], c.data)
 	c.data = c.data[k:]
 	return k, nil
+}
+
+// timeoutConn returns data a byte at a time, with a timeout error after every
+// byte of the first head (as net/http's background read between requests sees
+// its deadline).
+type timeoutConn struct {
+	net.Conn
+	data []byte
+	tick bool
+}
+
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string   { return "i/o timeout" }
+func (timeoutErr) Timeout() bool   { return true }
+func (timeoutErr) Temporary() bool { return true }
+
+func (c *timeoutConn) Read(p []byte) (int, error) {
+	if len(c.data) == 0 {
+		return 0, io.EOF
+	}
+	if c.tick = !c.tick; c.tick {
+		return 0, timeoutErr{}
+	}
+	k := copy(p[:1], c.data)
+	c.data = c.data[k:]
+	return k, nil
+}
+
+// A read that times out in the middle of a head leaves the head whole: the
+// bytes after it are still framed by its Content-Length.
+func TestGuardTimeoutMidHead(t *testing.T) {
+	fake := "GET /x HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n" // a body, not a head
+	in := "POST / HTTP/1.1\r\nContent-Length: " + strconv.Itoa(len(fake)) + "\r\n\r\n" + fake +
+		"GET / HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n"
+	g := &guardConn{Conn: &timeoutConn{data: []byte(in)}, maxHead: 256}
+	var out []byte
+	buf := make([]byte, 7)
+	for {
+		k, err := g.Read(buf)
+		out = append(out, buf[:k]...)
+		if err == io.EOF {
+			break
+		}
+	}
+	want := in[:len(in)-len("Content-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n")] + smuggledHeader + ": 1\r\nTransfer-Encoding: chunked\r\n\r\n"
+	if string(out) != want {
+		t.Errorf("guard passed\n%q\nwant\n%q", out, want)
+	}
 }

@@ -2,6 +2,7 @@ package restfront
 
 import (
 	"bytes"
+	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -52,7 +53,8 @@ const (
 )
 
 // guardConn is a connection whose reads pass through the guard. Reads happen
-// on the server's connection goroutine only.
+// on one goroutine at a time: the server's connection goroutine, or between
+// requests its background read (one byte, ended by a read deadline).
 type guardConn struct {
 	net.Conn
 	maxHead int
@@ -83,8 +85,14 @@ func (c *guardConn) Read(p []byte) (int, error) {
 		n, err := c.Conn.Read(p)
 		c.feed(p[:n])
 		if len(c.out) == 0 && err != nil {
-			if len(c.head) > 0 { // a partial head at EOF: give it to the server as it is
+			// A partial head at EOF goes to the server as it is (it refuses it).
+			// Any other error, such as the deadline net/http sets to end its
+			// background read between requests, leaves the head collected so
+			// far where it is: handing it over would split it, and the guard
+			// would then take the rest of the head, and the body, for a new head.
+			if err == io.EOF && len(c.head) > 0 {
 				c.out, c.head = c.head, nil
+				c.state = stPass
 				break
 			}
 			return 0, err
