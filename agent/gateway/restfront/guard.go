@@ -62,6 +62,7 @@ type guardConn struct {
 	left    int64
 	head    []byte // the head (or chunk line) collected so far
 	out     []byte // bytes ready for the server
+	buf     []byte // what heads are read into
 }
 
 func (c *guardConn) Read(p []byte) (int, error) {
@@ -82,8 +83,13 @@ func (c *guardConn) Read(p []byte) (int, error) {
 		if c.state == stPass {
 			return c.Conn.Read(p)
 		}
-		n, err := c.Conn.Read(p)
-		c.feed(p[:n])
+		// Into the guard's own buffer, not p: net/http's background read asks
+		// for one byte, and a head read a byte per syscall would be slow.
+		if c.buf == nil {
+			c.buf = make([]byte, 4096)
+		}
+		n, err := c.Conn.Read(c.buf)
+		c.feed(c.buf[:n])
 		if len(c.out) == 0 && err != nil {
 			// A partial head at EOF goes to the server as it is (it refuses it).
 			// Any other error, such as the deadline net/http sets to end its
@@ -103,8 +109,8 @@ func (c *guardConn) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// feed runs b through the state machine, appending what may go to the server
-// to c.out. b may be p itself: c.out is copied out of it first.
+// feed runs b through the state machine, appending (copying) what may go to
+// the server to c.out.
 func (c *guardConn) feed(b []byte) {
 	for len(b) > 0 {
 		switch c.state {
