@@ -38,10 +38,16 @@ const (
 	PathShmringMemfd = "shmring-memfd"
 	// PathShmringDedicated is PathShmringMemfd with cpu.hot_path: dedicated.
 	PathShmringDedicated = "shmring-memfd-dedicated"
+	PathHTTP             = "http-binary" // Triton HTTP/REST, tensors in the binary data extension
+	PathHTTPJSON         = "http-json"   // Triton HTTP/REST, tensors as JSON arrays
 )
 
+// httpJSONMax is the largest payload the http-json row measures: larger
+// tensors are what the binary data extension is for.
+const httpJSONMax = 150_000
+
 // DatapathPaths lists the paths in report order.
-var DatapathPaths = []string{PathTCP, PathNginx, PathTCPDedicated, PathTCPPinned, PathNginxPinned, PathUnix, PathShm, PathShmring, PathShmringMemfd, PathShmringDedicated}
+var DatapathPaths = []string{PathTCP, PathNginx, PathTCPDedicated, PathTCPPinned, PathNginxPinned, PathUnix, PathShm, PathShmring, PathShmringMemfd, PathShmringDedicated, PathHTTP, PathHTTPJSON}
 
 // isRingPath says whether VIA on path is a ring client.
 func isRingPath(path string) bool {
@@ -197,12 +203,15 @@ func RunDatapath(ctx context.Context, o DatapathOptions) (*DatapathResult, error
 		rows[e.path] = map[int]*DatapathRow{}
 		for _, p := range o.Payloads {
 			rows[e.path][p] = &DatapathRow{Path: e.path, Proxy: e.proxyName, Pinned: e.pinned, Payload: p, Skipped: e.skipped}
+			if e.path == PathHTTPJSON && p > httpJSONMax && e.skipped == "" {
+				rows[e.path][p].Skipped = fmt.Sprintf("not measured: JSON tensors above %s are what the binary data extension (http-binary) is for", sizeLabel(httpJSONMax))
+			}
 		}
 	}
 	for _, payload := range o.Payloads {
 		for run := range o.Runs {
 			for _, e := range envs {
-				if e.skipped != "" {
+				if e.skipped != "" || rows[e.path][payload].Skipped != "" {
 					continue
 				}
 				if o.Progress != nil {
@@ -244,6 +253,7 @@ type pathEnv struct {
 	backendStats    *netopt.Stats
 	direct, via     *grpc.ClientConn
 	ring            *ringSensor
+	http            *httpSensor // the http-* paths
 	proxy           *Proc
 	shm             *shmInput
 	closers         []func()
@@ -255,6 +265,9 @@ func (e *pathEnv) callVia(ctx context.Context, frame uint64, data []byte, msg ra
 	if e.ring != nil {
 		d, _, err := e.ring.call(frame, data)
 		return d, err
+	}
+	if e.http != nil {
+		return e.http.call(ctx, frame, data, e.path == PathHTTPJSON)
 	}
 	return call(ctx, e.via, msg)
 }
@@ -327,6 +340,10 @@ func setupPath(ctx context.Context, o *DatapathOptions, path string) (_ *pathEnv
 		e.proxy, err = StartVig(ctx, o.VigBinary, dir, vigDatapathConfig("127.0.0.1:0", "off", ringAddr(), mb.Addr(), o.Exec, "cpu: {hot_path: shared}\n"), pin)
 	case PathShmringDedicated:
 		e.proxy, err = StartVig(ctx, o.VigBinary, dir, vigDatapathConfig("127.0.0.1:0", "off", ringAddr(), mb.Addr(), o.Exec, "cpu: {hot_path: dedicated}\n"), pin)
+	case PathHTTP, PathHTTPJSON:
+		// The gRPC listener is only there because the config wants one.
+		cfg := strings.Replace(vigDatapathConfig("127.0.0.1:0", "off", "", mb.Addr(), o.Exec), `metrics: "off"}`, `metrics: "off", http: "127.0.0.1:0"}`, 1)
+		e.proxy, err = StartVig(ctx, o.VigBinary, dir, cfg, pin)
 	case PathTCPDedicated:
 		e.proxy, err = StartVig(ctx, o.VigBinary, dir, vigDatapathConfig("127.0.0.1:0", "off", "", mb.Addr(), o.Exec, "cpu: {hot_path: dedicated}\n"), pin)
 		if err == nil {
@@ -356,6 +373,14 @@ func setupPath(ctx context.Context, o *DatapathOptions, path string) (_ *pathEnv
 	maxPayload := 0
 	for _, p := range o.Payloads {
 		maxPayload = max(maxPayload, p)
+	}
+	if path == PathHTTP || path == PathHTTPJSON {
+		if e.proxy.Addrs["http"] == "" {
+			return nil, fmt.Errorf("vig did not log its listen.http address (got %v)", e.proxy.Addrs)
+		}
+		e.http = newHTTPSensor(e.proxy.Addrs["http"])
+		e.closers = append(e.closers, e.http.Close)
+		return e, nil
 	}
 	if isRingPath(path) {
 		if e.ring, err = dialRing(e.proxy.Addrs["ring"], path == PathShmring); err != nil {

@@ -40,7 +40,7 @@ type Proc struct {
 	Name   string
 	PID    int
 	Pinned bool
-	Addrs  map[string]string // vig: what it listens on ("grpc", "unix", "ring", "metrics")
+	Addrs  map[string]string // vig: what it listens on ("grpc", "unix", "ring", "metrics", "http")
 	Config string            // nginx: the configuration file it runs with
 
 	cmd    *exec.Cmd
@@ -120,7 +120,7 @@ func StartVig(ctx context.Context, bin, dir, configYAML string, pin bool) (*Proc
 			var rec map[string]any
 			if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == "vig serving" {
 				addrs := map[string]string{}
-				for _, k := range []string{"grpc", "unix", "ring", "metrics"} {
+				for _, k := range []string{"grpc", "unix", "ring", "metrics", "http"} {
 					if s, ok := rec[k].(string); ok {
 						addrs[k] = s
 					}

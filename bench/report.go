@@ -458,6 +458,10 @@ func pathLabel(p string) string {
 		return "vig shmring memfd"
 	case PathShmringDedicated:
 		return "vig shmring memfd, hot_path: dedicated"
+	case PathHTTP:
+		return "vig HTTP/REST, binary data"
+	case PathHTTPJSON:
+		return "vig HTTP/REST, JSON"
 	}
 	return p
 }

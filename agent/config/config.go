@@ -44,6 +44,11 @@ type Listen struct {
 	GRPC    string `yaml:"grpc"`    // host:port of the Triton-protocol gRPC frontend
 	Unix    string `yaml:"unix"`    // path of the Unix-socket gRPC frontend ("@name": abstract)
 	Metrics string `yaml:"metrics"` // host:port of the Prometheus endpoint
+	// HTTP is the host:port of the Triton HTTP/REST (KServe v2) frontend, and
+	// HTTPUnix the path of the same on a Unix socket ("@name": abstract); both
+	// off by default.
+	HTTP     string `yaml:"http"`
+	HTTPUnix string `yaml:"http_unix"`
 	// Ring is the Unix socket (abstract "@name" where allowed) on which sensor
 	// processes attach shared-memory rings; off by default.
 	Ring string `yaml:"ring"`
@@ -53,7 +58,7 @@ type Listen struct {
 	TLS      TLS  `yaml:"tls"`      // serve the TCP listeners over TLS
 	Insecure bool `yaml:"insecure"` // serve a non-loopback address in plain text anyway
 	Auth     Auth `yaml:"auth"`     // bearer token for gRPC and metrics
-	// AllowUIDs and AllowGIDs restrict the peers of listen.unix and listen.ring
+	// AllowUIDs and AllowGIDs restrict the peers of listen.unix, listen.http_unix and listen.ring
 	// (SO_PEERCRED): a peer is admitted when its uid or its gid is listed. Both
 	// empty: any process that can open the socket (mode 0660).
 	AllowUIDs []uint32 `yaml:"allow_uids"`
@@ -487,7 +492,7 @@ func (c *Config) locate(doc *yaml.Node) {
 func (c *Config) applyDefaults() {
 	setDefault(&c.Listen.GRPC, DefaultGRPCAddr)
 	setDefault(&c.Listen.Metrics, DefaultMetricsAddr)
-	for _, p := range []*string{&c.Listen.GRPC, &c.Listen.Unix, &c.Listen.Metrics, &c.Listen.Ring} {
+	for _, p := range []*string{&c.Listen.GRPC, &c.Listen.Unix, &c.Listen.Metrics, &c.Listen.Ring, &c.Listen.HTTP, &c.Listen.HTTPUnix} {
 		if *p == Off {
 			*p = ""
 		}

@@ -78,7 +78,7 @@ func (l *Listen) validate(bad func(line int, key, format string, args ...any)) {
 		}
 		return line, "listen." + key
 	}
-	for _, e := range []struct{ key, addr string }{{"grpc", l.GRPC}, {"metrics", l.Metrics}} {
+	for _, e := range []struct{ key, addr string }{{"grpc", l.GRPC}, {"metrics", l.Metrics}, {"http", l.HTTP}} {
 		if e.addr == "" || Loopback(e.addr) || l.TLS.Enabled() || l.Insecure {
 			continue
 		}
@@ -108,16 +108,16 @@ func (l *Listen) validate(bad func(line int, key, format string, args ...any)) {
 		line, key := at("insecure")
 		bad(line, key, "insecure: true asks for plain text but listen.tls is set: drop one of them")
 	}
-	if t.Enabled() && l.GRPC == "" && l.Metrics == "" {
+	if t.Enabled() && l.GRPC == "" && l.Metrics == "" && l.HTTP == "" {
 		line, key := at("tls")
-		bad(line, key, "TLS applies to listen.grpc and listen.metrics, and both are off: drop tls or turn one on")
+		bad(line, key, "TLS applies to listen.grpc, listen.metrics and listen.http, and all are off: drop tls or turn one on")
 	}
-	if (len(l.AllowUIDs) > 0 || len(l.AllowGIDs) > 0) && l.Unix == "" && l.Ring == "" {
+	if (len(l.AllowUIDs) > 0 || len(l.AllowGIDs) > 0) && l.Unix == "" && l.Ring == "" && l.HTTPUnix == "" {
 		k := "allow_uids"
 		if len(l.AllowUIDs) == 0 {
 			k = "allow_gids"
 		}
 		line, key := at(k)
-		bad(line, key, "restricts the peers of listen.unix and listen.ring, and both are off: drop it or turn one on")
+		bad(line, key, "restricts the peers of listen.unix, listen.http_unix and listen.ring, and all are off: drop it or turn one on")
 	}
 }

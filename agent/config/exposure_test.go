@@ -48,8 +48,11 @@ func TestExposureErrors(t *testing.T) {
 		{"key without cert", "listen:\n  tls:\n    key_file: /etc/vig/key.pem\n", 2, []string{"listen.tls.cert_file", "missing"}},
 		{"client ca without tls", "listen:\n  tls:\n    client_ca_file: /etc/vig/ca.pem\n", 3, []string{"listen.tls.client_ca_file", "set tls.cert_file and tls.key_file"}},
 		{"insecure and tls", "listen:\n  insecure: true\n  tls: {cert_file: c, key_file: k}\n", 2, []string{"listen.insecure", "drop one"}},
-		{"tls without tcp", "listen:\n  grpc: \"off\"\n  metrics: \"off\"\n  unix: /tmp/v.sock\n  tls: {cert_file: c, key_file: k}\n", 5, []string{"listen.tls", "both are off"}},
-		{"allow list without unix", "listen:\n  allow_gids: [1000]\n", 2, []string{"listen.allow_gids", "listen.unix and listen.ring"}},
+		{"tls without tcp", "listen:\n  grpc: \"off\"\n  metrics: \"off\"\n  unix: /tmp/v.sock\n  tls: {cert_file: c, key_file: k}\n", 5, []string{"listen.tls", "all are off"}},
+		{"allow list without unix", "listen:\n  allow_gids: [1000]\n", 2, []string{"listen.allow_gids", "listen.unix, listen.http_unix and listen.ring"}},
+		{"no request listener", "listen: {grpc: \"off\"}\n", 0, []string{"listen.grpc, listen.unix, listen.http and listen.http_unix are all off"}},
+		{"http exposed", "listen:\n  http: \"0.0.0.0:9000\"\n", 2, []string{"listen.http", "plain text"}},
+		{"http not host:port", "listen:\n  http: \"9000\"\n", 2, []string{"listen.http", "not host:port"}},
 		{"negative uid", "listen:\n  unix: /tmp/v.sock\n  allow_uids: [-1]\n", 3, []string{"wrong type"}},
 		{"unknown tls key", "listen:\n  tls:\n    cert: c\n", 3, []string{`unknown key "cert"`, "cert_file, client_ca_file, key_file"}},
 	} {
@@ -87,6 +90,9 @@ func TestExposureAccepted(t *testing.T) {
 		"listen: {grpc: \"0.0.0.0:9001\", tls: {cert_file: c.pem, key_file: k.pem, client_ca_file: ca.pem}, auth: {token_file: t}}\n",
 		"listen: {grpc: \"off\", unix: /tmp/v.sock, allow_uids: [0, 1000], allow_gids: [3003]}\n",
 		"listen: {ring: \"@vig-ring\", allow_uids: [1000]}\n",
+		"listen: {grpc: \"off\", http: \"127.0.0.1:9000\"}\n",                        // HTTP alone serves requests
+		"listen: {grpc: \"off\", http_unix: /tmp/v-http.sock, allow_uids: [1000]}\n", // and on a Unix socket
+		"listen: {http: \"0.0.0.0:9000\", tls: {cert_file: c.pem, key_file: k.pem}}\n",
 	} {
 		c, err := Parse("ok.yaml", []byte(y))
 		if err != nil {
@@ -94,7 +100,7 @@ func TestExposureAccepted(t *testing.T) {
 			continue
 		}
 		if !c.Listen.TLS.Enabled() && !c.Listen.Insecure {
-			for _, a := range []string{c.Listen.GRPC, c.Listen.Metrics} {
+			for _, a := range []string{c.Listen.GRPC, c.Listen.Metrics, c.Listen.HTTP} {
 				if a != "" && !Loopback(a) {
 					t.Errorf("%q: %s is exposed in plain text", y, a)
 				}
@@ -102,7 +108,7 @@ func TestExposureAccepted(t *testing.T) {
 		}
 	}
 	c, _ := Parse("d.yaml", nil)
-	if !Loopback(c.Listen.GRPC) || !Loopback(c.Listen.Metrics) || c.Listen.Unix != "" || c.Listen.Ring != "" {
+	if !Loopback(c.Listen.GRPC) || !Loopback(c.Listen.Metrics) || c.Listen.Unix != "" || c.Listen.Ring != "" || c.Listen.HTTP != "" || c.Listen.HTTPUnix != "" {
 		t.Errorf("defaults expose vig: %+v", c.Listen)
 	}
 }

@@ -20,7 +20,7 @@ func (c *Config) validate(file string) error {
 		}
 		errs = append(errs, &Error{File: file, Line: line, Key: quoteShort(key), Msg: fmt.Sprintf(format, args...)})
 	}
-	for key, addr := range map[string]string{"listen.grpc": c.Listen.GRPC, "listen.metrics": c.Listen.Metrics} {
+	for key, addr := range map[string]string{"listen.grpc": c.Listen.GRPC, "listen.metrics": c.Listen.Metrics, "listen.http": c.Listen.HTTP} {
 		if addr == "" {
 			continue
 		}
@@ -29,8 +29,8 @@ func (c *Config) validate(file string) error {
 		}
 	}
 	c.Listen.validate(bad)
-	if c.Listen.GRPC == "" && c.Listen.Unix == "" {
-		bad(0, "listen", "both listen.grpc and listen.unix are off: vig would accept no requests")
+	if c.Listen.GRPC == "" && c.Listen.Unix == "" && c.Listen.HTTP == "" && c.Listen.HTTPUnix == "" {
+		bad(0, "listen", "listen.grpc, listen.unix, listen.http and listen.http_unix are all off: vig would accept no requests")
 	}
 	if ring, ok := c.Backend.RingBackend(); ok {
 		if ring == "" {

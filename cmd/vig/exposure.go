@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -87,18 +88,18 @@ func loadExposure(file string, l config.Listen, log *slog.Logger) (*exposure, er
 // ALPN h2 for gRPC, http/1.1 for metrics), the peer allowlist on listen.unix.
 func (e *exposure) listener(name string, ln net.Listener, log *slog.Logger, reg *metrics.Registry) net.Listener {
 	switch name {
-	case "grpc", "metrics":
+	case "grpc", "metrics", "http":
 		if e.tls == nil {
 			return ln
 		}
 		c := e.tls.Clone()
 		c.NextProtos = []string{"h2"}
-		if name == "metrics" {
+		if name != "grpc" {
 			c.NextProtos = []string{"http/1.1"}
 		}
 		return tls.NewListener(ln, c)
-	case "unix":
-		return e.peers.Listener(ln, log, func(error) { reg.Refused("unix", "peer") })
+	case "unix", "http_unix":
+		return e.peers.Listener(ln, log, func(error) { reg.Refused(name, "peer") })
 	}
 	return ln
 }
@@ -111,6 +112,30 @@ func (e *exposure) metricsHandler(h http.Handler, log *slog.Logger, reg *metrics
 	return e.token.HTTP(h, func(r *http.Request, err error) {
 		reg.Refused("metrics", "token")
 		log.Debug("metrics: refusing scrape", "remote", r.RemoteAddr, "err", err)
+	})
+}
+
+// httpHandler puts the bearer token, when configured, in front of the HTTP/REST
+// frontend, refusing as Triton's HTTP server words errors ({"error": …}, 401);
+// health checks stay open, as for gRPC.
+func (e *exposure) httpHandler(h http.Handler, log *slog.Logger, reg *metrics.Registry) http.Handler {
+	if e.token == nil {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v2/health/live" && r.URL.Path != "/v2/health/ready" {
+			if err := e.token.Check(r.Header.Get("Authorization")); err != nil {
+				reg.Refused("http", "token")
+				log.Debug("http: refusing request", "remote", r.RemoteAddr, "path", r.URL.Path, "err", err)
+				b, _ := json.Marshal(map[string]string{"error": "unauthorized: " + err.Error()})
+				w.Header().Set("WWW-Authenticate", `Bearer realm="vig"`)
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusUnauthorized)
+				w.Write(b)
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
 	})
 }
 

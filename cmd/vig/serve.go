@@ -18,6 +18,7 @@ import (
 	"github.com/vig-edge/vig/agent/config"
 	"github.com/vig-edge/vig/agent/doctor"
 	"github.com/vig-edge/vig/agent/gateway"
+	"github.com/vig-edge/vig/agent/gateway/restfront"
 	"github.com/vig-edge/vig/agent/gateway/ringback"
 	"github.com/vig-edge/vig/agent/gateway/ringfront"
 	"github.com/vig-edge/vig/agent/metrics"
@@ -284,6 +285,8 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready chan
 		{"grpc", "tcp", cfg.Listen.GRPC},
 		{"unix", "unix", cfg.Listen.Unix},
 		{"metrics", "tcp", cfg.Listen.Metrics},
+		{"http", "tcp", cfg.Listen.HTTP},
+		{"http_unix", "unix", cfg.Listen.HTTPUnix},
 	} {
 		if l.addr == "" {
 			continue
@@ -320,7 +323,16 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready chan
 		go func() { errc <- ring.Serve() }()
 	}
 	var metricsSrv *http.Server
+	var rest *restfront.Frontend // Triton's HTTP/REST protocol, into the same gateway
 	for _, l := range listeners {
+		if l.name == "http" || l.name == "http_unix" {
+			if rest == nil {
+				rest = restfront.New(gw, restfront.Options{Log: log, MaxBody: int64(cfg.GRPC.MaxMessageMiB) << 20,
+					Wrap: func(h http.Handler) http.Handler { return exp.httpHandler(h, log, reg) }})
+			}
+			go func() { errc <- rest.Serve(l.ln) }()
+			continue
+		}
 		if l.name == "metrics" {
 			mux := http.NewServeMux()
 			mux.Handle("/metrics", exp.metricsHandler(reg.Handler(), log, reg))
@@ -331,7 +343,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready chan
 		go func() { errc <- gw.Serve(l.ln) }()
 	}
 	log.Info("vig serving", "version", version.String(), "grpc", addrs["grpc"], "unix", addrs["unix"], "ring", addrs["ring"],
-		"metrics", addrs["metrics"], "backend", cfg.Backend.Address, "slots", cfg.Backend.Slots,
+		"http", addrs["http"], "http_unix", addrs["http_unix"], "metrics", addrs["metrics"], "backend", cfg.Backend.Address, "slots", cfg.Backend.Slots,
 		"tls", exp.tls != nil, "token", exp.token != nil, "peer_allowlist", exp.peers.Restricted())
 	if ready != nil {
 		ready <- addrs
@@ -348,6 +360,11 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready chan
 	gov.Drain()
 	if ring != nil {
 		ring.Close()
+	}
+	if rest != nil {
+		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+		rest.Shutdown(sctx) // answers the requests in flight
+		scancel()
 	}
 	gw.GracefulStop()
 	n, accepted := gw.Answered(), gw.Accepted()

@@ -1,0 +1,271 @@
+package restfront
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+)
+
+// The smuggling guard. A request that carries both Content-Length and
+// Transfer-Encoding is framed differently by different HTTP parsers: the shape
+// of a request-smuggling attempt (RFC 9112 §6.3 says such a message "ought to be
+// handled as an error"). Go's server follows Transfer-Encoding and drops
+// Content-Length from the header, so the handler cannot see it. The guard reads
+// each request head on the raw connection before Go does; when both headers
+// are there it renames Content-Length to smuggledHeader (a name of the same
+// length, so nothing shifts), and the handler refuses the request and closes
+// the connection. To find each head it follows the framing of the bodies
+// between them (Content-Length bytes, or chunks); after anything it cannot
+// frame, or a refused head, it stops looking (Go refuses those requests itself
+// and closes the connection).
+
+// smuggledHeader replaces the name "Content-Length" (14 bytes) in a head that
+// also has Transfer-Encoding.
+const smuggledHeader = "Vig-Smuggle-CL"
+
+const maxChunkLine = 4096
+
+type guardListener struct {
+	net.Listener
+	maxHead int
+}
+
+func (l guardListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &guardConn{Conn: c, maxHead: l.maxHead}, nil
+}
+
+type guardState uint8
+
+const (
+	stHead      guardState = iota // collecting a request head
+	stBody                        // left bytes of a Content-Length body
+	stChunkLine                   // a chunk-size line
+	stChunkData                   // left bytes of a chunk, then its CRLF line
+	stChunkEnd                    // the line ending a chunk's data
+	stTrailer                     // trailer lines up to the empty one
+	stPass                        // no longer looking
+)
+
+// guardConn is a connection whose reads pass through the guard. Reads happen
+// on one goroutine at a time: the server's connection goroutine, or between
+// requests its background read (one byte, ended by a read deadline).
+type guardConn struct {
+	net.Conn
+	maxHead int
+	state   guardState
+	left    int64
+	head    []byte // the head (or chunk line) collected so far
+	out     []byte // bytes ready for the server
+	buf     []byte // what heads are read into
+}
+
+func (c *guardConn) Read(p []byte) (int, error) {
+	if len(c.out) == 0 && (c.state == stBody || c.state == stChunkData) && len(p) > 0 {
+		// Body bytes go straight to the server's buffer: the guard only
+		// counts them (a 6 MB tensor is not copied through it).
+		n, err := c.Conn.Read(p[:min(int64(len(p)), c.left)])
+		if c.left -= int64(n); c.left == 0 {
+			if c.state == stBody {
+				c.state = stHead
+			} else {
+				c.state = stChunkEnd
+			}
+		}
+		return n, err
+	}
+	for len(c.out) == 0 {
+		if c.state == stPass {
+			return c.Conn.Read(p)
+		}
+		// Into the guard's own buffer, not p: net/http's background read asks
+		// for one byte, and a head read a byte per syscall would be slow.
+		if c.buf == nil {
+			c.buf = make([]byte, 4096)
+		}
+		n, err := c.Conn.Read(c.buf)
+		c.feed(c.buf[:n])
+		if len(c.out) == 0 && err != nil {
+			// A partial head at EOF goes to the server as it is (it refuses it).
+			// Any other error, such as the deadline net/http sets to end its
+			// background read between requests, leaves the head collected so
+			// far where it is: handing it over would split it, and the guard
+			// would then take the rest of the head, and the body, for a new head.
+			if err == io.EOF && len(c.head) > 0 {
+				c.out, c.head = c.head, nil
+				c.state = stPass
+				break
+			}
+			return 0, err
+		}
+	}
+	n := copy(p, c.out)
+	c.out = c.out[n:]
+	return n, nil
+}
+
+// feed runs b through the state machine, appending (copying) what may go to
+// the server to c.out.
+func (c *guardConn) feed(b []byte) {
+	for len(b) > 0 {
+		switch c.state {
+		case stPass:
+			c.out = append(c.out, b...)
+			return
+		case stHead, stChunkLine, stChunkEnd, stTrailer:
+			i := bytes.IndexByte(b, '\n')
+			if i < 0 {
+				c.head = append(c.head, b...)
+				b = nil
+			} else {
+				c.head = append(c.head, b[:i+1]...)
+				b = b[i+1:]
+			}
+			limit := maxChunkLine
+			if c.state == stHead {
+				limit = c.maxHead + 4096
+			}
+			if len(c.head) > limit {
+				c.pass()
+				continue
+			}
+			if i >= 0 {
+				c.line()
+			}
+		case stBody, stChunkData:
+			n := int64(len(b))
+			if n > c.left {
+				n = c.left
+			}
+			c.out = append(c.out, b[:n]...)
+			b = b[n:]
+			if c.left -= n; c.left == 0 {
+				if c.state == stBody {
+					c.state = stHead
+				} else {
+					c.state = stChunkEnd
+				}
+			}
+		}
+	}
+}
+
+// pass stops looking; what was collected goes to the server as it is.
+func (c *guardConn) pass() {
+	c.out = append(c.out, c.head...)
+	c.head = nil
+	c.state = stPass
+}
+
+// line handles a complete line at the end of c.head.
+func (c *guardConn) line() {
+	h := c.head
+	switch c.state {
+	case stChunkEnd:
+		c.flushHead(stChunkLine)
+	case stChunkLine:
+		size := strings.TrimSpace(string(h))
+		if i := strings.IndexByte(size, ';'); i >= 0 {
+			size = strings.TrimSpace(size[:i])
+		}
+		n, err := strconv.ParseInt(size, 16, 64)
+		if err != nil || n < 0 {
+			c.pass()
+			return
+		}
+		if n == 0 {
+			c.flushHead(stTrailer)
+			return
+		}
+		c.left = n
+		c.flushHead(stChunkData)
+	case stTrailer:
+		next := stTrailer
+		if len(bytes.TrimRight(h, "\r\n")) == 0 {
+			next = stHead
+		}
+		c.flushHead(next)
+	case stHead:
+		if len(bytes.TrimRight(h, "\r\n")) == 0 && bytes.Count(h, []byte("\n")) == 1 {
+			c.flushHead(stHead) // an empty line before a request line
+			return
+		}
+		if !bytes.HasSuffix(h, []byte("\n\r\n")) && !bytes.HasSuffix(h, []byte("\n\n")) {
+			return // more header lines to come
+		}
+		c.checkHead()
+	}
+}
+
+func (c *guardConn) flushHead(next guardState) {
+	c.out = append(c.out, c.head...)
+	c.head = c.head[:0:0]
+	c.state = next
+}
+
+// checkHead reads a complete head: it marks a smuggling attempt and finds how
+// the body is framed.
+func (c *guardConn) checkHead() {
+	h := c.head
+	clAt, clCount := -1, 0
+	var cl string
+	te := ""
+	lines := bytes.Split(h, []byte("\n"))
+	off := 0
+	for i, ln := range lines {
+		start := off
+		off += len(ln) + 1
+		if i == 0 {
+			continue
+		}
+		name, value, ok := bytes.Cut(ln, []byte(":"))
+		if !ok {
+			continue
+		}
+		switch {
+		case strings.EqualFold(string(name), "Content-Length"):
+			clAt, cl = start, strings.TrimSpace(string(value))
+			clCount++
+		case strings.EqualFold(string(name), "Transfer-Encoding"):
+			te = strings.ToLower(strings.TrimSpace(string(value)))
+		}
+	}
+	switch {
+	case te != "" && clAt >= 0:
+		copy(h[clAt:], smuggledHeader)
+		c.pass() // refused and closed by the handler
+	case te == "chunked":
+		c.flushHead(stChunkLine)
+	case te != "" || clCount > 1:
+		c.pass() // Go refuses these itself
+	case clAt >= 0:
+		n, err := strconv.ParseInt(cl, 10, 64)
+		if err != nil || n < 0 {
+			c.pass()
+			return
+		}
+		c.left = n
+		if n == 0 {
+			c.flushHead(stHead)
+			return
+		}
+		c.flushHead(stBody)
+	default:
+		c.flushHead(stHead)
+	}
+}
+
+// CloseWrite passes the server's half-close through (net/http shuts the write
+// side before closing a connection it refuses, so that the client reads the
+// answer rather than a reset).
+func (c *guardConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}

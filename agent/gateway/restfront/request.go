@@ -1,0 +1,361 @@
+package restfront
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/vig-edge/vig/proto/inference"
+)
+
+// The infer request of Triton's HTTP/REST protocol (KServe v2 with Triton's
+// binary tensor data extension), turned into the ModelInferRequest a gRPC client
+// would have sent:
+//
+//	body = JSON header [ binary tensor data ]
+//
+// The header's length is the Inference-Header-Content-Length header when binary
+// data follows, else the whole body. An input with parameter binary_data_size N
+// takes the next N bytes of the binary part, in input order; those bytes become
+// its raw_input_contents entry as they are (a view of the body: no copy, no
+// conversion). An input with a JSON "data" array is converted once into the same
+// little-endian bytes. The HTTP-only parameters (binary_data_size, binary_data,
+// binary_data_output) are consumed here; every other parameter is forwarded
+// (vig's own, vig_stream and vig_capture_ns, are read and removed by the gateway
+// as for a gRPC client).
+
+// Parameter names of the binary tensor data extension.
+const (
+	paramBinarySize   = "binary_data_size"
+	paramBinary       = "binary_data"
+	paramBinaryOutput = "binary_data_output"
+)
+
+// jsonRequest is the JSON header of an infer request.
+type jsonRequest struct {
+	ID         string                     `json:"id"`
+	Parameters map[string]json.RawMessage `json:"parameters"`
+	Inputs     []jsonInput                `json:"inputs"`
+	Outputs    []jsonOutput               `json:"outputs"`
+}
+
+type jsonInput struct {
+	Name       string                     `json:"name"`
+	Shape      []int64                    `json:"shape"`
+	Datatype   string                     `json:"datatype"`
+	Parameters map[string]json.RawMessage `json:"parameters"`
+	Data       json.RawMessage            `json:"data"`
+}
+
+type jsonOutput struct {
+	Name       string                     `json:"name"`
+	Parameters map[string]json.RawMessage `json:"parameters"`
+}
+
+// inferRequest is a parsed infer request: the message for the gateway, and what
+// the answer needs to know (which outputs the client wants in binary).
+type inferRequest struct {
+	msg mem.BufferSlice
+	// binaryOut: the outputs whose binary_data parameter says how to answer
+	// them; allBinary (binary_data_output): every other output.
+	binaryOut map[string]bool
+	allBinary bool
+	// shmOut: requested outputs written to shared memory, with their parameters.
+	shmOut map[string]map[string]*pb.InferParameter
+}
+
+// errRequest is an error in the client's request (HTTP 400).
+type errRequest struct{ msg string }
+
+func (e *errRequest) Error() string { return e.msg }
+
+func badRequest(format string, args ...any) error {
+	return &errRequest{fmt.Sprintf(format, args...)}
+}
+
+// parseInfer reads an infer request for model (and version) from body. headerLen
+// is the Inference-Header-Content-Length, -1 when absent. The tensor bytes of
+// the result view body, which must stay unmodified until the call is answered;
+// when root holds body (a pooled buffer), they are views of root, each with its
+// own reference, so that the buffer returns to its pool once the message is
+// freed.
+func parseInfer(model, version string, body []byte, headerLen int, root mem.Buffer) (*inferRequest, error) {
+	if headerLen < 0 {
+		headerLen = len(body)
+	}
+	if headerLen > len(body) {
+		return nil, badRequest("Inference-Header-Content-Length %d is larger than the %d-byte body", headerLen, len(body))
+	}
+	var req jsonRequest
+	if err := json.Unmarshal(body[:headerLen], &req); err != nil {
+		return nil, badRequest("failed to parse the request JSON header (is Inference-Header-Content-Length right?): %v", err)
+	}
+	if len(req.Inputs) == 0 {
+		return nil, badRequest("the request has no inputs")
+	}
+	if len(req.Inputs)+len(req.Outputs) > maxTensors {
+		return nil, badRequest("the request has more than %d tensors", maxTensors)
+	}
+	out := &inferRequest{binaryOut: map[string]bool{}}
+	m := &pb.ModelInferRequest{ModelName: model, ModelVersion: version, Id: req.ID}
+	var err error
+	if m.Parameters, err = convertParams(req.Parameters, "request", func(k string, v json.RawMessage) (bool, error) {
+		if k != paramBinaryOutput {
+			return false, nil
+		}
+		b, err := boolParam(k, v)
+		out.allBinary = b
+		return true, err
+	}); err != nil {
+		return nil, err
+	}
+
+	bin := body[headerLen:]
+	raws := make([][]byte, len(req.Inputs))
+	bodyOff := make([]int, len(req.Inputs)) // where raws[i] lies in body; -1: not there
+	var conv []byte                         // the converted JSON tensors, one after the other
+	type span struct {
+		lo, hi int
+		ok     bool
+	}
+	convSpans := make([]span, len(req.Inputs))
+	anyRaw := false
+	for i := range req.Inputs {
+		in := &req.Inputs[i]
+		if in.Name == "" {
+			return nil, badRequest("input %d has no name", i)
+		}
+		if _, ok := elemSize(in.Datatype); !ok {
+			return nil, badRequest("input '%s': unknown datatype %q", in.Name, in.Datatype)
+		}
+		n, err := elements(in.Shape)
+		if err != nil {
+			return nil, badRequest("input '%s': %v", in.Name, err)
+		}
+		binSize := int64(-1)
+		shm := false
+		t := &pb.ModelInferRequest_InferInputTensor{Name: in.Name, Datatype: in.Datatype, Shape: in.Shape}
+		if t.Parameters, err = convertParams(in.Parameters, "input '"+in.Name+"'", func(k string, v json.RawMessage) (bool, error) {
+			switch k {
+			case paramBinarySize:
+				v, err := intParam(k, v)
+				if err != nil || v < 0 {
+					return true, badRequest("input '%s': %s must be a non-negative integer", in.Name, k)
+				}
+				binSize = v
+				return true, nil
+			case "shared_memory_region":
+				shm = true
+			}
+			return false, nil
+		}); err != nil {
+			return nil, err
+		}
+		hasData := len(in.Data) > 0 && string(in.Data) != "null"
+		switch {
+		case binSize >= 0 && hasData:
+			return nil, badRequest("input '%s' has both 'data' and the binary_data_size parameter", in.Name)
+		case shm && (binSize >= 0 || hasData):
+			return nil, badRequest("input '%s' names a shared-memory region and also carries data", in.Name)
+		case binSize >= 0:
+			if binSize > int64(len(bin)) {
+				return nil, badRequest("input '%s': binary_data_size %d is past the end of the body (%d bytes of binary data left)", in.Name, binSize, len(bin))
+			}
+			bodyOff[i] = len(body) - len(bin)
+			raws[i], bin = bin[:binSize:binSize], bin[binSize:]
+			anyRaw = true
+		case hasData:
+			lo := len(conv)
+			var got int64
+			if conv, got, err = encodeData(conv, in.Datatype, in.Data, n); err != nil {
+				return nil, badRequest("input '%s': %v", in.Name, err)
+			}
+			if got != n {
+				return nil, badRequest("input '%s': 'data' has %d elements, but shape %v needs %d (Shape does not match true shape of 'data' field)", in.Name, got, in.Shape, n)
+			}
+			convSpans[i] = span{lo, len(conv), true}
+			anyRaw = true
+		case shm:
+		default:
+			return nil, badRequest("input '%s' has no 'data', no binary_data_size and no shared-memory region", in.Name)
+		}
+		m.Inputs = append(m.Inputs, t)
+	}
+	if len(bin) > 0 {
+		return nil, badRequest("%d bytes of binary data after the last input's (check the inputs' binary_data_size and Inference-Header-Content-Length)", len(bin))
+	}
+	for i := range convSpans {
+		if s := convSpans[i]; s.ok {
+			raws[i] = conv[s.lo:s.hi:s.hi]
+			bodyOff[i] = -1
+		}
+	}
+	for i := range req.Outputs {
+		o := &req.Outputs[i]
+		if o.Name == "" {
+			return nil, badRequest("output %d has no name", i)
+		}
+		t := &pb.ModelInferRequest_InferRequestedOutputTensor{Name: o.Name}
+		binary, set := false, false
+		if t.Parameters, err = convertParams(o.Parameters, "output '"+o.Name+"'", func(k string, v json.RawMessage) (bool, error) {
+			if k != paramBinary {
+				return false, nil
+			}
+			var err error
+			binary, err = boolParam(k, v)
+			set = true
+			return true, err
+		}); err != nil {
+			return nil, err
+		}
+		if set { // else binary_data_output decides, as for outputs not named
+			out.binaryOut[o.Name] = binary
+		}
+		if _, ok := t.Parameters["shared_memory_region"]; ok {
+			if out.shmOut == nil {
+				out.shmOut = map[string]map[string]*pb.InferParameter{}
+			}
+			out.shmOut[o.Name] = t.Parameters
+		}
+		m.Outputs = append(m.Outputs, t)
+	}
+	if !anyRaw {
+		raws = nil // all inputs in shared memory: no raw_input_contents at all
+	}
+	if root == nil {
+		bodyOff = nil
+	}
+	out.msg, err = encode(m, raws, root, bodyOff)
+	return out, err
+}
+
+// maxTensors bounds the tensors of one request (as wire's parser does).
+const maxTensors = 4096
+
+// encode marshals m and appends raws as its raw_input_contents: the tensor bytes
+// are views, not copies (of root at bodyOff[i], when given and not -1).
+func encode(m *pb.ModelInferRequest, raws [][]byte, root mem.Buffer, bodyOff []int) (mem.BufferSlice, error) {
+	head, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	if err != nil {
+		return nil, badRequest("encoding the request: %v", err)
+	}
+	if len(raws) == 0 {
+		return mem.BufferSlice{mem.SliceBuffer(head)}, nil
+	}
+	// The small tag and length prefixes go into one buffer after the header, so
+	// that the message is header, then prefix and tensor for each input.
+	ends := make([]int, len(raws))
+	for i, r := range raws {
+		head = protowire.AppendTag(head, 7, protowire.BytesType)
+		head = protowire.AppendVarint(head, uint64(len(r)))
+		ends[i] = len(head)
+	}
+	msg := make(mem.BufferSlice, 0, 2*len(raws))
+	lo := 0
+	hi := ends[0]
+	for i, r := range raws {
+		msg = append(msg, mem.SliceBuffer(head[lo:hi]))
+		switch {
+		case len(r) == 0:
+		case bodyOff != nil && bodyOff[i] >= 0:
+			msg = append(msg, root.Slice(bodyOff[i], bodyOff[i]+len(r)))
+		default:
+			msg = append(msg, mem.SliceBuffer(r))
+		}
+		if i+1 < len(raws) {
+			lo, hi = ends[i], ends[i+1]
+		}
+	}
+	return msg, nil
+}
+
+// convertParams turns a JSON parameters object into Triton parameters; take
+// consumes the keys of the HTTP protocol itself (returning true).
+func convertParams(ps map[string]json.RawMessage, what string, take func(k string, v json.RawMessage) (bool, error)) (map[string]*pb.InferParameter, error) {
+	if len(ps) == 0 {
+		return nil, nil
+	}
+	keys := make([]string, 0, len(ps))
+	for k := range ps {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var out map[string]*pb.InferParameter
+	for _, k := range keys {
+		v := ps[k]
+		if done, err := take(k, v); err != nil {
+			var e *errRequest
+			if errors.As(err, &e) {
+				return nil, err
+			}
+			return nil, badRequest("%s: %v", what, err)
+		} else if done {
+			continue
+		}
+		p, err := jsonParam(v)
+		if err != nil {
+			return nil, badRequest("%s parameter '%s': %v", what, k, err)
+		}
+		if out == nil {
+			out = map[string]*pb.InferParameter{}
+		}
+		out[k] = p
+	}
+	return out, nil
+}
+
+// jsonParam converts one JSON parameter value: a boolean, a string, an integer
+// (int64_param; uint64_param above the int64 range) or another number
+// (double_param).
+func jsonParam(v json.RawMessage) (*pb.InferParameter, error) {
+	s := string(bytes.TrimSpace(v))
+	switch {
+	case s == "true" || s == "false":
+		return &pb.InferParameter{ParameterChoice: &pb.InferParameter_BoolParam{BoolParam: s == "true"}}, nil
+	case len(s) > 0 && s[0] == '"':
+		var str string
+		if err := json.Unmarshal(v, &str); err != nil {
+			return nil, err
+		}
+		return &pb.InferParameter{ParameterChoice: &pb.InferParameter_StringParam{StringParam: str}}, nil
+	case len(s) > 0 && (s[0] == '-' || (s[0] >= '0' && s[0] <= '9')):
+		if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+			return &pb.InferParameter{ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: i}}, nil
+		}
+		if u, err := strconv.ParseUint(s, 10, 64); err == nil {
+			return &pb.InferParameter{ParameterChoice: &pb.InferParameter_Uint64Param{Uint64Param: u}}, nil
+		}
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil || math.IsInf(f, 0) {
+			return nil, fmt.Errorf("number %s is out of range", s)
+		}
+		return &pb.InferParameter{ParameterChoice: &pb.InferParameter_DoubleParam{DoubleParam: f}}, nil
+	}
+	return nil, fmt.Errorf("must be a boolean, a number or a string, not %.40s", s)
+}
+
+func boolParam(k string, v json.RawMessage) (bool, error) {
+	switch string(bytes.TrimSpace(v)) {
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
+	}
+	return false, badRequest("parameter %s must be true or false", k)
+}
+
+func intParam(k string, v json.RawMessage) (int64, error) {
+	i, err := strconv.ParseInt(string(bytes.TrimSpace(v)), 10, 64)
+	if err != nil {
+		return 0, badRequest("parameter %s must be an integer", k)
+	}
+	return i, nil
+}
