@@ -70,9 +70,12 @@ http {
 	access_log off;
 	client_body_temp_path $tmp/nginx; proxy_temp_path $tmp/nginx; fastcgi_temp_path $tmp/nginx;
 	uwsgi_temp_path $tmp/nginx; scgi_temp_path $tmp/nginx;
+	# As an operator sets nginx up for gRPC (bench/datapath.go's nginxConfig): an
+	# upstream with a keepalive pool. h2spec speaks to nginx's frontend only.
+	upstream backend { server 127.0.0.1:$mock; keepalive 16; }
 	server {
 		listen 127.0.0.1:$ngp http2;
-		location / { grpc_pass grpc://127.0.0.1:$mock; }
+		location / { grpc_pass grpc://backend; }
 	}
 }
 CONF
