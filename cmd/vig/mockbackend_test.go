@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -124,9 +125,11 @@ func TestMockBackendSIGTERM(t *testing.T) {
 	go func() {
 		codec <- runMockBackend([]string{"--listen", "unix:" + sock, "--model", "a=1", "--log-format", "json"})
 	}()
-	// The signal handler is installed before the socket exists.
+	// The signal handler is installed before the socket exists. The file appears at
+	// bind(2), before listen(2): wait until a connection is accepted, not for the file.
 	for {
-		if _, err := os.Stat(sock); err == nil {
+		if conn, err := net.Dial("unix", sock); err == nil {
+			conn.Close()
 			break
 		}
 		select {
