@@ -121,13 +121,13 @@ func (a *Assembler) Read(r *bufio.Reader, n, limit int, budget *Budget, deliver 
 		for a.n < a.want && n > 0 {
 			if len(a.chunks) == 0 || a.cur == len(*a.chunks[len(a.chunks)-1]) {
 				size := min(chunkSize(a.n), a.want-a.n)
-				buf := mem.DefaultBufferPool().Get(size)
+				buf := msgPool.Get(size)
 				c := cap(*buf)
 				if c > budget.left && budget.Reclaim != nil {
 					budget.Reclaim(a)
 				}
 				if c > budget.left {
-					mem.DefaultBufferPool().Put(buf)
+					msgPool.Put(buf)
 					a.Reset(budget)
 					return n, ErrBudget{budget.limit}
 				}
@@ -153,7 +153,7 @@ func (a *Assembler) Read(r *bufio.Reader, n, limit int, budget *Budget, deliver 
 			if len(a.chunks) > 0 {
 				msg = make(mem.BufferSlice, len(a.chunks))
 				for i, c := range a.chunks {
-					msg[i] = mem.NewBuffer(c, mem.DefaultBufferPool())
+					msg[i] = mem.NewBuffer(c, msgPool)
 					a.chunks[i] = nil
 				}
 			}
@@ -174,7 +174,7 @@ func (a *Assembler) Partial() bool { return a.pn > 0 }
 // Reset drops a half-received message and gives its memory back to budget.
 func (a *Assembler) Reset(budget *Budget) {
 	for _, c := range a.chunks {
-		mem.DefaultBufferPool().Put(c)
+		msgPool.Put(c)
 	}
 	budget.left += a.held
 	*a = Assembler{}
