@@ -61,6 +61,13 @@ type Writer struct {
 	closing   bool // close the connection once everything queued is written
 	queue     [][]byte
 	qrefs     []mem.Buffer
+	qbuf      []byte // the frame buffer the queue's first batch was cut from
+	// spare is the storage of a batch the flusher has written, taken by the
+	// next newBatch: a large message that fills the socket does not grow a
+	// fresh batch every time.
+	spareBuf  []byte
+	spareVec  [][]byte
+	spareRefs []mem.Buffer
 	err       error // the connection failed; nothing more is sent
 
 	maxFrame int // peer's SETTINGS_MAX_FRAME_SIZE
@@ -404,8 +411,7 @@ func (w *Writer) Flush() {
 		w.vec[0] = w.vec[0][n:]
 		n = 0
 	}
-	w.queue = append(w.queue[:0], w.vec...)
-	w.qrefs = append(w.qrefs[:0], w.refs...)
+	w.queue, w.qrefs, w.qbuf = w.vec, w.refs, w.buf // the batch now belongs to the queue
 	w.newBatch()
 	w.flushing = true
 	go w.flusher()
@@ -421,9 +427,15 @@ func (w *Writer) freeBatch() {
 	w.buf, w.vec, w.refs, w.mark = w.buf[:0], w.vec[:0], w.refs[:0], 0
 }
 
-// newBatch starts a batch in fresh storage: the old one now belongs to the queue.
+// newBatch starts a batch in storage of its own (the spare one, if the flusher
+// has given one back): the old batch now belongs to the queue.
 func (w *Writer) newBatch() {
-	w.buf, w.vec, w.refs, w.mark = make([]byte, 0, 512), nil, nil, 0
+	buf := w.spareBuf
+	if buf == nil {
+		buf = make([]byte, 0, 512)
+	}
+	w.buf, w.vec, w.refs, w.mark = buf[:0], w.spareVec[:0], w.spareRefs[:0], 0
+	w.spareBuf, w.spareVec, w.spareRefs = nil, nil, nil
 }
 
 func (w *Writer) flusher() {
@@ -441,15 +453,21 @@ func (w *Writer) flusher() {
 			w.mu.Unlock()
 			return
 		}
-		w.queue, w.qrefs = nil, nil
+		qb := w.qbuf
+		w.queue, w.qrefs, w.qbuf = nil, nil, nil
 		w.mu.Unlock()
 		err := w.sw.WriteAll(q)
 		for _, r := range refs {
 			r.Free()
 		}
+		clear(q)
+		clear(refs)
 		w.mu.Lock()
 		if err != nil {
 			w.Fail(err)
+		}
+		if qb != nil && w.spareBuf == nil {
+			w.spareBuf, w.spareVec, w.spareRefs = qb[:0], q[:0], refs[:0]
 		}
 		w.ctlQueued = 0 // the peer reads
 		w.mu.Unlock()

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"net"
+	"runtime"
 	"sync"
 	"testing"
 
 	"golang.org/x/net/http2"
+	"google.golang.org/grpc/mem"
 )
 
 // stuckSocket takes nothing: Writev writes no byte, WriteAll waits until the
@@ -74,5 +76,94 @@ func TestWriterControlQueueBounded(t *testing.T) {
 			w.Fail(ErrConnClosed)
 			w.Unlock()
 		})
+	}
+}
+
+// fullSocket takes half of what Writev offers (a socket whose buffer fills) and
+// the rest through WriteAll, the flusher's write, into out.
+type fullSocket struct {
+	mu  sync.Mutex
+	out bytes.Buffer
+}
+
+func (s *fullSocket) Writev(bufs [][]byte) (int, error) {
+	if len(bufs) == 0 {
+		return 0, nil
+	}
+	n := len(bufs[0]) / 2
+	s.mu.Lock()
+	s.out.Write(bufs[0][:n])
+	s.mu.Unlock()
+	return n, nil
+}
+
+func (s *fullSocket) WriteAll(bufs [][]byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, b := range bufs {
+		s.out.Write(b)
+	}
+	return nil
+}
+
+// A large message that fills the socket goes out through the flusher; the
+// batches it was cut into are reused by the next message, so what a message
+// costs in allocations does not grow with its frames (a 6.2 MB message is 379
+// frames), and the bytes on the wire are the message.
+func TestWriterLargeMessageReusesBatch(t *testing.T) {
+	const size = 6_200_000
+	body := make([]byte, size)
+	for i := range body {
+		body[i] = byte(i * 7)
+	}
+	sock := &fullSocket{}
+	w := NewWriter(nil, sock)
+	w.connWin = 1 << 30
+	var msg mem.BufferSlice
+	for off := 0; off < size; off += maxChunk {
+		msg = append(msg, mem.SliceBuffer(body[off:min(off+maxChunk, size)]))
+	}
+	send := func(id uint32) {
+		var s SendState
+		w.Lock()
+		s.Init(id, 1<<30)
+		w.QueueMsg(&s, false, msg)
+		w.Finish(&s, nil)
+		w.Flush()
+		w.Unlock()
+		for { // until the flusher has written the rest
+			w.Lock()
+			done := !w.flushing
+			w.Unlock()
+			if done {
+				break
+			}
+			runtime.Gosched()
+		}
+	}
+	send(1)
+	id := uint32(1)
+	allocs := testing.AllocsPerRun(10, func() { id += 2; send(id) })
+	t.Logf("%.1f allocations per message", allocs)
+	if allocs > 6 {
+		t.Errorf("%.0f allocations per 6.2 MB message through a full socket, want at most 6 (the batch is reused; 4 here: the flusher goroutine and its bookkeeping)", allocs)
+	}
+	fr := http2.NewFramer(nil, &sock.out)
+	for range 12 {
+		var got []byte
+		for {
+			f, err := fr.ReadFrame()
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := f.(*http2.DataFrame)
+			got = append(got, d.Data()...)
+			if d.StreamEnded() {
+				break
+			}
+		}
+		if len(got) != 5+size || !bytes.Equal(got[5:], body) {
+			t.Fatalf("a message of %d bytes on the wire, want %d and equal", len(got), 5+size)
+		}
 	}
 }
