@@ -39,7 +39,10 @@ type Options struct {
 	// these paths and payload sizes (nil: all of them).
 	DatapathPaths    []string
 	DatapathPayloads []int
-	Command          string
+	// StockWindows: the datapath's client and mock backend use gRPC's default
+	// flow control, as stock Triton clients and servers do.
+	StockWindows bool
+	Command      string
 	// Progress receives one line per step; TTY makes it a single line rewritten
 	// in place.
 	Progress io.Writer
@@ -208,7 +211,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 
 	var err error
 	if which["datapath"] {
-		do := DatapathOptions{VigBinary: o.VigBinary, Pin: o.Pin, Progress: pr.printf, Paths: o.DatapathPaths, Payloads: o.DatapathPayloads}
+		do := DatapathOptions{VigBinary: o.VigBinary, Pin: o.Pin, Progress: pr.printf, Paths: o.DatapathPaths, Payloads: o.DatapathPayloads, StockWindows: o.StockWindows}
 		if o.Quick {
 			do.Warmup, do.Rounds = 10, 100
 		}

@@ -36,6 +36,27 @@ func dial(addr string) (*grpc.ClientConn, error) {
 	return grpc.NewClient("passthrough:///"+addr, opts...)
 }
 
+// stockMaxMsg is the message limit of the stock peers (--stock-windows): Triton
+// raises gRPC's 4 MiB default to INT32_MAX, and 64 MiB carries every payload.
+const stockMaxMsg = 64 << 20
+
+// stockServerOptions is a mock backend as a stock Triton runs its gRPC server:
+// gRPC's default flow control (64 KiB initial windows grown by BDP probes,
+// default buffers), only the message limit raised.
+func stockServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.MaxRecvMsgSize(stockMaxMsg), grpc.MaxSendMsgSize(stockMaxMsg)}
+}
+
+// dialStock is dial for a stock client (tritonclient's gRPC channel): default
+// flow control and buffers, only the message limit raised.
+func dialStock(addr string) (*grpc.ClientConn, error) {
+	var st *netopt.Stats
+	return grpc.NewClient("passthrough:///"+addr,
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(stockMaxMsg), grpc.MaxCallSendMsgSize(stockMaxMsg)),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(st.DialAddr))
+}
+
 // frameRequest is the request a sensor sends for one frame: the id names (stream,
 // frame), so the mock's execution time is ExecTime(seed, stream, frame) on every
 // path; vig_stream and vig_capture_ns tell vig (and the Triton-policy emulation,

@@ -66,9 +66,13 @@ type DatapathOptions struct {
 	Runs      int    // runs per row (default 3); rows report the median of the runs
 	Exec      time.Duration
 	Pin       bool // measure the -pinned paths (the others never pin)
-	Paths     []string
-	TempDir   string
-	Progress  func(format string, args ...any)
+	// StockWindows runs the client and the mock backend with gRPC's default
+	// flow control (64 KiB windows grown by BDP probes), as a stock
+	// tritonclient and Triton server run, instead of vig's window_mib windows.
+	StockWindows bool
+	Paths        []string
+	TempDir      string
+	Progress     func(format string, args ...any)
 }
 
 // ProxyCost is what the proxy process (vig or nginx) spent per request it served,
@@ -114,13 +118,15 @@ type DatapathRow struct {
 
 // DatapathResult is the datapath benchmark's output.
 type DatapathResult struct {
-	Exec    time.Duration `json:"exec_ns"`
-	Warmup  int           `json:"warmup"`
-	Rounds  int           `json:"rounds"`
-	Runs    int           `json:"runs"`
-	Pinned  bool          `json:"pinned"` // some rows ran pinned
-	Payload []int         `json:"payloads"`
-	Rows    []DatapathRow `json:"rows"`
+	Exec   time.Duration `json:"exec_ns"`
+	Warmup int           `json:"warmup"`
+	Rounds int           `json:"rounds"`
+	Runs   int           `json:"runs"`
+	Pinned bool          `json:"pinned"` // some rows ran pinned
+	// StockWindows: client and mock backend ran with gRPC's default flow control.
+	StockWindows bool          `json:"stock_windows,omitempty"`
+	Payload      []int         `json:"payloads"`
+	Rows         []DatapathRow `json:"rows"`
 	// NginxConfig is the nginx.conf the nginx rows ran with (the unpinned
 	// path's; the pinned one differs only in its directory and ports).
 	NginxConfig string `json:"nginx_config,omitempty"`
@@ -177,7 +183,7 @@ streams:
 // that vig and nginx are compared under the same machine conditions.
 func RunDatapath(ctx context.Context, o DatapathOptions) (*DatapathResult, error) {
 	o.defaults()
-	res := &DatapathResult{Exec: o.Exec, Warmup: o.Warmup, Rounds: o.Rounds, Runs: o.Runs, Payload: o.Payloads}
+	res := &DatapathResult{Exec: o.Exec, Warmup: o.Warmup, Rounds: o.Rounds, Runs: o.Runs, Payload: o.Payloads, StockWindows: o.StockWindows}
 	var envs []*pathEnv
 	defer func() {
 		for _, e := range envs {
@@ -312,8 +318,12 @@ func setupPath(ctx context.Context, o *DatapathOptions, path string) (_ *pathEnv
 		mockAddr = "unix:" + filepath.Join(dir, "mock.sock")
 	}
 	e.backendStats = new(netopt.Stats)
+	serverOpts, dial := gateway.ServerOptions(defaultGRPC()), dial
+	if o.StockWindows {
+		serverOpts, dial = stockServerOptions(), dialStock
+	}
 	mb, err := mockbackend.Start(context.Background(), mockAddr, mockbackend.Config{Models: []mockbackend.Model{{Name: benchModel, Exec: o.Exec}}, Slots: 1, Seed: 1},
-		gateway.ServerOptions(defaultGRPC()), e.backendStats)
+		serverOpts, e.backendStats)
 	if err != nil {
 		return nil, err
 	}

@@ -554,6 +554,11 @@ func Report(r *Results, plots map[string]string) string {
 			w("No row ran pinned (--no-pin, or taskset or a second CPU missing). ")
 		}
 		w("Client and mock backend share the bench process, unpinned. ")
+		if d.StockWindows {
+			w("Client and mock backend run with gRPC's default flow control (`--stock-windows`: 64 KiB initial windows grown by BDP probes, default buffers; only the message limit raised to 64 MiB), as a stock tritonclient and Triton server do; vig and nginx keep their own settings. ")
+		} else {
+			w("Client and mock backend use vig's default window_mib windows (16 MiB, no BDP probing); `--stock-windows` runs them with gRPC's defaults instead. ")
+		}
 		w("Added = VIA − DIRECT of the percentile; pair median = median over rounds of (VIA − DIRECT) of the same round. Cost columns are the proxy's per request, over the measured rounds: CPU µs (schedstat; user/kernel split by /proc/<pid>/stat ticks), context switches (voluntary + involuntary, all threads), syscalls (eBPF raw_syscalls tracepoints filtered to the proxy's tgid, via platform/profile).\n\n")
 		w("The shmring row: DIRECT is the same gRPC call to the mock backend as on the other rows (loopback TCP); VIA is a ring client (`shmring/client`) in the bench process attached to vig's ring frontend (`listen.ring`, an abstract Unix socket; a keyed /dev/shm region where the machine has /dev/shm, else memfd; default ring sizes, 8 MiB request slots): it loans a request slot, writes the frame into it before the clock starts (a sensor's capture writes the frame there once), then is timed from Submit to the result in hand. vig admits the request through its scheduler and forwards it on its gRPC backend connection (loopback TCP): by reference (the ring's request arena registered with the backend as Triton system shared memory; DIRECT is then the same by-reference request straight to the backend), or, without /dev/shm, with the frame's bytes taken from the sensor's mapping without a copy; the result comes back on the response ring. vig names the backend request `stream#frame`, so the mock's execution time is the same as DIRECT's for the same frame; every answer is checked to be the mock's for that frame.\n\n")
 		w("The eBPF syscall counter adds a little to every syscall on the machine while a run is measured, on both paths alike. ")

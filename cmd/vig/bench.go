@@ -68,6 +68,7 @@ func runBench(args []string) int {
 	factor := fs.Int("factor", 0, "overload: multiple of the contracted frame rates (default 10)")
 	rowEvery := fs.Duration("row-every", 0, "soak: one report row per `INTERVAL` (default 1m)")
 	paths := fs.String("paths", "", "datapath: only these comma-separated `PATHS` (default all: "+strings.Join(bench.DatapathPaths, ",")+")")
+	stockWin := fs.Bool("stock-windows", false, "datapath: the client and the mock backend use gRPC's default flow control (64 KiB windows grown by BDP probes), as a stock tritonclient and Triton server do, instead of vig's window_mib windows")
 	payloads := fs.String("payloads", "", "datapath: only these comma-separated payload `BYTES` (default 0,150000,1200000,6200000)")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), benchUsage); fs.PrintDefaults() }
 
@@ -130,7 +131,7 @@ func runBench(args []string) int {
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer cancel()
 	opts := bench.Options{Which: which, Quick: *quick, Out: *out, VigBinary: bin, ScenarioDir: *scen, Only: strings.Split(strings.ToLower(*only), ","), Pin: !*noPin,
-		Duration: *duration, Factor: *factor, RowEvery: *rowEvery, DatapathPaths: dpPaths, DatapathPayloads: dpPayloads,
+		Duration: *duration, Factor: *factor, RowEvery: *rowEvery, DatapathPaths: dpPaths, DatapathPayloads: dpPayloads, StockWindows: *stockWin,
 		Command:  "vig bench " + strings.Join(append([]string{which}, args...), " "),
 		Progress: os.Stderr, TTY: isTerminal(os.Stderr)}
 	res, err := bench.Run(ctx, opts)
