@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -223,7 +224,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready chan
 		}
 		defer mb.Stop()
 		cfg.Backend.Address = mb.Addr()
-		log.Info("embedded mock backend started", "address", mb.Addr(), "models", len(cfg.Models), "slots", cfg.Backend.Slots)
+		log.Info("embedded mock backend started", "address", mb.Addr(), "models", len(cfg.Models), "slots", cfg.Backend.Slots, "accelerators", acceleratorList(cfg))
 	}
 	deviceStart(ctx, cfg, reg, log) // per-device facts and metrics (devices.go)
 
@@ -344,7 +345,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready chan
 	}
 	log.Info("vig serving", "version", version.String(), "grpc", addrs["grpc"], "unix", addrs["unix"], "ring", addrs["ring"],
 		"http", addrs["http"], "http_unix", addrs["http_unix"], "metrics", addrs["metrics"], "backend", cfg.Backend.Address, "slots", cfg.Backend.Slots,
-		"tls", exp.tls != nil, "token", exp.token != nil, "peer_allowlist", exp.peers.Restricted())
+		"accelerators", acceleratorList(cfg), "tls", exp.tls != nil, "token", exp.token != nil, "peer_allowlist", exp.peers.Restricted())
 	if ready != nil {
 		ready <- addrs
 	}
@@ -417,4 +418,18 @@ const metricsMaxHeaderBytes = 16 << 10
 func newMetricsServer(h http.Handler) *http.Server {
 	return &http.Server{Handler: h, ReadHeaderTimeout: metricsHeaderTimeout, ReadTimeout: metricsHeaderTimeout,
 		WriteTimeout: metricsWriteTimeout, IdleTimeout: metricsIdleTimeout, MaxHeaderBytes: metricsMaxHeaderBytes}
+}
+
+// acceleratorList names the accelerators and their slots for the log
+// ("dla=2,gpu=1"); empty for the one-accelerator shorthand (backend.slots).
+func acceleratorList(cfg *config.Config) string {
+	names := make([]string, 0, len(cfg.Accelerators))
+	for name := range cfg.Accelerators {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for i, name := range names {
+		names[i] = fmt.Sprintf("%s=%d", name, cfg.Accelerators[name])
+	}
+	return strings.Join(names, ",")
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -229,5 +230,39 @@ streams: [{name: cam, model: det, class: protected, period_ms: 50, max_age_ms: 5
 	}
 	if _, err := c.ModelConfig(cctx, &pb.ModelConfigRequest{Name: "det"}); status.Code(err) != codes.Unimplemented || !strings.Contains(err.Error(), "ring runtime") {
 		t.Errorf("ModelConfig on a ring backend: %v, want UNIMPLEMENTED saying why", err)
+	}
+}
+
+// The start-up lines name the accelerators and their slots, not only the total.
+func TestServeLogsAccelerators(t *testing.T) {
+	cfg, err := config.Parse("accel.yaml", []byte(`
+listen: {grpc: "127.0.0.1:0", unix: "off", metrics: "off"}
+accelerators: {gpu: 1, dla: 2}
+backend: {address: "127.0.0.1:0", embedded: true}
+models: {det: {exec_ms: 1, on: dla}, vlm: {exec_ms: 5, on: gpu}}
+streams: [{name: cam, model: det, class: protected, period_ms: 50, max_age_ms: 5000}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan map[string]string, 1)
+	served := make(chan error, 1)
+	go func() { served <- serve(ctx, cfg, slog.New(slog.NewTextHandler(&logs, nil)), ready, nil) }()
+	select {
+	case <-ready:
+	case err := <-served:
+		t.Fatalf("serve ended before serving: %v\n%s", err, logs.String())
+	}
+	cancel()
+	if err := <-served; err != nil {
+		t.Errorf("serve: %v", err)
+	}
+	for _, line := range []string{"embedded mock backend started", "vig serving"} {
+		re := regexp.MustCompile(`msg="` + line + `".* slots=3 accelerators="dla=2,gpu=1"`)
+		if !re.MatchString(logs.String()) {
+			t.Errorf("no %q line with slots=3 accelerators=dla=2,gpu=1:\n%s", line, logs.String())
+		}
 	}
 }
