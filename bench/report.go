@@ -104,15 +104,23 @@ func evaluateMeasure(r *Results) []Target {
 	ts = append(ts, coverageAtLeast("high-class coverage with vig ≥ 99 % in A", []string{"A"}, []string{"high"}, 0.99))
 	ts = append(ts, coverageAtLeast("high-class coverage with vig ≥ 97 % in B (goal 99 %)", []string{"B"}, []string{"high"}, 0.97))
 
-	ts = append(ts, scenarioDTarget(r))
+	ts = append(ts, scenarioDTarget(r), httpMixTarget(r))
 
 	t0 := Target{Name: "accelerator idle while work waits ≤ 50 µs median under vig in B", Status: NotMeasured}
 	if r.Wire != nil {
 		for _, s := range r.Wire.Scenarios {
 			if id, ok := s.Idle[PolicyVig]; s.Name == "B" && ok && id.Jobs > 0 {
 				t0.Status = verdict(id.P50Us <= 50)
-				t0.Detail = fmt.Sprintf("median %.0f µs, p90 %.0f µs over %d jobs whose frame waited when their slot freed (direct %.0f µs, emulation %.0f µs)",
-					id.P50Us, id.P90Us, id.Waited, s.Idle[PolicyDirect].P50Us, s.Idle[PolicyTriton].P50Us)
+				t0.Detail = fmt.Sprintf("median %.0f µs, p90 %.0f µs over %d jobs whose frame waited when their slot freed", id.P50Us, id.P90Us, id.Waited)
+				var others []string
+				for _, p := range []string{PolicyDirect, PolicyTriton} {
+					if o, ok := s.Idle[p]; ok {
+						others = append(others, fmt.Sprintf("%s %.0f µs", map[string]string{PolicyDirect: "direct", PolicyTriton: "emulation"}[p], o.P50Us))
+					}
+				}
+				if len(others) > 0 {
+					t0.Detail += " (" + strings.Join(others, ", ") + ")"
+				}
 			}
 		}
 	}
@@ -120,25 +128,31 @@ func evaluateMeasure(r *Results) []Target {
 
 	t := Target{Name: "vig ≥ triton-policy emulation on every protected and high stream", Status: NotMeasured}
 	if r.Wire != nil {
-		ok, parts := true, []string{}
+		ok, parts, names := true, []string{}, []string{}
 		for _, s := range r.Wire.Scenarios {
+			compared := false
 			for _, st := range streamsOf(s.Name, "protected", "high") {
 				v, _ := best(s.Name, PolicyVig, st)
-				e, _ := best(s.Name, PolicyTriton, st)
+				e, ran := best(s.Name, PolicyTriton, st)
+				if !ran {
+					continue // --policies left the emulation out
+				}
+				compared = true
 				if v.Coverage < e.Coverage {
 					ok = false
 					parts = append(parts, fmt.Sprintf("%s %s: vig %.1f %% < emulation %.1f %%", s.Name, st, 100*v.Coverage, 100*e.Coverage))
 				}
 			}
-		}
-		if ok {
-			var names []string
-			for _, s := range r.Wire.Scenarios {
+			if compared {
 				names = append(names, s.Name)
 			}
+		}
+		if ok {
 			parts = append(parts, "every protected and high stream of "+strings.Join(names, ", "))
 		}
-		t.Status, t.Detail = verdict(ok), strings.Join(parts, "; ")
+		if len(names) > 0 {
+			t.Status, t.Detail = verdict(ok), strings.Join(parts, "; ")
+		}
 	}
 	ts = append(ts, t)
 
@@ -147,7 +161,10 @@ func evaluateMeasure(r *Results) []Target {
 		ok, parts := true, []string{}
 		for _, st := range streamsOf("C", "protected", "high", "best_effort") {
 			v, _ := best("C", PolicyVig, st)
-			d, _ := best("C", PolicyDirect, st)
+			d, ran := best("C", PolicyDirect, st)
+			if !ran {
+				continue // --policies left direct out
+			}
 			parts = append(parts, fmt.Sprintf("%s vig %.1f %% vs direct %.1f %%", st, 100*v.Coverage, 100*d.Coverage))
 			if v.Coverage < d.Coverage-0.005 {
 				ok = false
@@ -156,7 +173,7 @@ func evaluateMeasure(r *Results) []Target {
 		}
 		t.Status, t.Detail = verdict(ok && len(parts) > 0), strings.Join(parts, "; ")
 		if len(parts) == 0 {
-			t.Status = NotMeasured // C did not run
+			t.Status = NotMeasured // C (or vig, or direct) did not run
 		}
 		if !ok {
 			t.Detail += ". Coverage counts whole windows: a result 1–2 ms later can land in the next window and leave one empty (SCENARIOS.md); vig's requests pay a gateway hop that direct ones do not"
@@ -384,7 +401,7 @@ func Plots(r *Results) map[string]string {
 	if w := r.Wire; w != nil {
 		for _, sc := range w.Scenarios {
 			var groups []string
-			for _, s := range sc.Best[PolicyVig] {
+			for _, s := range sc.rows() {
 				groups = append(groups, s.Stream+" ("+s.Class+")")
 			}
 			var series []Series
@@ -398,7 +415,7 @@ func Plots(r *Results) map[string]string {
 			name := strings.ToLower(sc.Name)
 			out["wire_"+name+"_coverage.svg"] = Bars(Plot{Title: fmt.Sprintf("Scenario %s: coverage per stream (best depth per side)", sc.Name),
 				YLabel: "coverage, %", Groups: groups, Series: series, YMin: 0, YMax: 100, HLines: []Tick{{99, "99 %"}}})
-			for i, st := range sc.Best[PolicyVig] {
+			for i, st := range sc.rows() {
 				var cs []Series
 				for _, p := range sc.policies() {
 					if i < len(sc.Best[p]) && len(sc.Best[p][i].AoICDF) > 0 {
@@ -509,9 +526,77 @@ func scenarioDTarget(r *Results) Target {
 				}
 			}
 		}
-		t.Status, t.Detail = verdict(ok && len(parts) == len(floors)), strings.Join(parts, "; ")
+		if len(parts) > 0 {
+			t.Status, t.Detail = verdict(ok && len(parts) == len(floors)), strings.Join(parts, "; ")
+		}
 	}
 	return t
+}
+
+// httpMixPoints is how far (in coverage points) a stream may fall under
+// vig-http below vig's all-gRPC runs (issue 22: within 1 point).
+const httpMixPoints = 1.0
+
+// httpMixTarget is issue 22's: with some sensors on HTTP/REST beside gRPC ones
+// (vig-http), no stream's coverage more than httpMixPoints below all-gRPC vig.
+func httpMixTarget(r *Results) Target {
+	t := Target{Name: fmt.Sprintf("HTTP sensors beside gRPC ones: every stream's coverage within %.0f point of all-gRPC vig", httpMixPoints), Status: NotMeasured}
+	if r.Wire == nil {
+		return t
+	}
+	ok, parts := true, []string{}
+	for _, sc := range r.Wire.Scenarios {
+		for _, d := range sc.httpMix() {
+			parts = append(parts, fmt.Sprintf("%s %s%s %.1f %% vs %.1f %% (%+.1f)", sc.Name, d.mixed.Stream, d.proto(), 100*d.mixed.Coverage, 100*d.grpc.Coverage, d.points()))
+			if d.points() < -httpMixPoints-1e-9 { // 1e-9: 100 × (0.99 − 1) is −1.0000000000000009
+				ok = false
+			}
+		}
+	}
+	if len(parts) > 0 {
+		t.Status, t.Detail = verdict(ok), strings.Join(parts, "; ")
+	}
+	return t
+}
+
+// mixPair is one stream's best result under vig-http and under vig.
+type mixPair struct{ mixed, grpc StreamResult }
+
+// points is the coverage difference, vig-http − vig, in points.
+func (d mixPair) points() float64 { return 100 * (d.mixed.Coverage - d.grpc.Coverage) }
+
+func (d mixPair) proto() string {
+	if d.mixed.Protocol == "http" {
+		return " (HTTP)"
+	}
+	return " (gRPC)"
+}
+
+// httpMix pairs the streams of vig-http with vig's, when both ran.
+func (sc *WireScenario) httpMix() []mixPair {
+	var out []mixPair
+	for _, m := range sc.Best[PolicyVigHTTP] {
+		for _, g := range sc.Best[PolicyVig] {
+			if g.Stream == m.Stream {
+				out = append(out, mixPair{m, g})
+			}
+		}
+	}
+	return out
+}
+
+// rows is the streams of a scenario in config order, as the best results of
+// vig (or of the first policy that ran, when vig did not).
+func (sc *WireScenario) rows() []StreamResult {
+	if b, ok := sc.Best[PolicyVig]; ok {
+		return b
+	}
+	for _, p := range sc.policies() {
+		if b, ok := sc.Best[p]; ok {
+			return b
+		}
+	}
+	return nil
 }
 
 // policies is the policies a scenario ran (Policies for a report written
@@ -608,14 +693,14 @@ func Report(r *Results, plots map[string]string) string {
 				w("\n")
 			}
 			w("| stream | class | policy | depth | coverage | empty / doubled windows | AoI p50 ms | AoI p95 ms | AoI p99 ms | delivered | inferences | superseded | late-dropped | deferred | client-dropped | queue-full / timeout (emulation) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
-			for i := range sc.Best[PolicyVig] {
+			for i := range sc.rows() {
 				for _, p := range sc.policies() {
 					if i >= len(sc.Best[p]) {
 						continue
 					}
 					s := sc.Best[p][i]
 					vigCols := "– | – | –"
-					if p == PolicyVig || onePool(p) > 0 {
+					if governed(p) {
 						vigCols = fmt.Sprintf("%d | %d | %d", s.Superseded, s.LateDropped, s.Deferred)
 					}
 					em := "–"
@@ -624,6 +709,15 @@ func Report(r *Results, plots map[string]string) string {
 					}
 					w("| %s | %s | %s | %d | %s | %d / %d | %.1f | %.1f | %.1f | %d | %d | %s | %d | %s |\n", s.Stream, s.Class, PolicyLabel(p), s.Depth, pct(s.Coverage),
 						s.Empty, s.Doubled, s.AoIP50, s.AoIP95, s.AoIP99, s.Delivered, s.Inferences, vigCols, s.Dropped, em)
+				}
+			}
+			if mix := sc.httpMix(); len(mix) > 0 {
+				w("\n**HTTP sensors beside gRPC ones.** Under *%s* vig runs as under *vig*, and the sensors of %s use its HTTP/REST frontend (listen.http, in the bench process) as tritonclient.http sends: the input in Triton's binary tensor data extension, the output asked for as binary data, kept-alive connections, as many as the buffer depth; the other sensors stay on gRPC. Its runs interleave with vig's all-gRPC runs, same depths, each on a fresh backend; best depth per stream on each side.\n\n",
+					PolicyLabel(PolicyVigHTTP), "`"+strings.Join(sc.HTTPStreams, "`, `")+"`")
+				w("| stream | class | protocol under vig-http | coverage all gRPC | coverage HTTP + gRPC | difference, points | AoI p95 ms all gRPC / HTTP + gRPC | errors all gRPC / HTTP + gRPC |\n|---|---|---|---|---|---|---|---|\n")
+				for _, d := range mix {
+					w("| %s | %s | %s | %s | %s | %+.1f | %.1f / %.1f | %d / %d |\n", d.mixed.Stream, d.mixed.Class, strings.Trim(d.proto(), " ()"),
+						pct(d.grpc.Coverage), pct(d.mixed.Coverage), d.points(), d.grpc.AoIP95, d.mixed.AoIP95, d.grpc.Errors, d.mixed.Errors)
 				}
 			}
 			if len(sc.Idle) > 0 {
@@ -651,7 +745,7 @@ func Report(r *Results, plots map[string]string) string {
 			}
 			name := strings.ToLower(sc.Name)
 			w("\n![coverage %s](wire_%s_coverage.svg)\n\n", sc.Name, name)
-			for _, s := range sc.Best[PolicyVig] {
+			for _, s := range sc.rows() {
 				file := "wire_" + name + "_aoi_" + s.Stream + ".svg"
 				if _, ok := plots[file]; ok {
 					w("![AoI %s %s](%s) ", sc.Name, s.Stream, file)

@@ -64,7 +64,9 @@ func runBench(args []string) int {
 	only := fs.String("only", strings.Join(bench.DefaultWireScenarios, ","), "wire: the scenarios to run, a `LIST` such as d or a,b,c")
 	noPin := fs.Bool("no-pin", false, "skip the datapath rows that pin vig and nginx to CPU 1 with taskset, and do not pin vig in idle")
 	vigBin := fs.String("vig", "", "vig `BINARY` to measure as its own process (default: this executable)")
-	duration := fs.Duration("duration", 0, "overload: length of each case (default 60s); soak: length of the run (default 10m)")
+	duration := fs.Duration("duration", 0, "overload: length of each case (default 60s); soak: length of the run (default 10m); wire: length of each run (default 15s, --quick 5s)")
+	httpStreams := fs.String("http-streams", "", "wire: also run vig with these streams' sensors on its HTTP/REST frontend, the others on gRPC (policy vig-http), a `LIST` such as detector,depth or all")
+	policies := fs.String("policies", "", "wire: only these policies, a `LIST` such as vig,vig-http (default all: "+strings.Join(append(slices.Clone(bench.Policies), bench.PolicyVigHTTP), ",")+", and D's one-pool ablations)")
 	factor := fs.Int("factor", 0, "overload: multiple of the contracted frame rates (default 10)")
 	rowEvery := fs.Duration("row-every", 0, "soak: one report row per `INTERVAL` (default 1m)")
 	paths := fs.String("paths", "", "datapath: only these comma-separated `PATHS` (default all: "+strings.Join(bench.DatapathPaths, ",")+")")
@@ -131,6 +133,7 @@ func runBench(args []string) int {
 	defer cancel()
 	opts := bench.Options{Which: which, Quick: *quick, Out: *out, VigBinary: bin, ScenarioDir: *scen, Only: strings.Split(strings.ToLower(*only), ","), Pin: !*noPin,
 		Duration: *duration, Factor: *factor, RowEvery: *rowEvery, DatapathPaths: dpPaths, DatapathPayloads: dpPayloads,
+		WireHTTPStreams: splitList(*httpStreams), WirePolicies: splitList(*policies),
 		Command:  "vig bench " + strings.Join(append([]string{which}, args...), " "),
 		Progress: os.Stderr, TTY: isTerminal(os.Stderr)}
 	res, err := bench.Run(ctx, opts)
@@ -154,8 +157,9 @@ func runBench(args []string) int {
 func checkLoadFlags(fs *flag.FlagSet, which string, duration time.Duration, factor int, rowEvery time.Duration) string {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	only := map[string]string{"duration": "overload and soak", "factor": "overload", "row-every": "soak"}
-	for _, name := range []string{"duration", "factor", "row-every"} {
+	only := map[string]string{"duration": "overload, soak and wire", "factor": "overload", "row-every": "soak",
+		"http-streams": "wire", "policies": "wire"}
+	for _, name := range []string{"duration", "factor", "row-every", "http-streams", "policies"} {
 		if set[name] && !strings.Contains(only[name], which) {
 			return fmt.Sprintf("--%s applies to vig bench %s only", name, only[name])
 		}
@@ -217,4 +221,15 @@ func parseDatapathFlags(which, paths, payloads string) (ps []string, ns []int, m
 		ns = append(ns, n)
 	}
 	return ps, ns, ""
+}
+
+// splitList reads a comma-separated flag value: nil when empty.
+func splitList(v string) []string {
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }

@@ -42,7 +42,9 @@ func TestBenchLoadFlags(t *testing.T) {
 		{"soak", "--duration", "2m"}, // 2 rows of 1 min: too few to judge
 		{"soak", "--duration", "1m", "--row-every", "500ms"},
 		{"soak", "--factor", "10"},
-		{"wire", "--duration", "10s"},
+		{"wire", "--duration", "500ms"},
+		{"idle", "--http-streams", "detector"},
+		{"datapath", "--policies", "vig"},
 		{"idle", "--factor", "2"},
 	} {
 		if got := runBench(append(args, "--out", t.TempDir())); got != 2 {
