@@ -44,6 +44,7 @@ type Options struct {
 	// Policies.
 	WireHTTPStreams []string
 	WirePolicies    []string
+	WireRounds      int
 	Command         string
 	// Progress receives one line per step; TTY makes it a single line rewritten
 	// in place.
@@ -222,7 +223,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		}
 	}
 	if which["wire"] {
-		wo := WireOptions{Scenarios: scenarios, Progress: pr.printf, HTTPStreams: o.WireHTTPStreams, Policies: o.WirePolicies}
+		wo := WireOptions{Scenarios: scenarios, Progress: pr.printf, HTTPStreams: o.WireHTTPStreams, Policies: o.WirePolicies, Rounds: o.WireRounds}
 		if o.Quick {
 			wo.Duration = 5 * time.Second
 		}

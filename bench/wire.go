@@ -97,6 +97,11 @@ type WireOptions struct {
 	HTTPStreams []string
 	// Policies, when set, runs only these policies (in the usual order).
 	Policies []string
+	// Rounds, above 1, splits every (policy, depth) run into this many rounds
+	// of Duration/Rounds, the whole sequence of runs repeated round after round
+	// and each run's rounds pooled: on a machine whose load drifts, every
+	// policy then sees the same stretches of it.
+	Rounds int
 	// Progress, if set, is told what runs next.
 	Progress func(format string, args ...any)
 }
@@ -226,6 +231,7 @@ type WireScenario struct {
 // WireResult is the wire benchmark's output.
 type WireResult struct {
 	Duration  time.Duration  `json:"run_ns"`
+	Rounds    int            `json:"rounds,omitempty"` // WireOptions.Rounds, when above 1
 	Depths    []int          `json:"depths"`
 	Payload   int            `json:"payload_bytes"`
 	Scenarios []WireScenario `json:"scenarios"`
@@ -240,7 +246,12 @@ func RunWire(ctx context.Context, o WireOptions) (*WireResult, error) {
 	if o.Duration <= 0 {
 		o.Duration = 15 * time.Second
 	}
+	rounds := max(o.Rounds, 1)
 	res := &WireResult{Duration: o.Duration, Depths: o.Depths, Payload: wirePayload}
+	if rounds > 1 {
+		res.Rounds = rounds
+	}
+	piece := o.Duration / time.Duration(rounds)
 	// Every scenario's options are checked before the first run.
 	httpOf, policiesOf := make([][]string, len(o.Scenarios)), make([][]string, len(o.Scenarios))
 	for i, sc := range o.Scenarios {
@@ -259,16 +270,28 @@ func RunWire(ctx context.Context, o WireOptions) (*WireResult, error) {
 		for _, a := range sc.Config.AcceleratorList() {
 			ws.Accelerators = append(ws.Accelerators, AcceleratorSpec{Name: a.Name, Slots: a.Slots})
 		}
-		for _, d := range o.Depths {
-			for _, p := range ws.Policies {
-				if o.Progress != nil {
-					o.Progress("wire %s: %s, depth %d (%v)", sc.Name, PolicyLabel(p), d, o.Duration)
+		for round := range rounds {
+			k := 0
+			for _, d := range o.Depths {
+				for _, p := range ws.Policies {
+					if o.Progress != nil {
+						of := ""
+						if rounds > 1 {
+							of = fmt.Sprintf(", round %d of %d", round+1, rounds)
+						}
+						o.Progress("wire %s: %s, depth %d (%v%s)", sc.Name, PolicyLabel(p), d, piece, of)
+					}
+					run, err := runWireOnce(ctx, sc.Config, p, d, piece, httpStreams)
+					if err != nil {
+						return nil, fmt.Errorf("wire %s %s depth %d: %w", sc.Name, p, d, err)
+					}
+					if round == 0 {
+						ws.Runs = append(ws.Runs, *run)
+					} else {
+						poolRun(&ws.Runs[k], run, round)
+					}
+					k++
 				}
-				run, err := runWireOnce(ctx, sc.Config, p, d, o.Duration, httpStreams)
-				if err != nil {
-					return nil, fmt.Errorf("wire %s %s depth %d: %w", sc.Name, p, d, err)
-				}
-				ws.Runs = append(ws.Runs, *run)
 			}
 		}
 		ws.Best = map[string][]StreamResult{}
@@ -304,6 +327,59 @@ func RunWire(ctx context.Context, o WireOptions) (*WireResult, error) {
 		res.Scenarios = append(res.Scenarios, ws)
 	}
 	return res, nil
+}
+
+// poolRun adds round n (counted from 0) of a run to the rounds before it in
+// into: windows, deliveries and counters add up (coverage is then covered over
+// all the rounds' windows); AoI percentiles, their quantiles and busy shares
+// are the mean over the rounds; idle samples are pooled.
+func poolRun(into, r *WireRun, n int) {
+	mean := func(a, b float64) float64 { return (a*float64(n) + b) / float64(n+1) }
+	for i := range into.Streams {
+		if i >= len(r.Streams) {
+			break
+		}
+		a, b := &into.Streams[i], r.Streams[i]
+		a.Windows += b.Windows
+		a.Covered += b.Covered
+		a.Empty += b.Empty
+		a.Doubled += b.Doubled
+		if a.Windows > 0 {
+			a.Coverage = float64(a.Covered) / float64(a.Windows)
+		}
+		a.AoIP50, a.AoIP95, a.AoIP99 = mean(a.AoIP50, b.AoIP50), mean(a.AoIP95, b.AoIP95), mean(a.AoIP99, b.AoIP99)
+		switch {
+		case len(a.AoICDF) == len(b.AoICDF):
+			for q := range a.AoICDF {
+				a.AoICDF[q] = mean(a.AoICDF[q], b.AoICDF[q])
+			}
+		case len(a.AoICDF) == 0:
+			a.AoICDF = b.AoICDF
+		}
+		a.Delivered += b.Delivered
+		a.Errors += b.Errors
+		a.Scheduled += b.Scheduled
+		a.Sent += b.Sent
+		a.Dropped += b.Dropped
+		a.Inferences += b.Inferences
+		a.Superseded += b.Superseded
+		a.LateDropped += b.LateDropped
+		a.Deferred += b.Deferred
+		a.Rejected += b.Rejected
+		a.QueueFull += b.QueueFull
+		a.TimedOut += b.TimedOut
+	}
+	into.idle = append(into.idle, r.idle...)
+	into.Idle.Jobs += r.Idle.Jobs
+	into.Idle.SumMs += r.Idle.SumMs
+	into.Idle.Share = mean(into.Idle.Share, r.Idle.Share)
+	into.Idle.Waited, into.Idle.P50Us, into.Idle.P90Us = idleQuantiles(into.idle)
+	if into.Busy == nil {
+		into.Busy = map[string]float64{}
+	}
+	for a, v := range r.Busy {
+		into.Busy[a] = mean(into.Busy[a], v)
+	}
 }
 
 // httpStreamsOf checks the names of WireOptions.HTTPStreams against the

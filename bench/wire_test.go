@@ -347,3 +347,51 @@ func TestHTTPMixTarget(t *testing.T) {
 		t.Errorf("without vig-http: %s", tg.Status)
 	}
 }
+
+// Rounds pool into one run per (policy, depth): windows and counts add up over
+// the rounds, coverage is over all of them, AoI figures are their mean.
+func TestPoolRun(t *testing.T) {
+	mk := func(windows, covered int, p95 float64, cdf ...float64) *WireRun {
+		return &WireRun{Policy: PolicyVig, Depth: 1, Busy: map[string]float64{"": 40}, idle: []time.Duration{time.Microsecond},
+			Idle:    IdleStats{Jobs: 10, SumMs: 1, Share: 2},
+			Streams: []StreamResult{{Stream: "s", Windows: windows, Covered: covered, Coverage: float64(covered) / float64(windows), AoIP95: p95, Delivered: uint64(covered), AoICDF: cdf}}}
+	}
+	into := mk(100, 100, 30, 1, 2)
+	poolRun(into, mk(100, 90, 60, 3, 4), 1)
+	poolRun(into, mk(100, 95, 90, 5, 6), 2)
+	s := into.Streams[0]
+	if s.Windows != 300 || s.Covered != 285 || s.Coverage != 0.95 || s.Delivered != 285 {
+		t.Errorf("pooled %+v, want 285 of 300 windows", s)
+	}
+	if s.AoIP95 != 60 || s.AoICDF[0] != 3 || s.AoICDF[1] != 4 {
+		t.Errorf("AoI p95 %v, quantiles %v: want the mean over the rounds (60; 3, 4)", s.AoIP95, s.AoICDF)
+	}
+	if into.Idle.Jobs != 30 || into.Idle.Waited != 3 || into.Busy[""] != 40 || into.Idle.Share != 2 {
+		t.Errorf("idle %+v busy %v", into.Idle, into.Busy)
+	}
+}
+
+// A run in rounds: one pooled run per (policy, depth), the rounds' windows in it.
+func TestWireRounds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the mock backend for a few seconds")
+	}
+	sc := loadScenario(t, "b")
+	res, err := RunWire(context.Background(), WireOptions{Scenarios: []Scenario{*sc}, Depths: []int{1}, Duration: 1200 * time.Millisecond, Rounds: 2,
+		Policies: []string{PolicyVig}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := res.Scenarios[0]
+	if res.Rounds != 2 || len(ws.Runs) != 1 {
+		t.Fatalf("rounds %d, %d runs, want 2 rounds pooled into 1 run", res.Rounds, len(ws.Runs))
+	}
+	// Two rounds of 600 ms: 11 or 12 complete 50 ms detector windows each,
+	// both counted (one round alone would have at most 12).
+	if d := ws.Runs[0].Streams[0]; d.Stream != "detector" || d.Windows < 20 || d.Windows > 24 || d.Sent != d.Delivered+d.Errors {
+		t.Errorf("detector %+v", d)
+	}
+	if !strings.Contains(Report(&Results{Wire: res}, nil), "split into 2 rounds of 600ms") {
+		t.Error("the report does not say the runs were in rounds")
+	}
+}

@@ -66,6 +66,7 @@ func runBench(args []string) int {
 	vigBin := fs.String("vig", "", "vig `BINARY` to measure as its own process (default: this executable)")
 	duration := fs.Duration("duration", 0, "overload: length of each case (default 60s); soak: length of the run (default 10m); wire: length of each run (default 15s, --quick 5s)")
 	httpStreams := fs.String("http-streams", "", "wire: also run vig with these streams' sensors on its HTTP/REST frontend, the others on gRPC (policy vig-http), a `LIST` such as detector,depth or all")
+	rounds := fs.Int("rounds", 0, "wire: split each run into `N` rounds, the whole sequence repeated round after round and each run's rounds pooled (the same total time; against a machine whose load drifts)")
 	policies := fs.String("policies", "", "wire: only these policies, a `LIST` such as vig,vig-http (default all: "+strings.Join(append(slices.Clone(bench.Policies), bench.PolicyVigHTTP), ",")+", and D's one-pool ablations)")
 	factor := fs.Int("factor", 0, "overload: multiple of the contracted frame rates (default 10)")
 	rowEvery := fs.Duration("row-every", 0, "soak: one report row per `INTERVAL` (default 1m)")
@@ -115,6 +116,16 @@ func runBench(args []string) int {
 		fmt.Fprintf(os.Stderr, "vig bench %s: %s\n", which, msg)
 		return 2
 	}
+	if which == "wire" && *rounds > 1 {
+		d := *duration
+		if d == 0 {
+			d = map[bool]time.Duration{true: 5 * time.Second, false: 15 * time.Second}[*quick]
+		}
+		if d/time.Duration(*rounds) < time.Second {
+			fmt.Fprintf(os.Stderr, "vig bench wire: --rounds %d makes rounds of %v: give each at least 1s (a longer --duration, or fewer rounds)\n", *rounds, d/time.Duration(*rounds))
+			return 2
+		}
+	}
 	dpPaths, dpPayloads, msg := parseDatapathFlags(which, *paths, *payloads)
 	if msg != "" {
 		fmt.Fprintf(os.Stderr, "vig bench %s: %s\n", which, msg)
@@ -133,7 +144,7 @@ func runBench(args []string) int {
 	defer cancel()
 	opts := bench.Options{Which: which, Quick: *quick, Out: *out, VigBinary: bin, ScenarioDir: *scen, Only: strings.Split(strings.ToLower(*only), ","), Pin: !*noPin,
 		Duration: *duration, Factor: *factor, RowEvery: *rowEvery, DatapathPaths: dpPaths, DatapathPayloads: dpPayloads,
-		WireHTTPStreams: splitList(*httpStreams), WirePolicies: splitList(*policies),
+		WireHTTPStreams: splitList(*httpStreams), WirePolicies: splitList(*policies), WireRounds: *rounds,
 		Command:  "vig bench " + strings.Join(append([]string{which}, args...), " "),
 		Progress: os.Stderr, TTY: isTerminal(os.Stderr)}
 	res, err := bench.Run(ctx, opts)
@@ -158,8 +169,8 @@ func checkLoadFlags(fs *flag.FlagSet, which string, duration time.Duration, fact
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	only := map[string]string{"duration": "overload, soak and wire", "factor": "overload", "row-every": "soak",
-		"http-streams": "wire", "policies": "wire"}
-	for _, name := range []string{"duration", "factor", "row-every", "http-streams", "policies"} {
+		"http-streams": "wire", "policies": "wire", "rounds": "wire"}
+	for _, name := range []string{"duration", "factor", "row-every", "http-streams", "policies", "rounds"} {
 		if set[name] && !strings.Contains(only[name], which) {
 			return fmt.Sprintf("--%s applies to vig bench %s only", name, only[name])
 		}
@@ -175,6 +186,11 @@ func checkLoadFlags(fs *flag.FlagSet, which string, duration time.Duration, fact
 	}
 	if set["factor"] && factor < 1 {
 		return fmt.Sprintf("--factor %d: give a multiple of the contracted rate of 1 or more (e.g. --factor 10)", factor)
+	}
+	if set["rounds"] {
+		if n, _ := strconv.Atoi(fs.Lookup("rounds").Value.String()); n < 1 || n > 100 {
+			return fmt.Sprintf("--rounds %s: give a number of rounds from 1 to 100 (e.g. --rounds 3)", fs.Lookup("rounds").Value.String())
+		}
 	}
 	if set["row-every"] && rowEvery < time.Second {
 		return fmt.Sprintf("--row-every %v is too short: vig is sampled once a second, give at least 1s (e.g. --row-every 1m)", rowEvery)

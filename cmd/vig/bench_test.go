@@ -44,6 +44,9 @@ func TestBenchLoadFlags(t *testing.T) {
 		{"soak", "--factor", "10"},
 		{"wire", "--duration", "500ms"},
 		{"idle", "--http-streams", "detector"},
+		{"wire", "--rounds", "0"},
+		{"wire", "--quick", "--rounds", "6"}, // rounds under 1 s
+		{"datapath", "--rounds", "2"},
 		{"datapath", "--policies", "vig"},
 		{"idle", "--factor", "2"},
 	} {
