@@ -33,7 +33,9 @@ plots into DIR (default bench/results/<date>-<host>/):
   wire      coverage and age of information for the SCENARIOS.md workloads A, B, C
             and D (examples/scenarios; --only picks some) with open-loop sensors:
             direct, an emulation of Triton's queue policy, and vig; on D's GPU
-            and two DLA cores also vig configured as one pool (the ablation)
+            and two DLA cores also vig configured as one pool (the ablation);
+            --http-streams LIST adds vig with those sensors on HTTP/REST beside
+            the others on gRPC (vig-http); --policies, --rounds, --duration
   idle      vig's CPU with 1, 5 and 10 idle gRPC clients and as many idle ring
             sessions, and idle-settled latency
   all       the three
@@ -67,7 +69,7 @@ func runBench(args []string) int {
 	duration := fs.Duration("duration", 0, "overload: length of each case (default 60s); soak: length of the run (default 10m); wire: length of each run (default 15s, --quick 5s)")
 	httpStreams := fs.String("http-streams", "", "wire: also run vig with these streams' sensors on its HTTP/REST frontend, the others on gRPC (policy vig-http), a `LIST` such as detector,depth or all")
 	rounds := fs.Int("rounds", 0, "wire: split each run into `N` rounds, the whole sequence repeated round after round and each run's rounds pooled (the same total time; against a machine whose load drifts)")
-	policies := fs.String("policies", "", "wire: only these policies, a `LIST` such as vig,vig-http (default all: "+strings.Join(append(slices.Clone(bench.Policies), bench.PolicyVigHTTP), ",")+", and D's one-pool ablations)")
+	policies := fs.String("policies", "", "wire: only these policies, a `LIST` such as vig,vig-http (default every one that applies: "+strings.Join(bench.Policies, ",")+", D's one-pool ablations, and "+bench.PolicyVigHTTP+" with --http-streams)")
 	factor := fs.Int("factor", 0, "overload: multiple of the contracted frame rates (default 10)")
 	rowEvery := fs.Duration("row-every", 0, "soak: one report row per `INTERVAL` (default 1m)")
 	paths := fs.String("paths", "", "datapath: only these comma-separated `PATHS` (default all: "+strings.Join(bench.DatapathPaths, ",")+")")
@@ -116,7 +118,7 @@ func runBench(args []string) int {
 		fmt.Fprintf(os.Stderr, "vig bench %s: %s\n", which, msg)
 		return 2
 	}
-	if which == "wire" && *rounds > 1 {
+	if (which == "wire" || which == "all") && *rounds > 1 {
 		d := *duration
 		if d == 0 {
 			d = map[bool]time.Duration{true: 5 * time.Second, false: 15 * time.Second}[*quick]
@@ -171,7 +173,7 @@ func checkLoadFlags(fs *flag.FlagSet, which string, duration time.Duration, fact
 	only := map[string]string{"duration": "overload, soak and wire", "factor": "overload", "row-every": "soak",
 		"http-streams": "wire", "policies": "wire", "rounds": "wire"}
 	for _, name := range []string{"duration", "factor", "row-every", "http-streams", "policies", "rounds"} {
-		if set[name] && !strings.Contains(only[name], which) {
+		if set[name] && !strings.Contains(only[name], which) && (which != "all" || only[name] != "wire") {
 			return fmt.Sprintf("--%s applies to vig bench %s only", name, only[name])
 		}
 	}
