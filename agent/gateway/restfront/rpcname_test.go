@@ -1,9 +1,12 @@
 package restfront
 
 import (
+	"slices"
 	"testing"
 
 	"google.golang.org/grpc/codes"
+
+	"github.com/vig-edge/vig/internal/fuzztest"
 )
 
 // Every endpoint the router serves has its RPC's name; anything else is
@@ -51,4 +54,23 @@ func TestRPCName(t *testing.T) {
 			t.Errorf("answerCode(%q, %d) = %v, want %v", c.name, c.status, got, c.want)
 		}
 	}
+}
+
+// rpcNames is every name rpcName may return: the label's whole range.
+var rpcNames = []string{"ServerMetadata", "ServerLive", "ServerReady", "ModelMetadata", "ModelReady", "ModelConfig",
+	"ModelStatistics", "ModelInfer", "RepositoryIndex", "RepositoryModelLoad", "RepositoryModelUnload",
+	"SystemSharedMemoryStatus", "SystemSharedMemoryRegister", "SystemSharedMemoryUnregister", "other"}
+
+// FuzzRPCName: whatever the path (any bytes, not only UTF-8), the metric label
+// is one of the fixed names, never the client's text.
+func FuzzRPCName(f *testing.F) {
+	for _, p := range []string{"/v2", "/v2/models/m/versions/1/infer", "/v2/systemsharedmemory/region/r/register", "/v2/repository/models/x/load", "/v2//", "/\xff"} {
+		f.Add(p)
+	}
+	f.Fuzz(func(t *testing.T, path string) {
+		defer fuzztest.Bound(t)()
+		if got := rpcName(path); !slices.Contains(rpcNames, got) {
+			t.Fatalf("rpcName(%q) = %q: not one of the fixed names", path, got)
+		}
+	})
 }
