@@ -32,6 +32,7 @@ type Options struct {
 	// Duration is the length of an overload case or of the soak (0: their
 	// defaults, 60 s and 10 min); Factor the overload's multiple of the
 	// contracted frame rates (0: 10); RowEvery the soak's row interval (0: 1 min).
+	// Duration is also the length of each wire run (0: 15 s, 5 s with Quick).
 	Duration time.Duration
 	Factor   int
 	RowEvery time.Duration
@@ -42,7 +43,12 @@ type Options struct {
 	// StockWindows: the datapath's client and mock backend use gRPC's default
 	// flow control, as stock Triton clients and servers do.
 	StockWindows bool
-	Command      string
+	// WireHTTPStreams and WirePolicies are WireOptions' HTTPStreams and
+	// Policies.
+	WireHTTPStreams []string
+	WirePolicies    []string
+	WireRounds      int
+	Command         string
 	// Progress receives one line per step; TTY makes it a single line rewritten
 	// in place.
 	Progress io.Writer
@@ -220,9 +226,12 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		}
 	}
 	if which["wire"] {
-		wo := WireOptions{Scenarios: scenarios, Progress: pr.printf}
+		wo := WireOptions{Scenarios: scenarios, Progress: pr.printf, HTTPStreams: o.WireHTTPStreams, Policies: o.WirePolicies, Rounds: o.WireRounds}
 		if o.Quick {
 			wo.Duration = 5 * time.Second
+		}
+		if o.Which == "wire" && o.Duration > 0 {
+			wo.Duration = o.Duration
 		}
 		if res.Wire, err = RunWire(ctx, wo); err != nil {
 			return res, err

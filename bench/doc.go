@@ -21,6 +21,10 @@
 //     by open-loop sensors (Sensor) against three policies in the same run: direct
 //     (FIFO in the backend), an emulation of Triton's queue policy (TritonPolicy)
 //     and vig's governor. Coverage and age of information come from agent/sched.
+//     With --http-streams, a fourth policy (vig-http) runs vig with those
+//     streams' sensors on its HTTP/REST frontend (binary tensor data, kept-alive
+//     connections) beside the others on gRPC, and the report sets each stream's
+//     coverage beside all-gRPC vig's.
 //   - Idle: vig's CPU with 1, 5 and 10 idle gRPC clients and as many idle ring
 //     sessions attached, and the latency of a request after a quiet period.
 //   - Overload: scenario B's sensors at a multiple (10×) of their contracted

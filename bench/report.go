@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 )
 
 // Target states whether one of the issue's targets holds in a run.
@@ -104,15 +105,23 @@ func evaluateMeasure(r *Results) []Target {
 	ts = append(ts, coverageAtLeast("high-class coverage with vig ≥ 99 % in A", []string{"A"}, []string{"high"}, 0.99))
 	ts = append(ts, coverageAtLeast("high-class coverage with vig ≥ 97 % in B (goal 99 %)", []string{"B"}, []string{"high"}, 0.97))
 
-	ts = append(ts, scenarioDTarget(r))
+	ts = append(ts, scenarioDTarget(r), httpMixTarget(r))
 
 	t0 := Target{Name: "accelerator idle while work waits ≤ 50 µs median under vig in B", Status: NotMeasured}
 	if r.Wire != nil {
 		for _, s := range r.Wire.Scenarios {
 			if id, ok := s.Idle[PolicyVig]; s.Name == "B" && ok && id.Jobs > 0 {
 				t0.Status = verdict(id.P50Us <= 50)
-				t0.Detail = fmt.Sprintf("median %.0f µs, p90 %.0f µs over %d jobs whose frame waited when their slot freed (direct %.0f µs, emulation %.0f µs)",
-					id.P50Us, id.P90Us, id.Waited, s.Idle[PolicyDirect].P50Us, s.Idle[PolicyTriton].P50Us)
+				t0.Detail = fmt.Sprintf("median %.0f µs, p90 %.0f µs over %d jobs whose frame waited when their slot freed", id.P50Us, id.P90Us, id.Waited)
+				var others []string
+				for _, p := range []string{PolicyDirect, PolicyTriton} {
+					if o, ok := s.Idle[p]; ok {
+						others = append(others, fmt.Sprintf("%s %.0f µs", map[string]string{PolicyDirect: "direct", PolicyTriton: "emulation"}[p], o.P50Us))
+					}
+				}
+				if len(others) > 0 {
+					t0.Detail += " (" + strings.Join(others, ", ") + ")"
+				}
 			}
 		}
 	}
@@ -120,25 +129,31 @@ func evaluateMeasure(r *Results) []Target {
 
 	t := Target{Name: "vig ≥ triton-policy emulation on every protected and high stream", Status: NotMeasured}
 	if r.Wire != nil {
-		ok, parts := true, []string{}
+		ok, parts, names := true, []string{}, []string{}
 		for _, s := range r.Wire.Scenarios {
+			compared := false
 			for _, st := range streamsOf(s.Name, "protected", "high") {
 				v, _ := best(s.Name, PolicyVig, st)
-				e, _ := best(s.Name, PolicyTriton, st)
+				e, ran := best(s.Name, PolicyTriton, st)
+				if !ran {
+					continue // --policies left the emulation out
+				}
+				compared = true
 				if v.Coverage < e.Coverage {
 					ok = false
 					parts = append(parts, fmt.Sprintf("%s %s: vig %.1f %% < emulation %.1f %%", s.Name, st, 100*v.Coverage, 100*e.Coverage))
 				}
 			}
-		}
-		if ok {
-			var names []string
-			for _, s := range r.Wire.Scenarios {
+			if compared {
 				names = append(names, s.Name)
 			}
+		}
+		if ok {
 			parts = append(parts, "every protected and high stream of "+strings.Join(names, ", "))
 		}
-		t.Status, t.Detail = verdict(ok), strings.Join(parts, "; ")
+		if len(names) > 0 {
+			t.Status, t.Detail = verdict(ok), strings.Join(parts, "; ")
+		}
 	}
 	ts = append(ts, t)
 
@@ -147,7 +162,10 @@ func evaluateMeasure(r *Results) []Target {
 		ok, parts := true, []string{}
 		for _, st := range streamsOf("C", "protected", "high", "best_effort") {
 			v, _ := best("C", PolicyVig, st)
-			d, _ := best("C", PolicyDirect, st)
+			d, ran := best("C", PolicyDirect, st)
+			if !ran {
+				continue // --policies left direct out
+			}
 			parts = append(parts, fmt.Sprintf("%s vig %.1f %% vs direct %.1f %%", st, 100*v.Coverage, 100*d.Coverage))
 			if v.Coverage < d.Coverage-0.005 {
 				ok = false
@@ -156,7 +174,7 @@ func evaluateMeasure(r *Results) []Target {
 		}
 		t.Status, t.Detail = verdict(ok && len(parts) > 0), strings.Join(parts, "; ")
 		if len(parts) == 0 {
-			t.Status = NotMeasured // C did not run
+			t.Status = NotMeasured // C (or vig, or direct) did not run
 		}
 		if !ok {
 			t.Detail += ". Coverage counts whole windows: a result 1–2 ms later can land in the next window and leave one empty (SCENARIOS.md); vig's requests pay a gateway hop that direct ones do not"
@@ -384,7 +402,7 @@ func Plots(r *Results) map[string]string {
 	if w := r.Wire; w != nil {
 		for _, sc := range w.Scenarios {
 			var groups []string
-			for _, s := range sc.Best[PolicyVig] {
+			for _, s := range sc.rows() {
 				groups = append(groups, s.Stream+" ("+s.Class+")")
 			}
 			var series []Series
@@ -398,7 +416,7 @@ func Plots(r *Results) map[string]string {
 			name := strings.ToLower(sc.Name)
 			out["wire_"+name+"_coverage.svg"] = Bars(Plot{Title: fmt.Sprintf("Scenario %s: coverage per stream (best depth per side)", sc.Name),
 				YLabel: "coverage, %", Groups: groups, Series: series, YMin: 0, YMax: 100, HLines: []Tick{{99, "99 %"}}})
-			for i, st := range sc.Best[PolicyVig] {
+			for i, st := range sc.rows() {
 				var cs []Series
 				for _, p := range sc.policies() {
 					if i < len(sc.Best[p]) && len(sc.Best[p][i].AoICDF) > 0 {
@@ -509,9 +527,97 @@ func scenarioDTarget(r *Results) Target {
 				}
 			}
 		}
-		t.Status, t.Detail = verdict(ok && len(parts) == len(floors)), strings.Join(parts, "; ")
+		if len(parts) > 0 {
+			t.Status, t.Detail = verdict(ok && len(parts) == len(floors)), strings.Join(parts, "; ")
+		}
 	}
 	return t
+}
+
+// interleaved names the policies of the first scenario in their run order
+// (with the first again, as the sequence repeats), for the report.
+func interleaved(wr *WireResult) string {
+	if len(wr.Scenarios) == 0 {
+		return strings.Join(Policies, ", ") + ", " + Policies[0]
+	}
+	ps := wr.Scenarios[0].policies()
+	return strings.Join(ps, ", ") + ", " + ps[0]
+}
+
+// ranPolicy reports whether some scenario ran policy p.
+func ranPolicy(wr *WireResult, p string) bool {
+	for i := range wr.Scenarios {
+		if slices.Contains(wr.Scenarios[i].policies(), p) {
+			return true
+		}
+	}
+	return false
+}
+
+// httpMixPoints is how far (in coverage points) a stream may fall under
+// vig-http below vig's all-gRPC runs (issue 22: within 1 point).
+const httpMixPoints = 1.0
+
+// httpMixTarget is issue 22's: with some sensors on HTTP/REST beside gRPC ones
+// (vig-http), no stream's coverage more than httpMixPoints below all-gRPC vig.
+func httpMixTarget(r *Results) Target {
+	t := Target{Name: fmt.Sprintf("HTTP sensors beside gRPC ones: every stream's coverage within %.0f point of all-gRPC vig", httpMixPoints), Status: NotMeasured}
+	if r.Wire == nil {
+		return t
+	}
+	ok, parts := true, []string{}
+	for _, sc := range r.Wire.Scenarios {
+		for _, d := range sc.httpMix() {
+			parts = append(parts, fmt.Sprintf("%s %s%s %.1f %% vs %.1f %% (%+.1f)", sc.Name, d.mixed.Stream, d.proto(), 100*d.mixed.Coverage, 100*d.grpc.Coverage, d.points()))
+			if d.points() < -httpMixPoints-1e-9 { // 1e-9: 100 × (0.99 − 1) is −1.0000000000000009
+				ok = false
+			}
+		}
+	}
+	if len(parts) > 0 {
+		t.Status, t.Detail = verdict(ok), strings.Join(parts, "; ")
+	}
+	return t
+}
+
+// mixPair is one stream's best result under vig-http and under vig.
+type mixPair struct{ mixed, grpc StreamResult }
+
+// points is the coverage difference, vig-http − vig, in points.
+func (d mixPair) points() float64 { return 100 * (d.mixed.Coverage - d.grpc.Coverage) }
+
+func (d mixPair) proto() string {
+	if d.mixed.Protocol == "http" {
+		return " (HTTP)"
+	}
+	return " (gRPC)"
+}
+
+// httpMix pairs the streams of vig-http with vig's, when both ran.
+func (sc *WireScenario) httpMix() []mixPair {
+	var out []mixPair
+	for _, m := range sc.Best[PolicyVigHTTP] {
+		for _, g := range sc.Best[PolicyVig] {
+			if g.Stream == m.Stream {
+				out = append(out, mixPair{m, g})
+			}
+		}
+	}
+	return out
+}
+
+// rows is the streams of a scenario in config order, as the best results of
+// vig (or of the first policy that ran, when vig did not).
+func (sc *WireScenario) rows() []StreamResult {
+	if b, ok := sc.Best[PolicyVig]; ok {
+		return b
+	}
+	for _, p := range sc.policies() {
+		if b, ok := sc.Best[p]; ok {
+			return b
+		}
+	}
+	return nil
 }
 
 // policies is the policies a scenario ran (Policies for a report written
@@ -591,9 +697,15 @@ func Report(r *Results, plots map[string]string) string {
 
 	if wr := r.Wire; wr != nil {
 		w("## Wire: freshness under contention (SCENARIOS.md)\n\n")
-		w("Open-loop sensors (each frame sent at its capture time on its own schedule, never slowed by answers; a frame that finds `depth` requests of its stream outstanding is dropped at the client), %v per run, payload %d B per frame, client buffer depths %v, and for each policy and stream the best depth (highest coverage, then lowest AoI p95). Runs interleave the policies (direct, triton-policy, vig, direct, …), each on a fresh mock backend; a frame's execution time is a pure function of (seed, stream, frame). Coverage = share of complete period windows with a result of age < max_age delivered inside (agent/sched.Coverage); AoI percentiles over time (agent/sched.AoI). Inferences = the backend's inference_count. vig's gateway (with the governor, or with the emulation) and the mock backend run in the bench process here: the wire benchmark is about scheduling, not process cost, and both non-direct policies pay the same gateway hop. VLM (best_effort, no `min_rate_hz` in A–C) is allowed to starve under vig by design: SCENARIOS.md says the VLM must starve or be given an explicit minimum rate; D gives it one (`min_rate_hz: 0.2`, one run per 5 s, the first at once).\n\n",
-			wr.Duration, wr.Payload, wr.Depths)
-		w("**triton-policy is an emulation** of Triton's dynamic-batcher queue policy (priority level by class, `timeout_action: REJECT` after a queue timeout equal to the stream's max_age, `max_queue_size: 1` per level) written for this benchmark as a gateway admitter; it is not Triton, and unlike Triton (one queue per model) it orders all streams in one queue.\n\n")
+		if wr.Rounds > 1 {
+			w("Each (policy, depth) run was split into %d rounds of %v: the whole sequence of runs was repeated round after round, and each run's rounds pooled (windows, deliveries and counters summed, so coverage is over all its windows; AoI percentiles and busy shares the mean over the rounds), so that every policy saw the same stretches of the machine's load.\n\n",
+				wr.Rounds, wr.Duration/time.Duration(wr.Rounds))
+		}
+		w("Open-loop sensors (each frame sent at its capture time on its own schedule, never slowed by answers; a frame that finds `depth` requests of its stream outstanding is dropped at the client), %v per run, payload %d B per frame, client buffer depths %v, and for each policy and stream the best depth (highest coverage, then lowest AoI p95). Runs interleave the policies (%s, …), each on a fresh mock backend; a frame's execution time is a pure function of (seed, stream, frame). Coverage = share of complete period windows with a result of age < max_age delivered inside (agent/sched.Coverage); AoI percentiles over time (agent/sched.AoI). Inferences = the backend's inference_count. vig's gateway (with the governor, or with the emulation) and the mock backend run in the bench process here: the wire benchmark is about scheduling, not process cost, and both non-direct policies pay the same gateway hop. VLM (best_effort, no `min_rate_hz` in A–C) is allowed to starve under vig by design: SCENARIOS.md says the VLM must starve or be given an explicit minimum rate; D gives it one (`min_rate_hz: 0.2`, one run per 5 s, the first at once).\n\n",
+			wr.Duration, wr.Payload, wr.Depths, interleaved(wr))
+		if ranPolicy(wr, PolicyTriton) {
+			w("**triton-policy is an emulation** of Triton's dynamic-batcher queue policy (priority level by class, `timeout_action: REJECT` after a queue timeout equal to the stream's max_age, `max_queue_size: 1` per level) written for this benchmark as a gateway admitter; it is not Triton, and unlike Triton (one queue per model) it orders all streams in one queue.\n\n")
+		}
 		for _, sc := range wr.Scenarios {
 			if len(sc.Accelerators) > 1 {
 				var parts []string
@@ -613,14 +725,14 @@ func Report(r *Results, plots map[string]string) string {
 				w("\n")
 			}
 			w("| stream | class | policy | depth | coverage | empty / doubled windows | AoI p50 ms | AoI p95 ms | AoI p99 ms | delivered | inferences | superseded | late-dropped | deferred | client-dropped | queue-full / timeout (emulation) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
-			for i := range sc.Best[PolicyVig] {
+			for i := range sc.rows() {
 				for _, p := range sc.policies() {
 					if i >= len(sc.Best[p]) {
 						continue
 					}
 					s := sc.Best[p][i]
 					vigCols := "– | – | –"
-					if p == PolicyVig || onePool(p) > 0 {
+					if governed(p) {
 						vigCols = fmt.Sprintf("%d | %d | %d", s.Superseded, s.LateDropped, s.Deferred)
 					}
 					em := "–"
@@ -629,6 +741,15 @@ func Report(r *Results, plots map[string]string) string {
 					}
 					w("| %s | %s | %s | %d | %s | %d / %d | %.1f | %.1f | %.1f | %d | %d | %s | %d | %s |\n", s.Stream, s.Class, PolicyLabel(p), s.Depth, pct(s.Coverage),
 						s.Empty, s.Doubled, s.AoIP50, s.AoIP95, s.AoIP99, s.Delivered, s.Inferences, vigCols, s.Dropped, em)
+				}
+			}
+			if mix := sc.httpMix(); len(mix) > 0 {
+				w("\n**HTTP sensors beside gRPC ones.** Under *%s* vig runs as under *vig*, and the sensors of %s use its HTTP/REST frontend (listen.http, in the bench process) as tritonclient.http sends: the input in Triton's binary tensor data extension, the output asked for as binary data, kept-alive connections, as many as the buffer depth; the other sensors stay on gRPC. Its runs interleave with vig's all-gRPC runs, same depths, each on a fresh backend; best depth per stream on each side.\n\n",
+					PolicyLabel(PolicyVigHTTP), "`"+strings.Join(sc.HTTPStreams, "`, `")+"`")
+				w("| stream | class | protocol under vig-http | coverage all gRPC | coverage HTTP + gRPC | difference, points | AoI p95 ms all gRPC / HTTP + gRPC | errors all gRPC / HTTP + gRPC |\n|---|---|---|---|---|---|---|---|\n")
+				for _, d := range mix {
+					w("| %s | %s | %s | %s | %s | %+.1f | %.1f / %.1f | %d / %d |\n", d.mixed.Stream, d.mixed.Class, strings.Trim(d.proto(), " ()"),
+						pct(d.grpc.Coverage), pct(d.mixed.Coverage), d.points(), d.grpc.AoIP95, d.mixed.AoIP95, d.grpc.Errors, d.mixed.Errors)
 				}
 			}
 			if len(sc.Idle) > 0 {
@@ -656,7 +777,7 @@ func Report(r *Results, plots map[string]string) string {
 			}
 			name := strings.ToLower(sc.Name)
 			w("\n![coverage %s](wire_%s_coverage.svg)\n\n", sc.Name, name)
-			for _, s := range sc.Best[PolicyVig] {
+			for _, s := range sc.rows() {
 				file := "wire_" + name + "_aoi_" + s.Stream + ".svg"
 				if _, ok := plots[file]; ok {
 					w("![AoI %s %s](%s) ", sc.Name, s.Stream, file)

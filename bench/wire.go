@@ -15,6 +15,7 @@ import (
 
 	"github.com/vig-edge/vig/agent/config"
 	"github.com/vig-edge/vig/agent/gateway"
+	"github.com/vig-edge/vig/agent/gateway/restfront"
 	"github.com/vig-edge/vig/agent/sched"
 	"github.com/vig-edge/vig/mockbackend"
 	"github.com/vig-edge/vig/netopt"
@@ -27,6 +28,10 @@ const (
 	PolicyDirect = "direct"        // sensors → mock backend (FIFO in its queue)
 	PolicyTriton = "triton-policy" // an emulation of Triton's queue policy, not Triton
 	PolicyVig    = "vig"           // sensors → vig's gateway with the freshness governor
+	// PolicyVigHTTP is vig with some sensors on its HTTP/REST frontend
+	// (WireOptions.HTTPStreams) and the others on gRPC, beside PolicyVig's
+	// all-gRPC runs of the same scenario.
+	PolicyVigHTTP = "vig-http"
 )
 
 // Policies lists the policies in the order runs interleave them.
@@ -63,8 +68,14 @@ func PolicyLabel(p string) string {
 	if n := onePool(p); n > 0 {
 		return fmt.Sprintf("vig as one pool, `slots: %d`", n)
 	}
+	if p == PolicyVigHTTP {
+		return "vig, HTTP + gRPC sensors"
+	}
 	return p
 }
+
+// governed reports whether policy runs vig's governor (its counters apply).
+func governed(p string) bool { return p == PolicyVig || p == PolicyVigHTTP || onePool(p) > 0 }
 
 // wirePayload is the input tensor each frame carries on the wire benchmark: small,
 // because this benchmark is about scheduling, not bytes.
@@ -78,6 +89,19 @@ type WireOptions struct {
 	Scenarios []Scenario
 	Depths    []int         // client buffer depths, default 1, 4, 16
 	Duration  time.Duration // per run, default 15 s
+	// HTTPStreams, when set, adds the policy vig-http: vig with these streams'
+	// sensors on its HTTP/REST frontend (Triton's binary tensor data extension,
+	// kept-alive connections, as tritonclient.http sends) and the others on
+	// gRPC. "all" names every stream. A scenario without one of the streams is
+	// an error.
+	HTTPStreams []string
+	// Policies, when set, runs only these policies (in the usual order).
+	Policies []string
+	// Rounds, above 1, splits every (policy, depth) run into this many rounds
+	// of Duration/Rounds, the whole sequence of runs repeated round after round
+	// and each run's rounds pooled: on a machine whose load drifts, every
+	// policy then sees the same stretches of it.
+	Rounds int
 	// Progress, if set, is told what runs next.
 	Progress func(format string, args ...any)
 }
@@ -90,9 +114,12 @@ type Scenario struct {
 
 // StreamResult is one stream's figures in one run (or the best run of its policy).
 type StreamResult struct {
-	Stream   string  `json:"stream"`
-	Class    string  `json:"class"`
-	Depth    int     `json:"depth"`
+	Stream string `json:"stream"`
+	Class  string `json:"class"`
+	Depth  int    `json:"depth"`
+	// Protocol is "http" for a sensor on vig's HTTP/REST frontend (vig-http),
+	// empty for gRPC.
+	Protocol string  `json:"protocol,omitempty"`
 	Coverage float64 `json:"coverage"` // fraction of complete period windows covered
 	Windows  int     `json:"windows"`
 	Covered  int     `json:"covered"`
@@ -197,11 +224,14 @@ type WireScenario struct {
 	Accelerators []AcceleratorSpec             `json:"accelerators"`
 	Policies     []string                      `json:"policies"`
 	Busy         map[string]map[string]float64 `json:"busy_share_pct"`
+	// HTTPStreams are the streams whose sensors used HTTP/REST under vig-http.
+	HTTPStreams []string `json:"http_streams,omitempty"`
 }
 
 // WireResult is the wire benchmark's output.
 type WireResult struct {
 	Duration  time.Duration  `json:"run_ns"`
+	Rounds    int            `json:"rounds,omitempty"` // WireOptions.Rounds, when above 1
 	Depths    []int          `json:"depths"`
 	Payload   int            `json:"payload_bytes"`
 	Scenarios []WireScenario `json:"scenarios"`
@@ -216,23 +246,52 @@ func RunWire(ctx context.Context, o WireOptions) (*WireResult, error) {
 	if o.Duration <= 0 {
 		o.Duration = 15 * time.Second
 	}
+	rounds := max(o.Rounds, 1)
 	res := &WireResult{Duration: o.Duration, Depths: o.Depths, Payload: wirePayload}
-	for _, sc := range o.Scenarios {
+	if rounds > 1 {
+		res.Rounds = rounds
+	}
+	piece := o.Duration / time.Duration(rounds)
+	// Every scenario's options are checked before the first run.
+	httpOf, policiesOf := make([][]string, len(o.Scenarios)), make([][]string, len(o.Scenarios))
+	for i, sc := range o.Scenarios {
+		var err error
+		if httpOf[i], err = httpStreamsOf(sc, o.HTTPStreams); err != nil {
+			return nil, err
+		}
+		if policiesOf[i], err = wirePolicies(sc, len(httpOf[i]) > 0, o.Policies); err != nil {
+			return nil, err
+		}
+	}
+	for i, sc := range o.Scenarios {
+		httpStreams := httpOf[i]
 		ws := WireScenario{Name: sc.Name, Slots: sc.Config.Backend.Slots, Streams: specsOf(sc.Config),
-			Policies: PoliciesFor(sc.Config), Busy: map[string]map[string]float64{}}
+			Policies: policiesOf[i], Busy: map[string]map[string]float64{}, HTTPStreams: httpStreams}
 		for _, a := range sc.Config.AcceleratorList() {
 			ws.Accelerators = append(ws.Accelerators, AcceleratorSpec{Name: a.Name, Slots: a.Slots})
 		}
-		for _, d := range o.Depths {
-			for _, p := range ws.Policies {
-				if o.Progress != nil {
-					o.Progress("wire %s: %s, depth %d (%v)", sc.Name, PolicyLabel(p), d, o.Duration)
+		for round := range rounds {
+			k := 0
+			for _, d := range o.Depths {
+				for _, p := range ws.Policies {
+					if o.Progress != nil {
+						of := ""
+						if rounds > 1 {
+							of = fmt.Sprintf(", round %d of %d", round+1, rounds)
+						}
+						o.Progress("wire %s: %s, depth %d (%v%s)", sc.Name, PolicyLabel(p), d, piece, of)
+					}
+					run, err := runWireOnce(ctx, sc.Config, p, d, piece, httpStreams)
+					if err != nil {
+						return nil, fmt.Errorf("wire %s %s depth %d: %w", sc.Name, p, d, err)
+					}
+					if round == 0 {
+						ws.Runs = append(ws.Runs, *run)
+					} else {
+						poolRun(&ws.Runs[k], run, round)
+					}
+					k++
 				}
-				run, err := runWireOnce(ctx, sc.Config, p, d, o.Duration)
-				if err != nil {
-					return nil, fmt.Errorf("wire %s %s depth %d: %w", sc.Name, p, d, err)
-				}
-				ws.Runs = append(ws.Runs, *run)
 			}
 		}
 		ws.Best = map[string][]StreamResult{}
@@ -268,6 +327,114 @@ func RunWire(ctx context.Context, o WireOptions) (*WireResult, error) {
 		res.Scenarios = append(res.Scenarios, ws)
 	}
 	return res, nil
+}
+
+// poolRun adds round n (counted from 0) of a run to the rounds before it in
+// into: windows, deliveries and counters add up (coverage is then covered over
+// all the rounds' windows); AoI percentiles, their quantiles and busy shares
+// are the mean over the rounds; idle samples are pooled.
+func poolRun(into, r *WireRun, n int) {
+	mean := func(a, b float64) float64 { return (a*float64(n) + b) / float64(n+1) }
+	for i := range into.Streams {
+		if i >= len(r.Streams) {
+			break
+		}
+		a, b := &into.Streams[i], r.Streams[i]
+		a.Windows += b.Windows
+		a.Covered += b.Covered
+		a.Empty += b.Empty
+		a.Doubled += b.Doubled
+		if a.Windows > 0 {
+			a.Coverage = float64(a.Covered) / float64(a.Windows)
+		}
+		a.AoIP50, a.AoIP95, a.AoIP99 = mean(a.AoIP50, b.AoIP50), mean(a.AoIP95, b.AoIP95), mean(a.AoIP99, b.AoIP99)
+		switch {
+		case len(a.AoICDF) == len(b.AoICDF):
+			for q := range a.AoICDF {
+				a.AoICDF[q] = mean(a.AoICDF[q], b.AoICDF[q])
+			}
+		case len(a.AoICDF) == 0:
+			a.AoICDF = b.AoICDF
+		}
+		a.Delivered += b.Delivered
+		a.Errors += b.Errors
+		a.Scheduled += b.Scheduled
+		a.Sent += b.Sent
+		a.Dropped += b.Dropped
+		a.Inferences += b.Inferences
+		a.Superseded += b.Superseded
+		a.LateDropped += b.LateDropped
+		a.Deferred += b.Deferred
+		a.Rejected += b.Rejected
+		a.QueueFull += b.QueueFull
+		a.TimedOut += b.TimedOut
+	}
+	into.idle = append(into.idle, r.idle...)
+	into.Idle.Jobs += r.Idle.Jobs
+	into.Idle.SumMs += r.Idle.SumMs
+	into.Idle.Share = mean(into.Idle.Share, r.Idle.Share)
+	into.Idle.Waited, into.Idle.P50Us, into.Idle.P90Us = idleQuantiles(into.idle)
+	if into.Busy == nil {
+		into.Busy = map[string]float64{}
+	}
+	for a, v := range r.Busy {
+		into.Busy[a] = mean(into.Busy[a], v)
+	}
+}
+
+// httpStreamsOf checks the names of WireOptions.HTTPStreams against the
+// scenario's streams and returns them in config order ("all": every stream).
+func httpStreamsOf(sc Scenario, names []string) ([]string, error) {
+	if len(names) == 0 {
+		return nil, nil
+	}
+	var have []string
+	for _, s := range sc.Config.Streams {
+		have = append(have, s.Name)
+	}
+	if slices.Contains(names, "all") {
+		return have, nil
+	}
+	for _, n := range names {
+		if !slices.Contains(have, n) {
+			return nil, fmt.Errorf("wire %s: no stream %q to put on HTTP (its streams: %s, or all)", sc.Name, n, strings.Join(have, ", "))
+		}
+	}
+	var out []string
+	for _, n := range have {
+		if slices.Contains(names, n) {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// wirePolicies is the policies a scenario runs: PoliciesFor, vig-http after
+// them when some streams go over HTTP, narrowed to only when it is set.
+func wirePolicies(sc Scenario, withHTTP bool, only []string) ([]string, error) {
+	all := PoliciesFor(sc.Config)
+	if withHTTP {
+		all = append(slices.Clone(all), PolicyVigHTTP)
+	}
+	if len(only) == 0 {
+		return all, nil
+	}
+	for _, p := range only {
+		if !slices.Contains(all, p) {
+			hint := ""
+			if p == PolicyVigHTTP {
+				hint = " (vig-http runs when some streams go over HTTP: give --http-streams)"
+			}
+			return nil, fmt.Errorf("wire %s: unknown policy %q (want some of %s)%s", sc.Name, p, strings.Join(all, ", "), hint)
+		}
+	}
+	var out []string
+	for _, p := range all {
+		if slices.Contains(only, p) {
+			out = append(out, p)
+		}
+	}
+	return out, nil
 }
 
 // BestDepth picks, for every stream, the run in which it did best: the highest
@@ -308,8 +475,9 @@ func better(a, b StreamResult) bool {
 	return a.Depth < b.Depth
 }
 
-// runWireOnce runs one policy at one depth on a fresh mock backend.
-func runWireOnce(ctx context.Context, scenario *config.Config, policy string, depth int, dur time.Duration) (*WireRun, error) {
+// runWireOnce runs one policy at one depth on a fresh mock backend; under
+// vig-http the sensors of httpStreams use vig's HTTP/REST frontend.
+func runWireOnce(ctx context.Context, scenario *config.Config, policy string, depth int, dur time.Duration, httpStreams []string) (*WireRun, error) {
 	cfg := *scenario // shallow: the backend address is the only field written
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -323,13 +491,13 @@ func runWireOnce(ctx context.Context, scenario *config.Config, policy string, de
 	cfg.Backend.Address = mb.Addr()
 	cfg.Backend.Embedded = false
 
-	target := mb.Addr()
+	target, httpTarget := mb.Addr(), ""
 	var gov *gateway.Governor
 	var tp *TritonPolicy
 	if policy != PolicyDirect {
 		var admit gateway.Admitter
 		quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-		if policy == PolicyVig || onePool(policy) > 0 {
+		if governed(policy) {
 			gcfg := &cfg
 			if n := onePool(policy); n > 0 {
 				gcfg = onePoolConfig(&cfg, n)
@@ -361,8 +529,23 @@ func runWireOnce(ctx context.Context, scenario *config.Config, policy string, de
 		}
 		go gw.Serve(ln)
 		target = ln.Addr().String()
+		if policy == PolicyVigHTTP {
+			// As `vig serve` does for listen.http: the REST frontend into the
+			// same gateway.
+			hln, err := netopt.Listen("tcp", "127.0.0.1:0", &sockets)
+			if err != nil {
+				return nil, err
+			}
+			rest := restfront.New(gw, restfront.Options{Log: quiet, MaxBody: int64(cfg.GRPC.MaxMessageMiB) << 20})
+			defer rest.Close()
+			go rest.Serve(hln)
+			httpTarget = hln.Addr().String()
+		}
 	}
-	return driveSensors(ctx, &cfg, policy, depth, dur, target, mb, gov, tp)
+	if httpTarget == "" {
+		httpStreams = nil
+	}
+	return driveSensors(ctx, &cfg, policy, depth, dur, target, httpTarget, httpStreams, mb, gov, tp)
 }
 
 // onePoolConfig is cfg as vig was configured before accelerators: one pool of
@@ -385,7 +568,7 @@ func onePoolConfig(cfg *config.Config, slots int) *config.Config {
 func streamOffset(i int) time.Duration { return time.Duration(i) * 7 * time.Millisecond }
 
 func driveSensors(ctx context.Context, cfg *config.Config, policy string, depth int, dur time.Duration,
-	target string, mb *mockbackend.Running, gov *gateway.Governor, tp *TritonPolicy) (*WireRun, error) {
+	target, httpTarget string, httpStreams []string, mb *mockbackend.Running, gov *gateway.Governor, tp *TritonPolicy) (*WireRun, error) {
 	type streamState struct {
 		mu         sync.Mutex
 		deliveries []sched.Delivery
@@ -403,32 +586,49 @@ func driveSensors(ctx context.Context, cfg *config.Config, policy string, depth 
 	payload := make([]byte, wirePayload)
 	sensors := make([]*Sensor, n)
 	for i, s := range cfg.Streams {
-		cc, err := dial(target)
-		if err != nil {
-			return nil, err
-		}
-		conns = append(conns, cc)
-		client := pb.NewGRPCInferenceServiceClient(cc)
-		// Connect before the clock starts. Waiting for the connection to be
-		// ready, with a bound: one connect attempt that times out on a loaded
-		// machine (1 s, DialOptions) is retried, not the end of the run.
-		lctx, lcancel := context.WithTimeout(ctx, 20*time.Second)
-		_, err = client.ServerLive(lctx, &pb.ServerLiveRequest{}, grpc.WaitForReady(true))
-		lcancel()
-		if err != nil {
-			return nil, fmt.Errorf("connect %s: %w", target, err)
+		model, name := s.Model, s.Name
+		var send SendFunc
+		if slices.Contains(httpStreams, name) {
+			hc := newHTTPFrameClient(httpTarget, depth)
+			conns = append(conns, hc)
+			// Its connections open before the clock starts, as gRPC's do.
+			lctx, lcancel := context.WithTimeout(ctx, 20*time.Second)
+			err := hc.connect(lctx)
+			lcancel()
+			if err != nil {
+				return nil, fmt.Errorf("connect http://%s: %w", httpTarget, err)
+			}
+			send = func(ctx context.Context, frame uint64, capture int64) error {
+				return hc.infer(ctx, model, name, frame, capture, payload)
+			}
+		} else {
+			cc, err := dial(target)
+			if err != nil {
+				return nil, err
+			}
+			conns = append(conns, cc)
+			client := pb.NewGRPCInferenceServiceClient(cc)
+			// Connect before the clock starts. Waiting for the connection to be
+			// ready, with a bound: one connect attempt that times out on a loaded
+			// machine (1 s, DialOptions) is retried, not the end of the run.
+			lctx, lcancel := context.WithTimeout(ctx, 20*time.Second)
+			_, err = client.ServerLive(lctx, &pb.ServerLiveRequest{}, grpc.WaitForReady(true))
+			lcancel()
+			if err != nil {
+				return nil, fmt.Errorf("connect %s: %w", target, err)
+			}
+			send = func(ctx context.Context, frame uint64, capture int64) error {
+				_, err := client.ModelInfer(ctx, frameRequest(model, name, frame, capture, payload))
+				return err
+			}
 		}
 		st := &states[i]
 		interval := s.FrameInterval()
 		if interval <= 0 {
 			interval = s.Period()
 		}
-		model, name := s.Model, s.Name
 		sensors[i] = &Sensor{Interval: interval, Offset: streamOffset(i), Depth: depth, Clock: Monotonic,
-			Send: func(ctx context.Context, frame uint64, capture int64) error {
-				_, err := client.ModelInfer(ctx, frameRequest(model, name, frame, capture, payload))
-				return err
-			},
+			Send: send,
 			OnResult: func(_ uint64, capture, at int64, err error) {
 				st.mu.Lock()
 				defer st.mu.Unlock()
@@ -502,6 +702,9 @@ func driveSensors(ctx context.Context, cfg *config.Config, policy string, depth 
 			Delivered: uint64(len(st.deliveries)), Errors: st.errors, SensorStats: st.stats,
 			Inferences: inferences[s.Model],
 			AoICDF:     AoIQuantiles(sched.Time(start), sched.Time(end), st.deliveries)}
+		if slices.Contains(httpStreams, s.Name) {
+			r.Protocol = "http"
+		}
 		for _, ss := range snap.Streams {
 			if ss.Name == s.Name {
 				r.Superseded, r.LateDropped, r.Deferred, r.Rejected = ss.Superseded, ss.LateDropped, ss.Deferred, ss.Rejected

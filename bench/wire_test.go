@@ -249,3 +249,149 @@ func TestDemoAccelerators(t *testing.T) {
 		}
 	}
 }
+
+// vig-http runs vig with the detector's and depth's sensors on the HTTP/REST
+// frontend beside the others on gRPC: each HTTP stream is delivered results
+// (the frames reach the governor as their stream, with their capture time, and
+// are answered), the bookkeeping adds up, and the report sets its coverage
+// beside all-gRPC vig's.
+func TestWireHTTPMix(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the mock backend for a few seconds")
+	}
+	sc := loadScenario(t, "b")
+	res, err := RunWire(context.Background(), WireOptions{Scenarios: []Scenario{*sc}, Depths: []int{1}, Duration: 800 * time.Millisecond,
+		HTTPStreams: []string{"depth", "detector"}, Policies: []string{PolicyVigHTTP, PolicyVig}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := res.Scenarios[0]
+	if !slices.Equal(ws.Policies, []string{PolicyVig, PolicyVigHTTP}) || len(ws.Runs) != 2 || !slices.Equal(ws.HTTPStreams, []string{"detector", "depth"}) {
+		t.Fatalf("policies %v, %d runs, http streams %v", ws.Policies, len(ws.Runs), ws.HTTPStreams)
+	}
+	for _, r := range ws.Runs {
+		for _, s := range r.Streams {
+			wantHTTP := r.Policy == PolicyVigHTTP && (s.Stream == "detector" || s.Stream == "depth")
+			if (s.Protocol == "http") != wantHTTP {
+				t.Errorf("%s/%s: protocol %q", r.Policy, s.Stream, s.Protocol)
+			}
+			if s.Sent != s.Delivered+s.Errors || s.Scheduled != s.Sent+s.Dropped {
+				t.Errorf("%s/%s: %+v does not add up", r.Policy, s.Stream, s)
+			}
+			if (s.Stream == "detector" || s.Stream == "depth") && (s.Delivered == 0 || s.Inferences == 0) {
+				t.Errorf("%s/%s: delivered %d, inferences %d", r.Policy, s.Stream, s.Delivered, s.Inferences)
+			}
+		}
+	}
+	r := &Results{Wire: res}
+	md := Report(r, nil)
+	for _, s := range []string{"**HTTP sensors beside gRPC ones.**", "| detector | protected | HTTP |", "| pose | high | gRPC |"} {
+		if !strings.Contains(md, s) {
+			t.Errorf("report lacks %q", s)
+		}
+	}
+	for _, tg := range Evaluate(r) {
+		if strings.HasPrefix(tg.Name, "HTTP sensors beside gRPC ones") && (tg.Status == NotMeasured || !strings.Contains(tg.Detail, "B detector (HTTP)")) {
+			t.Errorf("%q: %s (%s)", tg.Name, tg.Status, tg.Detail)
+		}
+		// Left out by --policies: not judged against a zero.
+		if tg.Name == "vig ≥ triton-policy emulation on every protected and high stream" && tg.Status != NotMeasured {
+			t.Errorf("%q without the emulation: %s (%s)", tg.Name, tg.Status, tg.Detail)
+		}
+	}
+}
+
+// Bad --http-streams and --policies fail before anything runs, naming the fix.
+func TestWireOptionErrors(t *testing.T) {
+	sc := loadScenario(t, "b")
+	for _, tc := range []struct {
+		o    WireOptions
+		want string
+	}{
+		{WireOptions{HTTPStreams: []string{"lidar"}}, "its streams: detector, pose, depth, vlm, or all"},
+		{WireOptions{Policies: []string{"fifo"}}, "want some of direct, triton-policy, vig"},
+		{WireOptions{Policies: []string{PolicyVigHTTP}}, "give --http-streams"},
+	} {
+		tc.o.Scenarios = []Scenario{*sc}
+		_, err := RunWire(context.Background(), tc.o)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want an error saying %q", tc.o, err, tc.want)
+		}
+	}
+	all, err := httpStreamsOf(*sc, []string{"all"})
+	if err != nil || len(all) != 4 {
+		t.Errorf("all: %v %v", all, err)
+	}
+}
+
+// The HTTP mix target judges each stream against all-gRPC vig: 1 point down
+// holds, more does not.
+func TestHTTPMixTarget(t *testing.T) {
+	mk := func(g, m float64) *Results {
+		ws := WireScenario{Name: "B", Best: map[string][]StreamResult{
+			PolicyVig:     {{Stream: "detector", Coverage: g}, {Stream: "pose", Coverage: 1}},
+			PolicyVigHTTP: {{Stream: "detector", Protocol: "http", Coverage: m}, {Stream: "pose", Coverage: 1}},
+		}}
+		return &Results{Wire: &WireResult{Scenarios: []WireScenario{ws}}}
+	}
+	for _, tc := range []struct {
+		g, m float64
+		want string
+	}{{1, 0.99, Holds}, {1, 0.985, Fails}, {0.98, 1, Holds}} {
+		tg := httpMixTarget(mk(tc.g, tc.m))
+		if tg.Status != tc.want {
+			t.Errorf("all gRPC %v, mixed %v: %s (%s), want %s", tc.g, tc.m, tg.Status, tg.Detail, tc.want)
+		}
+	}
+	if tg := httpMixTarget(synthetic()); tg.Status != NotMeasured {
+		t.Errorf("without vig-http: %s", tg.Status)
+	}
+}
+
+// Rounds pool into one run per (policy, depth): windows and counts add up over
+// the rounds, coverage is over all of them, AoI figures are their mean.
+func TestPoolRun(t *testing.T) {
+	mk := func(windows, covered int, p95 float64, cdf ...float64) *WireRun {
+		return &WireRun{Policy: PolicyVig, Depth: 1, Busy: map[string]float64{"": 40}, idle: []time.Duration{time.Microsecond},
+			Idle:    IdleStats{Jobs: 10, SumMs: 1, Share: 2},
+			Streams: []StreamResult{{Stream: "s", Windows: windows, Covered: covered, Coverage: float64(covered) / float64(windows), AoIP95: p95, Delivered: uint64(covered), AoICDF: cdf}}}
+	}
+	into := mk(100, 100, 30, 1, 2)
+	poolRun(into, mk(100, 90, 60, 3, 4), 1)
+	poolRun(into, mk(100, 95, 90, 5, 6), 2)
+	s := into.Streams[0]
+	if s.Windows != 300 || s.Covered != 285 || s.Coverage != 0.95 || s.Delivered != 285 {
+		t.Errorf("pooled %+v, want 285 of 300 windows", s)
+	}
+	if s.AoIP95 != 60 || s.AoICDF[0] != 3 || s.AoICDF[1] != 4 {
+		t.Errorf("AoI p95 %v, quantiles %v: want the mean over the rounds (60; 3, 4)", s.AoIP95, s.AoICDF)
+	}
+	if into.Idle.Jobs != 30 || into.Idle.Waited != 3 || into.Busy[""] != 40 || into.Idle.Share != 2 {
+		t.Errorf("idle %+v busy %v", into.Idle, into.Busy)
+	}
+}
+
+// A run in rounds: one pooled run per (policy, depth), the rounds' windows in it.
+func TestWireRounds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the mock backend for a few seconds")
+	}
+	sc := loadScenario(t, "b")
+	res, err := RunWire(context.Background(), WireOptions{Scenarios: []Scenario{*sc}, Depths: []int{1}, Duration: 1200 * time.Millisecond, Rounds: 2,
+		Policies: []string{PolicyVig}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := res.Scenarios[0]
+	if res.Rounds != 2 || len(ws.Runs) != 1 {
+		t.Fatalf("rounds %d, %d runs, want 2 rounds pooled into 1 run", res.Rounds, len(ws.Runs))
+	}
+	// Two rounds of 600 ms: 11 or 12 complete 50 ms detector windows each,
+	// both counted (one round alone would have at most 12).
+	if d := ws.Runs[0].Streams[0]; d.Stream != "detector" || d.Windows < 20 || d.Windows > 24 || d.Sent != d.Delivered+d.Errors {
+		t.Errorf("detector %+v", d)
+	}
+	if !strings.Contains(Report(&Results{Wire: res}, nil), "split into 2 rounds of 600ms") {
+		t.Error("the report does not say the runs were in rounds")
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"errors"
 
 	"google.golang.org/grpc/mem"
+
+	"github.com/vig-edge/vig/agent/metrics"
 )
 
 // The seam of a frontend that encodes the ModelInferRequest itself (the REST
@@ -52,3 +54,7 @@ func (g *Gateway) KnownModel(model string) bool {
 	_, ok := g.opts.Config.Models[model]
 	return ok
 }
+
+// Metrics is the registry the gateway counts into (Options.Metrics): the REST
+// frontend counts its requests there beside the gRPC frontend's RPCs.
+func (g *Gateway) Metrics() *metrics.Registry { return g.m }

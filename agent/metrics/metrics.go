@@ -21,34 +21,58 @@ import (
 type Registry struct {
 	reg *prometheus.Registry
 
+	grpc    *family                // vig_grpc_*: the gRPC frontend's RPCs
+	http    *family                // vig_http_*: the HTTP/REST frontend's requests
+	backend *prometheus.GaugeVec   // state
+	refused *prometheus.CounterVec // listener, reason
+	expired prometheus.Counter
+}
+
+// family is the per-method counters of one protocol's frontend: requests by
+// method and gRPC status code, in flight, message bytes each way.
+type family struct {
 	requests *prometheus.CounterVec // method, code
 	inFlight *prometheus.GaugeVec   // method
 	bytesIn  *prometheus.CounterVec // method
 	bytesOut *prometheus.CounterVec // method
-	backend  *prometheus.GaugeVec   // state
-	refused  *prometheus.CounterVec // listener, reason
-	expired  prometheus.Counter
 
 	mu      sync.RWMutex
 	methods map[string]*Method
 }
 
+func newFamily(proto, what, unit, bytesWhat string) *family {
+	return &family{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "vig_" + proto + "_requests_total", Help: what + " answered by vig, by method and gRPC status code.",
+		}, []string{"method", "code"}),
+		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "vig_" + proto + "_in_flight", Help: what + " accepted and not yet answered, by method.",
+		}, []string{"method"}),
+		bytesIn: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "vig_" + proto + "_received_bytes_total", Help: unit + " bytes received from clients, by method" + bytesWhat + ".",
+		}, []string{"method"}),
+		bytesOut: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "vig_" + proto + "_sent_bytes_total", Help: unit + " bytes sent to clients, by method" + bytesWhat + ".",
+		}, []string{"method"}),
+		methods: map[string]*Method{},
+	}
+}
+
+func (f *family) collectors() []prometheus.Collector {
+	return []prometheus.Collector{f.requests, f.inFlight, f.bytesIn, f.bytesOut}
+}
+
 // New creates a registry with vig's metrics and the Go runtime's.
 func New() *Registry {
 	r := &Registry{
-		reg: prometheus.NewRegistry(),
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "vig_grpc_requests_total", Help: "RPCs answered by vig, by method and gRPC status code.",
-		}, []string{"method", "code"}),
-		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "vig_grpc_in_flight", Help: "RPCs accepted and not yet answered, by method.",
-		}, []string{"method"}),
-		bytesIn: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "vig_grpc_received_bytes_total", Help: "Message bytes received from clients, by method.",
-		}, []string{"method"}),
-		bytesOut: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "vig_grpc_sent_bytes_total", Help: "Message bytes sent to clients, by method.",
-		}, []string{"method"}),
+		reg:  prometheus.NewRegistry(),
+		grpc: newFamily("grpc", "RPCs", "Message", ""),
+		// The HTTP/REST frontend counts each request under the Triton RPC it
+		// is (method: ModelInfer for …/infer, ServerLive for /v2/health/live,
+		// "other" for no endpoint), with the gRPC code of its answer (the HTTP
+		// status follows from it by Triton's map), so that a query can add
+		// both protocols up by method and code.
+		http: newFamily("http", "HTTP/REST requests (listen.http)", "Body", " (as sent on the wire: compressed when the body was)"),
 		backend: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "vig_backend_connection_state", Help: "1 for the current state of the backend connection (IDLE, CONNECTING, READY, TRANSIENT_FAILURE, SHUTDOWN).",
 		}, []string{"state"}),
@@ -58,9 +82,10 @@ func New() *Registry {
 		expired: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "vig_backend_calls_expired_total", Help: "Calls vig gave up on because the backend answered neither by the client's deadline nor within backend.call_timeout_ms (each answered DEADLINE_EXCEEDED, its slot freed).",
 		}),
-		methods: map[string]*Method{},
 	}
-	r.reg.MustRegister(r.requests, r.inFlight, r.bytesIn, r.bytesOut, r.backend, r.refused, r.expired,
+	r.reg.MustRegister(r.grpc.collectors()...)
+	r.reg.MustRegister(r.http.collectors()...)
+	r.reg.MustRegister(r.backend, r.refused, r.expired,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return r
 }
@@ -82,28 +107,35 @@ type Method struct {
 	bytesOut prometheus.Counter
 }
 
-// Method returns the counters of a method (its short name, e.g. "ModelInfer").
-func (r *Registry) Method(name string) *Method {
-	r.mu.RLock()
-	m := r.methods[name]
-	r.mu.RUnlock()
+// Method returns the gRPC counters of a method (its short name, e.g.
+// "ModelInfer").
+func (r *Registry) Method(name string) *Method { return r.grpc.method(name) }
+
+// HTTPMethod returns the HTTP/REST frontend's counters of the Triton RPC a
+// request is (its short name, e.g. "ModelInfer"; the caller bounds the names).
+func (r *Registry) HTTPMethod(name string) *Method { return r.http.method(name) }
+
+func (f *family) method(name string) *Method {
+	f.mu.RLock()
+	m := f.methods[name]
+	f.mu.RUnlock()
 	if m != nil {
 		return m
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if m = r.methods[name]; m != nil {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if m = f.methods[name]; m != nil {
 		return m
 	}
 	m = &Method{
-		inFlight: r.inFlight.WithLabelValues(name),
-		bytesIn:  r.bytesIn.WithLabelValues(name),
-		bytesOut: r.bytesOut.WithLabelValues(name),
+		inFlight: f.inFlight.WithLabelValues(name),
+		bytesIn:  f.bytesIn.WithLabelValues(name),
+		bytesOut: f.bytesOut.WithLabelValues(name),
 	}
 	for c := range m.codes {
-		m.codes[c] = r.requests.WithLabelValues(name, codes.Code(c).String())
+		m.codes[c] = f.requests.WithLabelValues(name, codes.Code(c).String())
 	}
-	r.methods[name] = m
+	f.methods[name] = m
 	return m
 }
 

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -24,17 +25,47 @@ func TestMethodCounters(t *testing.T) {
 	m.Done(codes.Aborted)
 	m.Start()
 	m.Done(codes.Code(99)) // out of range: counted as Unknown, not a panic
-	if got := testutil.ToFloat64(r.requests.WithLabelValues("ModelInfer", "Aborted")); got != 1 {
+	if got := testutil.ToFloat64(r.grpc.requests.WithLabelValues("ModelInfer", "Aborted")); got != 1 {
 		t.Errorf("Aborted = %v", got)
 	}
-	if got := testutil.ToFloat64(r.requests.WithLabelValues("ModelInfer", "Unknown")); got != 1 {
+	if got := testutil.ToFloat64(r.grpc.requests.WithLabelValues("ModelInfer", "Unknown")); got != 1 {
 		t.Errorf("Unknown = %v", got)
 	}
-	if got := testutil.ToFloat64(r.inFlight.WithLabelValues("ModelInfer")); got != 0 {
+	if got := testutil.ToFloat64(r.grpc.inFlight.WithLabelValues("ModelInfer")); got != 0 {
 		t.Errorf("in flight = %v after both finished", got)
 	}
-	if got := testutil.ToFloat64(r.bytesIn.WithLabelValues("ModelInfer")); got != 100 {
+	if got := testutil.ToFloat64(r.grpc.bytesIn.WithLabelValues("ModelInfer")); got != 100 {
 		t.Errorf("bytes in = %v", got)
+	}
+}
+
+// The HTTP/REST frontend's counters are their own family (vig_http_*), with the
+// same labels as the gRPC one's: a request counted on one is not on the other.
+func TestHTTPMethodCounters(t *testing.T) {
+	r := New()
+	m := r.HTTPMethod("ModelInfer")
+	if r.HTTPMethod("ModelInfer") != m || r.Method("ModelInfer") == m {
+		t.Fatal("HTTPMethod must return its own pre-resolved counters, not the gRPC ones")
+	}
+	m.Start()
+	m.Received(300)
+	m.Sent(50)
+	m.Done(codes.OK)
+	if got := testutil.ToFloat64(r.http.requests.WithLabelValues("ModelInfer", "OK")); got != 1 {
+		t.Errorf("vig_http_requests_total OK = %v", got)
+	}
+	if got := testutil.ToFloat64(r.grpc.requests.WithLabelValues("ModelInfer", "OK")); got != 0 {
+		t.Errorf("vig_grpc_requests_total OK = %v, want 0 (an HTTP request)", got)
+	}
+	var b strings.Builder
+	rec := httptest.NewRecorder()
+	r.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	b.WriteString(rec.Body.String())
+	for _, s := range []string{`vig_http_requests_total{code="OK",method="ModelInfer"} 1`, `vig_http_received_bytes_total{method="ModelInfer"} 300`,
+		`vig_http_sent_bytes_total{method="ModelInfer"} 50`, `vig_http_in_flight{method="ModelInfer"} 0`} {
+		if !strings.Contains(b.String(), s) {
+			t.Errorf("scrape lacks %s", s)
+		}
 	}
 }
 

@@ -33,7 +33,9 @@ plots into DIR (default bench/results/<date>-<host>/):
   wire      coverage and age of information for the SCENARIOS.md workloads A, B, C
             and D (examples/scenarios; --only picks some) with open-loop sensors:
             direct, an emulation of Triton's queue policy, and vig; on D's GPU
-            and two DLA cores also vig configured as one pool (the ablation)
+            and two DLA cores also vig configured as one pool (the ablation);
+            --http-streams LIST adds vig with those sensors on HTTP/REST beside
+            the others on gRPC (vig-http); --policies, --rounds, --duration
   idle      vig's CPU with 1, 5 and 10 idle gRPC clients and as many idle ring
             sessions, and idle-settled latency
   all       the three
@@ -64,7 +66,10 @@ func runBench(args []string) int {
 	only := fs.String("only", strings.Join(bench.DefaultWireScenarios, ","), "wire: the scenarios to run, a `LIST` such as d or a,b,c")
 	noPin := fs.Bool("no-pin", false, "skip the datapath rows that pin vig and nginx to CPU 1 with taskset, and do not pin vig in idle")
 	vigBin := fs.String("vig", "", "vig `BINARY` to measure as its own process (default: this executable)")
-	duration := fs.Duration("duration", 0, "overload: length of each case (default 60s); soak: length of the run (default 10m)")
+	duration := fs.Duration("duration", 0, "overload: length of each case (default 60s); soak: length of the run (default 10m); wire: length of each run (default 15s, --quick 5s)")
+	httpStreams := fs.String("http-streams", "", "wire: also run vig with these streams' sensors on its HTTP/REST frontend, the others on gRPC (policy vig-http), a `LIST` such as detector,depth or all")
+	rounds := fs.Int("rounds", 0, "wire: split each run into `N` rounds, the whole sequence repeated round after round and each run's rounds pooled (the same total time; against a machine whose load drifts)")
+	policies := fs.String("policies", "", "wire: only these policies, a `LIST` such as vig,vig-http (default every one that applies: "+strings.Join(bench.Policies, ",")+", D's one-pool ablations, and "+bench.PolicyVigHTTP+" with --http-streams)")
 	factor := fs.Int("factor", 0, "overload: multiple of the contracted frame rates (default 10)")
 	rowEvery := fs.Duration("row-every", 0, "soak: one report row per `INTERVAL` (default 1m)")
 	paths := fs.String("paths", "", "datapath: only these comma-separated `PATHS` (default all: "+strings.Join(bench.DatapathPaths, ",")+")")
@@ -114,6 +119,16 @@ func runBench(args []string) int {
 		fmt.Fprintf(os.Stderr, "vig bench %s: %s\n", which, msg)
 		return 2
 	}
+	if (which == "wire" || which == "all") && *rounds > 1 {
+		d := *duration
+		if d == 0 {
+			d = map[bool]time.Duration{true: 5 * time.Second, false: 15 * time.Second}[*quick]
+		}
+		if d/time.Duration(*rounds) < time.Second {
+			fmt.Fprintf(os.Stderr, "vig bench wire: --rounds %d makes rounds of %v: give each at least 1s (a longer --duration, or fewer rounds)\n", *rounds, d/time.Duration(*rounds))
+			return 2
+		}
+	}
 	dpPaths, dpPayloads, msg := parseDatapathFlags(which, *paths, *payloads)
 	if msg != "" {
 		fmt.Fprintf(os.Stderr, "vig bench %s: %s\n", which, msg)
@@ -132,6 +147,7 @@ func runBench(args []string) int {
 	defer cancel()
 	opts := bench.Options{Which: which, Quick: *quick, Out: *out, VigBinary: bin, ScenarioDir: *scen, Only: strings.Split(strings.ToLower(*only), ","), Pin: !*noPin,
 		Duration: *duration, Factor: *factor, RowEvery: *rowEvery, DatapathPaths: dpPaths, DatapathPayloads: dpPayloads, StockWindows: *stockWin,
+		WireHTTPStreams: splitList(*httpStreams), WirePolicies: splitList(*policies), WireRounds: *rounds,
 		Command:  "vig bench " + strings.Join(append([]string{which}, args...), " "),
 		Progress: os.Stderr, TTY: isTerminal(os.Stderr)}
 	res, err := bench.Run(ctx, opts)
@@ -155,9 +171,10 @@ func runBench(args []string) int {
 func checkLoadFlags(fs *flag.FlagSet, which string, duration time.Duration, factor int, rowEvery time.Duration) string {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	only := map[string]string{"duration": "overload and soak", "factor": "overload", "row-every": "soak"}
-	for _, name := range []string{"duration", "factor", "row-every"} {
-		if set[name] && !strings.Contains(only[name], which) {
+	only := map[string]string{"duration": "overload, soak and wire", "factor": "overload", "row-every": "soak",
+		"http-streams": "wire", "policies": "wire", "rounds": "wire"}
+	for _, name := range []string{"duration", "factor", "row-every", "http-streams", "policies", "rounds"} {
+		if set[name] && !strings.Contains(only[name], which) && (which != "all" || only[name] != "wire") {
 			return fmt.Sprintf("--%s applies to vig bench %s only", name, only[name])
 		}
 	}
@@ -172,6 +189,11 @@ func checkLoadFlags(fs *flag.FlagSet, which string, duration time.Duration, fact
 	}
 	if set["factor"] && factor < 1 {
 		return fmt.Sprintf("--factor %d: give a multiple of the contracted rate of 1 or more (e.g. --factor 10)", factor)
+	}
+	if set["rounds"] {
+		if n, _ := strconv.Atoi(fs.Lookup("rounds").Value.String()); n < 1 || n > 100 {
+			return fmt.Sprintf("--rounds %s: give a number of rounds from 1 to 100 (e.g. --rounds 3)", fs.Lookup("rounds").Value.String())
+		}
 	}
 	if set["row-every"] && rowEvery < time.Second {
 		return fmt.Sprintf("--row-every %v is too short: vig is sampled once a second, give at least 1s (e.g. --row-every 1m)", rowEvery)
@@ -218,4 +240,15 @@ func parseDatapathFlags(which, paths, payloads string) (ps []string, ns []int, m
 		ns = append(ns, n)
 	}
 	return ps, ns, ""
+}
+
+// splitList reads a comma-separated flag value: nil when empty.
+func splitList(v string) []string {
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }

@@ -42,7 +42,12 @@ func TestBenchLoadFlags(t *testing.T) {
 		{"soak", "--duration", "2m"}, // 2 rows of 1 min: too few to judge
 		{"soak", "--duration", "1m", "--row-every", "500ms"},
 		{"soak", "--factor", "10"},
-		{"wire", "--duration", "10s"},
+		{"wire", "--duration", "500ms"},
+		{"idle", "--http-streams", "detector"},
+		{"wire", "--rounds", "0"},
+		{"wire", "--quick", "--rounds", "6"}, // rounds under 1 s
+		{"datapath", "--rounds", "2"},
+		{"datapath", "--policies", "vig"},
 		{"idle", "--factor", "2"},
 	} {
 		if got := runBench(append(args, "--out", t.TempDir())); got != 2 {

@@ -125,7 +125,10 @@ func New(gw *gateway.Gateway, opts Options) *Frontend {
 		opts.MaxHeaderBytes = DefaultMaxHeaderKiB << 10
 	}
 	f := &Frontend{gw: gw, log: opts.Log, opts: opts}
-	var h http.Handler = http.HandlerFunc(f.serveHTTP)
+	reg := gw.Metrics()
+	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		metered(reg.HTTPMethod(rpcName(r.URL.Path)), w, r, f.serveHTTP)
+	})
 	if opts.Wrap != nil {
 		h = opts.Wrap(h)
 	}
