@@ -208,6 +208,13 @@
 // (EAGAIN: someone else did), re-check, and so on; finally decrement waiters.
 // An eventfd keeps a ring until it is read, so a ring that comes between the
 // re-check and the wait is not lost; a stale ring costs one spurious re-check.
+// A waiter on an edge-triggered poller (vig and shmring/client, in Go's
+// netpoller) may skip the read: eventfd signals every write as a new edge, so
+// it re-checks after the poller has forgotten earlier edges and then waits
+// for the next one, and the counter just grows (2^64 rings). Each side
+// registers with its poller only the doorbells it waits on: a peer's read
+// of a doorbell this side rings makes it writable (EPOLLOUT), which would
+// wake a poller that asked for that for nothing.
 // All of these atomics must be sequentially consistent (C11
 // memory_order_seq_cst or GCC's __atomic builtins with __ATOMIC_SEQ_CST; Go's
 // sync/atomic): that is what makes the "skip the ring when waiters is zero"

@@ -207,7 +207,7 @@ func (l *Listener) handshake(uc *net.UnixConn) (*Conn, error) {
 		return nil, err
 	}
 	uc.SetWriteDeadline(time.Time{})
-	bells, err := adoptBells(bellFds[:])
+	bells, err := adoptBells(bellFds[:], vigWaits)
 	if err != nil {
 		region.Close()
 		log.Warn("shmring: doorbells", "err", err)
