@@ -134,7 +134,7 @@ func handover(addr string, region *Region, opts DialOptions) (*Session, error) {
 		Responses: newReceiver(region, ResponseRing, &ep.closed, bells[bellResponseReady], nil)}
 	s.Requests.SetSpin(opts.Spin)
 	s.Responses.SetSpin(opts.Spin)
-	go ep.watch(func() { s.Close() })
+	go ep.watch(func() { s.Close() }, nil)
 	return s, nil
 }
 
