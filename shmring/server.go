@@ -284,6 +284,11 @@ func (c *Conn) Key() string { return c.ep.region.key }
 // Done is closed when the session ends.
 func (c *Conn) Done() <-chan struct{} { return c.ep.done }
 
+// RegionFd is the descriptor of the client's region, valid while the session
+// or a held request keeps the mapping; with Sealed, a peer may be handed it
+// (Session.AddRegion) to read requests' payloads in place.
+func (c *Conn) RegionFd() int { return c.ep.region.Fd() }
+
 // Layout is the client's region geometry.
 func (c *Conn) Layout() Layout { return c.ep.region.layout }
 
