@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/vig-edge/vig/internal/fuzztest"
 )
 
 // sealedMemfd is a memfd of n bytes holding data at off, sealed (or not).
@@ -132,4 +134,23 @@ func TestDecodeRegionMsg(t *testing.T) {
 			t.Errorf("%s: accepted", name)
 		}
 	}
+}
+
+func FuzzDecodeRegionMsg(f *testing.F) {
+	f.Add(encodeRegionMsg(regionOpAdd, 1, 4096))
+	f.Add(encodeRegionMsg(regionOpDrop, MaxExtraRegions, 0))
+	f.Add(make([]byte, regionMsgSize))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		defer fuzztest.Bound(t)()
+		op, id, size, err := decodeRegionMsg(b)
+		if err != nil {
+			return
+		}
+		if id == 0 || id > MaxExtraRegions || (op == regionOpAdd) == (size == 0) || size > maxExtraSize || (op != regionOpAdd && op != regionOpDrop) {
+			t.Fatalf("accepted op %d id %d size %d", op, id, size)
+		}
+		if !bytes.Equal(encodeRegionMsg(op, id, size), b) {
+			t.Fatalf("%x does not re-encode to itself", b)
+		}
+	})
 }

@@ -303,6 +303,11 @@ func FuzzDecodeDescriptor(f *testing.F) {
 	f.Add(make([]byte, DescriptorSize))
 	f.Add(bytes.Repeat([]byte{0xff}, DescriptorSize))
 	f.Add(b[:17])
+	x := d
+	x.Slot, x.Region = NoSlot, 7
+	xb := make([]byte, DescriptorSize)
+	x.Encode(xb)
+	f.Add(xb)
 	r := RingLayout{Descriptors: 16, Slots: 4, SlotSize: 8 << 20}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		defer fuzztest.Bound(t)()
@@ -320,6 +325,9 @@ func FuzzDecodeDescriptor(f *testing.F) {
 			if tt.Offset > d.PayloadLen || tt.Offset+tt.Length > d.PayloadLen || tt.Rank > MaxRank {
 				t.Fatalf("tensor %d outside payload: %+v", i, tt)
 			}
+		}
+		if d.Region != 0 && (d.Slot != NoSlot || d.Region > MaxExtraRegions || d.PayloadOff+d.PayloadLen < d.PayloadOff) {
+			t.Fatalf("extra region payload accepted: %+v", d)
 		}
 		if d.CheckPayload(r) == nil && d.Slot != NoSlot {
 			end := uint64(d.Slot)*r.SlotSize + d.PayloadOff + d.PayloadLen
