@@ -455,43 +455,62 @@ func (s *session) watchRegion(r gateway.SharedRegion) {
 	case <-s.dead:
 		return
 	}
-	s.sendMu.Lock()
 	s.mu.Lock()
+	var id uint32
+	drop := false
 	if x := s.regions[r]; x != nil {
 		x.ended = true
-		s.dropIfIdle(r, x)
+		id, drop = s.takeIfIdle(r, x)
 	}
 	s.mu.Unlock()
-	s.sendMu.Unlock()
+	if drop {
+		s.sendMu.Lock()
+		s.dropRegion(id)
+		s.sendMu.Unlock()
+	}
 }
 
-// regionDone ends one posted call's use of r.
+// regionDone ends one posted call's use of r. It takes sendMu only to drop
+// the region (its client has left): an answer is not held up by a poster.
 func (s *session) regionDone(r gateway.SharedRegion) {
-	s.sendMu.Lock()
 	s.mu.Lock()
-	s.unuseLocked(r)
+	id, drop := s.unuse(r)
 	s.mu.Unlock()
-	s.sendMu.Unlock()
-}
-
-// unuseLocked is regionDone with sendMu and mu held.
-func (s *session) unuseLocked(r gateway.SharedRegion) {
-	if x := s.regions[r]; x != nil {
-		x.inflight--
-		s.dropIfIdle(r, x)
+	if drop {
+		s.sendMu.Lock()
+		s.dropRegion(id)
+		s.sendMu.Unlock()
 	}
 }
 
-// dropIfIdle drops an ended region nobody uses; sendMu and mu held.
-func (s *session) dropIfIdle(r gateway.SharedRegion, x *sharedRegion) {
+// unuse ends one call's use of r (mu held) and reports the id to drop when
+// that was the last use of an ended region, which it takes out of the table.
+func (s *session) unuse(r gateway.SharedRegion) (uint32, bool) {
+	x := s.regions[r]
+	if x == nil {
+		return 0, false
+	}
+	x.inflight--
+	return s.takeIfIdle(r, x)
+}
+
+func (s *session) takeIfIdle(r gateway.SharedRegion, x *sharedRegion) (uint32, bool) {
 	if !x.ended || x.inflight > 0 {
-		return
+		return 0, false
 	}
 	delete(s.regions, r)
-	if err := s.s.DropRegion(x.id); err != nil {
+	return x.id, true
+}
+
+// dropRegion tells the runtime to drop id (sendMu held, mu not); the id is
+// reused only once the drop is on the socket, ahead of any add naming it.
+func (s *session) dropRegion(id uint32) {
+	if err := s.s.DropRegion(id); err != nil {
 		return // the session is ending: the runtime forgets it with the session
 	}
-	s.freeIDs = append(s.freeIDs, x.id)
+	s.mu.Lock()
+	s.freeIDs = append(s.freeIDs, id)
+	s.mu.Unlock()
 }
 
 // start posts j now if there is room and nobody waits before it, else queues it.
@@ -783,11 +802,16 @@ func (s *session) post(j job, wait bool) {
 		return
 	}
 	if expired(j) { // not posted: its slot and room come back at once
+		var id uint32
+		drop := false
 		if j.byRef {
-			s.unuseLocked(j.shared.Region)
+			id, drop = s.unuse(j.shared.Region)
 		}
 		s.mu.Unlock()
 		s.unloanLocked(slot)
+		if drop {
+			s.dropRegion(id)
+		}
 		s.sendMu.Unlock()
 		s.giveBack()
 		j.f.Finish(nil, errGaveUp)
