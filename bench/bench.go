@@ -240,7 +240,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	if which["idle"] {
 		iopts := IdleOptions{VigBinary: o.VigBinary, Pin: o.Pin, Progress: pr.printf}
 		if o.Quick {
-			iopts.Sample, iopts.Probes = 3*time.Second, 50
+			iopts.Sample, iopts.Probes, iopts.PauseProbes = 3*time.Second, 50, 8
 		}
 		if res.Idle, err = RunIdle(ctx, iopts); err != nil {
 			return res, err

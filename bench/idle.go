@@ -23,9 +23,14 @@ type IdleOptions struct {
 	Samples   int           // default 3
 	Probes    int           // idle-settled round trips per client count, default 200
 	Exec      time.Duration // the probe model's compute, default 5 ms
-	Pin       bool
-	TempDir   string
-	Progress  func(format string, args ...any)
+	// Pause is the silence before each first-request probe (default 1 s);
+	// PauseRuns runs of PauseProbes probes per path (default 5 × 20).
+	Pause       time.Duration
+	PauseRuns   int
+	PauseProbes int
+	Pin         bool
+	TempDir     string
+	Progress    func(format string, args ...any)
 }
 
 // IdleRow is vig's idle cost with some clients attached.
@@ -62,6 +67,32 @@ type IdleResult struct {
 	Rows    []IdleRow     `json:"rows"`
 	// RingClients says how ring clients were attached, or why none were.
 	RingClients string `json:"ring_clients"`
+	// AfterPause is the first request after a pause, with the last row's
+	// clients attached.
+	AfterPause *PauseResult `json:"after_pause,omitempty"`
+}
+
+// PauseResult is the first request after Pause of silence: each probe is one
+// pause, then one request through vig (the paths take turns) and one straight
+// to a second mock backend (the same model and seed, as silent), the order
+// flipping every probe. The second backend lets both halves of a pair follow
+// the same pause, so one pause makes one pair.
+type PauseResult struct {
+	Pause  time.Duration `json:"pause_ns"`
+	Runs   int           `json:"runs"`
+	Probes int           `json:"probes_per_run"`
+	Paths  []PausePath   `json:"paths"`
+}
+
+// PausePath is one path's probes: per run, the VIA percentile minus the
+// DIRECT one; the figures are the medians over the runs, so that one
+// scheduling hiccup of a shared machine in one run does not decide them.
+type PausePath struct {
+	Path     string    `json:"path"` // grpc or ring
+	RunP50   []float64 `json:"run_added_p50_ms"`
+	RunP99   []float64 `json:"run_added_p99_ms"`
+	AddedP50 float64   `json:"added_p50_ms"`
+	AddedP99 float64   `json:"added_p99_ms"`
 }
 
 func (o *IdleOptions) defaults() {
@@ -82,6 +113,15 @@ func (o *IdleOptions) defaults() {
 	}
 	if o.Exec <= 0 {
 		o.Exec = 5 * time.Millisecond
+	}
+	if o.Pause <= 0 {
+		o.Pause = time.Second
+	}
+	if o.PauseRuns <= 0 {
+		o.PauseRuns = 5
+	}
+	if o.PauseProbes <= 0 {
+		o.PauseProbes = 20
 	}
 }
 
@@ -226,6 +266,98 @@ func RunIdle(ctx context.Context, o IdleOptions) (*IdleResult, error) {
 		row.AddedP99, row.AddedMax = row.Via.P99-row.Direct.P99, row.Via.Max-row.Direct.Max
 		row.Pair = Summarize(added)
 		res.Rows = append(res.Rows, row)
+	}
+	var ring1 *ringSensor
+	if len(rings) > 0 {
+		ring1 = rings[0]
+	}
+	if res.AfterPause, err = afterPause(ctx, &o, probeVia, ring1, seq); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// afterPause measures the first request after a pause (PauseResult), through
+// vig's gRPC listener and, when ring is set, its ring.
+func afterPause(ctx context.Context, o *IdleOptions, via *grpc.ClientConn, ring *ringSensor, seq int) (*PauseResult, error) {
+	mb2, err := startMock(ctx, "127.0.0.1:0", mockbackend.Config{Models: []mockbackend.Model{{Name: benchModel, Exec: o.Exec}}, Slots: 1, Seed: 1})
+	if err != nil {
+		return nil, err
+	}
+	defer mb2.Stop()
+	direct, err := dial(mb2.Addr())
+	if err != nil {
+		return nil, err
+	}
+	defer direct.Close()
+	data := make([]byte, 64)
+	// One warm call each, so that no probe pays for a first connection.
+	warm := frameRequest(benchModel, ringStream, uint64(seq), 0, data)
+	warm.Parameters = nil
+	b, err := proto.Marshal(warm)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := call(ctx, direct, b); err != nil {
+		return nil, err
+	}
+	paths := []string{"grpc"}
+	if ring != nil {
+		paths = append(paths, "ring")
+	}
+	res := &PauseResult{Pause: o.Pause, Runs: o.PauseRuns, Probes: o.PauseProbes}
+	for _, p := range paths {
+		res.Paths = append(res.Paths, PausePath{Path: p})
+	}
+	for run := range o.PauseRuns {
+		vs := make([][]float64, len(paths))
+		ds := make([][]float64, len(paths))
+		for i := range o.PauseProbes * len(paths) {
+			k := i % len(paths)
+			if o.Progress != nil && i%10 == 0 {
+				o.Progress("idle: first request after a %v pause, run %d/%d, probe %d/%d", o.Pause, run+1, o.PauseRuns, i+1, o.PauseProbes*len(paths))
+			}
+			seq++
+			frame := uint64(seq)
+			req := frameRequest(benchModel, ringStream, frame, 0, data) // the ring's id too
+			req.Parameters = nil
+			b, err := proto.Marshal(req)
+			if err != nil {
+				return nil, err
+			}
+			if err := sleepCtx(ctx, o.Pause); err != nil {
+				return nil, err
+			}
+			viaCall := func() (time.Duration, error) {
+				if paths[k] == "ring" {
+					d, _, err := ring.call(frame, data)
+					return d, err
+				}
+				return call(ctx, via, b)
+			}
+			var tv, td time.Duration
+			if i/len(paths)%2 == 0 {
+				if tv, err = viaCall(); err == nil {
+					td, err = call(ctx, direct, b)
+				}
+			} else if td, err = call(ctx, direct, b); err == nil {
+				tv, err = viaCall()
+			}
+			if err != nil {
+				return nil, fmt.Errorf("request after a pause (%s): %w", paths[k], err)
+			}
+			vs[k], ds[k] = append(vs[k], ms(tv)), append(ds[k], ms(td))
+		}
+		for k := range paths {
+			v, d := Summarize(vs[k]), Summarize(ds[k])
+			pp := &res.Paths[k]
+			pp.RunP50 = append(pp.RunP50, v.P50-d.P50)
+			pp.RunP99 = append(pp.RunP99, v.P99-d.P99)
+		}
+	}
+	for k := range res.Paths {
+		pp := &res.Paths[k]
+		pp.AddedP50, pp.AddedP99 = Median(pp.RunP50), Median(pp.RunP99)
 	}
 	return res, nil
 }

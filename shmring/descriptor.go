@@ -62,10 +62,14 @@ func (t *Tensor) Shape() []int64 { return t.Dims[:t.Rank] }
 
 // Descriptor is the decoded form of one 1024-byte ring entry.
 type Descriptor struct {
-	Tag        uint64
-	Frame      uint64
-	CaptureNs  int64
-	Slot       uint32 // NoSlot when there is no payload
+	Tag       uint64
+	Frame     uint64
+	CaptureNs int64
+	Slot      uint32 // NoSlot when there is no payload in the ring's arena
+	// Region is the extra region the payload lies in (1..MaxExtraRegions), 0
+	// for the ring's own arena; with a Region, Slot is NoSlot and PayloadOff
+	// is an offset into that region.
+	Region     uint32
 	Status     Status
 	PayloadOff uint64
 	PayloadLen uint64
@@ -94,6 +98,10 @@ func (d *Descriptor) CheckEncodable() error {
 		return badDesc("message %d bytes > %d", len(d.Message), MaxMessageLen)
 	case d.NumTensors < 0 || d.NumTensors > MaxTensors:
 		return badDesc("%d tensors > %d", d.NumTensors, MaxTensors)
+	case d.Region > MaxExtraRegions:
+		return badDesc("extra region %d > %d", d.Region, MaxExtraRegions)
+	case d.Region != 0 && d.Slot != NoSlot:
+		return badDesc("payload in extra region %d and in slot %d", d.Region, d.Slot)
 	}
 	for i := range d.Tensors[:d.NumTensors] {
 		t := &d.Tensors[i]
@@ -124,7 +132,13 @@ func (d *Descriptor) encode(b []byte) {
 	le.PutUint64(b[dTag:], d.Tag)
 	le.PutUint64(b[dFrame:], d.Frame)
 	le.PutUint64(b[dCapture:], uint64(d.CaptureNs))
-	le.PutUint32(b[dSlot:], d.Slot)
+	flags := uint32(0)
+	if d.Region != 0 {
+		le.PutUint32(b[dSlot:], d.Region)
+		flags = FlagExtraRegion
+	} else {
+		le.PutUint32(b[dSlot:], d.Slot)
+	}
 	le.PutUint32(b[dStatus:], uint32(d.Status))
 	le.PutUint64(b[dPayloadOff:], d.PayloadOff)
 	le.PutUint64(b[dPayloadLen:], d.PayloadLen)
@@ -132,7 +146,7 @@ func (d *Descriptor) encode(b []byte) {
 	b[dModelLen] = uint8(len(d.Model))
 	b[dNTensors] = uint8(d.NumTensors)
 	b[dMsgLen] = uint8(len(d.Message))
-	le.PutUint32(b[dFlags:], 0)
+	le.PutUint32(b[dFlags:], flags)
 	putField(b[dStream:dStream+MaxStreamLen], d.Stream)
 	putField(b[dModel:dModel+MaxModelLen], d.Model)
 	putField(b[dMessage:dMessage+MaxMessageLen], d.Message)
@@ -204,7 +218,11 @@ func (d *Descriptor) decode(b []byte, in interner) error {
 	d.Tag = le.Uint64(b[dTag:])
 	d.Frame = le.Uint64(b[dFrame:])
 	d.CaptureNs = int64(le.Uint64(b[dCapture:]))
-	d.Slot = le.Uint32(b[dSlot:])
+	d.Slot, d.Region = le.Uint32(b[dSlot:]), 0
+	flags := le.Uint32(b[dFlags:])
+	if flags&FlagExtraRegion != 0 {
+		d.Slot, d.Region = NoSlot, le.Uint32(b[dSlot:])
+	}
 	d.Status = Status(le.Uint32(b[dStatus:]))
 	d.PayloadOff = le.Uint64(b[dPayloadOff:])
 	d.PayloadLen = le.Uint64(b[dPayloadLen:])
@@ -218,9 +236,13 @@ func (d *Descriptor) decode(b []byte, in interner) error {
 		return badDesc("tensor count %d > %d", nt, MaxTensors)
 	case gl > MaxMessageLen:
 		return badDesc("message length %d > %d", gl, MaxMessageLen)
-	case le.Uint32(b[dFlags:]) != 0:
-		return badDesc("reserved flags %#x", le.Uint32(b[dFlags:]))
-	case d.Slot == NoSlot && (d.PayloadOff != 0 || d.PayloadLen != 0):
+	case flags&^FlagExtraRegion != 0:
+		return badDesc("reserved flags %#x", flags&^FlagExtraRegion)
+	case flags&FlagExtraRegion != 0 && (d.Region == 0 || d.Region > MaxExtraRegions):
+		return badDesc("extra region %d outside 1..%d", d.Region, MaxExtraRegions)
+	case d.Region != 0 && d.PayloadOff+d.PayloadLen < d.PayloadOff:
+		return badDesc("payload %d+%d overflows", d.PayloadOff, d.PayloadLen)
+	case d.Region == 0 && d.Slot == NoSlot && (d.PayloadOff != 0 || d.PayloadLen != 0):
 		return badDesc("payload %d+%d without a slot", d.PayloadOff, d.PayloadLen)
 	}
 	for _, c := range b[dReserved:] {
@@ -278,7 +300,8 @@ func (d *Descriptor) decode(b []byte, in interner) error {
 }
 
 // CheckPayload verifies that d's payload lies inside one slot of a ring with
-// the given geometry.
+// the given geometry. A payload in an extra region is checked against that
+// region when it is received (Conn.Recv).
 func (d *Descriptor) CheckPayload(r RingLayout) error {
 	if d.Slot == NoSlot {
 		return nil

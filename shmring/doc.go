@@ -208,6 +208,13 @@
 // (EAGAIN: someone else did), re-check, and so on; finally decrement waiters.
 // An eventfd keeps a ring until it is read, so a ring that comes between the
 // re-check and the wait is not lost; a stale ring costs one spurious re-check.
+// A waiter on an edge-triggered poller (vig and shmring/client, in Go's
+// netpoller) may skip the read: eventfd signals every write as a new edge, so
+// it re-checks after the poller has forgotten earlier edges and then waits
+// for the next one, and the counter just grows (2^64 rings). Each side
+// registers with its poller only the doorbells it waits on: a peer's read
+// of a doorbell this side rings makes it writable (EPOLLOUT), which would
+// wake a poller that asked for that for nothing.
 // All of these atomics must be sequentially consistent (C11
 // memory_order_seq_cst or GCC's __atomic builtins with __ATOMIC_SEQ_CST; Go's
 // sync/atomic): that is what makes the "skip the ring when waiters is zero"
@@ -227,10 +234,11 @@
 // wake, nanosleeps and their context switches for every message, more than a
 // gRPC request over TCP cost vig. An eventfd is waited on in the netpoller,
 // where vig's sockets already wait, and rung with a non-blocking write. In one
-// run on a loaded 2-vCPU VM (vig bench datapath, 64 B, README), vig's cost per
-// ring request fell from 382 µs and 26.6 context switches (memfd, version 2)
-// to 152 µs and 2.9 (version 3), beside 130 µs and 2.4 for gRPC over TCP; by
-// reference it stays at 182–187 µs from 64 B to 6.2 MB.
+// run on a loaded 2-vCPU VM (vig bench datapath, 64 B, README), a ring request
+// cost vig 382 µs and 26.6 context switches with futexes (memfd, version 2);
+// with doorbells, vig makes 8 syscalls and 2.6 context switches per request,
+// where a gRPC request over TCP takes 10 and 2.8 (CPU 278 µs beside 283 µs in
+// that run: what is left is the backend leg and the two wake-ups both share).
 //
 // Descriptor, 4096 bytes (at ring offset + D + 4096*(i mod desc count)):
 //
@@ -238,15 +246,19 @@
 //	   0    8 tag           chosen by the client, echoed in the response
 //	   8    8 frame         frame number
 //	  16    8 capture ns    capture time of the frame, int64 nanoseconds (0: none)
-//	  24    4 payload slot  index into the ring's arena, or 0xffffffff: no payload
+//	  24    4 payload slot  index into the ring's arena, or 0xffffffff: no payload;
+//	                        with flags bit 0: the extra region's id (1..64)
 //	  28    4 status        requests: 0; responses: a Status code
-//	  32    8 payload off   offset of the payload inside its slot
-//	  40    8 payload len   payload length; off+len ≤ slot size; both 0 without a slot
+//	  32    8 payload off   offset of the payload inside its slot (flags bit 0:
+//	                        inside the extra region)
+//	  40    8 payload len   payload length; off+len ≤ slot size (region size);
+//	                        both 0 without a slot
 //	  48    1 stream len    ≤ 56
 //	  49    1 model len     ≤ 64
 //	  50    1 tensor count  ≤ 16
 //	  51    1 message len   ≤ 80
-//	  52    4 flags         reserved, zero
+//	  52    4 flags         bit 0: the payload lies in an extra region (see
+//	                        Extra regions); other bits zero
 //	  56   56 stream        stream name (UTF-8, not terminated)
 //	 112   64 model         model name (UTF-8)
 //	 176   80 message       responses: error text for a non-OK status (UTF-8)
@@ -278,6 +290,40 @@
 // RESOURCE_EXHAUSTED, 10 ABORTED (superseded by a newer frame of the stream), 12
 // UNIMPLEMENTED, 13 INTERNAL, 14 UNAVAILABLE; any other gRPC code the backend
 // answered with passes through with its number.
+//
+// # Extra regions (ABI version 3, optional)
+//
+// A client may hand the server further sealed memfds on the session socket
+// and post request descriptors whose payload lies in one of them, by
+// reference: flags bit 0 set, payload slot = the region's id, payload off and
+// len inside that region, tensor records relative to the payload as usual.
+// vig does this as the client of a ring runtime (package
+// agent/gateway/ringback): a frame a sensor wrote into its own sealed memfd
+// reaches the runtime without being copied into vig's region. The message,
+// client to server, is one 64-byte SOCK_SEQPACKET message:
+//
+//	off size field
+//	  0    8 magic       0x4e47455258474956 ("VIGXREGN" little-endian)
+//	  8    4 op          1 = add (one fd in SCM_RIGHTS), 2 = drop (none)
+//	 12    4 id          1..64, chosen by the client
+//	 16    8 size        add: bytes to map from offset 0 (≥ 1); drop: 0
+//	 24   40 reserved    zero
+//
+// The server maps an added region read-only. It must be a memfd carrying
+// F_SEAL_SHRINK|F_SEAL_GROW|F_SEAL_SEAL and at least size bytes long; one that
+// is not is kept as refused, and each descriptor naming it is answered status
+// 3 with the reason. A malformed message, an add of an id in use (drop it
+// first) or a drop of an id not added ends the session. The client sends an
+// add before it posts any descriptor naming the id (the server, meeting an id
+// it has not seen, waits for the socket's messages before judging it), and a
+// drop only once every descriptor naming the id has been answered; the server
+// unmaps a dropped region when its last request is released. Ids are the
+// client's to reuse after a drop. A descriptor naming an extra region uses no
+// payload slot, so nothing returns to the ring's slot states when it is
+// consumed or answered; the bytes stay the client's, and must not change until
+// the answer, as with a slot. The server answers nothing on the socket; a
+// server that does not know this extension refuses such descriptors (flags
+// not zero: status 3).
 //
 // # Requests and results through vig
 //

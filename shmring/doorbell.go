@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"sync/atomic"
 	"syscall"
 )
@@ -24,15 +25,28 @@ import (
 // is idle again: a run of nanosleeps and context switches per message. The
 // ring, written from any goroutine, is a raw write of 8 bytes.
 type bell struct {
+	// A bell this side waits on is registered with the netpoller (f, rc); a
+	// bell it only rings is not: registered, every read of it by the peer
+	// would be an EPOLLOUT edge for this process's netpoller, and one that
+	// finds vig asleep in epoll_pwait wakes a thread for nothing (measured:
+	// about one context switch in three of a ring request's, before the
+	// ring-only bells left the netpoller).
 	f  *os.File
 	rc syscall.RawConn
+	// fd is a ring-only bell's eventfd; mu keeps close from racing a ring
+	// (an fd closed under a concurrent write could be reused by then).
+	fd     int
+	mu     sync.RWMutex
+	closed bool
 	// readFn is the netpoller callback of wait, made once so that a wait does
 	// not allocate. Only one goroutine waits on a bell at a time (the ring's
 	// owner rules: Recv/Next from one goroutine, Loan/Post from one), so the
 	// scratch below needs no lock.
 	readFn  func(fd uintptr) bool
-	readErr error
-	buf     [8]byte
+	cond    func() (bool, error)
+	parked  bool
+	condOK  bool // cond held at wait's own re-check
+	condErr error
 	rang    atomic.Uint64 // rings through this bell (for tests)
 }
 
@@ -48,11 +62,15 @@ func DoorbellCalls() (waits, rings uint64) { return bellWaits.Load(), bellRings.
 // one is what a ring writes: eventfd adds it to its counter.
 var one = [8]byte{1}
 
-// newBell takes ownership of fd, an eventfd, and makes it pollable.
-func newBell(fd int, name string) (*bell, error) {
+// newBell takes ownership of fd, an eventfd. A bell this side waits on (wait)
+// is made pollable; one it only rings stays a bare descriptor.
+func newBell(fd int, name string, wait bool) (*bell, error) {
 	if err := syscall.SetNonblock(fd, true); err != nil {
 		syscall.Close(fd)
 		return nil, fmt.Errorf("shmring: doorbell %s: %w", name, err)
+	}
+	if !wait {
+		return &bell{fd: fd}, nil
 	}
 	f := os.NewFile(uintptr(fd), name)
 	rc, err := f.SyscallConn()
@@ -60,14 +78,17 @@ func newBell(fd int, name string) (*bell, error) {
 		f.Close()
 		return nil, fmt.Errorf("shmring: doorbell %s: %w", name, err)
 	}
-	b := &bell{f: f, rc: rc}
-	b.readFn = func(fd uintptr) bool {
-		_, err := bellRead(int(fd), b.buf[:])
-		if err == syscall.EAGAIN {
-			return false // not rung yet: park in the netpoller
+	b := &bell{f: f, rc: rc, fd: -1}
+	b.readFn = func(uintptr) bool {
+		if b.parked {
+			return true // an edge since the first call: the caller re-checks
 		}
-		b.readErr = err
-		return true
+		// First call, after the netpoller forgot earlier edges: re-check, so
+		// that a ring which came before that is not waited for. A ring after
+		// this check is a new edge, and the park below returns at once.
+		b.parked = true
+		b.condOK, b.condErr = b.cond()
+		return b.condOK || b.condErr != nil
 	}
 	return b, nil
 }
@@ -79,7 +100,7 @@ func newLocalBell(name string) (*bell, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newBell(fd, name)
+	return newBell(fd, name, true)
 }
 
 // ring wakes the bell's sleeper. It never blocks: an eventfd write fails only
@@ -90,29 +111,59 @@ func (b *bell) ring() {
 	}
 	bellRings.Add(1)
 	b.rang.Add(1)
-	b.rc.Write(func(fd uintptr) bool {
-		bellWrite(int(fd), one[:])
-		return true
-	})
+	if b.rc != nil {
+		b.rc.Write(func(fd uintptr) bool {
+			bellWrite(int(fd), one[:])
+			return true
+		})
+		return
+	}
+	b.mu.RLock()
+	if !b.closed {
+		bellWrite(b.fd, one[:])
+	}
+	b.mu.RUnlock()
 }
 
-// wait returns once the bell has rung since its last wait (resetting it), or
-// with an error once the bell is closed. A nil bell has nobody to ring it.
-func (b *bell) wait() error {
-	if b == nil {
-		return errNoBell
+// wait re-checks cond once more, then sleeps until the bell rings. It reports
+// what that re-check found when cond held there (or failed: its error) — cond
+// may have side effects (it takes a descriptor or loans a slot), so its
+// success must not be thrown away — and otherwise returns after a ring (the
+// caller re-checks) or with an error once the bell is closed. A nil bell, or
+// one this side only rings, cannot be waited on.
+//
+// The wait is the netpoller's edge, not the eventfd's counter: eventfd signals
+// every write, and Go's netpoller is edge-triggered, so the counter is never
+// read. Reading it would cost a syscall per wake-up plus an EPOLLOUT edge (a
+// read makes an eventfd writable) that the next netpoll has to take.
+func (b *bell) wait(cond func() (bool, error)) (bool, error) {
+	if b == nil || b.rc == nil {
+		return false, errNoBell
 	}
 	bellWaits.Add(1)
-	if err := b.rc.Read(b.readFn); err != nil {
-		return err
+	b.cond, b.parked, b.condOK, b.condErr = cond, false, false, nil
+	err := b.rc.Read(b.readFn)
+	ok, cerr := b.condOK, b.condErr
+	b.cond, b.condErr = nil, nil
+	if ok || cerr != nil {
+		return true, cerr
 	}
-	return b.readErr
+	return false, err
 }
 
 // close closes the eventfd; a goroutine parked in wait returns with an error.
 func (b *bell) close() {
-	if b != nil {
+	switch {
+	case b == nil:
+	case b.f != nil:
 		b.f.Close()
+	default:
+		b.mu.Lock()
+		if !b.closed {
+			b.closed = true
+			syscall.Close(b.fd)
+		}
+		b.mu.Unlock()
 	}
 }
 
@@ -141,15 +192,21 @@ func newBellFds() (fds [numBells]int, err error) {
 	return fds, nil
 }
 
+// Which bells each side waits on (the others it only rings).
+var (
+	vigWaits    = [numBells]bool{bellRequestReady: true}
+	clientWaits = [numBells]bool{bellRequestSpace: true, bellResponseReady: true}
+)
+
 // adoptBells wraps fds (numBells of them; it takes ownership of all, also on
-// error).
-func adoptBells(fds []int) (bells [numBells]*bell, err error) {
+// error); waits says which of them this side waits on.
+func adoptBells(fds []int, waits [numBells]bool) (bells [numBells]*bell, err error) {
 	for i, fd := range fds {
 		if err != nil {
 			syscall.Close(fd)
 			continue
 		}
-		bells[i], err = newBell(fd, "shmring-"+bellNames[i])
+		bells[i], err = newBell(fd, "shmring-"+bellNames[i], waits[i])
 	}
 	if err != nil {
 		for _, b := range bells {

@@ -16,16 +16,8 @@ func newEventfd() (int, error) {
 	return fd, nil
 }
 
-// bellRead and bellWrite are raw syscalls: on a non-blocking eventfd they never
-// block, so the Go scheduler (and its sysmon) need not hear of them.
-func bellRead(fd int, p []byte) (int, error) {
-	n, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
-	if e != 0 {
-		return 0, e
-	}
-	return int(n), nil
-}
-
+// bellWrite is a raw syscall: on a non-blocking eventfd it never blocks, so
+// the Go scheduler (and its sysmon) need not hear of it.
 func bellWrite(fd int, p []byte) {
 	// EAGAIN: the counter is at its maximum, the bell is readable already.
 	unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))

@@ -12,6 +12,4 @@ var errNoEventfd = fmt.Errorf("eventfd doorbells: %w (Linux only)", errors.ErrUn
 
 func newEventfd() (int, error) { return -1, errNoEventfd }
 
-func bellRead(fd int, p []byte) (int, error) { return syscall.Read(fd, p) }
-
 func bellWrite(fd int, p []byte) { syscall.Write(fd, p) }

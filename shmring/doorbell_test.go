@@ -157,3 +157,27 @@ func TestSessionsLeaveNoFds(t *testing.T) {
 		t.Errorf("%d open descriptors after 20 sessions, %d before", after, before)
 	}
 }
+
+// Each side registers with the netpoller only the doorbells it waits on: vig
+// waits on request-ready and rings the other two, the client the reverse. A
+// rung-only doorbell in the netpoller would take an EPOLLOUT edge each time
+// the peer reads it, and wake a sleeping vig for nothing.
+func TestOnlyWaitedDoorbellsArePolled(t *testing.T) {
+	c, s, _ := pair(t, ServerConfig{}, DialOptions{})
+	for _, b := range []struct {
+		name   string
+		b      *bell
+		polled bool
+	}{
+		{"vig request-ready", c.reqs.readyBell, true},
+		{"vig request-space", c.reqs.spaceBell, false},
+		{"vig response-ready", c.resp.readyBell, false},
+		{"client request-ready", s.Requests.readyBell, false},
+		{"client request-space", s.Requests.spaceBell, true},
+		{"client response-ready", s.Responses.readyBell, true},
+	} {
+		if got := b.b.rc != nil; got != b.polled {
+			t.Errorf("%s: in the netpoller %v, want %v", b.name, got, b.polled)
+		}
+	}
+}

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
 )
 
 // DefaultAddress is where vig listens for ring clients: an abstract Unix
@@ -90,20 +92,45 @@ func (e *endpoint) guard(f func() error) error {
 }
 
 // watch blocks on the socket until the peer goes away, then ends the session.
-// It is idle in the netpoller meanwhile: no CPU, no timers.
-func (e *endpoint) watch(onEOF func()) {
+// It is idle in the netpoller meanwhile: no CPU, no timers. onMsg, when set,
+// gets each message the peer sends (with the descriptors it carried, which
+// onMsg then owns); an error from it ends the session. Without onMsg messages
+// are ignored rather than trusted, and their descriptors closed.
+func (e *endpoint) watch(onEOF func(), onMsg func(b []byte, fds []int) error) {
 	defer close(e.done)
-	var b [64]byte
+	var b [regionMsgSize + 1]byte
+	oob := make([]byte, unix.CmsgSpace(4*4))
 	for {
-		if _, err := e.conn.Read(b[:]); err != nil {
+		n, oobn, flags, _, err := e.conn.ReadMsgUnix(b[:], oob)
+		if err != nil {
 			if !e.closed.Load() {
 				e.log.Info("shmring: peer disconnected", "pid", e.peer.PID, "uid", e.peer.UID, "reason", err)
 			}
 			onEOF()
 			return
 		}
-		// The protocol sends nothing after the handshake; extra bytes are
-		// ignored rather than trusted.
+		fds, ferr := parseRights(oob[:oobn])
+		if onMsg == nil {
+			for _, fd := range fds {
+				unix.Close(fd)
+			}
+			continue
+		}
+		if ferr == nil && flags&(unix.MSG_CTRUNC|unix.MSG_TRUNC) != 0 {
+			ferr = errors.New("a truncated message on the session socket")
+		}
+		if ferr == nil {
+			ferr = onMsg(b[:n], fds)
+		} else {
+			for _, fd := range fds {
+				unix.Close(fd)
+			}
+		}
+		if ferr != nil {
+			e.log.Warn("shmring: disconnecting peer", "pid", e.peer.PID, "uid", e.peer.UID, "reason", ferr)
+			onEOF()
+			return
+		}
 	}
 }
 

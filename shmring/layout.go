@@ -47,6 +47,13 @@ const (
 
 	// FlagMemfd is set in the header of a memfd-backed region.
 	FlagMemfd = 1
+
+	// FlagExtraRegion in a descriptor's flags: its payload lies in the
+	// extra region whose id is in the payload slot field (see the package
+	// documentation, Extra regions), not in a slot of the ring's arena.
+	FlagExtraRegion = 1
+	// MaxExtraRegions bounds the extra region ids of a session (1..64).
+	MaxExtraRegions = 64
 )
 
 // Header field offsets.

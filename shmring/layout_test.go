@@ -190,6 +190,9 @@ func TestDescriptorRoundTripProperty(t *testing.T) {
 			Stream: str(rng.IntN(MaxStreamLen + 1)), Model: str(rng.IntN(MaxModelLen + 1)),
 			Message: str(rng.IntN(MaxMessageLen + 1)), NumTensors: rng.IntN(MaxTensors + 1),
 		}
+		if rng.IntN(4) == 0 { // the payload in an extra region
+			d.Slot, d.Region = NoSlot, uint32(1+rng.IntN(MaxExtraRegions))
+		}
 		for i := range d.NumTensors {
 			tt := &d.Tensors[i]
 			tt.Name, tt.Datatype, tt.Rank = str(rng.IntN(MaxTensorName+1)), str(rng.IntN(MaxDatatypeLen+1)), rng.IntN(MaxRank+1)
@@ -228,7 +231,9 @@ func TestDescriptorRejects(t *testing.T) {
 		{"model len", func(b []byte) { b[dModelLen] = MaxModelLen + 1 }},
 		{"tensor count", func(b []byte) { b[dNTensors] = MaxTensors + 1 }},
 		{"message len", func(b []byte) { b[dMsgLen] = MaxMessageLen + 1 }},
-		{"flags", func(b []byte) { b[dFlags] = 1 }},
+		{"flags", func(b []byte) { b[dFlags] = 2 }},
+		{"extra region 0", func(b []byte) { b[dFlags] = FlagExtraRegion; le.PutUint32(b[dSlot:], 0) }},
+		{"extra region past the last", func(b []byte) { b[dFlags] = FlagExtraRegion; le.PutUint32(b[dSlot:], MaxExtraRegions+1) }},
 		{"payload without slot", func(b []byte) { le.PutUint32(b[dSlot:], NoSlot) }},
 		{"stream utf8", func(b []byte) { b[dStream] = 0xff }},
 		{"tensor name len", func(b []byte) { b[t0+tNameLen] = MaxTensorName + 1 }},
@@ -298,6 +303,11 @@ func FuzzDecodeDescriptor(f *testing.F) {
 	f.Add(make([]byte, DescriptorSize))
 	f.Add(bytes.Repeat([]byte{0xff}, DescriptorSize))
 	f.Add(b[:17])
+	x := d
+	x.Slot, x.Region = NoSlot, 7
+	xb := make([]byte, DescriptorSize)
+	x.Encode(xb)
+	f.Add(xb)
 	r := RingLayout{Descriptors: 16, Slots: 4, SlotSize: 8 << 20}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		defer fuzztest.Bound(t)()
@@ -315,6 +325,9 @@ func FuzzDecodeDescriptor(f *testing.F) {
 			if tt.Offset > d.PayloadLen || tt.Offset+tt.Length > d.PayloadLen || tt.Rank > MaxRank {
 				t.Fatalf("tensor %d outside payload: %+v", i, tt)
 			}
+		}
+		if d.Region != 0 && (d.Slot != NoSlot || d.Region > MaxExtraRegions || d.PayloadOff+d.PayloadLen < d.PayloadOff) {
+			t.Fatalf("extra region payload accepted: %+v", d)
 		}
 		if d.CheckPayload(r) == nil && d.Slot != NoSlot {
 			end := uint64(d.Slot)*r.SlotSize + d.PayloadOff + d.PayloadLen

@@ -17,10 +17,26 @@ type Sender struct {
 	next   uint32 // where the next free-slot scan starts
 	loaned bitset // slots loaned out locally and not yet posted
 	sp     spinner
+	// The conditions Loan and Post wait for, made once: a wait hands its
+	// condition to the doorbell, so a closure made per call would escape
+	// and allocate.
+	loanFn, spaceFn func() (bool, error)
+	loanSlot        uint32
+	loanBuf         []byte
 }
 
 func newSender(r *Region, idx int, closed *atomic.Bool, ready, space *bell) *Sender {
-	return &Sender{ring: newRing(r, idx, closed, ready, space)}
+	s := &Sender{ring: newRing(r, idx, closed, ready, space)}
+	s.spaceFn = s.space
+	s.loanFn = func() (bool, error) {
+		var e error
+		s.loanSlot, s.loanBuf, e = s.TryLoan()
+		if e == ErrFull {
+			return false, nil
+		}
+		return true, e
+	}
+	return s
 }
 
 // SetSpin sets how the Sender spins before sleeping when the ring is full.
@@ -60,14 +76,9 @@ func (s *Sender) TryLoan() (uint32, []byte, error) {
 
 // Loan waits for a free payload slot.
 func (s *Sender) Loan() (slot uint32, buf []byte, err error) {
-	err = await(&s.sp, s.spaceBell, s.spaceWaiters, func() (bool, error) {
-		var e error
-		slot, buf, e = s.TryLoan()
-		if e == ErrFull {
-			return false, nil
-		}
-		return true, e
-	})
+	err = await(&s.sp, s.spaceBell, s.spaceWaiters, s.loanFn)
+	slot, buf = s.loanSlot, s.loanBuf
+	s.loanBuf = nil
 	return slot, buf, err
 }
 
@@ -113,7 +124,7 @@ func (s *Sender) Post(d *Descriptor) error {
 	if err := s.check(d); err != nil {
 		return err
 	}
-	if err := await(&s.sp, s.spaceBell, s.spaceWaiters, s.space); err != nil {
+	if err := await(&s.sp, s.spaceBell, s.spaceWaiters, s.spaceFn); err != nil {
 		return err
 	}
 	s.post(d)
@@ -155,10 +166,16 @@ type Receiver struct {
 	sp   spinner
 	in   interner
 	buf  [DescriptorSize]byte
+	// nextFn is Next's condition, made once (see Sender.loanFn); nextD is
+	// the descriptor it receives into, set for the wait.
+	nextFn func() (bool, error)
+	nextD  *Descriptor
 }
 
 func newReceiver(r *Region, idx int, closed *atomic.Bool, ready, space *bell) *Receiver {
-	return &Receiver{ring: newRing(r, idx, closed, ready, space), in: make(interner)}
+	rc := &Receiver{ring: newRing(r, idx, closed, ready, space), in: make(interner)}
+	rc.nextFn = func() (bool, error) { return rc.TryNext(rc.nextD) }
+	return rc
 }
 
 // SetSpin sets how the Receiver spins before sleeping on an empty ring.
@@ -205,7 +222,10 @@ func (r *Receiver) TryNext(d *Descriptor) (bool, error) {
 
 // Next waits for a descriptor; see TryNext for the errors.
 func (r *Receiver) Next(d *Descriptor) error {
-	return await(&r.sp, r.readyBell, r.readyWaiters, func() (bool, error) { return r.TryNext(d) })
+	r.nextD = d
+	err := await(&r.sp, r.readyBell, r.readyWaiters, r.nextFn)
+	r.nextD = nil
+	return err
 }
 
 // Payload is the in-place view of d's payload. It stays valid until d's slot

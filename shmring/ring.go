@@ -76,8 +76,8 @@ func (r *ring) slot(i uint32) []byte {
 // Sequential consistency of the Go atomics makes this safe: the sleeper
 // increments waiters before re-checking the counter, the waker publishes the
 // counter before loading waiters, so at least one of them sees the other; and
-// an eventfd keeps a ring until it is read, so a ring that arrives before the
-// sleeper waits is not lost.
+// the sleeper re-checks once more after the netpoller has forgotten earlier
+// edges (bell.wait), so a ring that arrives before it parks is not lost.
 func wake(b *bell, waiters *uint32) {
 	if atomic.LoadUint32(waiters) == 0 {
 		return
@@ -179,7 +179,14 @@ func await(sp *spinner, b *bell, waiters *uint32, cond func() (bool, error)) err
 			}
 			return err
 		}
-		if err := b.wait(); err != nil {
+		done, err := b.wait(cond)
+		if done {
+			if sp.mode == SpinAdaptive {
+				sp.observe(time.Since(start))
+			}
+			return err
+		}
+		if err != nil {
 			if ok, cerr := cond(); ok || cerr != nil {
 				return cerr
 			}

@@ -207,7 +207,7 @@ func (l *Listener) handshake(uc *net.UnixConn) (*Conn, error) {
 		return nil, err
 	}
 	uc.SetWriteDeadline(time.Time{})
-	bells, err := adoptBells(bellFds[:])
+	bells, err := adoptBells(bellFds[:], vigWaits)
 	if err != nil {
 		region.Close()
 		log.Warn("shmring: doorbells", "err", err)
@@ -251,6 +251,9 @@ type Conn struct {
 	reqs *Receiver
 	resp *Sender
 	mu   sync.Mutex // serializes the response Sender
+	// extra holds the regions the client added (AddRegion); the socket
+	// watcher fills it.
+	extra extraRegions
 
 	badMsgs atomic.Uint64
 }
@@ -260,7 +263,8 @@ func newConn(region *Region, uc *net.UnixConn, peer PeerCred, log *slog.Logger, 
 	c.reqs = newReceiver(region, RequestRing, &c.ep.closed, bells[bellRequestReady], bells[bellRequestSpace])
 	c.resp = newSender(region, ResponseRing, &c.ep.closed, bells[bellResponseReady], nil)
 	c.reqs.SetSpin(spin)
-	go c.ep.watch(func() { c.Close() })
+	c.extra.init()
+	go c.ep.watch(func() { c.Close() }, c.extra.handle)
 	return c
 }
 
@@ -280,6 +284,11 @@ func (c *Conn) Key() string { return c.ep.region.key }
 // Done is closed when the session ends.
 func (c *Conn) Done() <-chan struct{} { return c.ep.done }
 
+// RegionFd is the descriptor of the client's region, valid while the session
+// or a held request keeps the mapping; with Sealed, a peer may be handed it
+// (Session.AddRegion) to read requests' payloads in place.
+func (c *Conn) RegionFd() int { return c.ep.region.Fd() }
+
 // Layout is the client's region geometry.
 func (c *Conn) Layout() Layout { return c.ep.region.layout }
 
@@ -296,12 +305,16 @@ type Request struct {
 	Descriptor
 	c    *Conn
 	held atomic.Bool
+	x    *extraRegion // the extra region its payload lies in, while held
 }
 
 // Payload is the request's bytes, in place in the client's region.
 func (r *Request) Payload() []byte {
 	if !r.held.Load() {
 		return nil
+	}
+	if r.x != nil {
+		return r.x.mem[r.PayloadOff : r.PayloadOff+r.PayloadLen : r.PayloadOff+r.PayloadLen]
 	}
 	return r.c.reqs.Payload(&r.Descriptor)
 }
@@ -311,6 +324,9 @@ func (r *Request) Payload() []byte {
 func (r *Request) CopyPayload(dst []byte) (n int, err error) {
 	if !r.held.Load() {
 		return 0, nil
+	}
+	if r.x != nil { // a sealed memfd: nothing to guard
+		return copy(dst, r.Payload()), nil
 	}
 	err = r.c.ep.guard(func() error { n = copy(dst, r.c.reqs.Payload(&r.Descriptor)); return nil })
 	return n, err
@@ -331,6 +347,24 @@ func (c *Conn) Recv(req *Request) error {
 	for {
 		err := c.ep.guard(func() error { return c.reqs.Next(&req.Descriptor) })
 		switch {
+		case err == nil && req.Region != 0:
+			x, xerr := c.extra.get(req.Region, c.ep.done)
+			if errors.Is(xerr, ErrClosed) {
+				return ErrClosed
+			}
+			if xerr == nil && (req.PayloadOff > uint64(len(x.mem)) || req.PayloadLen > uint64(len(x.mem))-req.PayloadOff) {
+				x.release()
+				xerr = badDesc("payload %d+%d past extra region %d (%d B)", req.PayloadOff, req.PayloadLen, req.Region, len(x.mem))
+			}
+			if xerr != nil {
+				req.Region, req.PayloadOff, req.PayloadLen, req.NumTensors = 0, 0, 0, 0
+				c.reject(req, xerr)
+				continue
+			}
+			req.c, req.x = c, x
+			c.ep.pin()
+			req.held.Store(true)
+			return nil
 		case err == nil:
 			req.c = c
 			if req.Slot != NoSlot {
@@ -373,7 +407,12 @@ func (c *Conn) Release(req *Request) {
 	if req.c != c || !req.held.CompareAndSwap(true, false) {
 		return
 	}
-	c.ep.guard(func() error { c.reqs.Release(req.Slot); return nil })
+	if x := req.x; x != nil { // nothing to return to the client's ring
+		req.x = nil
+		x.release()
+	} else {
+		c.ep.guard(func() error { c.reqs.Release(req.Slot); return nil })
+	}
 	c.ep.release()
 }
 
@@ -487,5 +526,7 @@ func (c *Conn) disconnect(reason error) {
 // Close ends the session. Payload views of requests not yet released stay
 // mapped until they are released.
 func (c *Conn) Close() error {
-	return c.ep.shutdown()
+	err := c.ep.shutdown()
+	c.extra.close()
+	return err
 }

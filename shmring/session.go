@@ -122,7 +122,7 @@ func handover(addr string, region *Region, opts DialOptions) (*Session, error) {
 		uc.Close()
 		return nil, fmt.Errorf("shmring: handshake reply from %s: %w", addr, ferr)
 	}
-	bells, err := adoptBells(fds)
+	bells, err := adoptBells(fds, clientWaits)
 	if err != nil {
 		uc.Close()
 		return nil, err
@@ -134,7 +134,7 @@ func handover(addr string, region *Region, opts DialOptions) (*Session, error) {
 		Responses: newReceiver(region, ResponseRing, &ep.closed, bells[bellResponseReady], nil)}
 	s.Requests.SetSpin(opts.Spin)
 	s.Responses.SetSpin(opts.Spin)
-	go ep.watch(func() { s.Close() })
+	go ep.watch(func() { s.Close() }, nil)
 	return s, nil
 }
 

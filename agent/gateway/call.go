@@ -45,6 +45,11 @@ type Call struct {
 	// Tag is the frontend's own reference for the call (its stream or ring
 	// request), for the Replier's use.
 	Tag any
+	// Shared, when set, says that the request's input bytes already lie in a
+	// sealed memory file (a ring client's memfd): a backend that can map it (a
+	// ring runtime) takes them from there instead of copying them. The
+	// frontend keeps the bytes unchanged until the call is answered.
+	Shared *SharedFrame
 
 	// RespMeta and TrailMeta are the backend's response header and trailer
 	// metadata (name, value pairs), set by a gRPC backend before Finish.
@@ -70,6 +75,26 @@ type Call struct {
 	cancel  context.CancelFunc // for a blocking Admitter only
 	done    func(error)        // for a blocking Admitter only
 	wake    chan sched.Action  // for Governor.Admit: the decision
+}
+
+// SharedFrame is where a request's inputs lie in a sealed memory file.
+type SharedFrame struct {
+	// Region is the file; the same value for every call of one client session.
+	Region SharedRegion
+	// Off and Len are the payload inside the file; Inputs are the input
+	// tensors inside the payload, in the order of Header.Inputs.
+	Off, Len uint64
+	Inputs   []wire.Span
+}
+
+// SharedRegion is a sealed memory file a frontend's client handed over.
+type SharedRegion interface {
+	// Fd is the file's descriptor, valid while a call naming it is unanswered;
+	// a backend that keeps the file dups it (e.g. into another process).
+	Fd() int
+	Size() uint64
+	// Done is closed when the client's session ends: no new call names it.
+	Done() <-chan struct{}
 }
 
 type callPhase uint8

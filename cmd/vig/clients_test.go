@@ -599,6 +599,46 @@ func TestCClientArm64(t *testing.T) {
 	}
 }
 
+// The Python example run by an arm64 CPython under qemu-aarch64 against vig:
+// the client's struct layouts, atomics (libatomic through ctypes) and doorbells
+// hold on arm64. Debian's python3:arm64 cannot be installed beside the amd64
+// one, so the interpreter comes from a sysroot of unpacked packages
+// (build/python-arm64.sh; .ci/run makes it), given to qemu with -L.
+func TestPythonClientArm64(t *testing.T) {
+	if runtime.GOARCH == "arm64" {
+		t.Skip("this test binary is arm64 (native: TestPythonClientMatchesGo runs the arm64 Python client; under qemu-user: the amd64 run of this test does)")
+	}
+	emu, err := exec.LookPath("qemu-aarch64")
+	if err != nil {
+		t.Skipf("qemu-aarch64 not installed (%v): apt-get install -y qemu-user", err)
+	}
+	root := os.Getenv("VIG_PYTHON_ARM64")
+	if root == "" {
+		cache, err := os.UserCacheDir()
+		if err != nil {
+			t.Skipf("no arm64 CPython sysroot: VIG_PYTHON_ARM64 is unset and there is no cache directory (%v)", err)
+		}
+		root = filepath.Join(cache, "vig", "python-arm64")
+	}
+	pys, _ := filepath.Glob(filepath.Join(root, "usr", "bin", "python3.*"))
+	if len(pys) == 0 {
+		t.Skipf("no arm64 CPython sysroot at %s: run build/python-arm64.sh (as root, on Debian), or set VIG_PYTHON_ARM64 to one", root)
+	}
+	if got := runClient(t, emu, "-L", root, pys[0], "-c", "import platform; print(platform.machine())"); strings.TrimSpace(got) != "aarch64" {
+		t.Fatalf("%s under qemu-aarch64 says it runs on %q, want aarch64", pys[0], got)
+	}
+	addr, _ := startRingVig(t)
+	ex := srcDir(t, "python", "example.py")
+	for _, tc := range clientCases {
+		t.Run(tc.name, func(t *testing.T) {
+			want := goClientLines(t, addr, tc.stream, tc.model, tc.size, tc.n)
+			if got := runClient(t, emu, "-L", root, pys[0], ex, addr, tc.stream, tc.model, strconv.Itoa(tc.size), strconv.Itoa(tc.n), "--outputs"); got != want {
+				t.Fatalf("arm64 Python example answered\n%s\nthe Go client got\n%s", got, want)
+			}
+		})
+	}
+}
+
 // startEchoRing serves rings with shmring's server side alone, answering every
 // request at once with a 16-byte OUTPUT0 and never reading the frame: what is
 // left to measure is the hand-off itself (descriptor, counters, wake-ups),

@@ -101,6 +101,10 @@ type Options struct {
 	// for error messages (e.g. "backend.ring.slot_kib"); empty names Options.Config.
 	ConfigKey string
 	Logger    *slog.Logger
+	// NoSharedFrames copies every frame into vig's region, also those a
+	// frontend offers by reference (gateway.Call.Shared), e.g. for a runtime
+	// without the extra-region extension.
+	NoSharedFrames bool
 }
 
 // Backend sends inference calls over a ring session to a runtime. Its methods are
@@ -113,6 +117,7 @@ type Backend struct {
 	cur     atomic.Pointer[session]
 	frames  atomic.Uint64 // frame numbers for requests whose id names none
 	stray   atomic.Uint64 // answers to tags vig did not post
+	copied  atomic.Uint64 // input bytes copied into request slots
 	opened  sync.Once
 	closing chan struct{}
 	stopped chan struct{}
@@ -307,17 +312,30 @@ type finisher interface {
 	Finish(resp mem.BufferSlice, err error)
 }
 
+// CopiedBytes is how many input bytes vig has copied into its request slots:
+// frames offered by reference (a sealed memfd, gateway.Call.Shared) are not.
+func (b *Backend) CopiedBytes() uint64 { return b.copied.Load() }
+
 // job is one call on its way through the ring.
 type job struct {
 	f   finisher
 	h   *wire.InferHeader
 	msg mem.BufferSlice
+	// shared: the frame lies in a client's sealed memfd (gateway.Call.Shared);
+	// call builds msg should the ring take a copy after all.
+	shared *gateway.SharedFrame
+	call   *gateway.Call
+	byRef  bool // posted naming shared's extra region (holds its count)
 }
 
 // Start implements gateway.Backend. The call is checked against what a ring can
 // carry, then posted at once when the session has room, else queued for the
 // poster; it is finished exactly once, possibly before Start returns.
 func (b *Backend) Start(c *gateway.Call) {
+	if c.Shared != nil && !b.opts.NoSharedFrames && len(c.Shared.Inputs) == len(c.Header.Inputs) {
+		b.start(job{f: c, h: &c.Header, shared: c.Shared, call: c})
+		return
+	}
 	msg, err := c.Message()
 	if err != nil {
 		c.Finish(nil, err)
@@ -341,7 +359,7 @@ func (b *Backend) start(j job) {
 		j.f.Finish(nil, b.downError())
 		return
 	}
-	if err := s.check(j.h); err != nil {
+	if err := s.check(j.h, j.shared != nil); err != nil {
 		j.f.Finish(nil, err)
 		return
 	}
@@ -369,6 +387,13 @@ type session struct {
 	ended    bool
 	endErr   error
 
+	// Extra regions (the clients' sealed memfds the runtime maps): guarded by
+	// mu; added and dropped on the socket under sendMu, so that an add goes
+	// out before the first descriptor naming it and a drop before its id is
+	// reused.
+	regions map[gateway.SharedRegion]*sharedRegion
+	freeIDs []uint32
+
 	// The reader's scratch (only read and its callees use these).
 	rd   shmring.Descriptor
 	outs []output
@@ -380,8 +405,112 @@ func newSession(b *Backend, ss *shmring.Session) *session {
 	// The runtime answers without waiting (a full response ring drops the
 	// answer), so no more may be in flight than it can surely answer.
 	n := min(req.Slots, req.Descriptors, resp.Slots, resp.Descriptors)
-	return &session{b: b, s: ss, slotSize: int(req.SlotSize), room: int(n), kick: make(chan struct{}, 1),
-		dead: make(chan struct{}), names: map[string]string{}, pending: map[uint64]job{}}
+	s := &session{b: b, s: ss, slotSize: int(req.SlotSize), room: int(n), kick: make(chan struct{}, 1),
+		dead: make(chan struct{}), names: map[string]string{}, pending: map[uint64]job{},
+		regions: map[gateway.SharedRegion]*sharedRegion{}}
+	for id := uint32(shmring.MaxExtraRegions); id > 0; id-- {
+		s.freeIDs = append(s.freeIDs, id)
+	}
+	return s
+}
+
+// sharedRegion is a client's memfd registered with the runtime.
+type sharedRegion struct {
+	id       uint32
+	inflight int  // posted calls naming it, not yet answered
+	ended    bool // the client's session ended: drop it once inflight is 0
+}
+
+// regionFor returns the extra region id of r, adding it on the socket the
+// first time (called with sendMu held); false: take the copy path (every id
+// in use, or the runtime's socket refused the add).
+func (s *session) regionFor(r gateway.SharedRegion) (uint32, bool) {
+	s.mu.Lock()
+	x := s.regions[r]
+	if x == nil {
+		if len(s.freeIDs) == 0 {
+			s.mu.Unlock()
+			return 0, false
+		}
+		x = &sharedRegion{id: s.freeIDs[len(s.freeIDs)-1]}
+		s.freeIDs = s.freeIDs[:len(s.freeIDs)-1]
+		if err := s.s.AddRegion(x.id, r.Fd(), r.Size()); err != nil {
+			s.freeIDs = append(s.freeIDs, x.id)
+			s.mu.Unlock()
+			s.b.log.Warn("ring backend: handing a client's memfd to the runtime; copying its frames", "err", err)
+			return 0, false
+		}
+		s.regions[r] = x
+		go s.watchRegion(r)
+	}
+	x.inflight++
+	s.mu.Unlock()
+	return x.id, true
+}
+
+// watchRegion marks r ended when its client leaves.
+func (s *session) watchRegion(r gateway.SharedRegion) {
+	select {
+	case <-r.Done():
+	case <-s.dead:
+		return
+	}
+	s.mu.Lock()
+	var id uint32
+	drop := false
+	if x := s.regions[r]; x != nil {
+		x.ended = true
+		id, drop = s.takeIfIdle(r, x)
+	}
+	s.mu.Unlock()
+	if drop {
+		s.sendMu.Lock()
+		s.dropRegion(id)
+		s.sendMu.Unlock()
+	}
+}
+
+// regionDone ends one posted call's use of r. It takes sendMu only to drop
+// the region (its client has left): an answer is not held up by a poster.
+func (s *session) regionDone(r gateway.SharedRegion) {
+	s.mu.Lock()
+	id, drop := s.unuse(r)
+	s.mu.Unlock()
+	if drop {
+		s.sendMu.Lock()
+		s.dropRegion(id)
+		s.sendMu.Unlock()
+	}
+}
+
+// unuse ends one call's use of r (mu held) and reports the id to drop when
+// that was the last use of an ended region, which it takes out of the table.
+func (s *session) unuse(r gateway.SharedRegion) (uint32, bool) {
+	x := s.regions[r]
+	if x == nil {
+		return 0, false
+	}
+	x.inflight--
+	return s.takeIfIdle(r, x)
+}
+
+func (s *session) takeIfIdle(r gateway.SharedRegion, x *sharedRegion) (uint32, bool) {
+	if !x.ended || x.inflight > 0 {
+		return 0, false
+	}
+	delete(s.regions, r)
+	return x.id, true
+}
+
+// dropRegion tells the runtime to drop id (sendMu held, mu not); the id is
+// reused only once the drop is on the socket, ahead of any add naming it.
+func (s *session) dropRegion(id uint32) {
+	if err := s.s.DropRegion(id); err != nil {
+		return // the session is ending: the runtime forgets it with the session
+	}
+	s.mu.Lock()
+	s.freeIDs = append(s.freeIDs, id)
+	s.mu.Unlock()
 }
 
 // start posts j now if there is room and nobody waits before it, else queues it.
@@ -462,7 +591,7 @@ func (s *session) abort(c *gateway.Call) {
 	if c.Expired() {
 		for tag, j := range s.pending {
 			if j.f == finisher(c) {
-				s.pending[tag] = job{} // a tombstone: the room stays held until the runtime answers
+				s.pending[tag] = job{shared: j.shared, byRef: j.byRef} // a tombstone: the room (and the client's memfd) stays held until the runtime answers
 				s.mu.Unlock()
 				go c.Finish(nil, errGaveUp)
 				return
@@ -496,7 +625,7 @@ func (s *session) giveBack() {
 }
 
 // check refuses what a ring descriptor cannot carry, from the header alone.
-func (s *session) check(h *wire.InferHeader) error {
+func (s *session) check(h *wire.InferHeader, shared bool) error {
 	switch {
 	case len(h.Model) > shmring.MaxModelLen:
 		return status.Errorf(codes.InvalidArgument, "model name of %d bytes: a ring carries at most %d", len(h.Model), shmring.MaxModelLen)
@@ -536,7 +665,7 @@ func (s *session) check(h *wire.InferHeader) error {
 		return status.Errorf(codes.InvalidArgument,
 			"raw_input_contents field must be used for all inputs, or none: %d inputs, %d raw_input_contents", len(h.Inputs), h.RawInputs)
 	}
-	if h.RawBytes > s.slotSize {
+	if h.RawBytes > s.slotSize && !shared {
 		return status.Errorf(codes.ResourceExhausted,
 			"request tensors of %d bytes exceed the %d-byte request slots of backend ring %s; raise %s",
 			h.RawBytes, s.slotSize, s.b.addr, s.b.opts.ConfigKey)
@@ -564,7 +693,25 @@ func (s *session) post(j job, wait bool) {
 	h := j.h
 	total := h.RawBytes
 	slot, buf := uint32(shmring.NoSlot), []byte(nil)
-	if total > 0 {
+	var region uint32
+	if j.shared != nil {
+		s.sendMu.Lock()
+		id, ok := s.regionFor(j.shared.Region)
+		if ok {
+			region, j.byRef = id, true
+			// sendMu stays held: the descriptor goes out below, after the add.
+		} else {
+			s.sendMu.Unlock()
+			msg, err := j.call.Message()
+			if err != nil {
+				s.giveBack()
+				j.f.Finish(nil, err)
+				return
+			}
+			j.msg, j.shared = msg, nil
+		}
+	}
+	if total > 0 && !j.byRef {
 		s.sendMu.Lock()
 		err := s.s.Guard(func() (err error) {
 			if wait {
@@ -604,6 +751,7 @@ func (s *session) post(j job, wait bool) {
 			for _, r := range h.Raw {
 				off += r.CopyTo(buf[off:], j.msg)
 			}
+			s.b.copied.Add(uint64(off))
 			return nil
 		})
 		if err != nil {
@@ -617,7 +765,9 @@ func (s *session) post(j job, wait bool) {
 	if !ok {
 		stream, frame = h.Stream, s.b.frames.Add(1)-1
 	}
-	s.sendMu.Lock()
+	if !j.byRef {
+		s.sendMu.Lock()
+	}
 	s.nextTag++
 	tag := s.nextTag
 	d := &s.d
@@ -625,6 +775,9 @@ func (s *session) post(j job, wait bool) {
 		NumTensors: len(h.Inputs)}
 	if slot != shmring.NoSlot {
 		d.PayloadLen = uint64(total)
+	}
+	if j.byRef {
+		d.Region, d.PayloadOff, d.PayloadLen = region, j.shared.Off, j.shared.Len
 	}
 	if h.HasCapture {
 		d.CaptureNs = h.Capture
@@ -636,6 +789,9 @@ func (s *session) post(j job, wait bool) {
 		t.Rank = copy(t.Dims[:], in.Shape)
 		t.Offset, t.Length = off, uint64(h.Raw[i].Len)
 		off += t.Length
+		if j.byRef {
+			t.Offset, t.Length = uint64(j.shared.Inputs[i].Off), uint64(j.shared.Inputs[i].Len)
+		}
 	}
 	s.mu.Lock()
 	if s.ended {
@@ -646,8 +802,16 @@ func (s *session) post(j job, wait bool) {
 		return
 	}
 	if expired(j) { // not posted: its slot and room come back at once
+		var id uint32
+		drop := false
+		if j.byRef {
+			id, drop = s.unuse(j.shared.Region)
+		}
 		s.mu.Unlock()
 		s.unloanLocked(slot)
+		if drop {
+			s.dropRegion(id)
+		}
 		s.sendMu.Unlock()
 		s.giveBack()
 		j.f.Finish(nil, errGaveUp)
@@ -669,6 +833,9 @@ func (s *session) post(j job, wait bool) {
 	s.mu.Unlock()
 	if !mine {
 		return // the session ended meanwhile and failed the call
+	}
+	if p.byRef {
+		s.regionDone(p.shared.Region)
 	}
 	s.giveBack()
 	if p.f == nil {
@@ -751,6 +918,9 @@ func (s *session) deliver(d *shmring.Descriptor, err error) {
 	j, ok := s.pending[d.Tag]
 	delete(s.pending, d.Tag)
 	s.mu.Unlock()
+	if ok && j.byRef {
+		s.regionDone(j.shared.Region) // the runtime has finished with the client's bytes
+	}
 	if ok && j.f == nil { // the late answer of a call vig gave up on: its room comes back
 		s.release(d)
 		s.giveBack()

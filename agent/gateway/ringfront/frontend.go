@@ -263,6 +263,11 @@ func (s *session) byReference() string {
 	return ""
 }
 
+// The session is a gateway.SharedRegion: the client's sealed memfd.
+func (s *session) Fd() int               { return s.c.RegionFd() }
+func (s *session) Size() uint64          { return s.c.Layout().RegionSize }
+func (s *session) Done() <-chan struct{} { return s.c.Done() }
+
 // loop receives requests and submits them until the session ends.
 func (s *session) loop() {
 	for {
@@ -330,6 +335,19 @@ func (s *session) submit(r *request) {
 	c := s.f.gw.NewCall()
 	r.fill(c)
 	c.Build, c.Replier, c.Tag = r.buildFn, r, r
+	if s.sealed && !r.byRef && r.req.Slot != shmring.NoSlot {
+		// A ring runtime can map the client's memfd: the frame goes by reference.
+		d := &r.req.Descriptor
+		sh := &r.shared
+		sh.Region = s
+		sh.Off = s.lay.ArenaOff + uint64(d.Slot)*s.lay.SlotSize + d.PayloadOff
+		sh.Len = d.PayloadLen
+		sh.Inputs = sh.Inputs[:0]
+		for _, t := range r.tensors() {
+			sh.Inputs = append(sh.Inputs, wire.Span{Off: int(t.Offset), Len: int(t.Length)})
+		}
+		c.Shared = sh
+	}
 	s.mu.Lock()
 	r.call = c
 	s.mu.Unlock()
@@ -344,8 +362,9 @@ type request struct {
 	byRef   bool          // this request's message references the arena
 	call    *gateway.Call // while submitted and unanswered; guarded by s.mu
 
-	names  []byte // the header's names and id
-	enc    []byte // scratch for the message's small fields
+	names  []byte              // the header's names and id
+	enc    []byte              // scratch for the message's small fields
+	shared gateway.SharedFrame // the frame in the client's sealed memfd, for a ring runtime
 	res    shmring.Response
 	chunks []shmring.Chunk
 	out    wire.InferResponse

@@ -61,6 +61,7 @@ type rig struct {
 	fe     *ringfront.Frontend
 	addr   string // the ring frontend's
 	toBack atomic.Int64
+	rb     *ringback.Backend // with viaRing
 }
 
 func newRig(t *testing.T, viaRing bool, srv shmring.ServerConfig) *rig {
@@ -99,7 +100,7 @@ func newRigTB(t testing.TB, viaRing bool, srv shmring.ServerConfig) *rig {
 		if err != nil {
 			t.Fatal(err)
 		}
-		backend = rb
+		backend, r.rb = rb, rb
 		cfg.Backend.Address = "ring:" + ln.Addr()
 		defer func() {
 			if err := rb.WaitUp(context.Background()); err != nil {
@@ -280,6 +281,39 @@ func TestRingAnswersWhole(t *testing.T) {
 				c.Close()
 			}
 		})
+	}
+}
+
+// A sealed memfd session in front of a ring runtime: vig hands the runtime the
+// client's memfd (a shmring extra region) and each frame's offsets, and the
+// runtime reads the client's bytes in place: the mock runtime's digest of the
+// frame comes back right while vig's copy counter stays 0. An unsealed /dev/shm
+// client cannot be handed over (the runtime would map a file its owner can
+// truncate): its frames are copied, and counted.
+func TestMemfdToRingRuntimeByReference(t *testing.T) {
+	if b, err := shmring.Probe(); err != nil || b != shmring.BackendMemfd {
+		t.Skipf("no sealed memfd on this machine (%v, %v)", b, err)
+	}
+	r := newRig(t, true, shmring.ServerConfig{AllowUnsealed: true})
+	c := r.dial(t, client.Options{Backend: shmring.BackendMemfd})
+	for i := range 5 {
+		send(t, c, "det", uint64(i), 1000*(i+1), checkOutput0)
+	}
+	sendTwo(t, c, 9)
+	if n := r.rb.CopiedBytes(); n != 0 {
+		t.Errorf("vig copied %d bytes of memfd frames into its region, want 0 (by reference)", n)
+	}
+	c.Close()
+	// A second memfd client after the first left: its region is added anew.
+	c2 := r.dial(t, client.Options{Backend: shmring.BackendMemfd})
+	send(t, c2, "det", 20, 4096, checkOutput0)
+	if n := r.rb.CopiedBytes(); n != 0 {
+		t.Errorf("second client: vig copied %d bytes, want 0", n)
+	}
+	shm := r.dial(t, client.Options{Backend: shmring.BackendShmFile})
+	send(t, shm, "det", 30, 4096, checkOutput0)
+	if n := r.rb.CopiedBytes(); n != 4096 {
+		t.Errorf("unsealed /dev/shm client: vig copied %d bytes, want the frame's 4096", n)
 	}
 }
 
