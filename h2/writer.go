@@ -41,7 +41,7 @@ type SendState struct {
 // flusher goroutine that exists only while that queue is not empty.
 type Writer struct {
 	mu sync.Mutex
-	nc net.Conn // closed through it (it may be a loop's connection)
+	nc net.Conn // closed through it
 	sw SockWriter
 
 	enc  *hpack.Encoder

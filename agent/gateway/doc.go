@@ -85,10 +85,6 @@
 // framing, the reader and the writer with flow control, SETTINGS and PING,
 // message assembly and the request rules.
 //
-// With cpu.hot_path: dedicated the connections are read by one event loop of vig's
-// own instead (loop.go, netopt.Poller): one wait and one read per readable event on
-// one thread.
-//
 // # vig's own deadline
 //
 // Every call handed to a backend is given up on at the client's deadline, or

@@ -20,7 +20,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/vig-edge/vig/h2"
-	"github.com/vig-edge/vig/netopt"
 )
 
 // The backend leg: one HTTP/2 connection to Triton (or any server of its gRPC
@@ -40,8 +39,7 @@ type h2Backend struct {
 	rbuf   int
 	clock  func() int64
 
-	loop      *eventLoop // serves the connection's reads (dedicated hot path); nil: a goroutine
-	gzip      bool       // inference messages in gRPC's gzip encoding (backend.compression)
+	gzip      bool // inference messages in gRPC's gzip encoding (backend.compression)
 	cur       atomic.Pointer[bconn]
 	state     func(up bool)
 	onConnect func()        // after each new connection, on a goroutine of its own
@@ -196,11 +194,6 @@ func (b *h2Backend) connect() (*bconn, error) {
 	if err != nil {
 		return nil, err
 	}
-	var lc *loopConn
-	if b.loop != nil && netopt.Pollable(nc) { // a wrapped connection keeps its goroutine
-		lc = &loopConn{Conn: nc}
-		nc = lc
-	}
 	w, err := newH2Writer(nc)
 	if err != nil {
 		nc.Close()
@@ -216,9 +209,8 @@ func (b *h2Backend) connect() (*bconn, error) {
 	c.budget.Reclaim = c.reclaim
 	// The preface and SETTINGS are queued before the reader can run: the
 	// backend sends its SETTINGS at once, and the reader's ACK must follow the
-	// preface on the wire. (On the event loop the reader may run as soon as
-	// the connection is registered; a backend that read the ACK first took it
-	// for a bogus preface and reset the connection.)
+	// preface on the wire (a backend that read the ACK first takes it for a
+	// bogus preface and resets the connection).
 	w.Lock()
 	w.Raw([]byte(h2.ClientPreface))
 	w.QueueSettings(
@@ -227,19 +219,10 @@ func (b *h2Backend) connect() (*bconn, error) {
 		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: h2.MaxHeaderList})
 	w.QueueWindowUpdate(0, b.window-h2.InitialWindow)
 	w.Unlock()
-	if lc != nil {
-		// Registered before anything is written: the loop owns the socket.
-		if err := lc.run(b.loop, c.read); err != nil {
-			nc.Close()
-			return nil, err
-		}
-	}
 	w.Lock()
 	w.Flush()
 	w.Unlock()
-	if lc == nil {
-		go c.read()
-	}
+	go c.read()
 	select {
 	case err := <-c.ready:
 		if err != nil {

@@ -20,7 +20,6 @@ import (
 
 	"github.com/vig-edge/vig/agent/metrics"
 	"github.com/vig-edge/vig/h2"
-	"github.com/vig-edge/vig/netopt"
 	"github.com/vig-edge/vig/wire"
 )
 
@@ -128,29 +127,6 @@ func (g *Gateway) serveConn(nc net.Conn) {
 		return
 	}
 	nc.SetReadDeadline(time.Time{})
-	if g.loop != nil && netopt.Pollable(nc) && g.loop.clients.Add(1) <= HotConns {
-		defer g.loop.clients.Add(-1)
-		lc := &loopConn{Conn: nc}
-		c, ok := g.newSconn(lc, peerUID, hasUID)
-		if !ok {
-			return
-		}
-		defer g.untrack(c)
-		ended := make(chan struct{})
-		if err := lc.run(g.loop, func() {
-			defer close(ended)
-			c.shutdown(c.serve())
-		}); err != nil {
-			g.log.Warn("event loop: cannot serve a connection, closing it", "err", err)
-			nc.Close()
-			return
-		}
-		<-ended
-		return
-	}
-	if g.loop != nil && netopt.Pollable(nc) {
-		g.loop.clients.Add(-1) // over HotConns: this one gets a goroutine
-	}
 	c, ok := g.newSconn(nc, peerUID, hasUID)
 	if !ok {
 		return
@@ -831,7 +807,7 @@ func (c *sconn) infer(s *sstream, msg mem.BufferSlice) {
 	err := c.g.prepare(call, msg, c.uid, c.hasUID)
 	if errors.Is(err, errShmUnknown) {
 		// The backend's region list is read on a goroutine of this request's own:
-		// the connection's reader (or the event loop) must not wait for it.
+		// the connection's reader must not wait for it.
 		c.w.Lock()
 		s.pending++ // keeps a ModelStreamInfer open meanwhile
 		c.w.Unlock()
