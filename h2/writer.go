@@ -514,27 +514,6 @@ func (w *Writer) initWindowOverflows(v int64) bool {
 	return over
 }
 
-// WindowUpdateFrame applies a WINDOW_UPDATE frame: to the connection's window, or
-// to the send state lookup finds for its stream (nil: the stream has ended). lookup
-// is called with w.mu held.
-func WindowUpdateFrame(r *Reader, w *Writer, h FrameHeader, lookup func(uint32) *SendState) error {
-	inc, err := r.WindowIncrement(h)
-	if err != nil {
-		return err
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var st *SendState
-	if h.Stream != 0 && lookup != nil {
-		if st = lookup(h.Stream); st == nil {
-			return nil
-		}
-	}
-	err = w.WindowUpdate(st, inc)
-	w.Flush()
-	return err
-}
-
 // MaxSettings bounds the entries of one SETTINGS frame (x/net's limit).
 const MaxSettings = 100
 

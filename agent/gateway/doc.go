@@ -77,13 +77,13 @@
 //
 // What remains: flow-control windows are credited as data arrives on both legs,
 // so a slow backend does not slow a relayed RPC's client down (memory stays
-// bounded by the budget above); and the connection and stream state machines of both roles
-// (sconn, bconn) still live in this package (h2server.go, h2backend.go): the
-// client leg decides what a frame means by its stream's streamState (§5.1's
-// names), derived from the stream's flags; the backend leg still reads the
-// flags themselves. Package h2 holds
+// bounded by the budget above); and the stream tables of both roles (sconn,
+// bconn) still live in this package (h2server.go, h2backend.go). Package h2 holds
 // framing, the reader and the writer with flow control, SETTINGS and PING,
-// message assembly and the request rules.
+// message assembly, the request rules, and the one frame loop both roles run
+// (h2.FrameLoop: it decides each frame's connection-level part and hands the
+// role's table, serverStreams or backendStreams, what concerns a stream, checked).
+// Both tables name a stream's state with h2.StreamState (§5.1).
 //
 // # vig's own deadline
 //

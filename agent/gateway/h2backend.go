@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -505,7 +504,7 @@ func appendMeta(dst []string, fields []hpack.HeaderField) []string {
 // read is the connection's reader goroutine.
 func (c *bconn) read() {
 	defer close(c.readerDone)
-	err := c.readLoop()
+	err := h2.FrameLoop(c.r, c.w, "the backend", (*backendStreams)(c))
 	if !c.settled {
 		c.ready <- err
 	}
@@ -518,43 +517,45 @@ func (c *bconn) read() {
 	c.close(err)
 }
 
-func (c *bconn) readLoop() error {
-	for {
-		h, err := c.r.ReadHeader()
-		if err != nil {
-			return err
-		}
-		switch h.Type {
-		case http2.FrameSettings:
-			if err := h2.SettingsFrame(c.r, c.w, h); err != nil {
-				return err
-			}
-			if !c.settled && !h.Has(http2.FlagSettingsAck) {
-				c.settled = true
-				c.ready <- nil
-			}
-		case http2.FrameHeaders:
-			err = c.headersFrame(h)
-		case http2.FrameData:
-			err = c.data(h)
-		case http2.FrameRSTStream:
-			err = c.rstFrame(h)
-		case http2.FramePing:
-			err = h2.PingFrame(c.r, c.w, h)
-		case http2.FrameWindowUpdate:
-			err = c.windowUpdate(h)
-		case http2.FrameGoAway:
-			err = c.goAwayFrame(h)
-		case http2.FramePushPromise, http2.FrameContinuation:
-			return h2.ProtocolError("unexpected %v frame from the backend", h.Type)
-		default:
-			err = c.r.Discard(int(h.Length))
-		}
-		if err != nil {
-			return err
-		}
+// backendStreams is the backend leg's stream table as h2.FrameLoop sees it: the
+// frames that concern the streams vig opened, each on the connection's reader
+// goroutine.
+type backendStreams bconn
+
+func (t *backendStreams) Idle(id uint32) bool            { return (*bconn)(t).idle(id) }
+func (t *backendStreams) Headers(h h2.FrameHeader) error { return (*bconn)(t).headersFrame(h) }
+func (t *backendStreams) Data(h h2.FrameHeader) error    { return (*bconn)(t).data(h) }
+func (t *backendStreams) Reset(id uint32, code http2.ErrCode) error {
+	(*bconn)(t).reset(id, code)
+	return nil
+}
+
+// SendState is called with the writer's lock held (it guards the table).
+func (t *backendStreams) SendState(id uint32) *h2.SendState {
+	if bs := t.streams[id]; bs != nil {
+		return &bs.send
+	}
+	return nil
+}
+
+// StreamError: the backend's fault stays with that stream's call.
+func (t *backendStreams) StreamError(id uint32, code http2.ErrCode, why string) {
+	(*bconn)(t).streamError(id, code, status.Error(codes.Internal, "backend sent "+why))
+}
+
+func (t *backendStreams) GoAway(last uint32, code http2.ErrCode, debug []byte) error {
+	return (*bconn)(t).wentAway(last, code, debug)
+}
+
+// Settings: the backend's first SETTINGS is what connect waits for.
+func (t *backendStreams) Settings() {
+	if !t.settled {
+		t.settled = true
+		t.ready <- nil
 	}
 }
+
+func (t *backendStreams) PingAck([8]byte) {} // vig sends the backend no PING
 
 func (c *bconn) lookup(id uint32) *bstream {
 	c.w.Lock()
@@ -858,33 +859,22 @@ func (c *bconn) reclaim(skip *h2.Assembler) {
 	c.partials, c.swept = keep, len(keep)
 }
 
-func (c *bconn) rstFrame(h h2.FrameHeader) error {
-	p, err := c.r.Payload(h)
-	if err != nil {
-		return err
-	}
-	if len(p) != 4 {
-		return h2.ConnError{Code: http2.ErrCodeFrameSize, Msg: "backend sent RST_STREAM of the wrong size"} // §6.4
-	}
-	if h.Stream == 0 || c.idle(h.Stream) {
-		return h2.ProtocolError("backend sent RST_STREAM on stream %d, which vig never opened", h.Stream) // §6.4, §5.1 idle
-	}
+// reset: the backend reset stream id; its call fails with code's status.
+func (c *bconn) reset(id uint32, code http2.ErrCode) {
 	c.w.Lock()
-	if bs := c.streams[h.Stream]; bs != nil {
+	if bs := c.streams[id]; bs != nil {
 		bs.send.Closed, bs.send.Rst = true, true // reset by the peer: vig sends nothing more on it
 	}
 	c.w.Unlock()
-	bs := c.take(h.Stream)
+	bs := c.take(id)
 	if bs == nil {
-		return nil
+		return
 	}
-	code := http2.ErrCode(binary.BigEndian.Uint32(p))
 	bs.asm.Reset(&c.budget)
 	resp := bs.resp
 	bs.resp = nil
 	resp.Free()
 	bs.finish(nil, nil, nil, rstError(code))
-	return nil
 }
 
 func rstError(code http2.ErrCode) error {
@@ -899,56 +889,10 @@ func rstError(code http2.ErrCode) error {
 	return status.Errorf(codes.Internal, "backend reset the stream: %v", code)
 }
 
-func (c *bconn) windowUpdate(h h2.FrameHeader) error {
-	if h.Stream == 0 {
-		return h2.WindowUpdateFrame(c.r, c.w, h, nil)
-	}
-	p, err := c.r.Payload(h)
-	if err != nil {
-		return err
-	}
-	if len(p) != 4 {
-		return h2.ConnError{Code: http2.ErrCodeFrameSize, Msg: "backend sent WINDOW_UPDATE of the wrong size"} // §6.9
-	}
-	if c.idle(h.Stream) {
-		return h2.ProtocolError("backend sent WINDOW_UPDATE on stream %d, which vig never opened", h.Stream) // §5.1 idle
-	}
-	inc := binary.BigEndian.Uint32(p) & 0x7fffffff
-	if inc == 0 {
-		c.streamError(h.Stream, http2.ErrCodeProtocol, status.Error(codes.Internal, "backend sent a stream WINDOW_UPDATE of 0 (RFC 9113 §6.9)"))
-		return nil
-	}
-	c.w.Lock()
-	bs := c.streams[h.Stream]
-	if bs == nil {
-		c.w.Unlock()
-		return nil // ended: a WINDOW_UPDATE may still be in flight
-	}
-	err = c.w.WindowUpdate(&bs.send, inc)
-	c.w.Flush()
-	c.w.Unlock()
-	if err != nil {
-		c.streamError(h.Stream, http2.ErrCodeFlowControl, status.Error(codes.Internal, "backend took the stream's send window above 2^31-1 (RFC 9113 §6.9.1)"))
-	}
-	return nil
-}
-
-// goAwayFrame: the backend will take no new streams. Those above its last stream
-// id were not processed and fail UNAVAILABLE; the rest finish here while a new
+// wentAway: the backend will take no new streams. Those above its last stream id
+// were not processed and fail UNAVAILABLE; the rest finish here while a new
 // connection is dialled for new calls.
-func (c *bconn) goAwayFrame(h h2.FrameHeader) error {
-	p, err := c.r.Payload(h)
-	if err != nil {
-		return err
-	}
-	if len(p) < 8 {
-		return h2.ConnError{Code: http2.ErrCodeFrameSize, Msg: "GOAWAY too short"}
-	}
-	if h.Stream != 0 {
-		return h2.ProtocolError("GOAWAY on stream %d", h.Stream) // §6.8
-	}
-	last := binary.BigEndian.Uint32(p) & 0x7fffffff
-	code := http2.ErrCode(binary.BigEndian.Uint32(p[4:]))
+func (c *bconn) wentAway(last uint32, code http2.ErrCode, debug []byte) error {
 	// New calls wait for the next connection from now on (run dials it).
 	b := c.b
 	b.mu.Lock()
@@ -971,7 +915,7 @@ func (c *bconn) goAwayFrame(h h2.FrameHeader) error {
 	c.w.Unlock()
 	c.markUnusable()
 	if code != http2.ErrCodeNo {
-		b.log.Warn("backend sent GOAWAY", "address", b.addr, "code", code.String(), "debug", string(p[8:min(len(p), 8+128)]))
+		b.log.Warn("backend sent GOAWAY", "address", b.addr, "code", code.String(), "debug", string(debug[:min(len(debug), 128)]))
 	}
 	for _, bs := range refused {
 		bs.asm.Reset(&c.budget)

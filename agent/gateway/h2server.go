@@ -209,116 +209,61 @@ func (c *sconn) serve() error {
 	c.w.QueueWindowUpdate(0, c.g.connWindow-h2.InitialWindow)
 	c.w.Flush()
 	c.w.Unlock()
-
-	for {
-		h, err := c.r.ReadHeader()
-		if err != nil {
-			return err
-		}
-		if err := c.frame(h); err != nil {
-			return err
-		}
-	}
+	return h2.FrameLoop(c.r, c.w, "a client", (*serverStreams)(c))
 }
 
-// frame handles one frame whose header has been read. What a frame means in
-// each stream state is RFC 9113 §5.1; the section of each rule is beside it.
-func (c *sconn) frame(h h2.FrameHeader) error {
-	switch h.Type {
-	case http2.FrameData:
-		return c.data(h)
-	case http2.FrameHeaders:
-		return c.headersFrame(h)
-	case http2.FrameRSTStream:
-		p, err := c.r.Payload(h)
-		if err != nil {
-			return err
-		}
-		switch {
-		case h.Stream == 0:
-			return h2.ProtocolError("RST_STREAM on stream 0") // §6.4
-		case len(p) != 4:
-			return h2.ConnError{Code: http2.ErrCodeFrameSize, Msg: "RST_STREAM of the wrong size"} // §6.4
-		case h.Stream > c.lastID:
-			return h2.ProtocolError("RST_STREAM on idle stream %d", h.Stream) // §5.1 idle
-		}
-		c.reset(h.Stream)
-		return nil
-	case http2.FrameSettings:
-		return h2.SettingsFrame(c.r, c.w, h)
-	case http2.FramePing:
-		if h.Has(http2.FlagPingAck) && h.Length == 8 && h.Stream == 0 {
-			p, err := c.r.Payload(h)
-			if err == nil && [8]byte(p) == drainPing {
-				c.finalGoAway()
-			}
-			return err
-		}
-		return h2.PingFrame(c.r, c.w, h)
-	case http2.FrameWindowUpdate:
-		return c.windowUpdate(h)
-	case http2.FrameGoAway:
-		// The client will open no more streams; those it has finish normally.
-		_, err := c.r.Payload(h)
-		if err == nil && h.Stream != 0 {
-			return h2.ProtocolError("GOAWAY on stream %d", h.Stream) // §6.8
-		}
-		return err
-	case http2.FramePriority:
-		return c.priority(h)
-	case http2.FramePushPromise, http2.FrameContinuation:
-		return h2.ProtocolError("unexpected %v frame from a client", h.Type) // §8.4, §6.10
-	default: // unknown extension frames are ignored (§5.5)
-		return c.r.Discard(int(h.Length))
-	}
-}
+// serverStreams is the client leg's stream table as h2.FrameLoop sees it: the
+// frames that concern streams, each on the connection's reader goroutine. What a
+// frame means in each stream state is RFC 9113 §5.1; the section of each rule is
+// beside it.
+type serverStreams sconn
 
-// priority checks a PRIORITY frame (§6.3); vig does not prioritise (§5.3.2
-// lets it), but a malformed one is still an error.
-func (c *sconn) priority(h h2.FrameHeader) error {
-	p, err := c.r.Payload(h)
-	if err != nil {
-		return err
-	}
-	switch {
-	case h.Stream == 0:
-		return h2.ProtocolError("PRIORITY on stream 0") // §6.3
-	case len(p) != 5:
-		c.streamError(h.Stream, http2.ErrCodeFrameSize) // §6.3
-	case binary.BigEndian.Uint32(p)&0x7fffffff == h.Stream:
-		c.streamError(h.Stream, http2.ErrCodeProtocol) // §5.3.1
+// Idle: a client's stream above the last one it opened (§5.1 idle; §5.1.1).
+func (t *serverStreams) Idle(id uint32) bool                    { return id > t.lastID }
+func (t *serverStreams) Headers(h h2.FrameHeader) error         { return (*sconn)(t).headersFrame(h) }
+func (t *serverStreams) Data(h h2.FrameHeader) error            { return (*sconn)(t).data(h) }
+func (t *serverStreams) Reset(id uint32, _ http2.ErrCode) error { (*sconn)(t).reset(id); return nil }
+
+// SendState is called with the writer's lock held (it guards the table).
+func (t *serverStreams) SendState(id uint32) *h2.SendState {
+	if s := t.streams[id]; s != nil {
+		return &s.send
 	}
 	return nil
 }
 
-// streamState is a client stream's state as RFC 9113 §5.1 names it, as the
-// connection's reader sees it (the reader is what acts on a frame).
-type streamState uint8
+func (t *serverStreams) StreamError(id uint32, code http2.ErrCode, _ string) {
+	(*sconn)(t).streamError(id, code)
+}
 
-const (
-	stateIdle             streamState = iota // above the last stream opened
-	stateOpen                                // both sides may send
-	stateHalfClosedLocal                     // vig has answered; the client may still send
-	stateHalfClosedRemote                    // the client sent END_STREAM (or reset it)
-	stateClosed                              // no longer in the table (or never opened: skipped)
-)
+// GoAway: the client will open no more streams; those it has finish normally.
+func (t *serverStreams) GoAway(uint32, http2.ErrCode, []byte) error { return nil }
+
+func (t *serverStreams) Settings() {}
+
+// PingAck: the client has read everything before vig's drain PING (drain).
+func (t *serverStreams) PingAck(data [8]byte) {
+	if data == drainPing {
+		(*sconn)(t).finalGoAway()
+	}
+}
 
 // state is stream id's state, and the stream while it is in the table. Reader
 // goroutine.
-func (c *sconn) state(id uint32) (streamState, *sstream) {
+func (c *sconn) state(id uint32) (h2.StreamState, *sstream) {
 	if id > c.lastID {
-		return stateIdle, nil
+		return h2.StateIdle, nil
 	}
 	s := c.stream(id)
 	switch {
 	case s == nil:
-		return stateClosed, nil
+		return h2.StateClosed, nil
 	case s.half:
-		return stateHalfClosedRemote, s
+		return h2.StateHalfClosedRemote, s
 	case s.doneLocked():
-		return stateHalfClosedLocal, s
+		return h2.StateHalfClosedLocal, s
 	}
-	return stateOpen, s
+	return h2.StateOpen, s
 }
 
 // stream returns the stream id of the table, answered or not. Reader goroutine.
@@ -374,47 +319,6 @@ func (c *sconn) streamError(id uint32, code http2.ErrCode) {
 	}
 }
 
-func (c *sconn) windowUpdate(h h2.FrameHeader) error {
-	p, err := c.r.Payload(h)
-	if err != nil {
-		return err
-	}
-	if len(p) != 4 {
-		return h2.ConnError{Code: http2.ErrCodeFrameSize, Msg: "WINDOW_UPDATE of the wrong size"} // §6.9
-	}
-	inc := binary.BigEndian.Uint32(p) & 0x7fffffff
-	if h.Stream == 0 {
-		if inc == 0 {
-			return h2.ProtocolError("WINDOW_UPDATE with increment 0") // §6.9
-		}
-		c.w.Lock()
-		defer c.w.Unlock()
-		err := c.w.WindowUpdate(nil, inc) // above 2^31-1: FLOW_CONTROL_ERROR (§6.9.1)
-		c.w.Flush()
-		return err
-	}
-	if h.Stream > c.lastID {
-		return h2.ProtocolError("WINDOW_UPDATE on idle stream %d", h.Stream) // §5.1 idle
-	}
-	if inc == 0 {
-		c.streamError(h.Stream, http2.ErrCodeProtocol) // §6.9
-		return nil
-	}
-	c.w.Lock()
-	s := c.streams[h.Stream]
-	if s == nil || s.send.Rst {
-		c.w.Unlock()
-		return nil // closed: WINDOW_UPDATE may still arrive (§5.1)
-	}
-	err = c.w.WindowUpdate(&s.send, inc)
-	c.w.Flush()
-	c.w.Unlock()
-	if err != nil {
-		c.streamError(h.Stream, http2.ErrCodeFlowControl) // §6.9.1
-	}
-	return nil
-}
-
 // data reads a DATA frame into its stream's message.
 func (c *sconn) data(h h2.FrameHeader) error {
 	if h.Stream == 0 {
@@ -425,7 +329,7 @@ func (c *sconn) data(h h2.FrameHeader) error {
 		return err
 	}
 	st, s := c.state(h.Stream)
-	if st == stateIdle {
+	if st == h2.StateIdle {
 		return h2.ProtocolError("DATA on idle stream %d", h.Stream) // §5.1 idle
 	}
 	if s != nil && s.clen >= 0 {
@@ -438,18 +342,18 @@ func (c *sconn) data(h h2.FrameHeader) error {
 			return err
 		}
 	}
-	live := st == stateOpen
+	live := st == h2.StateOpen
 	switch st {
-	case stateClosed:
+	case h2.StateClosed:
 		err = c.r.Discard(n)
 		c.closedError(h.Stream)
-	case stateHalfClosedRemote:
+	case h2.StateHalfClosedRemote:
 		err = c.r.Discard(n)
 		c.streamError(h.Stream, http2.ErrCodeStreamClosed) // §5.1 half-closed (remote)
 		s = nil
-	case stateHalfClosedLocal:
+	case h2.StateHalfClosedLocal:
 		err = c.r.Discard(n) // vig answered already: dropped
-	case stateOpen:
+	case h2.StateOpen:
 		s.recvWin -= int64(h.Length)
 		if s.recvWin < 0 {
 			return h2.ConnError{Code: http2.ErrCodeFlowControl, Msg: "client sent more than the stream window"}
@@ -511,11 +415,11 @@ func (c *sconn) headersFrame(h h2.FrameHeader) error {
 	if err != nil && err != h2.ErrHeaderListTooBig {
 		return err
 	}
-	if st, s := c.state(h.Stream); st != stateIdle {
+	if st, s := c.state(h.Stream); st != h2.StateIdle {
 		switch {
-		case st == stateClosed && c.skipped(h.Stream):
+		case st == h2.StateClosed && c.skipped(h.Stream):
 			return h2.ProtocolError("HEADERS opening stream %d, below the last stream %d", h.Stream, c.lastID) // §5.1.1
-		case st == stateClosed:
+		case st == h2.StateClosed:
 			c.w.Lock()
 			ignore := c.closed.WasReset(h.Stream)
 			c.w.Unlock()
@@ -523,13 +427,13 @@ func (c *sconn) headersFrame(h h2.FrameHeader) error {
 				return nil // in flight when vig reset the stream (§5.1 closed)
 			}
 			return h2.ConnError{Code: http2.ErrCodeStreamClosed, Msg: fmt.Sprintf("HEADERS on closed stream %d", h.Stream)} // §5.1 closed
-		case st == stateHalfClosedRemote:
+		case st == h2.StateHalfClosedRemote:
 			c.streamError(h.Stream, http2.ErrCodeStreamClosed) // §5.1 half-closed (remote)
 		case !h.Has(http2.FlagHeadersEndStream) || err != nil || h2.CheckTrailers(c.r.Fields) != "":
 			c.streamError(h.Stream, http2.ErrCodeProtocol) // §8.1: trailers end the stream
 		case s.clen > 0:
 			c.streamError(h.Stream, http2.ErrCodeProtocol) // §8.1.1: DATA short of content-length
-		case st == stateHalfClosedLocal:
+		case st == h2.StateHalfClosedLocal:
 			s.half = true
 			c.w.Lock()
 			s.remote = true
