@@ -254,8 +254,7 @@ type bconn struct {
 	recvConn int64
 	settled  bool
 	budget   h2.Budget
-	partials []*bstream // streams whose answer may be incomplete (h2.Budget.reclaim)
-	swept    int
+	partials h2.Partials // assemblers that may hold memory (h2.Budget.Reclaim)
 
 	unusable   chan struct{} // closed once no new call may start here
 	unusableMu sync.Once
@@ -275,7 +274,6 @@ type bstream struct {
 
 	// Reader goroutine only.
 	asm     h2.Assembler
-	listed  bool // in c.partials
 	gotHdr  bool
 	resp    mem.BufferSlice
 	owed    uint32
@@ -522,7 +520,13 @@ func (c *bconn) read() {
 // goroutine.
 type backendStreams bconn
 
-func (t *backendStreams) Idle(id uint32) bool            { return (*bconn)(t).idle(id) }
+// Idle: a stream vig never opened; a frame on it is a connection error
+// PROTOCOL_ERROR (§5.1 idle).
+func (t *backendStreams) Idle(id uint32) bool {
+	st, _ := (*bconn)(t).state(id)
+	return st == h2.StateIdle
+}
+
 func (t *backendStreams) Headers(h h2.FrameHeader) error { return (*bconn)(t).headersFrame(h) }
 func (t *backendStreams) Data(h h2.FrameHeader) error    { return (*bconn)(t).data(h) }
 func (t *backendStreams) Reset(id uint32, code http2.ErrCode) error {
@@ -557,11 +561,24 @@ func (t *backendStreams) Settings() {
 
 func (t *backendStreams) PingAck([8]byte) {} // vig sends the backend no PING
 
-func (c *bconn) lookup(id uint32) *bstream {
+// state is stream id's state as the backend's frames find it (RFC 9113 §5.1),
+// and the stream while it is in the table. vig opens odd streams in order; a
+// stream leaves the table when the backend ends it (END_STREAM or RST_STREAM),
+// so half-closed (remote) is never seen here. Reader goroutine.
+func (c *bconn) state(id uint32) (h2.StreamState, *bstream) {
 	c.w.Lock()
+	defer c.w.Unlock()
+	if id%2 == 0 || id >= c.nextID {
+		return h2.StateIdle, nil
+	}
 	bs := c.streams[id]
-	c.w.Unlock()
-	return bs
+	switch {
+	case bs == nil:
+		return h2.StateClosed, nil
+	case bs.send.Closed:
+		return h2.StateHalfClosedLocal, bs // the request is sent whole (or vig stopped sending)
+	}
+	return h2.StateOpen, bs
 }
 
 // take removes a stream that ends now; nil if it had ended already.
@@ -611,14 +628,6 @@ func (c *bconn) streamError(id uint32, code http2.ErrCode, err error) {
 	}
 }
 
-// idle reports whether id names a stream vig never opened: a frame on it is a
-// connection error PROTOCOL_ERROR (§5.1 idle). vig's streams are odd.
-func (c *bconn) idle(id uint32) bool {
-	c.w.Lock()
-	defer c.w.Unlock()
-	return id%2 == 0 || id >= c.nextID
-}
-
 // drainedLocked closes a connection the backend sent GOAWAY on once its last
 // stream has ended. Called with w.mu held.
 func (c *bconn) drainedLocked() {
@@ -632,12 +641,12 @@ func (c *bconn) headersFrame(h h2.FrameHeader) error {
 	if err != nil && err != h2.ErrHeaderListTooBig {
 		return err
 	}
-	if h.Stream == 0 || c.idle(h.Stream) {
+	st, bs := c.state(h.Stream)
+	switch {
+	case h.Stream == 0 || st == h2.StateIdle:
 		return h2.ProtocolError("backend sent HEADERS on stream %d, which vig never opened", h.Stream) // §5.1 idle, §8.4
-	}
-	bs := c.lookup(h.Stream)
-	if bs == nil {
-		return nil
+	case st == h2.StateClosed:
+		return nil // vig reset it (or it failed): frames in flight are ignored (§5.1 closed)
 	}
 	if err == h2.ErrHeaderListTooBig {
 		if bs = c.take(h.Stream); bs != nil {
@@ -683,13 +692,13 @@ func (c *bconn) headersFrame(h h2.FrameHeader) error {
 	if bs = c.take(h.Stream); bs == nil {
 		return nil
 	}
-	st, ok := statusFromTrailers(fields)
+	rpcErr, ok := statusFromTrailers(fields)
 	if !ok {
-		st = status.Error(codes.Internal, "backend ended the stream without grpc-status")
+		rpcErr = status.Error(codes.Internal, "backend ended the stream without grpc-status")
 	}
 	resp := bs.resp
 	bs.resp = nil
-	bs.finish(resp, nil, fields, st)
+	bs.finish(resp, nil, fields, rpcErr)
 	return nil
 }
 
@@ -728,10 +737,12 @@ func (c *bconn) data(h h2.FrameHeader) error {
 	if err != nil {
 		return err
 	}
-	if c.idle(h.Stream) {
+	st, bs := c.state(h.Stream)
+	if st == h2.StateIdle {
 		return h2.ProtocolError("backend sent DATA on stream %d, which vig never opened", h.Stream) // §5.1 idle
 	}
-	bs := c.lookup(h.Stream)
+	// Closed (vig reset it, or it failed): bs is nil and the frame is dropped,
+	// counted for the connection's window (§5.1 closed, §6.9).
 	if bs != nil && bs.recvWin-int64(h.Length) < 0 {
 		// More than the stream's window: a stream error FLOW_CONTROL_ERROR
 		// (§6.9.1); the frame still counts for the connection's window.
@@ -827,36 +838,19 @@ func (c *bconn) data(h h2.FrameHeader) error {
 
 // noteAssembling remembers a stream whose answer holds memory (sconn.noteAssembling).
 func (c *bconn) noteAssembling(bs *bstream) {
-	if bs.listed || bs.asm.Held() == 0 {
-		return
-	}
-	bs.listed = true
-	c.partials = append(c.partials, bs)
-	if len(c.partials) >= 2*c.swept+16 {
+	if c.partials.Note(&bs.asm, bs.id) {
 		c.reclaim(&bs.asm)
 	}
 }
 
-// reclaim frees what the incomplete answers of ended streams hold (h2.Budget).
+// reclaim frees what the incomplete answers of ended streams hold (sconn.reclaim).
 func (c *bconn) reclaim(skip *h2.Assembler) {
-	keep := c.partials[:0]
 	c.w.Lock()
-	for _, bs := range c.partials {
-		switch {
-		case &bs.asm == skip:
-		case bs.asm.Held() == 0:
-			bs.listed = false
-			continue
-		case c.streams[bs.id] != bs:
-			bs.asm.Reset(&c.budget)
-			bs.listed = false
-			continue
-		}
-		keep = append(keep, bs)
-	}
+	c.partials.Sweep(skip, &c.budget, func(id uint32, a *h2.Assembler) bool {
+		bs := c.streams[id]
+		return bs == nil || &bs.asm != a
+	})
 	c.w.Unlock()
-	clear(c.partials[len(keep):])
-	c.partials, c.swept = keep, len(keep)
 }
 
 // reset: the backend reset stream id; its call fails with code's status.

@@ -66,9 +66,8 @@ type sconn struct {
 	lastID   uint32
 	recvConn int64       // connection receive window left
 	budget   h2.Budget   // memory its incomplete messages may still take
-	partials []*sstream  // streams whose message may be incomplete (h2.Budget.reclaim)
+	partials h2.Partials // assemblers that may hold memory (h2.Budget.Reclaim)
 	skips    [][2]uint32 // stream ids the client skipped (closed, never opened)
-	swept    int         // len(partials) after the last sweep
 }
 
 // sstream is one RPC on a client connection.
@@ -88,7 +87,6 @@ type sstream struct {
 	enc      [2]string // grpc-encoding, grpc-accept-encoding (relayed RPCs carry them on)
 	deadline int64
 	half     bool  // the client half-closed
-	listed   bool  // in c.partials
 	clen     int64 // the request's content-length (-1: none), then what DATA may still bring
 
 	// Guarded by c.w.mu.
@@ -165,12 +163,7 @@ func (g *Gateway) newSconn(nc net.Conn, peerUID uint32, hasUID bool) (*sconn, bo
 // noteAssembling remembers a stream whose message holds memory, so that reclaim
 // finds it should the stream end before the message does. Reader goroutine.
 func (c *sconn) noteAssembling(s *sstream) {
-	if s.listed || s.asm.Held() == 0 {
-		return
-	}
-	s.listed = true
-	c.partials = append(c.partials, s)
-	if len(c.partials) >= 2*c.swept+16 {
+	if c.partials.Note(&s.asm, s.id) {
 		c.reclaim(&s.asm)
 	}
 }
@@ -178,24 +171,12 @@ func (c *sconn) noteAssembling(s *sstream) {
 // reclaim frees what the incomplete messages of ended streams hold, and forgets
 // the streams that hold nothing (h2.Budget). Reader goroutine.
 func (c *sconn) reclaim(skip *h2.Assembler) {
-	keep := c.partials[:0]
 	c.w.Lock()
-	for _, s := range c.partials {
-		switch {
-		case &s.asm == skip:
-		case s.asm.Held() == 0:
-			s.listed = false
-			continue
-		case s.done || c.streams[s.id] != s:
-			s.asm.Reset(&c.budget)
-			s.listed = false
-			continue
-		}
-		keep = append(keep, s)
-	}
+	c.partials.Sweep(skip, &c.budget, func(id uint32, a *h2.Assembler) bool {
+		s := c.streams[id]
+		return s == nil || &s.asm != a || s.done
+	})
 	c.w.Unlock()
-	clear(c.partials[len(keep):])
-	c.partials, c.swept = keep, len(keep)
 }
 
 // serve runs the connection (its preface read) until it ends.
