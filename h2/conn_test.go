@@ -159,3 +159,24 @@ func TestStreamStateNames(t *testing.T) {
 		}
 	}
 }
+
+// A stream's window is given back in one WINDOW_UPDATE once a quarter of it is
+// owed, and an overrun is seen.
+func TestRecvWindow(t *testing.T) {
+	w := NewRecvWindow(1000)
+	if !w.Take(200) || !w.Fits(800) || w.Fits(801) {
+		t.Fatal("window accounting")
+	}
+	w.Owe(200)
+	if inc := w.Due(); inc != 0 {
+		t.Fatalf("due %d with 200 of 1000 owed, want 0 (below 1/%d)", inc, StreamCreditDivisor)
+	}
+	w.Take(100)
+	w.Owe(100)
+	if inc := w.Due(); inc != 300 {
+		t.Fatalf("due %d, want 300", inc)
+	}
+	if w.Due() != 0 || !w.Take(1000) || w.Take(1) {
+		t.Fatal("after the update the peer may send the whole window again, and not a byte more")
+	}
+}

@@ -343,7 +343,7 @@ func (w *Writer) Forget(s *SendState) {
 // the next batch, or goes now once half the window is owed.
 func (w *Writer) Credit(n int, window uint32) (sendNow bool) {
 	w.owedConn += uint32(n)
-	return w.owedConn >= window/2
+	return w.owedConn >= window/ConnCreditDivisor
 }
 
 // CloseWhenFlushed closes the connection once what is queued now has been

@@ -273,11 +273,10 @@ type bstream struct {
 	unary chan unaryResult
 
 	// Reader goroutine only.
-	asm     h2.Assembler
-	gotHdr  bool
-	resp    mem.BufferSlice
-	owed    uint32
-	recvWin int64
+	asm    h2.Assembler
+	gotHdr bool
+	resp   mem.BufferSlice
+	recv   h2.RecvWindow
 }
 
 type unaryResult struct {
@@ -407,7 +406,7 @@ func (c *bconn) open(method string, meta []string, deadline int64, init func(*bs
 	if uint32(size) > c.w.PeerMaxHeaderList() {
 		return nil, status.Errorf(codes.Internal, "request headers of %d bytes exceed the backend's SETTINGS_MAX_HEADER_LIST_SIZE of %d: send less metadata", size, c.w.PeerMaxHeaderList())
 	}
-	bs := &bstream{c: c, id: c.nextID, recvWin: int64(c.b.window)}
+	bs := &bstream{c: c, id: c.nextID, recv: h2.NewRecvWindow(c.b.window)}
 	c.nextID += 2
 	bs.send.Init(bs.id, c.w.InitWin())
 	init(bs)
@@ -743,7 +742,7 @@ func (c *bconn) data(h h2.FrameHeader) error {
 	}
 	// Closed (vig reset it, or it failed): bs is nil and the frame is dropped,
 	// counted for the connection's window (§5.1 closed, §6.9).
-	if bs != nil && bs.recvWin-int64(h.Length) < 0 {
+	if bs != nil && !bs.recv.Fits(h.Length) {
 		// More than the stream's window: a stream error FLOW_CONTROL_ERROR
 		// (§6.9.1); the frame still counts for the connection's window.
 		c.streamError(h.Stream, http2.ErrCodeFlowControl, status.Error(codes.Internal, "backend sent more than the stream's flow-control window"))
@@ -752,7 +751,7 @@ func (c *bconn) data(h h2.FrameHeader) error {
 	if bs == nil {
 		err = c.r.Discard(n)
 	} else {
-		bs.recvWin -= int64(h.Length)
+		bs.recv.Take(h.Length)
 		var left int
 		left, err = bs.asm.Read(c.r.Br, n, c.b.maxMsg, &c.budget, func(msg mem.BufferSlice, compressed bool) error {
 			if bs.relay != nil {
@@ -800,7 +799,7 @@ func (c *bconn) data(h h2.FrameHeader) error {
 			err = c.r.Discard(left)
 		}
 		if err == nil {
-			bs.owed += h.Length
+			bs.recv.Owe(h.Length)
 		}
 		c.noteAssembling(bs)
 	}
@@ -815,10 +814,10 @@ func (c *bconn) data(h h2.FrameHeader) error {
 	// than window_mib (but within max_message_mib) would otherwise stall the
 	// backend until the call expires. What an answer holds meanwhile is bounded
 	// by max_message_mib and the connection's h2.Budget.
-	if bs != nil && bs.owed >= c.b.window/4 && !h.Has(http2.FlagDataEndStream) && c.streams[bs.id] == bs {
-		c.w.QueueWindowUpdate(bs.id, bs.owed)
-		bs.recvWin += int64(bs.owed)
-		bs.owed = 0
+	if bs != nil && !h.Has(http2.FlagDataEndStream) && c.streams[bs.id] == bs {
+		if inc := bs.recv.Due(); inc > 0 {
+			c.w.QueueWindowUpdate(bs.id, inc)
+		}
 	}
 	c.recvConn += int64(h.Length)
 	if c.w.Credit(int(h.Length), c.b.window) {

@@ -80,8 +80,7 @@ type sstream struct {
 
 	// Reader goroutine only.
 	asm      h2.Assembler
-	recvWin  int64
-	owed     uint32 // stream window to give back
+	recv     h2.RecvWindow
 	gotMsg   bool
 	meta     []string
 	enc      [2]string // grpc-encoding, grpc-accept-encoding (relayed RPCs carry them on)
@@ -335,8 +334,7 @@ func (c *sconn) data(h h2.FrameHeader) error {
 	case h2.StateHalfClosedLocal:
 		err = c.r.Discard(n) // vig answered already: dropped
 	case h2.StateOpen:
-		s.recvWin -= int64(h.Length)
-		if s.recvWin < 0 {
+		if !s.recv.Take(h.Length) {
 			return h2.ConnError{Code: http2.ErrCodeFlowControl, Msg: "client sent more than the stream window"}
 		}
 		var left int
@@ -350,7 +348,7 @@ func (c *sconn) data(h h2.FrameHeader) error {
 		}
 		c.noteAssembling(s)
 		if err == nil && !h.Has(http2.FlagDataEndStream) {
-			s.owed += h.Length
+			s.recv.Owe(h.Length)
 		}
 	}
 	if err != nil {
@@ -360,10 +358,10 @@ func (c *sconn) data(h h2.FrameHeader) error {
 		return err
 	}
 	c.w.Lock()
-	if live && s.owed >= c.g.window/4 && !s.send.Closed {
-		c.w.QueueWindowUpdate(s.id, s.owed)
-		s.recvWin += int64(s.owed)
-		s.owed = 0
+	if live && !s.send.Closed {
+		if inc := s.recv.Due(); inc > 0 {
+			c.w.QueueWindowUpdate(s.id, inc)
+		}
 	}
 	c.recvConn += int64(h.Length)
 	if c.w.Credit(int(h.Length), c.g.connWindow) {
@@ -446,7 +444,7 @@ func (c *sconn) headersFrame(h h2.FrameHeader) error {
 			return nil
 		}
 	}
-	s := &sstream{c: c, id: h.Stream, recvWin: int64(c.g.window), clen: clen}
+	s := &sstream{c: c, id: h.Stream, recv: h2.NewRecvWindow(c.g.window), clen: clen}
 	c.w.Lock()
 	s.send.Init(h.Stream, c.w.InitWin())
 	refuse := c.goAway || len(c.streams) >= maxConcurrentStreams
