@@ -908,13 +908,29 @@ func (c *sconn) streamSend(s *sstream, id []byte, resp mem.BufferSlice, err erro
 	c.w.Unlock()
 }
 
-// headLocked sends the response headers once. Called with w.mu held.
-func (c *sconn) headLocked(s *sstream, meta []string) {
+// headLocked sends the response headers once. Headers above the client's
+// SETTINGS_MAX_HEADER_LIST_SIZE (the backend's metadata) are not sent: s is
+// answered INTERNAL, naming the setting, and headLocked reports false (s takes
+// nothing more). Called with w.mu held.
+func (c *sconn) headLocked(s *sstream, meta []string) bool {
 	if s.hdrSent {
-		return
+		return true
+	}
+	fields := metaFields(meta)
+	if n := h2.HeaderListSize(respHeaders, fields); n > c.w.PeerMaxHeaderList() {
+		c.answerLocked(s, status.Errorf(codes.Internal, "response headers of %d bytes exceed the client's SETTINGS_MAX_HEADER_LIST_SIZE of %d (RFC 9113 §6.5.2): the backend's metadata is too large for this client", n, c.w.PeerMaxHeaderList()), nil)
+		return false
 	}
 	s.hdrSent = true
-	c.w.Headers(s.id, false, respHeaders, metaFields(meta))
+	c.w.Headers(s.id, false, respHeaders, fields)
+	return true
+}
+
+// trailersTooLarge are the trailers that replace ones above the client's
+// SETTINGS_MAX_HEADER_LIST_SIZE (n bytes, the backend's trailer metadata).
+func (c *sconn) trailersTooLarge(n uint32) []hpack.HeaderField {
+	return []hpack.HeaderField{{Name: "grpc-status", Value: strconv.Itoa(int(codes.Internal))}, {Name: "grpc-message", Value: encodeGrpcMessage(fmt.Sprintf(
+		"response trailers of %d bytes exceed the client's SETTINGS_MAX_HEADER_LIST_SIZE of %d (RFC 9113 §6.5.2): the backend's metadata is too large for this client", n, c.w.PeerMaxHeaderList()))}}
 }
 
 var respHeaders = []hpack.HeaderField{{Name: ":status", Value: "200"}, {Name: "content-type", Value: "application/grpc"}}
@@ -932,6 +948,11 @@ func (c *sconn) finishLocked(s *sstream, trailMeta []string) {
 	}
 	tr := append(s.trail[:0], hpack.HeaderField{Name: "grpc-status", Value: "0"})
 	tr = append(tr, metaFields(trailMeta)...)
+	if n := h2.HeaderListSize(tr); n > c.w.PeerMaxHeaderList() {
+		c.w.Finish(&s.send, c.trailersTooLarge(n))
+		c.endLocked(s, codes.Internal)
+		return
+	}
 	c.w.Finish(&s.send, tr)
 	c.endLocked(s, codes.OK)
 }
@@ -950,11 +971,16 @@ func (c *sconn) answerLocked(s *sstream, err error, trailMeta []string) {
 		s.hdrSent = true
 		fields = append(fields, respHeaders...)
 	}
+	headers := len(fields)
 	fields = append(fields, hpack.HeaderField{Name: "grpc-status", Value: strconv.Itoa(int(code))})
 	if msg := st.Message(); msg != "" {
 		fields = append(fields, hpack.HeaderField{Name: "grpc-message", Value: encodeGrpcMessage(msg)})
 	}
 	fields = append(fields, metaFields(trailMeta)...)
+	if n := h2.HeaderListSize(fields); n > c.w.PeerMaxHeaderList() && len(trailMeta) > 0 {
+		fields = append(fields[:headers], c.trailersTooLarge(n)...)
+		code = codes.Internal
+	}
 	c.w.Drop(&s.send)
 	c.w.Finish(&s.send, fields)
 	c.endLocked(s, code)

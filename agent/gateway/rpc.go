@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/mem"
@@ -56,11 +57,17 @@ func (c *sconn) relayHeaders(s *sstream, fields []hpack.HeaderField) {
 		}
 	}
 	c.w.Lock()
+	var bs *bstream
 	if !s.done {
-		c.headLocked(s, meta)
+		if !c.headLocked(s, meta) { // answered INTERNAL: the backend's stream is not needed
+			bs, s.relay = s.relay, nil
+		}
 		c.w.Flush()
 	}
 	c.w.Unlock()
+	if bs != nil {
+		bs.c.abort(bs, http2.ErrCodeCancel)
+	}
 }
 
 // relayMessage forwards one response message of a relayed RPC (body owned).
