@@ -74,6 +74,9 @@
 // After the backend's GOAWAY, calls above its last stream id (not processed,
 // §6.8) start again on the next connection. The backend's
 // SETTINGS_MAX_CONCURRENT_STREAMS and SETTINGS_MAX_HEADER_LIST_SIZE are honoured.
+// So is a client's SETTINGS_MAX_HEADER_LIST_SIZE: response headers or trailers
+// above it (the backend's metadata) are not sent, the call is answered INTERNAL
+// naming the setting (§6.5.2; grpc-go's server resets the stream instead).
 //
 // What remains: flow-control windows are credited as data arrives on both legs,
 // so a slow backend does not slow a relayed RPC's client down (memory stays
