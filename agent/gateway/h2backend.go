@@ -40,6 +40,8 @@ type h2Backend struct {
 
 	gzip      bool // inference messages in gRPC's gzip encoding (backend.compression)
 	cur       atomic.Pointer[bconn]
+	conns     sync.Map // seq → *bconn, every connection whose reader runs (Abort finds a call's by Call.run)
+	seq       atomic.Uint32
 	state     func(up bool)
 	onConnect func()        // after each new connection, on a goroutine of its own
 	first     chan struct{} // closed once the first connection attempt has ended
@@ -198,7 +200,7 @@ func (b *h2Backend) connect() (*bconn, error) {
 		nc.Close()
 		return nil, err
 	}
-	c := &bconn{b: b, nc: nc, w: w, r: h2.NewReader(connReader(nc), b.rbuf), streams: map[uint32]*bstream{}, nextID: 1,
+	c := &bconn{b: b, seq: b.seq.Add(1), nc: nc, w: w, r: h2.NewReader(connReader(nc), b.rbuf), streams: map[uint32]*bstream{}, nextID: 1,
 		recvConn: int64(b.window), budget: h2.NewBudget(b.maxMsg), unusable: make(chan struct{}), readerDone: make(chan struct{}), ready: make(chan error, 1)}
 	w.EachStream = func(f func(*h2.SendState)) {
 		for _, bs := range c.streams {
@@ -221,6 +223,7 @@ func (b *h2Backend) connect() (*bconn, error) {
 	w.Lock()
 	w.Flush()
 	w.Unlock()
+	b.conns.Store(c.seq, c) // until its reader ends (read)
 	go c.read()
 	select {
 	case err := <-c.ready:
@@ -239,10 +242,11 @@ func (b *h2Backend) connect() (*bconn, error) {
 
 // bconn is one connection to the backend.
 type bconn struct {
-	b  *h2Backend
-	nc net.Conn
-	w  *h2.Writer
-	r  *h2.Reader
+	b   *h2Backend
+	seq uint32 // its key in b.conns
+	nc  net.Conn
+	w   *h2.Writer
+	r   *h2.Reader
 
 	// Guarded by w.mu.
 	streams map[uint32]*bstream
@@ -333,7 +337,7 @@ func (b *h2Backend) Start(call *Call) {
 		msg.Ref() // the Call keeps its own references (its header views them)
 	}
 	// The stream is the call's (for Abort) from the moment it is registered.
-	bs, err := c.open(methodInfer, call.Meta, call.Deadline, func(bs *bstream) { bs.call = call; call.bs.Store(bs) })
+	bs, err := c.open(methodInfer, call.Meta, call.Deadline, func(bs *bstream) { bs.call = call; call.run.Store(uint64(c.seq)<<32 | uint64(bs.id)) })
 	if err != nil {
 		msg.Free()
 		call.Finish(nil, err)
@@ -363,11 +367,21 @@ func (b *h2Backend) Start(call *Call) {
 // Abort implements Backend: the client left; the backend stream is reset and the
 // call finished CANCELLED.
 func (b *h2Backend) Abort(call *Call) {
-	bs := call.bs.Load()
-	if bs == nil {
+	run := call.run.Load()
+	if run == 0 {
 		return
 	}
-	bs.c.abort(bs, http2.ErrCodeCancel)
+	v, ok := b.conns.Load(uint32(run >> 32))
+	if !ok {
+		return // its connection has ended, and failed the call
+	}
+	c := v.(*bconn)
+	c.w.Lock()
+	bs := c.streams[uint32(run)]
+	c.w.Unlock()
+	if bs != nil && bs.call == call {
+		c.abort(bs, http2.ErrCodeCancel)
+	}
 }
 
 // open starts a stream: HEADERS for method with the client's metadata. init
@@ -501,6 +515,7 @@ func appendMeta(dst []string, fields []hpack.HeaderField) []string {
 // read is the connection's reader goroutine.
 func (c *bconn) read() {
 	defer close(c.readerDone)
+	defer c.b.conns.Delete(c.seq)
 	err := h2.FrameLoop(c.r, c.w, "the backend", (*backendStreams)(c))
 	if !c.settled {
 		c.ready <- err
