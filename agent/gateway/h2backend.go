@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -273,7 +272,7 @@ type bstream struct {
 	id    uint32
 	send  h2.SendState // guarded by c.w.mu
 	call  *Call
-	relay *sstream
+	relay relayClient // a relayed RPC's client
 	unary chan unaryResult
 
 	// Reader goroutine only.
@@ -491,7 +490,7 @@ func (bs *bstream) finish(resp mem.BufferSlice, hdr, trail []hpack.HeaderField, 
 		}
 		call.Finish(resp, err)
 	case bs.relay != nil:
-		bs.relay.c.relayEnd(bs.relay, trail, err)
+		bs.relay.relayEnd(trail, err)
 	case bs.unary != nil:
 		var b []byte
 		if err == nil {
@@ -685,7 +684,7 @@ func (c *bconn) headersFrame(h h2.FrameHeader) error {
 		}
 		if !end {
 			if bs.relay != nil {
-				bs.relay.c.relayHeaders(bs.relay, fields)
+				bs.relay.relayHeaders(fields)
 			} else if bs.call != nil {
 				// Under the lock: an Abort on another goroutine may finish the
 				// call, and its Replier reads RespMeta.
@@ -770,7 +769,7 @@ func (c *bconn) data(h h2.FrameHeader) error {
 		var left int
 		left, err = bs.asm.Read(c.r.Br, n, c.b.maxMsg, &c.budget, func(msg mem.BufferSlice, compressed bool) error {
 			if bs.relay != nil {
-				bs.relay.c.relayMessage(bs.relay, msg, compressed)
+				bs.relay.relayMessage(msg, compressed)
 				return nil
 			}
 			if compressed {
@@ -1009,22 +1008,32 @@ func (b *h2Backend) Invoke(ctx context.Context, method string, req []byte) ([]by
 	}
 }
 
-// openRelay opens the backend stream of a relayed client stream.
-func (b *h2Backend) openRelay(s *sstream) (*bstream, error) {
+// relayClient is the client of a relayed RPC as the backend leg hands it the
+// backend's answer (the client leg's stream, rpc.go). Each method is called on
+// the backend connection's reader, with none of its locks held.
+type relayClient interface {
+	relayHeaders(fields []hpack.HeaderField)
+	relayMessage(body mem.BufferSlice, compressed bool)
+	relayEnd(trail []hpack.HeaderField, err error)
+}
+
+// openRelay opens the backend stream of a relayed RPC, whose answer goes to to.
+func (b *h2Backend) openRelay(method string, meta []string, deadline int64, to relayClient) (relayTarget, error) {
 	c := b.cur.Load()
 	if c == nil {
 		return nil, errBackendDown
 	}
-	// A relayed message keeps its compressed flag, so its encoding goes with it
-	// (it was dropped, and a compressed request failed).
-	meta := s.meta
-	if s.enc[0] != "" {
-		meta = append(meta[:len(meta):len(meta)], "grpc-encoding", s.enc[0])
+	bs, err := c.open(method, meta, deadline, func(bs *bstream) { bs.relay = to })
+	if err != nil {
+		return nil, err
 	}
-	if s.enc[1] != "" {
-		meta = append(meta[:len(meta):len(meta)], "grpc-accept-encoding", s.enc[1])
-	}
-	return c.open(s.method, meta, s.deadline, func(bs *bstream) { bs.relay = s })
+	return bs, nil
 }
 
-var _ = strconv.Itoa
+// A backend stream is a relayed RPC's target (relayTarget): the client leg
+// forwards the request to it.
+func (bs *bstream) forward(body mem.BufferSlice, compressed bool) {
+	bs.c.sendMessage(bs, body, compressed)
+}
+func (bs *bstream) closeSend() { bs.c.closeSend(bs) }
+func (bs *bstream) cancel()    { bs.c.abort(bs, http2.ErrCodeCancel) }

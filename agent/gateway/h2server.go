@@ -91,13 +91,13 @@ type sstream struct {
 	// Guarded by c.w.mu.
 	send     h2.SendState
 	hdrSent  bool
-	pending  int     // ModelStreamInfer: requests not yet answered
-	halfSeen bool    // the client half-closed (copy for repliers)
-	remote   bool    // the client's side is closed (END_STREAM or RST_STREAM received)
-	done     bool    // answered (trailers or RST sent)
-	call     *Call   // ModelInfer: the request's call while it runs
-	calls    []*Call // ModelStreamInfer: the calls not yet answered
-	relay    *bstream
+	pending  int                  // ModelStreamInfer: requests not yet answered
+	halfSeen bool                 // the client half-closed (copy for repliers)
+	remote   bool                 // the client's side is closed (END_STREAM or RST_STREAM received)
+	done     bool                 // answered (trailers or RST sent)
+	call     *Call                // ModelInfer: the request's call while it runs
+	calls    []*Call              // ModelStreamInfer: the calls not yet answered
+	relay    relayTarget          // a relayed RPC's backend stream
 	onOK     func()               // run when a relayed call succeeds (shared-memory mirror)
 	trail    [4]hpack.HeaderField // the trailers' storage
 }
@@ -272,7 +272,7 @@ func (c *sconn) streamError(id uint32, code http2.ErrCode) {
 	c.w.Lock()
 	s := c.streams[id]
 	var calls []*Call
-	var bs *bstream
+	var bs relayTarget
 	if s != nil {
 		s.remote = true
 		calls, bs = s.takeCalls(), s.relay
@@ -294,7 +294,7 @@ func (c *sconn) streamError(id uint32, code http2.ErrCode) {
 			call.Release()
 		}
 		if bs != nil {
-			bs.c.abort(bs, http2.ErrCodeCancel)
+			bs.cancel()
 		}
 	}
 }
@@ -606,9 +606,27 @@ func (c *sconn) request(s *sstream, fields []hpack.HeaderField) error {
 	return nil
 }
 
+// relayTarget is the backend end of a relayed RPC, as the client leg forwards
+// the request to it (a stream of the gRPC backend, h2backend.go). No method may
+// be called with the client connection's lock held.
+type relayTarget interface {
+	forward(body mem.BufferSlice, compressed bool) // one request message (owned)
+	closeSend()                                    // the request is complete
+	cancel()                                       // reset it: the client left
+}
+
 // openRelay starts the backend stream of a relayed RPC.
 func (c *sconn) openRelay(s *sstream) error {
-	bs, err := c.g.relay.openRelay(s)
+	// A relayed message keeps its compressed flag, so its encoding goes with it
+	// (it was dropped, and a compressed request failed).
+	meta := s.meta
+	if s.enc[0] != "" {
+		meta = append(meta[:len(meta):len(meta)], "grpc-encoding", s.enc[0])
+	}
+	if s.enc[1] != "" {
+		meta = append(meta[:len(meta):len(meta)], "grpc-accept-encoding", s.enc[1])
+	}
+	bs, err := c.g.relay.openRelay(s.method, meta, s.deadline, s)
 	if err != nil {
 		return err
 	}
@@ -679,7 +697,7 @@ func (c *sconn) message(s *sstream, msg mem.BufferSlice, compressed bool) error 
 			msg.Free()
 			return nil
 		}
-		bs.c.sendMessage(bs, msg, compressed)
+		bs.forward(msg, compressed)
 	}
 	return nil
 }
@@ -777,7 +795,7 @@ func (c *sconn) halfClose(s *sstream) {
 		bs := s.relay
 		c.w.Unlock()
 		if bs != nil {
-			bs.c.closeSend(bs)
+			bs.closeSend()
 		} else if !s.gotMsg {
 			c.failStream(s, status.Error(codes.Internal, "no request message"))
 		}
@@ -815,7 +833,7 @@ func (c *sconn) reset(id uint32) {
 		call.Release()
 	}
 	if bs != nil {
-		bs.c.abort(bs, http2.ErrCodeCancel)
+		bs.cancel()
 	}
 }
 
@@ -1000,7 +1018,7 @@ func (c *sconn) failStream(s *sstream, err error) {
 		call.Release()
 	}
 	if bs != nil {
-		bs.c.abort(bs, http2.ErrCodeCancel)
+		bs.cancel()
 	}
 }
 
@@ -1052,7 +1070,7 @@ func (c *sconn) shutdown(err error) {
 	}
 	c.w.Lock()
 	var calls []*Call
-	var relays []*bstream
+	var relays []relayTarget
 	for _, s := range c.streams {
 		s.send.Closed = true
 		c.w.Drop(&s.send)
@@ -1069,7 +1087,7 @@ func (c *sconn) shutdown(err error) {
 		call.Release()
 	}
 	for _, bs := range relays {
-		bs.c.abort(bs, http2.ErrCodeCancel)
+		bs.cancel()
 	}
 }
 

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/mem"
@@ -48,8 +47,12 @@ func (g *Gateway) finishPrepare(call *Call, uid uint32, hasUID, synced bool) err
 	return nil
 }
 
+// A client stream is a relayed RPC's client (relayClient): the backend leg hands
+// it the backend's answer.
+
 // relayHeaders forwards a relayed RPC's response headers to its client.
-func (c *sconn) relayHeaders(s *sstream, fields []hpack.HeaderField) {
+func (s *sstream) relayHeaders(fields []hpack.HeaderField) {
+	c := s.c
 	meta := appendMeta(nil, fields)
 	for _, f := range fields {
 		if f.Name == "grpc-encoding" || f.Name == "grpc-accept-encoding" {
@@ -57,7 +60,7 @@ func (c *sconn) relayHeaders(s *sstream, fields []hpack.HeaderField) {
 		}
 	}
 	c.w.Lock()
-	var bs *bstream
+	var bs relayTarget
 	if !s.done {
 		if !c.headLocked(s, meta) { // answered INTERNAL: the backend's stream is not needed
 			bs, s.relay = s.relay, nil
@@ -66,12 +69,13 @@ func (c *sconn) relayHeaders(s *sstream, fields []hpack.HeaderField) {
 	}
 	c.w.Unlock()
 	if bs != nil {
-		bs.c.abort(bs, http2.ErrCodeCancel)
+		bs.cancel()
 	}
 }
 
 // relayMessage forwards one response message of a relayed RPC (body owned).
-func (c *sconn) relayMessage(s *sstream, body mem.BufferSlice, compressed bool) {
+func (s *sstream) relayMessage(body mem.BufferSlice, compressed bool) {
+	c := s.c
 	c.w.Lock()
 	defer c.w.Unlock()
 	if s.done {
@@ -85,7 +89,8 @@ func (c *sconn) relayMessage(s *sstream, body mem.BufferSlice, compressed bool) 
 }
 
 // relayEnd ends a relayed RPC with the backend's status and trailers.
-func (c *sconn) relayEnd(s *sstream, trail []hpack.HeaderField, err error) {
+func (s *sstream) relayEnd(trail []hpack.HeaderField, err error) {
+	c := s.c
 	c.w.Lock()
 	defer c.w.Unlock()
 	s.relay = nil
