@@ -44,11 +44,16 @@ type Streams interface {
 	// has not opened yet (server role) or one vig never opened (client role). A
 	// RST_STREAM or WINDOW_UPDATE on it is a connection error PROTOCOL_ERROR.
 	Idle(id uint32) bool
-	// Headers and Data handle a HEADERS or DATA frame whose header h has been
-	// read; they read its payload (the Reader passed to FrameLoop). An error
-	// ends the connection.
+	// Headers handles a HEADERS frame whose header h has been read; it reads
+	// the header block (Reader.HeaderBlock). An error ends the connection.
 	Headers(h FrameHeader) error
-	Data(h FrameHeader) error
+	// Data handles a DATA frame on a stream that is not idle: it reads (or
+	// discards) the n bytes of data from the Reader, and gives its stream
+	// window back as it sees fit (RecvWindow). FrameLoop has taken the frame
+	// from the connection's window, read the pad length, and discards the
+	// padding and gives the connection's window back after it. An error ends the
+	// connection.
+	Data(h FrameHeader, n int) error
 	// Reset is a RST_STREAM from the peer, checked: stream id is not 0, not
 	// idle, and code is the frame's.
 	Reset(id uint32, code http2.ErrCode) error
@@ -71,24 +76,38 @@ type Streams interface {
 
 // FrameLoop reads frames from r until one fails or a frame is a connection
 // error, and returns that error. w is the connection's writer, s its stream
-// table; peer names the other side in errors ("a client", "the backend").
-func FrameLoop(r *Reader, w *Writer, peer string, s Streams) error {
+// table; peer names the other side in errors ("a client", "the backend");
+// connWindow is the connection's receive window vig advertised.
+func FrameLoop(r *Reader, w *Writer, peer string, connWindow uint32, s Streams) error {
+	l := loop{r: r, w: w, peer: peer, s: s, connWindow: connWindow, recvConn: int64(connWindow)}
 	for {
 		h, err := r.ReadHeader()
 		if err != nil {
 			return err
 		}
-		if err := frame(r, w, peer, s, h); err != nil {
+		if err := l.frame(h); err != nil {
 			return err
 		}
 	}
 }
 
+// loop is a connection's frame loop.
+type loop struct {
+	r          *Reader
+	w          *Writer
+	peer       string
+	s          Streams
+	connWindow uint32
+	recvConn   int64 // what the peer may still send on the connection
+	given      int64 // Writer.connGiven when recvConn was last brought up to date
+}
+
 // frame handles one frame whose header has been read.
-func frame(r *Reader, w *Writer, peer string, s Streams, h FrameHeader) error {
+func (l *loop) frame(h FrameHeader) error {
+	r, w, peer, s := l.r, l.w, l.peer, l.s
 	switch h.Type {
 	case http2.FrameData:
-		return s.Data(h)
+		return l.data(h)
 	case http2.FrameHeaders:
 		return s.Headers(h)
 	case http2.FrameRSTStream:
@@ -157,6 +176,40 @@ func frame(r *Reader, w *Writer, peer string, s Streams, h FrameHeader) error {
 	default: // unknown extension frames are ignored (§5.5)
 		return r.Discard(int(h.Length))
 	}
+}
+
+// data takes a DATA frame from the connection's window (§6.9.1), hands its data
+// to the stream table, and gives the window back.
+func (l *loop) data(h FrameHeader) error {
+	if h.Stream == 0 {
+		return ProtocolError("DATA on stream 0 from %s", l.peer) // §6.1
+	}
+	// The window reaches as far as the WINDOW_UPDATEs written so far (not
+	// those still owed: a peer may not count on them).
+	given := l.w.connGiven.Load()
+	l.recvConn += given - l.given
+	l.given = given
+	n, pad, err := l.r.DataStart(h, &l.recvConn, l.peer)
+	if err != nil {
+		return err
+	}
+	if l.s.Idle(h.Stream) {
+		return ProtocolError("DATA on idle stream %d from %s", h.Stream, l.peer) // §5.1 idle
+	}
+	if err := l.s.Data(h, n); err != nil {
+		return err
+	}
+	if err := l.r.Discard(pad); err != nil {
+		return err
+	}
+	// Every frame is given back to the connection's window, one the stream
+	// dropped too, on receipt.
+	l.w.mu.Lock()
+	if l.w.Credit(int(h.Length), l.connWindow) {
+		l.w.Flush()
+	}
+	l.w.mu.Unlock()
+	return nil
 }
 
 // windowUpdate credits a WINDOW_UPDATE to the connection's or a stream's send

@@ -48,9 +48,9 @@ func (s *recStreams) Headers(h FrameHeader) error {
 	s.calls = append(s.calls, fmt.Sprintf("headers %d", h.Stream))
 	return s.r.Discard(int(h.Length))
 }
-func (s *recStreams) Data(h FrameHeader) error {
-	s.calls = append(s.calls, fmt.Sprintf("data %d", h.Stream))
-	return s.r.Discard(int(h.Length))
+func (s *recStreams) Data(h FrameHeader, n int) error {
+	s.calls = append(s.calls, fmt.Sprintf("data %d %d", h.Stream, n))
+	return s.r.Discard(n)
 }
 func (s *recStreams) Reset(id uint32, code http2.ErrCode) error {
 	s.calls = append(s.calls, fmt.Sprintf("reset %d %v", id, code))
@@ -86,8 +86,12 @@ func TestFrameLoop(t *testing.T) {
 			func(fr *http2.Framer) {
 				fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: []byte{0x82}, EndHeaders: true})
 			},
-			func(fr *http2.Framer) { fr.WriteData(1, false, []byte("x")) }},
-			[]string{"headers 1", "data 1"}, 0, ""},
+			func(fr *http2.Framer) { fr.WriteData(1, false, []byte("x")) },
+			func(fr *http2.Framer) { fr.WriteDataPadded(3, false, []byte("yz"), make([]byte, 7)) }},
+			[]string{"headers 1", "data 1 1", "data 3 2"}, 0, ""},
+		{"6.1 DATA on stream 0", []func(*http2.Framer){raw(http2.FrameData, 0, 0, 'x')}, nil, http2.ErrCodeProtocol, "DATA on stream 0 from the peer"},
+		{"5.1 DATA on an idle stream", []func(*http2.Framer){
+			func(fr *http2.Framer) { fr.WriteData(5, false, []byte("x")) }}, nil, http2.ErrCodeProtocol, "idle stream 5"},
 		{"RST_STREAM checked, then handed over", []func(*http2.Framer){
 			func(fr *http2.Framer) { fr.WriteRSTStream(3, http2.ErrCodeCancel) }},
 			[]string{"reset 3 CANCEL"}, 0, ""},
@@ -136,7 +140,7 @@ func TestFrameLoop(t *testing.T) {
 			w := NewWriter(nopConn{}, sock)
 			r := NewReader(&in, 4096)
 			s := &recStreams{r: r, send: map[uint32]*SendState{1: {id: 1, win: InitialWindow}}}
-			err := FrameLoop(r, w, "the peer", s)
+			err := FrameLoop(r, w, "the peer", 1<<20, s)
 			var ce ConnError
 			switch {
 			case tc.errCode == 0 && !errors.Is(err, io.EOF):
@@ -178,5 +182,34 @@ func TestRecvWindow(t *testing.T) {
 	}
 	if w.Due() != 0 || !w.Take(1000) || w.Take(1) {
 		t.Fatal("after the update the peer may send the whole window again, and not a byte more")
+	}
+}
+
+// The connection's window: DATA beyond it is a connection error
+// FLOW_CONTROL_ERROR (§6.9.1), and what arrived is given back once half of the
+// window is owed, dropped frames included.
+func TestFrameLoopConnWindow(t *testing.T) {
+	run := func(window uint32, sizes ...int) (*sinkSocket, error) {
+		var in bytes.Buffer
+		fr := http2.NewFramer(&in, nil)
+		for _, n := range sizes {
+			fr.WriteData(1, false, make([]byte, n))
+		}
+		sock := &sinkSocket{}
+		r := NewReader(&in, 4096)
+		return sock, FrameLoop(r, NewWriter(nopConn{}, sock), "the peer", window, &recStreams{r: r})
+	}
+	_, err := run(100, 40, 61) // 40 is below half the window: not yet given back
+	var ce ConnError
+	if !errors.As(err, &ce) || ce.Code != http2.ErrCodeFlowControl {
+		t.Fatalf("101 bytes in a window of 100: %v, want FLOW_CONTROL_ERROR", err)
+	}
+	sock, err := run(100, 30, 30, 30, 30)
+	if !errors.Is(err, io.EOF) {
+		t.Fatalf("120 bytes in a window of 100, credited at half: %v", err)
+	}
+	f, ferr := http2.NewFramer(nil, &sock.out).ReadFrame()
+	if wu, ok := f.(*http2.WindowUpdateFrame); ferr != nil || !ok || wu.StreamID != 0 || wu.Increment != 60 {
+		t.Fatalf("first frame written %v (%v), want a connection WINDOW_UPDATE of 60", f, ferr)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
@@ -71,6 +72,10 @@ type Writer struct {
 	connWin                           int64 // connection send window
 	blocked                           []*SendState
 	owedConn                          uint32 // WINDOW_UPDATE increment owed to the peer on stream 0
+	// connGiven is the sum of those increments written so far: the frame
+	// loop, which reads without the lock, sees from it how far the peer's
+	// connection window reaches.
+	connGiven atomic.Int64
 
 	// eachStream visits the send state of every open stream, and onClosed is
 	// told when a stream's last frame has been queued (both set by the
@@ -364,6 +369,7 @@ func (w *Writer) Flush() {
 	}()
 	if w.owedConn > 0 {
 		w.buf = AppendWindowUpdate(w.buf, 0, w.owedConn)
+		w.connGiven.Add(int64(w.owedConn))
 		w.owedConn = 0
 	}
 	w.cut()

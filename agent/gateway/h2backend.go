@@ -200,7 +200,7 @@ func (b *h2Backend) connect() (*bconn, error) {
 		return nil, err
 	}
 	c := &bconn{b: b, seq: b.seq.Add(1), nc: nc, w: w, r: h2.NewReader(connReader(nc), b.rbuf), streams: map[uint32]*bstream{}, nextID: 1,
-		recvConn: int64(b.window), budget: h2.NewBudget(b.maxMsg), unusable: make(chan struct{}), readerDone: make(chan struct{}), ready: make(chan error, 1)}
+		budget: h2.NewBudget(b.maxMsg), unusable: make(chan struct{}), readerDone: make(chan struct{}), ready: make(chan error, 1)}
 	w.EachStream = func(f func(*h2.SendState)) {
 		for _, bs := range c.streams {
 			f(&bs.send)
@@ -254,7 +254,6 @@ type bconn struct {
 	failErr error
 
 	// Reader goroutine only.
-	recvConn int64
 	settled  bool
 	budget   h2.Budget
 	partials h2.Partials // assemblers that may hold memory (h2.Budget.Reclaim)
@@ -515,7 +514,7 @@ func appendMeta(dst []string, fields []hpack.HeaderField) []string {
 func (c *bconn) read() {
 	defer close(c.readerDone)
 	defer c.b.conns.Delete(c.seq)
-	err := h2.FrameLoop(c.r, c.w, "the backend", (*backendStreams)(c))
+	err := h2.FrameLoop(c.r, c.w, "the backend", c.b.window, (*backendStreams)(c))
 	if !c.settled {
 		c.ready <- err
 	}
@@ -540,8 +539,8 @@ func (t *backendStreams) Idle(id uint32) bool {
 	return st == h2.StateIdle
 }
 
-func (t *backendStreams) Headers(h h2.FrameHeader) error { return (*bconn)(t).headersFrame(h) }
-func (t *backendStreams) Data(h h2.FrameHeader) error    { return (*bconn)(t).data(h) }
+func (t *backendStreams) Headers(h h2.FrameHeader) error     { return (*bconn)(t).headersFrame(h) }
+func (t *backendStreams) Data(h h2.FrameHeader, n int) error { return (*bconn)(t).data(h, n) }
 func (t *backendStreams) Reset(id uint32, code http2.ErrCode) error {
 	(*bconn)(t).reset(id, code)
 	return nil
@@ -742,18 +741,9 @@ func httpStatus(fields []hpack.HeaderField) error {
 	return status.Error(codes.Internal, "backend response without :status")
 }
 
-func (c *bconn) data(h h2.FrameHeader) error {
-	if h.Stream == 0 {
-		return h2.ProtocolError("backend sent DATA on stream 0") // §6.1
-	}
-	n, pad, err := c.r.DataStart(h, &c.recvConn, "backend")
-	if err != nil {
-		return err
-	}
-	st, bs := c.state(h.Stream)
-	if st == h2.StateIdle {
-		return h2.ProtocolError("backend sent DATA on stream %d, which vig never opened", h.Stream) // §5.1 idle
-	}
+func (c *bconn) data(h h2.FrameHeader, n int) error {
+	_, bs := c.state(h.Stream) // not idle: h2.FrameLoop checked
+	var err error
 	// Closed (vig reset it, or it failed): bs is nil and the frame is dropped,
 	// counted for the connection's window (§5.1 closed, §6.9).
 	if bs != nil && !bs.recv.Fits(h.Length) {
@@ -820,9 +810,6 @@ func (c *bconn) data(h h2.FrameHeader) error {
 	if err != nil {
 		return err
 	}
-	if err := c.r.Discard(pad); err != nil {
-		return err
-	}
 	c.w.Lock()
 	// Every stream gets its window back, an inference answer too: one larger
 	// than window_mib (but within max_message_mib) would otherwise stall the
@@ -830,12 +817,8 @@ func (c *bconn) data(h h2.FrameHeader) error {
 	// by max_message_mib and the connection's h2.Budget.
 	if bs != nil && !h.Has(http2.FlagDataEndStream) && c.streams[bs.id] == bs {
 		if inc := bs.recv.Due(); inc > 0 {
-			c.w.QueueWindowUpdate(bs.id, inc)
+			c.w.QueueWindowUpdate(bs.id, inc) // sent with the connection's (h2.FrameLoop)
 		}
-	}
-	c.recvConn += int64(h.Length)
-	if c.w.Credit(int(h.Length), c.b.window) {
-		c.w.Flush()
 	}
 	c.w.Unlock()
 	if h.Has(http2.FlagDataEndStream) && bs != nil {

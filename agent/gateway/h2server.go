@@ -64,7 +64,6 @@ type sconn struct {
 
 	// Reader goroutine only.
 	lastID   uint32
-	recvConn int64       // connection receive window left
 	budget   h2.Budget   // memory its incomplete messages may still take
 	partials h2.Partials // assemblers that may hold memory (h2.Budget.Reclaim)
 	skips    [][2]uint32 // stream ids the client skipped (closed, never opened)
@@ -180,7 +179,6 @@ func (c *sconn) reclaim(skip *h2.Assembler) {
 
 // serve runs the connection (its preface read) until it ends.
 func (c *sconn) serve() error {
-	c.recvConn = int64(c.g.connWindow)
 	c.w.Lock()
 	c.w.QueueSettings(
 		http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: maxConcurrentStreams},
@@ -189,7 +187,7 @@ func (c *sconn) serve() error {
 	c.w.QueueWindowUpdate(0, c.g.connWindow-h2.InitialWindow)
 	c.w.Flush()
 	c.w.Unlock()
-	return h2.FrameLoop(c.r, c.w, "a client", (*serverStreams)(c))
+	return h2.FrameLoop(c.r, c.w, "a client", c.g.connWindow, (*serverStreams)(c))
 }
 
 // serverStreams is the client leg's stream table as h2.FrameLoop sees it: the
@@ -201,7 +199,7 @@ type serverStreams sconn
 // Idle: a client's stream above the last one it opened (§5.1 idle; §5.1.1).
 func (t *serverStreams) Idle(id uint32) bool                    { return id > t.lastID }
 func (t *serverStreams) Headers(h h2.FrameHeader) error         { return (*sconn)(t).headersFrame(h) }
-func (t *serverStreams) Data(h h2.FrameHeader) error            { return (*sconn)(t).data(h) }
+func (t *serverStreams) Data(h h2.FrameHeader, n int) error     { return (*sconn)(t).data(h, n) }
 func (t *serverStreams) Reset(id uint32, _ http2.ErrCode) error { (*sconn)(t).reset(id); return nil }
 
 // SendState is called with the writer's lock held (it guards the table).
@@ -299,30 +297,21 @@ func (c *sconn) streamError(id uint32, code http2.ErrCode) {
 	}
 }
 
-// data reads a DATA frame into its stream's message.
-func (c *sconn) data(h h2.FrameHeader) error {
-	if h.Stream == 0 {
-		return h2.ProtocolError("DATA on stream 0") // §6.1
-	}
-	n, pad, err := c.r.DataStart(h, &c.recvConn, "client")
-	if err != nil {
-		return err
-	}
+// data reads a DATA frame's n bytes into its stream's message (h2.FrameLoop
+// has checked the stream is not idle and does the connection's window).
+func (c *sconn) data(h h2.FrameHeader, n int) error {
 	st, s := c.state(h.Stream)
-	if st == h2.StateIdle {
-		return h2.ProtocolError("DATA on idle stream %d", h.Stream) // §5.1 idle
-	}
 	if s != nil && s.clen >= 0 {
 		// The DATA must add up to the content-length (§8.1.1).
 		if s.clen -= int64(n); s.clen < 0 || (h.Has(http2.FlagDataEndStream) && s.clen != 0) {
 			s.clen = -1
-			err = c.r.Discard(n + pad)
-			c.creditConn(h.Length)
+			err := c.r.Discard(n)
 			c.streamError(h.Stream, http2.ErrCodeProtocol)
 			return err
 		}
 	}
 	live := st == h2.StateOpen
+	var err error
 	switch st {
 	case h2.StateClosed:
 		err = c.r.Discard(n)
@@ -354,34 +343,19 @@ func (c *sconn) data(h h2.FrameHeader) error {
 	if err != nil {
 		return err
 	}
-	if err := c.r.Discard(pad); err != nil {
-		return err
-	}
-	c.w.Lock()
-	if live && !s.send.Closed {
-		if inc := s.recv.Due(); inc > 0 {
-			c.w.QueueWindowUpdate(s.id, inc)
+	if live {
+		c.w.Lock()
+		if !s.send.Closed {
+			if inc := s.recv.Due(); inc > 0 {
+				c.w.QueueWindowUpdate(s.id, inc) // sent with the connection's (h2.FrameLoop)
+			}
 		}
+		c.w.Unlock()
 	}
-	c.recvConn += int64(h.Length)
-	if c.w.Credit(int(h.Length), c.g.connWindow) {
-		c.w.Flush()
-	}
-	c.w.Unlock()
 	if h.Has(http2.FlagDataEndStream) && s != nil && !s.half {
 		c.halfClose(s)
 	}
 	return nil
-}
-
-// creditConn gives the connection window back for a frame vig dropped.
-func (c *sconn) creditConn(n uint32) {
-	c.w.Lock()
-	c.recvConn += int64(n)
-	if c.w.Credit(int(n), c.g.connWindow) {
-		c.w.Flush()
-	}
-	c.w.Unlock()
 }
 
 // headersFrame opens a stream (or carries a client's trailers, which gRPC does not
