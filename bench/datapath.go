@@ -25,21 +25,18 @@ import (
 // vig as a user starts it, nginx as configured by nginxConfig. The -pinned paths
 // repeat the TCP comparison with the proxy pinned to one CPU (proxyCPU).
 const (
-	PathTCP          = "grpc-tcp"           // gRPC copy path over loopback TCP
-	PathNginx        = "nginx"              // nginx grpc_pass over TCP: the reference proxy
-	PathTCPPinned    = "grpc-tcp-pinned"    // PathTCP with vig under taskset
-	PathTCPDedicated = "grpc-tcp-dedicated" // PathTCP with cpu.hot_path: dedicated (vig's event loop on its own thread)
-	PathNginxPinned  = "nginx-pinned"       // PathNginx with nginx under taskset
-	PathUnix         = "grpc-unix"          // gRPC copy path over Unix sockets
-	PathShm          = "triton-shm"         // Triton system shared memory: tensors by reference
-	PathShmring      = "shmring"            // vig's own ring (by reference where the machine has /dev/shm)
+	PathTCP         = "grpc-tcp"        // gRPC copy path over loopback TCP
+	PathNginx       = "nginx"           // nginx grpc_pass over TCP: the reference proxy
+	PathTCPPinned   = "grpc-tcp-pinned" // PathTCP with vig under taskset
+	PathNginxPinned = "nginx-pinned"    // PathNginx with nginx under taskset
+	PathUnix        = "grpc-unix"       // gRPC copy path over Unix sockets
+	PathShm         = "triton-shm"      // Triton system shared memory: tensors by reference
+	PathShmring     = "shmring"         // vig's own ring (by reference where the machine has /dev/shm)
 	// PathShmringMemfd is the ring with a sealed memfd region (Android's kind:
 	// the copy path in front of a gRPC backend).
 	PathShmringMemfd = "shmring-memfd"
-	// PathShmringDedicated is PathShmringMemfd with cpu.hot_path: dedicated.
-	PathShmringDedicated = "shmring-memfd-dedicated"
-	PathHTTP             = "http-binary" // Triton HTTP/REST, tensors in the binary data extension
-	PathHTTPJSON         = "http-json"   // Triton HTTP/REST, tensors as JSON arrays
+	PathHTTP         = "http-binary" // Triton HTTP/REST, tensors in the binary data extension
+	PathHTTPJSON     = "http-json"   // Triton HTTP/REST, tensors as JSON arrays
 )
 
 // httpJSONMax is the largest payload the http-json row measures: larger
@@ -47,11 +44,11 @@ const (
 const httpJSONMax = 150_000
 
 // DatapathPaths lists the paths in report order.
-var DatapathPaths = []string{PathTCP, PathNginx, PathTCPDedicated, PathTCPPinned, PathNginxPinned, PathUnix, PathShm, PathShmring, PathShmringMemfd, PathShmringDedicated, PathHTTP, PathHTTPJSON}
+var DatapathPaths = []string{PathTCP, PathNginx, PathTCPPinned, PathNginxPinned, PathUnix, PathShm, PathShmring, PathShmringMemfd, PathHTTP, PathHTTPJSON}
 
 // isRingPath says whether VIA on path is a ring client.
 func isRingPath(path string) bool {
-	return path == PathShmring || path == PathShmringMemfd || path == PathShmringDedicated
+	return path == PathShmring || path == PathShmringMemfd
 }
 
 // pinnedPaths maps a pinned path to the path it repeats under taskset.
@@ -348,17 +345,10 @@ func setupPath(ctx context.Context, o *DatapathOptions, path string) (_ *pathEnv
 		e.proxy, err = StartVig(ctx, o.VigBinary, dir, vigDatapathConfig("127.0.0.1:0", "off", ringAddr(), mb.Addr(), o.Exec), pin)
 	case PathShmringMemfd:
 		e.proxy, err = StartVig(ctx, o.VigBinary, dir, vigDatapathConfig("127.0.0.1:0", "off", ringAddr(), mb.Addr(), o.Exec, "cpu: {hot_path: shared}\n"), pin)
-	case PathShmringDedicated:
-		e.proxy, err = StartVig(ctx, o.VigBinary, dir, vigDatapathConfig("127.0.0.1:0", "off", ringAddr(), mb.Addr(), o.Exec, "cpu: {hot_path: dedicated}\n"), pin)
 	case PathHTTP, PathHTTPJSON:
 		// The gRPC listener is only there because the config wants one.
 		cfg := strings.Replace(vigDatapathConfig("127.0.0.1:0", "off", "", mb.Addr(), o.Exec), `metrics: "off"}`, `metrics: "off", http: "127.0.0.1:0"}`, 1)
 		e.proxy, err = StartVig(ctx, o.VigBinary, dir, cfg, pin)
-	case PathTCPDedicated:
-		e.proxy, err = StartVig(ctx, o.VigBinary, dir, vigDatapathConfig("127.0.0.1:0", "off", "", mb.Addr(), o.Exec, "cpu: {hot_path: dedicated}\n"), pin)
-		if err == nil {
-			viaAddr = e.proxy.Addrs["grpc"]
-		}
 	default:
 		e.proxy, err = StartVig(ctx, o.VigBinary, dir, vigDatapathConfig("127.0.0.1:0", "off", "", mb.Addr(), o.Exec), pin)
 		if err == nil {

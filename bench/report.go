@@ -486,8 +486,6 @@ func pathLabel(p string) string {
 		return "vig gRPC TCP"
 	case PathTCPPinned:
 		return "vig gRPC TCP, pinned"
-	case PathTCPDedicated:
-		return "vig gRPC TCP, hot_path: dedicated"
 	case PathUnix:
 		return "vig gRPC Unix"
 	case PathShm:
@@ -496,8 +494,12 @@ func pathLabel(p string) string {
 		return "vig shmring"
 	case PathShmringMemfd:
 		return "vig shmring memfd"
-	case PathShmringDedicated:
-		return "vig shmring memfd, hot_path: dedicated"
+	// cpu.hot_path: dedicated was removed; its rows keep their names when
+	// vig bench report re-renders results that have them.
+	case "grpc-tcp-dedicated":
+		return "vig gRPC TCP, hot_path: dedicated (removed)"
+	case "shmring-memfd-dedicated":
+		return "vig shmring memfd, hot_path: dedicated (removed)"
 	case PathHTTP:
 		return "vig HTTP/REST, binary data"
 	case PathHTTPJSON:

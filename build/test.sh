@@ -23,8 +23,6 @@ step "h2spec (pinned; TestH2Spec below runs it against the gateway)"
 step "go test -race (amd64)"
 "$GO" test -race -count=1 -timeout 15m ./...
 
-step "go test -race agent/gateway on the event loop (cpu.hot_path: dedicated)"
-"$GO" test -race -count=1 -timeout 5m ./agent/gateway/ -args -gateway.eventloop
 # Fuzz targets are not fuzzed here: `go test` above replays each one's seeds and
 # committed corpus (testdata/fuzz) as plain tests, so the same commit gives the same
 # result. Exploratory fuzzing is `make fuzz` (build/fuzz.sh), run by hand.

@@ -6,10 +6,16 @@
 // connection, SETTINGS and PING handling with the control-frame bound), gRPC
 // message assembly from DATA frames (Assembler, with a per-connection memory
 // Budget), and the rules that make a request malformed (CheckRequest,
-// CheckTrailers, §8.1.1) or a closed stream's frame ignorable (ClosedIDs). Both
-// of vig's legs use it: the client leg (a server role) and the backend leg (a
-// client role) in agent/gateway, which keep the connection and stream state
-// machines and governance.
+// CheckTrailers, §8.1.1) or a closed stream's frame ignorable (ClosedIDs). The
+// one frame loop of both roles is here too (FrameLoop: it decides each frame's
+// connection-level part, RFC 9113 §6, and hands a role's stream table, behind the
+// Streams interface, what concerns a stream, checked), with the names of a
+// stream's states (StreamState, §5.1), the receive windows (RecvWindow; the
+// credit thresholds StreamCreditDivisor and ConnCreditDivisor) and the list
+// of assemblers a Budget reclaims from (Partials). Both of vig's legs use it:
+// the client leg (a server role) and the backend leg (a client role) in
+// agent/gateway, which still keep the stream tables (what a HEADERS or DATA frame
+// means for a stream, and whom it concerns) and governance.
 //
 // It imports nothing of vig's agent/ (archtest enforces it), so that what reads
 // untrusted bytes can be tested and fuzzed alone (FuzzReader, FuzzAssembler).

@@ -178,3 +178,41 @@ func FuzzAssembler(f *testing.F) {
 		}
 	})
 }
+
+// Partials lists only assemblers that hold memory, and a sweep frees those of
+// ended streams but the one being read, and forgets those that hold nothing.
+func TestPartialsSweep(t *testing.T) {
+	b := NewBudget(64 << 20)
+	hold := func(a *Assembler) {
+		msg := make([]byte, 5+100)
+		binary.BigEndian.PutUint32(msg[1:], 1000)
+		deliver := func(mem.BufferSlice, bool) error { t.Fatal("delivered an incomplete message"); return nil }
+		if _, err := a.Read(bufio.NewReader(bytes.NewReader(msg)), len(msg), 64<<20, &b, deliver); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var p Partials
+	as := make([]Assembler, 4)
+	if p.Note(&as[3], 7) || len(p.list) != 0 {
+		t.Fatal("an assembler holding nothing was listed")
+	}
+	for i := range 3 {
+		hold(&as[i])
+		p.Note(&as[i], uint32(2*i+1))
+		p.Note(&as[i], uint32(2*i+1)) // listed once
+	}
+	if len(p.list) != 3 {
+		t.Fatalf("%d listed, want 3", len(p.list))
+	}
+	as[1].Reset(&b) // its message ended: holds nothing
+	ended := map[uint32]bool{1: true, 5: true}
+	p.Sweep(&as[0], &b, func(id uint32, a *Assembler) bool { return ended[id] })
+	// 1 is spared (being read), 3 holds nothing, 5 ended: freed.
+	if len(p.list) != 1 || p.list[0].a != &as[0] || as[2].Held() != 0 || as[0].Held() == 0 || as[1].listed || as[2].listed {
+		t.Fatalf("after the sweep: %d listed, held %d %d %d", len(p.list), as[0].Held(), as[1].Held(), as[2].Held())
+	}
+	as[0].Reset(&b)
+	if b.left != b.limit {
+		t.Fatalf("budget %d of %d after every message ended", b.left, b.limit)
+	}
+}

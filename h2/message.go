@@ -26,10 +26,11 @@ type Assembler struct {
 	pn     int
 	chunks []*[]byte // filled chunks, then the one being filled
 	inline [4]*[]byte
-	cur    int // bytes of the last chunk filled
-	held   int // capacity of chunks, charged to the budget
-	n      int // body bytes received
-	want   int // body size declared
+	cur    int  // bytes of the last chunk filled
+	held   int  // capacity of chunks, charged to the budget
+	n      int  // body bytes received
+	want   int  // body size declared
+	listed bool // in its connection's Partials
 }
 
 // Budget is what a connection may hold in incomplete messages, by buffer
@@ -44,6 +45,53 @@ type Assembler struct {
 type Budget struct {
 	left, limit int
 	Reclaim     func(skip *Assembler)
+}
+
+// Partials is the list a connection's Budget.Reclaim walks: the assemblers that
+// may hold memory, with their streams. Reader goroutine only.
+type Partials struct {
+	list  []partial
+	swept int // len(list) after the last sweep
+}
+
+type partial struct {
+	a  *Assembler
+	id uint32
+}
+
+// Note lists a, stream id's assembler, once it holds memory. It reports whether
+// the list has doubled since the last sweep: the caller should then sweep
+// (Budget.Reclaim, sparing a), which keeps the list proportional to the streams
+// that hold memory.
+func (p *Partials) Note(a *Assembler, id uint32) (sweep bool) {
+	if a.listed || a.held == 0 {
+		return false
+	}
+	a.listed = true
+	p.list = append(p.list, partial{a, id})
+	return len(p.list) >= 2*p.swept+16
+}
+
+// Sweep frees what the assemblers of ended streams hold (ended says which; the
+// caller holds whatever guards its stream table), all but skip, the one being
+// read, and forgets the assemblers that hold nothing.
+func (p *Partials) Sweep(skip *Assembler, b *Budget, ended func(id uint32, a *Assembler) bool) {
+	keep := p.list[:0]
+	for _, e := range p.list {
+		switch {
+		case e.a == skip:
+		case e.a.held == 0:
+			e.a.listed = false
+			continue
+		case ended(e.id, e.a):
+			e.a.Reset(b)
+			e.a.listed = false
+			continue
+		}
+		keep = append(keep, e)
+	}
+	clear(p.list[len(keep):])
+	p.list, p.swept = keep, len(keep)
 }
 
 // ConnMsgBudget is the bound on the memory a connection's incomplete messages

@@ -138,3 +138,15 @@ func (c *ClosedIDs) WasReset(id uint32) bool {
 	}
 	return false
 }
+
+// HeaderListSize is a header list's size as SETTINGS_MAX_HEADER_LIST_SIZE counts
+// it (RFC 9113 §6.5.2): each field's name and value, uncompressed, plus 32.
+func HeaderListSize(fields ...[]hpack.HeaderField) uint32 {
+	n := 0
+	for _, fs := range fields {
+		for _, f := range fs {
+			n += len(f.Name) + len(f.Value) + 32
+		}
+	}
+	return uint32(min(n, 1<<32-1))
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
@@ -41,7 +42,7 @@ type SendState struct {
 // flusher goroutine that exists only while that queue is not empty.
 type Writer struct {
 	mu sync.Mutex
-	nc net.Conn // closed through it (it may be a loop's connection)
+	nc net.Conn // closed through it
 	sw SockWriter
 
 	enc  *hpack.Encoder
@@ -78,6 +79,10 @@ type Writer struct {
 	connWin                           int64 // connection send window
 	blocked                           []*SendState
 	owedConn                          uint32 // WINDOW_UPDATE increment owed to the peer on stream 0
+	// connGiven is the sum of those increments written so far: the frame
+	// loop, which reads without the lock, sees from it how far the peer's
+	// connection window reaches.
+	connGiven atomic.Int64
 
 	// eachStream visits the send state of every open stream, and onClosed is
 	// told when a stream's last frame has been queued (both set by the
@@ -350,7 +355,7 @@ func (w *Writer) Forget(s *SendState) {
 // the next batch, or goes now once half the window is owed.
 func (w *Writer) Credit(n int, window uint32) (sendNow bool) {
 	w.owedConn += uint32(n)
-	return w.owedConn >= window/2
+	return w.owedConn >= window/ConnCreditDivisor
 }
 
 // CloseWhenFlushed closes the connection once what is queued now has been
@@ -371,6 +376,7 @@ func (w *Writer) Flush() {
 	}()
 	if w.owedConn > 0 {
 		w.buf = AppendWindowUpdate(w.buf, 0, w.owedConn)
+		w.connGiven.Add(int64(w.owedConn))
 		w.owedConn = 0
 	}
 	w.cut()
@@ -530,27 +536,6 @@ func (w *Writer) initWindowOverflows(v int64) bool {
 		w.EachStream(func(s *SendState) { over = over || s.win+delta > 1<<31-1 })
 	}
 	return over
-}
-
-// WindowUpdateFrame applies a WINDOW_UPDATE frame: to the connection's window, or
-// to the send state lookup finds for its stream (nil: the stream has ended). lookup
-// is called with w.mu held.
-func WindowUpdateFrame(r *Reader, w *Writer, h FrameHeader, lookup func(uint32) *SendState) error {
-	inc, err := r.WindowIncrement(h)
-	if err != nil {
-		return err
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var st *SendState
-	if h.Stream != 0 && lookup != nil {
-		if st = lookup(h.Stream); st == nil {
-			return nil
-		}
-	}
-	err = w.WindowUpdate(st, inc)
-	w.Flush()
-	return err
 }
 
 // MaxSettings bounds the entries of one SETTINGS frame (x/net's limit).

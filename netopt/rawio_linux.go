@@ -15,8 +15,7 @@ import (
 // steps until the process is idle again and then sleeps once more: a futex wake,
 // a run of nanosleeps and their context switches, for every request. A raw call
 // leaves sysmon asleep. Waiting for readiness stays with Go's netpoller (the
-// callers go through syscall.RawConn) or with the Poller's epoll_wait, which
-// blocks and so keeps the ordinary entry.
+// callers go through syscall.RawConn).
 
 // rawRead reads from a non-blocking descriptor.
 func rawRead(fd int, p []byte) (int, error) {

@@ -1,8 +1,6 @@
 package config
 
 import (
-	"fmt"
-	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -14,24 +12,20 @@ import (
 // Every control is applied at start by vig serve and read back; what it achieved
 // is logged, exported as vig_cpu_* metrics and checked by vig doctor.
 type CPU struct {
-	// HotPath "shared" (the default) gives every connection a goroutine on Go's
-	// netpoller and leaves placement to Go. "dedicated" reads every hot connection
-	// on one event loop of vig's own, on one locked OS thread that pin and
-	// uclamp_min place: per request a wait, a read and a write on each side, no
-	// hand-off between threads.
+	// HotPath was "shared" (a goroutine per connection on Go's netpoller) or
+	// "dedicated" (vig's own event loop on one locked OS thread). Only shared
+	// remains: the dedicated loop cost more CPU and context switches per request
+	// in every measured row (README, "CPU placement"), so the key may be omitted
+	// or say shared; dedicated is refused with the numbers.
 	HotPath string `yaml:"hot_path"`
-	// Pin restricts the hot thread: "none", a core kind ("big", "mid", "little",
-	// from the device's topology) or a CPU list such as "4-6". Needs hot_path: dedicated.
+	// Pin and UclampMin placed and clamped the dedicated hot thread; they went
+	// with it and are refused with the fix (process_cpus places every thread).
 	Pin string `yaml:"pin"`
 	// ProcessCPUs restricts every thread of vig to a CPU list ("" = all); GOMAXPROCS
 	// is then set to the number of CPUs granted.
 	ProcessCPUs string `yaml:"process_cpus"`
-	// UclampMin (0–1024) asks the kernel to run the hot thread as if it used at
-	// least this much of the biggest core's capacity (sched_setattr,
-	// SCHED_FLAG_UTIL_CLAMP_MIN; Linux 5.3+ with CONFIG_UCLAMP_TASK, best effort).
-	// Absent: not set. Needs hot_path: dedicated.
-	UclampMin *int `yaml:"uclamp_min"`
-	GC        GC   `yaml:"gc"`
+	UclampMin   *int   `yaml:"uclamp_min"`
+	GC          GC     `yaml:"gc"`
 
 	lines map[string]int // key (hot_path, gc.gogc, …) → line, for errors
 }
@@ -50,26 +44,21 @@ type GC struct {
 
 // The cpu: section's values and defaults.
 const (
-	HotPathDedicated = "dedicated"
-	HotPathShared    = "shared"
-	PinNone          = "none"
+	HotPathShared = "shared"
+	PinNone       = "none"
 
 	DefaultHotPath        = HotPathShared
 	DefaultMemoryLimitMiB = 512
 	DefaultGOGC           = 100
 )
 
+// dedicatedCost is what the removed hot_path: dedicated cost against shared, in
+// the last side-by-side run (vig bench datapath --quick --no-pin, 0 B–6.2 MB, gRPC
+// over TCP and the memfd ring; bench/results/2026-12-01-vm-dedicated-removed).
+const dedicatedCost = "cost 1.1–1.4× the CPU and 1.5–2.8× the context switches per request of shared in every measured row"
+
 // Line returns the line of a key of the cpu: section ("pin", "gc.gogc"), or 0.
 func (c CPU) Line(key string) int { return c.lines[key] }
-
-// PinCPUs returns the CPU list of an explicit pin, or nil for none or a core kind.
-func (c CPU) PinCPUs() []int {
-	if c.Pin == PinNone || isKind(c.Pin) {
-		return nil
-	}
-	ids, _ := cpu.ParseList([]byte(c.Pin)) // validated
-	return ids
-}
 
 // ProcessCPUList returns the process_cpus list, or nil for all CPUs.
 func (c CPU) ProcessCPUList() []int {
@@ -79,8 +68,6 @@ func (c CPU) ProcessCPUList() []int {
 	ids, _ := cpu.ParseList([]byte(c.ProcessCPUs)) // validated
 	return ids
 }
-
-func isKind(s string) bool { return s == "big" || s == "mid" || s == "little" }
 
 func (c *CPU) locate(n *yaml.Node) {
 	c.lines = map[string]int{"cpu": n.Line}
@@ -103,53 +90,28 @@ func (c *CPU) applyDefaults() {
 // validate checks the cpu: section; bad reports one problem.
 func (c *CPU) validate(bad func(line int, key, format string, args ...any)) {
 	at := func(key string) (int, string) { return c.Line(key), "cpu." + key }
-	if !oneOf(c.HotPath, HotPathDedicated, HotPathShared) {
+	switch c.HotPath {
+	case HotPathShared:
+	case "dedicated":
 		l, k := at("hot_path")
-		bad(l, k, "%q is not one of dedicated (per-request work on one locked OS thread), shared", c.HotPath)
+		bad(l, k, "dedicated was removed: its event loop on one locked OS thread %s; remove the key (shared, the Go netpoller's goroutine per connection, is the only hot path)", dedicatedCost)
+	default:
+		l, k := at("hot_path")
+		bad(l, k, "%q: the only hot path is shared (dedicated was removed); remove the key or set shared", c.HotPath)
 	}
-	var pin []int
-	if c.Pin != PinNone && !isKind(c.Pin) {
-		ids, err := cpu.ParseList([]byte(c.Pin))
-		if err != nil {
-			l, k := at("pin")
-			bad(l, k, "%q is neither none, big, mid, little nor a CPU list such as 4-7 (%v)", c.Pin, err)
-		}
-		pin = ids
-	}
-	if c.Pin != PinNone && c.HotPath != HotPathDedicated {
+	if c.Pin != PinNone {
 		l, k := at("pin")
-		bad(l, k, "pins the dedicated hot thread, but hot_path is %s: set hot_path: dedicated, or restrict the whole process with process_cpus", c.HotPath)
+		bad(l, k, "pinned the dedicated hot thread, which was removed with hot_path: dedicated; remove the key, and restrict the whole process with process_cpus (e.g. process_cpus: 4-7) if vig should run on certain CPUs")
 	}
-	var proc []int
 	if c.ProcessCPUs != "" {
-		ids, err := cpu.ParseList([]byte(c.ProcessCPUs))
-		if err != nil {
+		if _, err := cpu.ParseList([]byte(c.ProcessCPUs)); err != nil {
 			l, k := at("process_cpus")
 			bad(l, k, "%q is not a CPU list such as 0-3 or 4,6 (%v); leave it out for all CPUs", c.ProcessCPUs, err)
-		}
-		proc = ids
-	}
-	if len(pin) > 0 && len(proc) > 0 {
-		var outside []int
-		for _, id := range pin {
-			if !slices.Contains(proc, id) {
-				outside = append(outside, id)
-			}
-		}
-		if len(outside) > 0 {
-			slices.Sort(outside)
-			l, k := at("pin")
-			bad(l, k, "cpu%s is outside process_cpus %s: the hot thread can only run where the process may; pin within %s", cpu.FormatList(slices.Compact(outside)), c.ProcessCPUs, c.ProcessCPUs)
 		}
 	}
 	if c.UclampMin != nil {
 		l, k := at("uclamp_min")
-		switch {
-		case *c.UclampMin < 0 || *c.UclampMin > cpu.UclampMax:
-			bad(l, k, "%d is outside 0–1024 (1024 = the biggest core's full capacity; 512 asks for about half)", *c.UclampMin)
-		case c.HotPath != HotPathDedicated:
-			bad(l, k, "clamps the dedicated hot thread, but hot_path is %s: set hot_path: dedicated", c.HotPath)
-		}
+		bad(l, k, "clamped the dedicated hot thread, which was removed with hot_path: dedicated; remove the key")
 	}
 	if v := c.GC.MemoryLimitMiB; v != nil && *v != -1 && *v < 16 {
 		l, k := at("gc.memory_limit_mib")
@@ -168,12 +130,9 @@ func (c *CPU) validate(bad func(line int, key, format string, args ...any)) {
 
 // String describes the section in one line for logs.
 func (c CPU) String() string {
-	parts := []string{"hot_path " + c.HotPath, "pin " + c.Pin}
+	parts := []string{"hot_path " + c.HotPath}
 	if c.ProcessCPUs != "" {
 		parts = append(parts, "process_cpus "+c.ProcessCPUs)
-	}
-	if c.UclampMin != nil {
-		parts = append(parts, fmt.Sprintf("uclamp_min %d", *c.UclampMin))
 	}
 	return strings.Join(parts, ", ")
 }

@@ -2,7 +2,6 @@ package config
 
 import (
 	"errors"
-	"slices"
 	"strings"
 	"testing"
 )
@@ -10,24 +9,21 @@ import (
 func TestCPUSection(t *testing.T) {
 	c, err := Parse("cpu.yaml", []byte(`
 cpu:
-  hot_path: dedicated
-  pin: "4-6"
+  hot_path: shared
   process_cpus: 0-7
-  uclamp_min: 512
   gc: {memory_limit_mib: 256, gogc: 50}
 `))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cc := c.CPU
-	if cc.HotPath != HotPathDedicated || !slices.Equal(cc.PinCPUs(), []int{4, 5, 6}) || len(cc.ProcessCPUList()) != 8 ||
-		*cc.UclampMin != 512 || *cc.GC.MemoryLimitMiB != 256 || *cc.GC.GOGC != 50 {
+	if cc.HotPath != HotPathShared || len(cc.ProcessCPUList()) != 8 || *cc.GC.MemoryLimitMiB != 256 || *cc.GC.GOGC != 50 {
 		t.Errorf("%+v", cc)
 	}
-	if cc.Line("pin") != 4 || cc.Line("gc.gogc") != 7 {
-		t.Errorf("lines: pin %d gc.gogc %d", cc.Line("pin"), cc.Line("gc.gogc"))
+	if cc.Line("process_cpus") != 4 || cc.Line("gc.gogc") != 5 {
+		t.Errorf("lines: process_cpus %d gc.gogc %d", cc.Line("process_cpus"), cc.Line("gc.gogc"))
 	}
-	if s := cc.String(); s != "hot_path dedicated, pin 4-6, process_cpus 0-7, uclamp_min 512" {
+	if s := cc.String(); s != "hot_path shared, process_cpus 0-7" {
 		t.Errorf("String %q", s)
 	}
 
@@ -35,13 +31,9 @@ cpu:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.CPU.HotPath != HotPathShared || c.CPU.Pin != PinNone || c.CPU.PinCPUs() != nil || c.CPU.ProcessCPUList() != nil ||
+	if c.CPU.HotPath != HotPathShared || c.CPU.Pin != PinNone || c.CPU.ProcessCPUList() != nil ||
 		c.CPU.UclampMin != nil || c.CPU.GC.MemoryLimitMiB != nil || c.CPU.GC.GOGC != nil {
 		t.Errorf("defaults %+v", c.CPU)
-	}
-	c, err = Parse("big.yaml", []byte("cpu: {hot_path: dedicated, pin: big, uclamp_min: 0}\n"))
-	if err != nil || c.CPU.PinCPUs() != nil || *c.CPU.UclampMin != 0 {
-		t.Errorf("pin big: %+v %v", c.CPU, err)
 	}
 }
 
@@ -51,15 +43,14 @@ func TestCPUErrors(t *testing.T) {
 		line       int
 		want       []string
 	}{
-		{"unknown key", "cpu:\n  hot_path: dedicated\n  pinned: big\n", 3, []string{"cpu.pinned", "known keys here: gc, hot_path, pin, process_cpus, uclamp_min"}},
+		{"unknown key", "cpu:\n  hot_path: shared\n  pinned: big\n", 3, []string{"cpu.pinned", "known keys here: gc, hot_path, pin, process_cpus, uclamp_min"}},
 		{"unknown gc key", "cpu:\n  gc:\n    limit: 3\n", 3, []string{"cpu.gc.limit", "gogc, memory_limit_mib"}},
-		{"bad hot path", "cpu:\n  hot_path: pinned\n", 2, []string{"cpu.hot_path", "dedicated", "shared"}},
-		{"bad pin", "cpu:\n  hot_path: dedicated\n  pin: huge\n", 3, []string{"cpu.pin", "none, big, mid, little", "4-7"}},
-		{"pin without dedicated", "cpu:\n  hot_path: shared\n  pin: big\n", 3, []string{"cpu.pin", "set hot_path: dedicated", "process_cpus"}},
+		{"bad hot path", "cpu:\n  hot_path: pinned\n", 2, []string{"cpu.hot_path", "only hot path is shared", "remove the key"}},
+		// The dedicated hot path was removed: the error says what it cost and the fix.
+		{"dedicated removed", "cpu:\n  process_cpus: 0-1\n  hot_path: dedicated\n", 3, []string{"cpu.hot_path", "dedicated was removed", "× the CPU", "remove the key"}},
+		{"pin removed", "cpu:\n  pin: big\n", 2, []string{"cpu.pin", "removed with hot_path: dedicated", "remove the key", "process_cpus"}},
+		{"uclamp removed", "cpu:\n  uclamp_min: 100\n", 2, []string{"cpu.uclamp_min", "removed with hot_path: dedicated", "remove the key"}},
 		{"bad process cpus", "cpu:\n  process_cpus: 3-1\n", 2, []string{"cpu.process_cpus", "bad range"}},
-		{"pin outside process", "cpu:\n  hot_path: dedicated\n  pin: 2-3\n  process_cpus: 0-2\n", 3, []string{"cpu3 is outside process_cpus 0-2"}},
-		{"uclamp range", "cpu:\n  hot_path: dedicated\n  uclamp_min: 2048\n", 3, []string{"outside 0–1024"}},
-		{"uclamp without dedicated", "cpu:\n  hot_path: shared\n  uclamp_min: 100\n", 3, []string{"set hot_path: dedicated"}},
 		{"uclamp wrong type", "cpu:\n  uclamp_min: high\n", 2, []string{"wrong type"}},
 		{"tiny memory limit", "cpu:\n  gc:\n    memory_limit_mib: 4\n", 3, []string{"at least 16 MiB", "-1 for none"}},
 		{"gogc zero", "cpu:\n  gc: {gogc: 0}\n", 2, []string{"almost constantly"}},

@@ -17,15 +17,8 @@ type CPUTrial struct {
 	GOMAXPROCS int   // what vig serve would run with
 	// Process is the mask the process_cpus request is granted (nil: not asked).
 	Process []int
-	// HotTID and Hot are the trial hot thread and its mask read back (Hot nil:
-	// hot_path shared).
-	HotTID int
-	Hot    []int
-	// UclampMin is the clamp read back, -1 when not in effect; UclampErr why not.
-	UclampMin int
-	UclampErr error
-	Notes     []string // what was adjusted (offline CPUs dropped, …)
-	Err       error    // the placement cannot be made as configured
+	Notes   []string // what was adjusted (offline CPUs dropped, …)
+	Err     error    // the placement cannot be made as configured
 }
 
 // cpuPlacementChecks reports the cpu: section as the device grants it.
@@ -41,12 +34,7 @@ func cpuPlacementChecks(cfg *config.Config, h *Host) []Check {
 		pl.Status, pl.Detail = Fail, fmt.Sprintf("%s: %v; fix the cpu: section (vig topology lists this device's CPUs)", c, tr.Err)
 		return []Check{pl}
 	}
-	var parts []string
-	if tr.Hot != nil {
-		parts = append(parts, fmt.Sprintf("hot thread on cpu%s (read back on trial thread %d; vig serve exports its own as vig_cpu_hot_thread)", cpu.FormatList(tr.Hot), tr.HotTID))
-	} else {
-		parts = append(parts, "hot_path shared: the Go scheduler places vig's work")
-	}
+	parts := []string{"hot_path shared: the Go scheduler places vig's work"}
 	if tr.Process != nil {
 		parts = append(parts, fmt.Sprintf("process on cpu%s", cpu.FormatList(tr.Process)))
 	} else {
@@ -58,13 +46,5 @@ func cpuPlacementChecks(cfg *config.Config, h *Host) []Check {
 		pl.Status = Warn
 		pl.Detail += "; " + strings.Join(tr.Notes, "; ")
 	}
-	cs := []Check{pl}
-	if c.UclampMin != nil {
-		u := Check{Name: "cpu uclamp_min", Status: OK, Detail: fmt.Sprintf("%d read back with sched_getattr", tr.UclampMin)}
-		if tr.UclampErr != nil {
-			u.Status, u.Detail = Warn, fmt.Sprintf("uclamp_min %d configured but not in effect: %v", *c.UclampMin, tr.UclampErr)
-		}
-		cs = append(cs, u)
-	}
-	return cs
+	return []Check{pl}
 }

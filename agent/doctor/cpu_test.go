@@ -2,7 +2,6 @@ package doctor
 
 import (
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 
@@ -18,7 +17,6 @@ func TestCPUPlacementChecks(t *testing.T) {
 		}
 		return c
 	}
-	unsupported := fmt.Errorf("uclamp_min via sched_setattr: %w (kernel 6.1: built without CONFIG_UCLAMP_TASK)", errors.ErrUnsupported)
 	tests := []struct {
 		name  string
 		cfg   string
@@ -26,23 +24,17 @@ func TestCPUPlacementChecks(t *testing.T) {
 		want  map[string]Status
 		any   map[string]string
 	}{
-		{"shared default", "", CPUTrial{Allowed: []int{0, 1}, GOMAXPROCS: 2, UclampMin: -1},
+		{"shared default", "", CPUTrial{Allowed: []int{0, 1}, GOMAXPROCS: 2},
 			map[string]Status{"cpu placement": OK}, map[string]string{"cpu placement": "hot_path shared: the Go scheduler places vig's work; process on cpu0-1 (inherited); GOMAXPROCS 2"}},
-		{"dedicated pinned", "cpu: {hot_path: dedicated, pin: big, process_cpus: 4-7}",
-			CPUTrial{Allowed: []int{0, 1, 2, 3, 4, 5, 6, 7}, GOMAXPROCS: 4, Process: []int{4, 5, 6, 7}, HotTID: 99, Hot: []int{7}, UclampMin: -1},
-			map[string]Status{"cpu placement": OK}, map[string]string{"cpu placement": "hot thread on cpu7 (read back on trial thread 99"}},
-		{"uclamp unsupported", "cpu: {hot_path: dedicated, uclamp_min: 512}",
-			CPUTrial{Allowed: []int{0, 1}, GOMAXPROCS: 2, HotTID: 5, Hot: []int{0, 1}, UclampMin: -1, UclampErr: unsupported},
-			map[string]Status{"cpu placement": OK, "cpu uclamp_min": Warn}, map[string]string{"cpu uclamp_min": "uclamp_min 512 configured but not in effect: uclamp_min via sched_setattr: unsupported operation"}},
-		{"uclamp read back", "cpu: {hot_path: dedicated, uclamp_min: 512}",
-			CPUTrial{Allowed: []int{0, 1}, GOMAXPROCS: 2, HotTID: 5, Hot: []int{0, 1}, UclampMin: 512},
-			map[string]Status{"cpu uclamp_min": OK}, map[string]string{"cpu uclamp_min": "512 read back"}},
-		{"offline dropped", "cpu: {hot_path: dedicated, pin: 2-3}",
-			CPUTrial{Allowed: []int{0, 1, 3}, GOMAXPROCS: 3, HotTID: 5, Hot: []int{3}, UclampMin: -1, Notes: []string{"cpu2 offline or absent; using cpu3"}},
+		{"process placed", "cpu: {process_cpus: 4-7}",
+			CPUTrial{Allowed: []int{0, 1, 2, 3, 4, 5, 6, 7}, GOMAXPROCS: 4, Process: []int{4, 5, 6, 7}},
+			map[string]Status{"cpu placement": OK}, map[string]string{"cpu placement": "process on cpu4-7; GOMAXPROCS 4"}},
+		{"offline dropped", "cpu: {process_cpus: 2-3}",
+			CPUTrial{Allowed: []int{0, 1, 3}, GOMAXPROCS: 1, Process: []int{3}, Notes: []string{"cpu2 offline or absent; using cpu3"}},
 			map[string]Status{"cpu placement": Warn}, map[string]string{"cpu placement": "cpu2 offline"}},
-		{"impossible", "cpu: {hot_path: dedicated, pin: mid}",
-			CPUTrial{Err: errors.New("pin mid: no mid cluster on this device (it has [little big])")},
-			map[string]Status{"cpu placement": Fail}, map[string]string{"cpu placement": "no mid cluster"}},
+		{"impossible", "cpu: {process_cpus: 8-9}",
+			CPUTrial{Err: errors.New("process_cpus 8-9: none of cpu8-9 may be used by vig, whose mask is cpu0-1")},
+			map[string]Status{"cpu placement": Fail}, map[string]string{"cpu placement": "none of cpu8-9"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -53,7 +45,7 @@ func TestCPUPlacementChecks(t *testing.T) {
 			for _, c := range cpuPlacementChecks(cfg, h) {
 				got[c.Name] = c
 			}
-			if asked.HotPath != cfg.CPU.HotPath || asked.Pin != cfg.CPU.Pin {
+			if asked.HotPath != cfg.CPU.HotPath || asked.ProcessCPUs != cfg.CPU.ProcessCPUs {
 				t.Errorf("probe got %+v, config says %+v", asked, cfg.CPU)
 			}
 			for name, st := range tt.want {
@@ -66,8 +58,8 @@ func TestCPUPlacementChecks(t *testing.T) {
 					t.Errorf("%s: %q lacks %q", name, got[name].Detail, sub)
 				}
 			}
-			if _, ok := got["cpu uclamp_min"]; ok != (cfg.CPU.UclampMin != nil) {
-				t.Errorf("uclamp check present %v, configured %v", ok, cfg.CPU.UclampMin != nil)
+			if len(got) != 1 {
+				t.Errorf("checks %v, want cpu placement alone", got)
 			}
 		})
 	}

@@ -55,9 +55,12 @@ type Call struct {
 	// metadata (name, value pairs), set by a gRPC backend before Finish.
 	RespMeta, TrailMeta []string
 
-	gw   *Gateway
-	bs   atomic.Pointer[bstream] // the call's stream on the gRPC backend, while it runs there
-	refs atomic.Int32            // the gateway's reference, plus frontends about to Cancel
+	gw *Gateway
+	// run is the backend's own reference for the call while it runs there, 0
+	// otherwise: what its Abort looks the call up by (the gRPC backend: its
+	// connection and stream id). Opaque to the gateway.
+	run  atomic.Uint64
+	refs atomic.Int32 // the gateway's reference, plus frontends about to Cancel
 
 	// vig's deadline for the call on the backend (expiry.go).
 	expired atomic.Bool // vig gave up on it: the backend is to finish it now

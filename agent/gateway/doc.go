@@ -74,20 +74,28 @@
 // After the backend's GOAWAY, calls above its last stream id (not processed,
 // §6.8) start again on the next connection. The backend's
 // SETTINGS_MAX_CONCURRENT_STREAMS and SETTINGS_MAX_HEADER_LIST_SIZE are honoured.
+// So is a client's SETTINGS_MAX_HEADER_LIST_SIZE: response headers or trailers
+// above it (the backend's metadata) are not sent, the call is answered INTERNAL
+// naming the setting (§6.5.2; grpc-go's server resets the stream instead).
 //
 // What remains: flow-control windows are credited as data arrives on both legs,
-// so a slow backend does not slow a relayed RPC's client down (memory stays
-// bounded by the budget above); and the connection and stream state machines of both roles
-// (sconn, bconn) still live in this package (h2server.go, h2backend.go): the
-// client leg decides what a frame means by its stream's streamState (§5.1's
-// names), derived from the stream's flags; the backend leg still reads the
-// flags themselves. Package h2 holds
-// framing, the reader and the writer with flow control, SETTINGS and PING,
-// message assembly and the request rules.
-//
-// With cpu.hot_path: dedicated the connections are read by one event loop of vig's
-// own instead (loop.go, netopt.Poller): one wait and one read per readable event on
-// one thread.
+// so a slow backend does not slow a relayed RPC's client down. The relayed RPCs
+// of Triton's protocol are unary, and a message is assembled whole before it is
+// forwarded (the backend stream opens at the first complete message), so what
+// crediting on consumption would bound is one message, which the budget above
+// bounds already. And the stream tables of both roles (sconn, bconn: what a
+// HEADERS or DATA frame means for a stream, and the answer's frames) still live in
+// this package (h2server.go, h2backend.go), guarded by the connection's
+// h2.Writer lock. Package h2 holds framing, the reader and the writer with send
+// flow control, message assembly, the request rules, and the one frame loop both
+// roles run (h2.FrameLoop: the connection's part of every frame, SETTINGS, PING,
+// GOAWAY and WINDOW_UPDATE, the connection's receive window, and the checks each
+// frame must pass whatever its stream; it hands the role's table, serverStreams
+// or backendStreams, what concerns a stream). Both tables name a stream's state
+// with h2.StreamState (§5.1), keep its receive window in an h2.RecvWindow, and
+// list what their messages hold in h2.Partials. The legs see each other only
+// through relayTarget and relayClient, and a Call holds no stream of theirs
+// (Call.run is the backend's opaque reference).
 //
 // # vig's own deadline
 //

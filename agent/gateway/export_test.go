@@ -1,17 +1,10 @@
 package gateway
 
 import (
-	"flag"
 	"time"
 
 	"github.com/vig-edge/vig/h2"
 )
-
-// -gateway.eventloop runs the whole test suite on the dedicated hot path (every
-// gateway built with Options.EventLoop); make test runs the package both ways.
-var eventLoopFlag = flag.Bool("gateway.eventloop", false, "serve every test gateway on the event loop (cpu.hot_path: dedicated)")
-
-func init() { forceEventLoop = func() bool { return *eventLoopFlag } }
 
 // SetHandshakeTimeout sets how long g waits for a connection's preface (10 s
 // otherwise), so that a test can watch vig drop the connections that never send

@@ -48,16 +48,6 @@ type Options struct {
 	// Backend runs inference calls: a ring runtime. Nil: the gRPC backend at
 	// Config.Backend.Address, which also carries every other RPC.
 	Backend Backend
-	// EventLoop serves the backend connection and the client connections on one
-	// event loop of vig's own (cpu.hot_path: dedicated; see loop.go) instead of
-	// a goroutine per connection on Go's netpoller.
-	EventLoop bool
-	// HotThread, when set, runs the event loop on the placed hot thread
-	// (cpu.Thread.Do); it returns when run does.
-	HotThread func(run func())
-	// OnWake is called on the event loop's thread each time it wakes (the hot
-	// thread's placement sampler, cpu.Sampler.Observe).
-	OnWake func()
 	// Token, when set, is required as "authorization: Bearer <token>" on every
 	// RPC but health checks (auth.go); others are answered UNAUTHENTICATED.
 	Token *access.Token
@@ -78,7 +68,6 @@ type Gateway struct {
 	backend Backend    // chosen once: inference calls go here
 	relay   *h2Backend // the gRPC backend, for everything else; nil for a ring backend
 	gov     *Governor  // inline scheduling, when Admit is the freshness scheduler
-	loop    *eventLoop // the dedicated hot path, when Options.EventLoop
 	exp     *expiry    // vig's deadline for calls on the backend (expiry.go)
 	shm     shmRegistry
 
@@ -123,21 +112,12 @@ func New(opts Options) (*Gateway, error) {
 		gov.gw = g
 	}
 
-	if opts.EventLoop || (forceEventLoop != nil && forceEventLoop()) {
-		l, err := startLoop(opts.HotThread, opts.OnWake)
-		if err != nil {
-			// Said, not silent: the shared path serves instead.
-			g.log.Warn("cpu.hot_path dedicated: no event loop on this system, connections are served by Go's netpoller", "err", err)
-		}
-		g.loop = l
-	}
 	_, ring := opts.Config.Backend.RingBackend()
 	if ring && opts.Backend == nil {
 		return nil, fmt.Errorf("gateway: backend %s is a ring runtime: Options.Backend is required", opts.Config.Backend.Address)
 	}
 	if !ring {
 		g.relay = newH2Backend(opts.Config.Backend.Address, opts.Dial, g.window, g.maxMsg, g.readBuf, nowNs, g.log)
-		g.relay.loop = g.loop
 		g.relay.gzip = opts.Config.Backend.Compression == "gzip"
 		g.relay.onConnect = g.reregisterShm
 	}
@@ -154,9 +134,6 @@ func New(opts Options) (*Gateway, error) {
 	g.backend.Open(g.setBackendUp)
 	return g, nil
 }
-
-// forceEventLoop is the test suite's switch (export_test.go).
-var forceEventLoop func() bool
 
 // epoch anchors nowNs: Go's monotonic clock, in nanoseconds since the process
 // started. Deadlines and the backend's timeouts are measured on it.
@@ -303,9 +280,6 @@ func (g *Gateway) closeAll() {
 		g.exp.stop()
 		if g.relay != nil && Backend(g.relay) != g.backend {
 			g.relay.Close()
-		}
-		if g.loop != nil {
-			g.loop.close()
 		}
 	})
 }

@@ -2,13 +2,11 @@ package gateway
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,7 +18,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/vig-edge/vig/h2"
-	"github.com/vig-edge/vig/netopt"
 )
 
 // The backend leg: one HTTP/2 connection to Triton (or any server of its gRPC
@@ -40,9 +37,10 @@ type h2Backend struct {
 	rbuf   int
 	clock  func() int64
 
-	loop      *eventLoop // serves the connection's reads (dedicated hot path); nil: a goroutine
-	gzip      bool       // inference messages in gRPC's gzip encoding (backend.compression)
+	gzip      bool // inference messages in gRPC's gzip encoding (backend.compression)
 	cur       atomic.Pointer[bconn]
+	conns     sync.Map // seq → *bconn, every connection whose reader runs (Abort finds a call's by Call.run)
+	seq       atomic.Uint32
 	state     func(up bool)
 	onConnect func()        // after each new connection, on a goroutine of its own
 	first     chan struct{} // closed once the first connection attempt has ended
@@ -196,18 +194,13 @@ func (b *h2Backend) connect() (*bconn, error) {
 	if err != nil {
 		return nil, err
 	}
-	var lc *loopConn
-	if b.loop != nil && netopt.Pollable(nc) { // a wrapped connection keeps its goroutine
-		lc = &loopConn{Conn: nc}
-		nc = lc
-	}
 	w, err := newH2Writer(nc)
 	if err != nil {
 		nc.Close()
 		return nil, err
 	}
-	c := &bconn{b: b, nc: nc, w: w, r: h2.NewReader(connReader(nc), b.rbuf), streams: map[uint32]*bstream{}, nextID: 1,
-		recvConn: int64(b.window), budget: h2.NewBudget(b.maxMsg), unusable: make(chan struct{}), readerDone: make(chan struct{}), ready: make(chan error, 1)}
+	c := &bconn{b: b, seq: b.seq.Add(1), nc: nc, w: w, r: h2.NewReader(connReader(nc), b.rbuf), streams: map[uint32]*bstream{}, nextID: 1,
+		budget: h2.NewBudget(b.maxMsg), unusable: make(chan struct{}), readerDone: make(chan struct{}), ready: make(chan error, 1)}
 	w.EachStream = func(f func(*h2.SendState)) {
 		for _, bs := range c.streams {
 			f(&bs.send)
@@ -216,9 +209,8 @@ func (b *h2Backend) connect() (*bconn, error) {
 	c.budget.Reclaim = c.reclaim
 	// The preface and SETTINGS are queued before the reader can run: the
 	// backend sends its SETTINGS at once, and the reader's ACK must follow the
-	// preface on the wire. (On the event loop the reader may run as soon as
-	// the connection is registered; a backend that read the ACK first took it
-	// for a bogus preface and reset the connection.)
+	// preface on the wire (a backend that read the ACK first takes it for a
+	// bogus preface and resets the connection).
 	w.Lock()
 	w.Raw([]byte(h2.ClientPreface))
 	w.QueueSettings(
@@ -227,19 +219,11 @@ func (b *h2Backend) connect() (*bconn, error) {
 		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: h2.MaxHeaderList})
 	w.QueueWindowUpdate(0, b.window-h2.InitialWindow)
 	w.Unlock()
-	if lc != nil {
-		// Registered before anything is written: the loop owns the socket.
-		if err := lc.run(b.loop, c.read); err != nil {
-			nc.Close()
-			return nil, err
-		}
-	}
 	w.Lock()
 	w.Flush()
 	w.Unlock()
-	if lc == nil {
-		go c.read()
-	}
+	b.conns.Store(c.seq, c) // until its reader ends (read)
+	go c.read()
 	select {
 	case err := <-c.ready:
 		if err != nil {
@@ -257,10 +241,11 @@ func (b *h2Backend) connect() (*bconn, error) {
 
 // bconn is one connection to the backend.
 type bconn struct {
-	b  *h2Backend
-	nc net.Conn
-	w  *h2.Writer
-	r  *h2.Reader
+	b   *h2Backend
+	seq uint32 // its key in b.conns
+	nc  net.Conn
+	w   *h2.Writer
+	r   *h2.Reader
 
 	// Guarded by w.mu.
 	streams map[uint32]*bstream
@@ -269,11 +254,9 @@ type bconn struct {
 	failErr error
 
 	// Reader goroutine only.
-	recvConn int64
 	settled  bool
 	budget   h2.Budget
-	partials []*bstream // streams whose answer may be incomplete (h2.Budget.reclaim)
-	swept    int
+	partials h2.Partials // assemblers that may hold memory (h2.Budget.Reclaim)
 
 	unusable   chan struct{} // closed once no new call may start here
 	unusableMu sync.Once
@@ -288,16 +271,14 @@ type bstream struct {
 	id    uint32
 	send  h2.SendState // guarded by c.w.mu
 	call  *Call
-	relay *sstream
+	relay relayClient // a relayed RPC's client
 	unary chan unaryResult
 
 	// Reader goroutine only.
-	asm     h2.Assembler
-	listed  bool // in c.partials
-	gotHdr  bool
-	resp    mem.BufferSlice
-	owed    uint32
-	recvWin int64
+	asm    h2.Assembler
+	gotHdr bool
+	resp   mem.BufferSlice
+	recv   h2.RecvWindow
 }
 
 type unaryResult struct {
@@ -354,7 +335,7 @@ func (b *h2Backend) Start(call *Call) {
 		msg.Ref() // the Call keeps its own references (its header views them)
 	}
 	// The stream is the call's (for Abort) from the moment it is registered.
-	bs, err := c.open(methodInfer, call.Meta, call.Deadline, func(bs *bstream) { bs.call = call; call.bs.Store(bs) })
+	bs, err := c.open(methodInfer, call.Meta, call.Deadline, func(bs *bstream) { bs.call = call; call.run.Store(uint64(c.seq)<<32 | uint64(bs.id)) })
 	if err != nil {
 		msg.Free()
 		call.Finish(nil, err)
@@ -384,11 +365,21 @@ func (b *h2Backend) Start(call *Call) {
 // Abort implements Backend: the client left; the backend stream is reset and the
 // call finished CANCELLED.
 func (b *h2Backend) Abort(call *Call) {
-	bs := call.bs.Load()
-	if bs == nil {
+	run := call.run.Load()
+	if run == 0 {
 		return
 	}
-	bs.c.abort(bs, http2.ErrCodeCancel)
+	v, ok := b.conns.Load(uint32(run >> 32))
+	if !ok {
+		return // its connection has ended, and failed the call
+	}
+	c := v.(*bconn)
+	c.w.Lock()
+	bs := c.streams[uint32(run)]
+	c.w.Unlock()
+	if bs != nil && bs.call == call {
+		c.abort(bs, http2.ErrCodeCancel)
+	}
 }
 
 // open starts a stream: HEADERS for method with the client's metadata. init
@@ -427,7 +418,7 @@ func (c *bconn) open(method string, meta []string, deadline int64, init func(*bs
 	if uint32(size) > c.w.PeerMaxHeaderList() {
 		return nil, status.Errorf(codes.Internal, "request headers of %d bytes exceed the backend's SETTINGS_MAX_HEADER_LIST_SIZE of %d: send less metadata", size, c.w.PeerMaxHeaderList())
 	}
-	bs := &bstream{c: c, id: c.nextID, recvWin: int64(c.b.window)}
+	bs := &bstream{c: c, id: c.nextID, recv: h2.NewRecvWindow(c.b.window)}
 	c.nextID += 2
 	bs.send.Init(bs.id, c.w.InitWin())
 	init(bs)
@@ -498,7 +489,7 @@ func (bs *bstream) finish(resp mem.BufferSlice, hdr, trail []hpack.HeaderField, 
 		}
 		call.Finish(resp, err)
 	case bs.relay != nil:
-		bs.relay.c.relayEnd(bs.relay, trail, err)
+		bs.relay.relayEnd(trail, err)
 	case bs.unary != nil:
 		var b []byte
 		if err == nil {
@@ -522,7 +513,8 @@ func appendMeta(dst []string, fields []hpack.HeaderField) []string {
 // read is the connection's reader goroutine.
 func (c *bconn) read() {
 	defer close(c.readerDone)
-	err := c.readLoop()
+	defer c.b.conns.Delete(c.seq)
+	err := h2.FrameLoop(c.r, c.w, "the backend", c.b.window, (*backendStreams)(c))
 	if !c.settled {
 		c.ready <- err
 	}
@@ -535,49 +527,70 @@ func (c *bconn) read() {
 	c.close(err)
 }
 
-func (c *bconn) readLoop() error {
-	for {
-		h, err := c.r.ReadHeader()
-		if err != nil {
-			return err
-		}
-		switch h.Type {
-		case http2.FrameSettings:
-			if err := h2.SettingsFrame(c.r, c.w, h); err != nil {
-				return err
-			}
-			if !c.settled && !h.Has(http2.FlagSettingsAck) {
-				c.settled = true
-				c.ready <- nil
-			}
-		case http2.FrameHeaders:
-			err = c.headersFrame(h)
-		case http2.FrameData:
-			err = c.data(h)
-		case http2.FrameRSTStream:
-			err = c.rstFrame(h)
-		case http2.FramePing:
-			err = h2.PingFrame(c.r, c.w, h)
-		case http2.FrameWindowUpdate:
-			err = c.windowUpdate(h)
-		case http2.FrameGoAway:
-			err = c.goAwayFrame(h)
-		case http2.FramePushPromise, http2.FrameContinuation:
-			return h2.ProtocolError("unexpected %v frame from the backend", h.Type)
-		default:
-			err = c.r.Discard(int(h.Length))
-		}
-		if err != nil {
-			return err
-		}
+// backendStreams is the backend leg's stream table as h2.FrameLoop sees it: the
+// frames that concern the streams vig opened, each on the connection's reader
+// goroutine.
+type backendStreams bconn
+
+// Idle: a stream vig never opened; a frame on it is a connection error
+// PROTOCOL_ERROR (§5.1 idle).
+func (t *backendStreams) Idle(id uint32) bool {
+	st, _ := (*bconn)(t).state(id)
+	return st == h2.StateIdle
+}
+
+func (t *backendStreams) Headers(h h2.FrameHeader) error     { return (*bconn)(t).headersFrame(h) }
+func (t *backendStreams) Data(h h2.FrameHeader, n int) error { return (*bconn)(t).data(h, n) }
+func (t *backendStreams) Reset(id uint32, code http2.ErrCode) error {
+	(*bconn)(t).reset(id, code)
+	return nil
+}
+
+// SendState is called with the writer's lock held (it guards the table).
+func (t *backendStreams) SendState(id uint32) *h2.SendState {
+	if bs := t.streams[id]; bs != nil {
+		return &bs.send
+	}
+	return nil
+}
+
+// StreamError: the backend's fault stays with that stream's call.
+func (t *backendStreams) StreamError(id uint32, code http2.ErrCode, why string) {
+	(*bconn)(t).streamError(id, code, status.Error(codes.Internal, "backend sent "+why))
+}
+
+func (t *backendStreams) GoAway(last uint32, code http2.ErrCode, debug []byte) error {
+	return (*bconn)(t).wentAway(last, code, debug)
+}
+
+// Settings: the backend's first SETTINGS is what connect waits for.
+func (t *backendStreams) Settings() {
+	if !t.settled {
+		t.settled = true
+		t.ready <- nil
 	}
 }
 
-func (c *bconn) lookup(id uint32) *bstream {
+func (t *backendStreams) PingAck([8]byte) {} // vig sends the backend no PING
+
+// state is stream id's state as the backend's frames find it (RFC 9113 §5.1),
+// and the stream while it is in the table. vig opens odd streams in order; a
+// stream leaves the table when the backend ends it (END_STREAM or RST_STREAM),
+// so half-closed (remote) is never seen here. Reader goroutine.
+func (c *bconn) state(id uint32) (h2.StreamState, *bstream) {
 	c.w.Lock()
+	defer c.w.Unlock()
+	if id%2 == 0 || id >= c.nextID {
+		return h2.StateIdle, nil
+	}
 	bs := c.streams[id]
-	c.w.Unlock()
-	return bs
+	switch {
+	case bs == nil:
+		return h2.StateClosed, nil
+	case bs.send.Closed:
+		return h2.StateHalfClosedLocal, bs // the request is sent whole (or vig stopped sending)
+	}
+	return h2.StateOpen, bs
 }
 
 // take removes a stream that ends now; nil if it had ended already.
@@ -627,14 +640,6 @@ func (c *bconn) streamError(id uint32, code http2.ErrCode, err error) {
 	}
 }
 
-// idle reports whether id names a stream vig never opened: a frame on it is a
-// connection error PROTOCOL_ERROR (§5.1 idle). vig's streams are odd.
-func (c *bconn) idle(id uint32) bool {
-	c.w.Lock()
-	defer c.w.Unlock()
-	return id%2 == 0 || id >= c.nextID
-}
-
 // drainedLocked closes a connection the backend sent GOAWAY on once its last
 // stream has ended. Called with w.mu held.
 func (c *bconn) drainedLocked() {
@@ -648,12 +653,12 @@ func (c *bconn) headersFrame(h h2.FrameHeader) error {
 	if err != nil && err != h2.ErrHeaderListTooBig {
 		return err
 	}
-	if h.Stream == 0 || c.idle(h.Stream) {
+	st, bs := c.state(h.Stream)
+	switch {
+	case h.Stream == 0 || st == h2.StateIdle:
 		return h2.ProtocolError("backend sent HEADERS on stream %d, which vig never opened", h.Stream) // §5.1 idle, §8.4
-	}
-	bs := c.lookup(h.Stream)
-	if bs == nil {
-		return nil
+	case st == h2.StateClosed:
+		return nil // vig reset it (or it failed): frames in flight are ignored (§5.1 closed)
 	}
 	if err == h2.ErrHeaderListTooBig {
 		if bs = c.take(h.Stream); bs != nil {
@@ -678,7 +683,7 @@ func (c *bconn) headersFrame(h h2.FrameHeader) error {
 		}
 		if !end {
 			if bs.relay != nil {
-				bs.relay.c.relayHeaders(bs.relay, fields)
+				bs.relay.relayHeaders(fields)
 			} else if bs.call != nil {
 				// Under the lock: an Abort on another goroutine may finish the
 				// call, and its Replier reads RespMeta.
@@ -699,13 +704,13 @@ func (c *bconn) headersFrame(h h2.FrameHeader) error {
 	if bs = c.take(h.Stream); bs == nil {
 		return nil
 	}
-	st, ok := statusFromTrailers(fields)
+	rpcErr, ok := statusFromTrailers(fields)
 	if !ok {
-		st = status.Error(codes.Internal, "backend ended the stream without grpc-status")
+		rpcErr = status.Error(codes.Internal, "backend ended the stream without grpc-status")
 	}
 	resp := bs.resp
 	bs.resp = nil
-	bs.finish(resp, nil, fields, st)
+	bs.finish(resp, nil, fields, rpcErr)
 	return nil
 }
 
@@ -736,19 +741,12 @@ func httpStatus(fields []hpack.HeaderField) error {
 	return status.Error(codes.Internal, "backend response without :status")
 }
 
-func (c *bconn) data(h h2.FrameHeader) error {
-	if h.Stream == 0 {
-		return h2.ProtocolError("backend sent DATA on stream 0") // §6.1
-	}
-	n, pad, err := c.r.DataStart(h, &c.recvConn, "backend")
-	if err != nil {
-		return err
-	}
-	if c.idle(h.Stream) {
-		return h2.ProtocolError("backend sent DATA on stream %d, which vig never opened", h.Stream) // §5.1 idle
-	}
-	bs := c.lookup(h.Stream)
-	if bs != nil && bs.recvWin-int64(h.Length) < 0 {
+func (c *bconn) data(h h2.FrameHeader, n int) error {
+	_, bs := c.state(h.Stream) // not idle: h2.FrameLoop checked
+	var err error
+	// Closed (vig reset it, or it failed): bs is nil and the frame is dropped,
+	// counted for the connection's window (§5.1 closed, §6.9).
+	if bs != nil && !bs.recv.Fits(h.Length) {
 		// More than the stream's window: a stream error FLOW_CONTROL_ERROR
 		// (§6.9.1); the frame still counts for the connection's window.
 		c.streamError(h.Stream, http2.ErrCodeFlowControl, status.Error(codes.Internal, "backend sent more than the stream's flow-control window"))
@@ -757,11 +755,11 @@ func (c *bconn) data(h h2.FrameHeader) error {
 	if bs == nil {
 		err = c.r.Discard(n)
 	} else {
-		bs.recvWin -= int64(h.Length)
+		bs.recv.Take(h.Length)
 		var left int
 		left, err = bs.asm.Read(c.r.Br, n, c.b.maxMsg, &c.budget, func(msg mem.BufferSlice, compressed bool) error {
 			if bs.relay != nil {
-				bs.relay.c.relayMessage(bs.relay, msg, compressed)
+				bs.relay.relayMessage(msg, compressed)
 				return nil
 			}
 			if compressed {
@@ -805,14 +803,11 @@ func (c *bconn) data(h h2.FrameHeader) error {
 			err = c.r.Discard(left)
 		}
 		if err == nil {
-			bs.owed += h.Length
+			bs.recv.Owe(h.Length)
 		}
 		c.noteAssembling(bs)
 	}
 	if err != nil {
-		return err
-	}
-	if err := c.r.Discard(pad); err != nil {
 		return err
 	}
 	c.w.Lock()
@@ -820,14 +815,10 @@ func (c *bconn) data(h h2.FrameHeader) error {
 	// than window_mib (but within max_message_mib) would otherwise stall the
 	// backend until the call expires. What an answer holds meanwhile is bounded
 	// by max_message_mib and the connection's h2.Budget.
-	if bs != nil && bs.owed >= c.b.window/4 && !h.Has(http2.FlagDataEndStream) && c.streams[bs.id] == bs {
-		c.w.QueueWindowUpdate(bs.id, bs.owed)
-		bs.recvWin += int64(bs.owed)
-		bs.owed = 0
-	}
-	c.recvConn += int64(h.Length)
-	if c.w.Credit(int(h.Length), c.b.window) {
-		c.w.Flush()
+	if bs != nil && !h.Has(http2.FlagDataEndStream) && c.streams[bs.id] == bs {
+		if inc := bs.recv.Due(); inc > 0 {
+			c.w.QueueWindowUpdate(bs.id, inc) // sent with the connection's (h2.FrameLoop)
+		}
 	}
 	c.w.Unlock()
 	if h.Has(http2.FlagDataEndStream) && bs != nil {
@@ -843,65 +834,37 @@ func (c *bconn) data(h h2.FrameHeader) error {
 
 // noteAssembling remembers a stream whose answer holds memory (sconn.noteAssembling).
 func (c *bconn) noteAssembling(bs *bstream) {
-	if bs.listed || bs.asm.Held() == 0 {
-		return
-	}
-	bs.listed = true
-	c.partials = append(c.partials, bs)
-	if len(c.partials) >= 2*c.swept+16 {
+	if c.partials.Note(&bs.asm, bs.id) {
 		c.reclaim(&bs.asm)
 	}
 }
 
-// reclaim frees what the incomplete answers of ended streams hold (h2.Budget).
+// reclaim frees what the incomplete answers of ended streams hold (sconn.reclaim).
 func (c *bconn) reclaim(skip *h2.Assembler) {
-	keep := c.partials[:0]
 	c.w.Lock()
-	for _, bs := range c.partials {
-		switch {
-		case &bs.asm == skip:
-		case bs.asm.Held() == 0:
-			bs.listed = false
-			continue
-		case c.streams[bs.id] != bs:
-			bs.asm.Reset(&c.budget)
-			bs.listed = false
-			continue
-		}
-		keep = append(keep, bs)
-	}
+	c.partials.Sweep(skip, &c.budget, func(id uint32, a *h2.Assembler) bool {
+		bs := c.streams[id]
+		return bs == nil || &bs.asm != a
+	})
 	c.w.Unlock()
-	clear(c.partials[len(keep):])
-	c.partials, c.swept = keep, len(keep)
 }
 
-func (c *bconn) rstFrame(h h2.FrameHeader) error {
-	p, err := c.r.Payload(h)
-	if err != nil {
-		return err
-	}
-	if len(p) != 4 {
-		return h2.ConnError{Code: http2.ErrCodeFrameSize, Msg: "backend sent RST_STREAM of the wrong size"} // §6.4
-	}
-	if h.Stream == 0 || c.idle(h.Stream) {
-		return h2.ProtocolError("backend sent RST_STREAM on stream %d, which vig never opened", h.Stream) // §6.4, §5.1 idle
-	}
+// reset: the backend reset stream id; its call fails with code's status.
+func (c *bconn) reset(id uint32, code http2.ErrCode) {
 	c.w.Lock()
-	if bs := c.streams[h.Stream]; bs != nil {
+	if bs := c.streams[id]; bs != nil {
 		bs.send.Closed, bs.send.Rst = true, true // reset by the peer: vig sends nothing more on it
 	}
 	c.w.Unlock()
-	bs := c.take(h.Stream)
+	bs := c.take(id)
 	if bs == nil {
-		return nil
+		return
 	}
-	code := http2.ErrCode(binary.BigEndian.Uint32(p))
 	bs.asm.Reset(&c.budget)
 	resp := bs.resp
 	bs.resp = nil
 	resp.Free()
 	bs.finish(nil, nil, nil, rstError(code))
-	return nil
 }
 
 func rstError(code http2.ErrCode) error {
@@ -916,56 +879,10 @@ func rstError(code http2.ErrCode) error {
 	return status.Errorf(codes.Internal, "backend reset the stream: %v", code)
 }
 
-func (c *bconn) windowUpdate(h h2.FrameHeader) error {
-	if h.Stream == 0 {
-		return h2.WindowUpdateFrame(c.r, c.w, h, nil)
-	}
-	p, err := c.r.Payload(h)
-	if err != nil {
-		return err
-	}
-	if len(p) != 4 {
-		return h2.ConnError{Code: http2.ErrCodeFrameSize, Msg: "backend sent WINDOW_UPDATE of the wrong size"} // §6.9
-	}
-	if c.idle(h.Stream) {
-		return h2.ProtocolError("backend sent WINDOW_UPDATE on stream %d, which vig never opened", h.Stream) // §5.1 idle
-	}
-	inc := binary.BigEndian.Uint32(p) & 0x7fffffff
-	if inc == 0 {
-		c.streamError(h.Stream, http2.ErrCodeProtocol, status.Error(codes.Internal, "backend sent a stream WINDOW_UPDATE of 0 (RFC 9113 §6.9)"))
-		return nil
-	}
-	c.w.Lock()
-	bs := c.streams[h.Stream]
-	if bs == nil {
-		c.w.Unlock()
-		return nil // ended: a WINDOW_UPDATE may still be in flight
-	}
-	err = c.w.WindowUpdate(&bs.send, inc)
-	c.w.Flush()
-	c.w.Unlock()
-	if err != nil {
-		c.streamError(h.Stream, http2.ErrCodeFlowControl, status.Error(codes.Internal, "backend took the stream's send window above 2^31-1 (RFC 9113 §6.9.1)"))
-	}
-	return nil
-}
-
-// goAwayFrame: the backend will take no new streams. Those above its last stream
-// id were not processed and fail UNAVAILABLE; the rest finish here while a new
+// wentAway: the backend will take no new streams. Those above its last stream id
+// were not processed and fail UNAVAILABLE; the rest finish here while a new
 // connection is dialled for new calls.
-func (c *bconn) goAwayFrame(h h2.FrameHeader) error {
-	p, err := c.r.Payload(h)
-	if err != nil {
-		return err
-	}
-	if len(p) < 8 {
-		return h2.ConnError{Code: http2.ErrCodeFrameSize, Msg: "GOAWAY too short"}
-	}
-	if h.Stream != 0 {
-		return h2.ProtocolError("GOAWAY on stream %d", h.Stream) // §6.8
-	}
-	last := binary.BigEndian.Uint32(p) & 0x7fffffff
-	code := http2.ErrCode(binary.BigEndian.Uint32(p[4:]))
+func (c *bconn) wentAway(last uint32, code http2.ErrCode, debug []byte) error {
 	// New calls wait for the next connection from now on (run dials it).
 	b := c.b
 	b.mu.Lock()
@@ -988,7 +905,7 @@ func (c *bconn) goAwayFrame(h h2.FrameHeader) error {
 	c.w.Unlock()
 	c.markUnusable()
 	if code != http2.ErrCodeNo {
-		b.log.Warn("backend sent GOAWAY", "address", b.addr, "code", code.String(), "debug", string(p[8:min(len(p), 8+128)]))
+		b.log.Warn("backend sent GOAWAY", "address", b.addr, "code", code.String(), "debug", string(debug[:min(len(debug), 128)]))
 	}
 	for _, bs := range refused {
 		bs.asm.Reset(&c.budget)
@@ -1074,22 +991,32 @@ func (b *h2Backend) Invoke(ctx context.Context, method string, req []byte) ([]by
 	}
 }
 
-// openRelay opens the backend stream of a relayed client stream.
-func (b *h2Backend) openRelay(s *sstream) (*bstream, error) {
+// relayClient is the client of a relayed RPC as the backend leg hands it the
+// backend's answer (the client leg's stream, rpc.go). Each method is called on
+// the backend connection's reader, with none of its locks held.
+type relayClient interface {
+	relayHeaders(fields []hpack.HeaderField)
+	relayMessage(body mem.BufferSlice, compressed bool)
+	relayEnd(trail []hpack.HeaderField, err error)
+}
+
+// openRelay opens the backend stream of a relayed RPC, whose answer goes to to.
+func (b *h2Backend) openRelay(method string, meta []string, deadline int64, to relayClient) (relayTarget, error) {
 	c := b.cur.Load()
 	if c == nil {
 		return nil, errBackendDown
 	}
-	// A relayed message keeps its compressed flag, so its encoding goes with it
-	// (it was dropped, and a compressed request failed).
-	meta := s.meta
-	if s.enc[0] != "" {
-		meta = append(meta[:len(meta):len(meta)], "grpc-encoding", s.enc[0])
+	bs, err := c.open(method, meta, deadline, func(bs *bstream) { bs.relay = to })
+	if err != nil {
+		return nil, err
 	}
-	if s.enc[1] != "" {
-		meta = append(meta[:len(meta):len(meta)], "grpc-accept-encoding", s.enc[1])
-	}
-	return c.open(s.method, meta, s.deadline, func(bs *bstream) { bs.relay = s })
+	return bs, nil
 }
 
-var _ = strconv.Itoa
+// A backend stream is a relayed RPC's target (relayTarget): the client leg
+// forwards the request to it.
+func (bs *bstream) forward(body mem.BufferSlice, compressed bool) {
+	bs.c.sendMessage(bs, body, compressed)
+}
+func (bs *bstream) closeSend() { bs.c.closeSend(bs) }
+func (bs *bstream) cancel()    { bs.c.abort(bs, http2.ErrCodeCancel) }

@@ -23,26 +23,18 @@ import (
 //
 // Package h2 holds what both legs share below their stream tables (framing, the
 // reader, the writer with flow control, message assembly); this file joins it to
-// vig's sockets and event loop.
+// vig's sockets.
 
-// connReader is what a connection's reader reads: the event loop's coroutine for a
-// connection the loop owns, else the socket read with raw syscalls (netopt.Reader).
-func connReader(nc net.Conn) io.Reader {
-	if lc, ok := nc.(*loopConn); ok {
-		return lc
-	}
-	return netopt.NewReader(nc)
-}
+// connReader is what a connection's reader reads: the socket read with raw
+// syscalls (netopt.Reader).
+func connReader(nc net.Conn) io.Reader { return netopt.NewReader(nc) }
 
 // errCompressed: a backend answer compressed when vig asked for none.
 var errCompressed = errors.New("compressed message")
 
-// newH2Writer is the sending half of nc: through the event loop when the loop
-// owns the socket, else with raw non-blocking writes (netopt.TryWriter).
+// newH2Writer is the sending half of nc, with raw non-blocking writes
+// (netopt.TryWriter).
 func newH2Writer(nc net.Conn) (*h2.Writer, error) {
-	if lc, ok := nc.(*loopConn); ok {
-		return h2.NewWriter(nc, lc), nil // the loop owns the socket
-	}
 	tw, err := netopt.NewTryWriter(nc)
 	if err != nil {
 		return nil, err

@@ -20,7 +20,6 @@ import (
 
 	"github.com/vig-edge/vig/agent/metrics"
 	"github.com/vig-edge/vig/h2"
-	"github.com/vig-edge/vig/netopt"
 	"github.com/vig-edge/vig/wire"
 )
 
@@ -65,11 +64,9 @@ type sconn struct {
 
 	// Reader goroutine only.
 	lastID   uint32
-	recvConn int64       // connection receive window left
 	budget   h2.Budget   // memory its incomplete messages may still take
-	partials []*sstream  // streams whose message may be incomplete (h2.Budget.reclaim)
+	partials h2.Partials // assemblers that may hold memory (h2.Budget.Reclaim)
 	skips    [][2]uint32 // stream ids the client skipped (closed, never opened)
-	swept    int         // len(partials) after the last sweep
 }
 
 // sstream is one RPC on a client connection.
@@ -82,26 +79,24 @@ type sstream struct {
 
 	// Reader goroutine only.
 	asm      h2.Assembler
-	recvWin  int64
-	owed     uint32 // stream window to give back
+	recv     h2.RecvWindow
 	gotMsg   bool
 	meta     []string
 	enc      [2]string // grpc-encoding, grpc-accept-encoding (relayed RPCs carry them on)
 	deadline int64
 	half     bool  // the client half-closed
-	listed   bool  // in c.partials
 	clen     int64 // the request's content-length (-1: none), then what DATA may still bring
 
 	// Guarded by c.w.mu.
 	send     h2.SendState
 	hdrSent  bool
-	pending  int     // ModelStreamInfer: requests not yet answered
-	halfSeen bool    // the client half-closed (copy for repliers)
-	remote   bool    // the client's side is closed (END_STREAM or RST_STREAM received)
-	done     bool    // answered (trailers or RST sent)
-	call     *Call   // ModelInfer: the request's call while it runs
-	calls    []*Call // ModelStreamInfer: the calls not yet answered
-	relay    *bstream
+	pending  int                  // ModelStreamInfer: requests not yet answered
+	halfSeen bool                 // the client half-closed (copy for repliers)
+	remote   bool                 // the client's side is closed (END_STREAM or RST_STREAM received)
+	done     bool                 // answered (trailers or RST sent)
+	call     *Call                // ModelInfer: the request's call while it runs
+	calls    []*Call              // ModelStreamInfer: the calls not yet answered
+	relay    relayTarget          // a relayed RPC's backend stream
 	onOK     func()               // run when a relayed call succeeds (shared-memory mirror)
 	trail    [4]hpack.HeaderField // the trailers' storage
 }
@@ -128,29 +123,6 @@ func (g *Gateway) serveConn(nc net.Conn) {
 		return
 	}
 	nc.SetReadDeadline(time.Time{})
-	if g.loop != nil && netopt.Pollable(nc) && g.loop.clients.Add(1) <= HotConns {
-		defer g.loop.clients.Add(-1)
-		lc := &loopConn{Conn: nc}
-		c, ok := g.newSconn(lc, peerUID, hasUID)
-		if !ok {
-			return
-		}
-		defer g.untrack(c)
-		ended := make(chan struct{})
-		if err := lc.run(g.loop, func() {
-			defer close(ended)
-			c.shutdown(c.serve())
-		}); err != nil {
-			g.log.Warn("event loop: cannot serve a connection, closing it", "err", err)
-			nc.Close()
-			return
-		}
-		<-ended
-		return
-	}
-	if g.loop != nil && netopt.Pollable(nc) {
-		g.loop.clients.Add(-1) // over HotConns: this one gets a goroutine
-	}
 	c, ok := g.newSconn(nc, peerUID, hasUID)
 	if !ok {
 		return
@@ -189,12 +161,7 @@ func (g *Gateway) newSconn(nc net.Conn, peerUID uint32, hasUID bool) (*sconn, bo
 // noteAssembling remembers a stream whose message holds memory, so that reclaim
 // finds it should the stream end before the message does. Reader goroutine.
 func (c *sconn) noteAssembling(s *sstream) {
-	if s.listed || s.asm.Held() == 0 {
-		return
-	}
-	s.listed = true
-	c.partials = append(c.partials, s)
-	if len(c.partials) >= 2*c.swept+16 {
+	if c.partials.Note(&s.asm, s.id) {
 		c.reclaim(&s.asm)
 	}
 }
@@ -202,29 +169,16 @@ func (c *sconn) noteAssembling(s *sstream) {
 // reclaim frees what the incomplete messages of ended streams hold, and forgets
 // the streams that hold nothing (h2.Budget). Reader goroutine.
 func (c *sconn) reclaim(skip *h2.Assembler) {
-	keep := c.partials[:0]
 	c.w.Lock()
-	for _, s := range c.partials {
-		switch {
-		case &s.asm == skip:
-		case s.asm.Held() == 0:
-			s.listed = false
-			continue
-		case s.done || c.streams[s.id] != s:
-			s.asm.Reset(&c.budget)
-			s.listed = false
-			continue
-		}
-		keep = append(keep, s)
-	}
+	c.partials.Sweep(skip, &c.budget, func(id uint32, a *h2.Assembler) bool {
+		s := c.streams[id]
+		return s == nil || &s.asm != a || s.done
+	})
 	c.w.Unlock()
-	clear(c.partials[len(keep):])
-	c.partials, c.swept = keep, len(keep)
 }
 
 // serve runs the connection (its preface read) until it ends.
 func (c *sconn) serve() error {
-	c.recvConn = int64(c.g.connWindow)
 	c.w.Lock()
 	c.w.QueueSettings(
 		http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: maxConcurrentStreams},
@@ -233,116 +187,61 @@ func (c *sconn) serve() error {
 	c.w.QueueWindowUpdate(0, c.g.connWindow-h2.InitialWindow)
 	c.w.Flush()
 	c.w.Unlock()
-
-	for {
-		h, err := c.r.ReadHeader()
-		if err != nil {
-			return err
-		}
-		if err := c.frame(h); err != nil {
-			return err
-		}
-	}
+	return h2.FrameLoop(c.r, c.w, "a client", c.g.connWindow, (*serverStreams)(c))
 }
 
-// frame handles one frame whose header has been read. What a frame means in
-// each stream state is RFC 9113 §5.1; the section of each rule is beside it.
-func (c *sconn) frame(h h2.FrameHeader) error {
-	switch h.Type {
-	case http2.FrameData:
-		return c.data(h)
-	case http2.FrameHeaders:
-		return c.headersFrame(h)
-	case http2.FrameRSTStream:
-		p, err := c.r.Payload(h)
-		if err != nil {
-			return err
-		}
-		switch {
-		case h.Stream == 0:
-			return h2.ProtocolError("RST_STREAM on stream 0") // §6.4
-		case len(p) != 4:
-			return h2.ConnError{Code: http2.ErrCodeFrameSize, Msg: "RST_STREAM of the wrong size"} // §6.4
-		case h.Stream > c.lastID:
-			return h2.ProtocolError("RST_STREAM on idle stream %d", h.Stream) // §5.1 idle
-		}
-		c.reset(h.Stream)
-		return nil
-	case http2.FrameSettings:
-		return h2.SettingsFrame(c.r, c.w, h)
-	case http2.FramePing:
-		if h.Has(http2.FlagPingAck) && h.Length == 8 && h.Stream == 0 {
-			p, err := c.r.Payload(h)
-			if err == nil && [8]byte(p) == drainPing {
-				c.finalGoAway()
-			}
-			return err
-		}
-		return h2.PingFrame(c.r, c.w, h)
-	case http2.FrameWindowUpdate:
-		return c.windowUpdate(h)
-	case http2.FrameGoAway:
-		// The client will open no more streams; those it has finish normally.
-		_, err := c.r.Payload(h)
-		if err == nil && h.Stream != 0 {
-			return h2.ProtocolError("GOAWAY on stream %d", h.Stream) // §6.8
-		}
-		return err
-	case http2.FramePriority:
-		return c.priority(h)
-	case http2.FramePushPromise, http2.FrameContinuation:
-		return h2.ProtocolError("unexpected %v frame from a client", h.Type) // §8.4, §6.10
-	default: // unknown extension frames are ignored (§5.5)
-		return c.r.Discard(int(h.Length))
-	}
-}
+// serverStreams is the client leg's stream table as h2.FrameLoop sees it: the
+// frames that concern streams, each on the connection's reader goroutine. What a
+// frame means in each stream state is RFC 9113 §5.1; the section of each rule is
+// beside it.
+type serverStreams sconn
 
-// priority checks a PRIORITY frame (§6.3); vig does not prioritise (§5.3.2
-// lets it), but a malformed one is still an error.
-func (c *sconn) priority(h h2.FrameHeader) error {
-	p, err := c.r.Payload(h)
-	if err != nil {
-		return err
-	}
-	switch {
-	case h.Stream == 0:
-		return h2.ProtocolError("PRIORITY on stream 0") // §6.3
-	case len(p) != 5:
-		c.streamError(h.Stream, http2.ErrCodeFrameSize) // §6.3
-	case binary.BigEndian.Uint32(p)&0x7fffffff == h.Stream:
-		c.streamError(h.Stream, http2.ErrCodeProtocol) // §5.3.1
+// Idle: a client's stream above the last one it opened (§5.1 idle; §5.1.1).
+func (t *serverStreams) Idle(id uint32) bool                    { return id > t.lastID }
+func (t *serverStreams) Headers(h h2.FrameHeader) error         { return (*sconn)(t).headersFrame(h) }
+func (t *serverStreams) Data(h h2.FrameHeader, n int) error     { return (*sconn)(t).data(h, n) }
+func (t *serverStreams) Reset(id uint32, _ http2.ErrCode) error { (*sconn)(t).reset(id); return nil }
+
+// SendState is called with the writer's lock held (it guards the table).
+func (t *serverStreams) SendState(id uint32) *h2.SendState {
+	if s := t.streams[id]; s != nil {
+		return &s.send
 	}
 	return nil
 }
 
-// streamState is a client stream's state as RFC 9113 §5.1 names it, as the
-// connection's reader sees it (the reader is what acts on a frame).
-type streamState uint8
+func (t *serverStreams) StreamError(id uint32, code http2.ErrCode, _ string) {
+	(*sconn)(t).streamError(id, code)
+}
 
-const (
-	stateIdle             streamState = iota // above the last stream opened
-	stateOpen                                // both sides may send
-	stateHalfClosedLocal                     // vig has answered; the client may still send
-	stateHalfClosedRemote                    // the client sent END_STREAM (or reset it)
-	stateClosed                              // no longer in the table (or never opened: skipped)
-)
+// GoAway: the client will open no more streams; those it has finish normally.
+func (t *serverStreams) GoAway(uint32, http2.ErrCode, []byte) error { return nil }
+
+func (t *serverStreams) Settings() {}
+
+// PingAck: the client has read everything before vig's drain PING (drain).
+func (t *serverStreams) PingAck(data [8]byte) {
+	if data == drainPing {
+		(*sconn)(t).finalGoAway()
+	}
+}
 
 // state is stream id's state, and the stream while it is in the table. Reader
 // goroutine.
-func (c *sconn) state(id uint32) (streamState, *sstream) {
+func (c *sconn) state(id uint32) (h2.StreamState, *sstream) {
 	if id > c.lastID {
-		return stateIdle, nil
+		return h2.StateIdle, nil
 	}
 	s := c.stream(id)
 	switch {
 	case s == nil:
-		return stateClosed, nil
+		return h2.StateClosed, nil
 	case s.half:
-		return stateHalfClosedRemote, s
+		return h2.StateHalfClosedRemote, s
 	case s.doneLocked():
-		return stateHalfClosedLocal, s
+		return h2.StateHalfClosedLocal, s
 	}
-	return stateOpen, s
+	return h2.StateOpen, s
 }
 
 // stream returns the stream id of the table, answered or not. Reader goroutine.
@@ -371,7 +270,7 @@ func (c *sconn) streamError(id uint32, code http2.ErrCode) {
 	c.w.Lock()
 	s := c.streams[id]
 	var calls []*Call
-	var bs *bstream
+	var bs relayTarget
 	if s != nil {
 		s.remote = true
 		calls, bs = s.takeCalls(), s.relay
@@ -393,89 +292,38 @@ func (c *sconn) streamError(id uint32, code http2.ErrCode) {
 			call.Release()
 		}
 		if bs != nil {
-			bs.c.abort(bs, http2.ErrCodeCancel)
+			bs.cancel()
 		}
 	}
 }
 
-func (c *sconn) windowUpdate(h h2.FrameHeader) error {
-	p, err := c.r.Payload(h)
-	if err != nil {
-		return err
-	}
-	if len(p) != 4 {
-		return h2.ConnError{Code: http2.ErrCodeFrameSize, Msg: "WINDOW_UPDATE of the wrong size"} // §6.9
-	}
-	inc := binary.BigEndian.Uint32(p) & 0x7fffffff
-	if h.Stream == 0 {
-		if inc == 0 {
-			return h2.ProtocolError("WINDOW_UPDATE with increment 0") // §6.9
-		}
-		c.w.Lock()
-		defer c.w.Unlock()
-		err := c.w.WindowUpdate(nil, inc) // above 2^31-1: FLOW_CONTROL_ERROR (§6.9.1)
-		c.w.Flush()
-		return err
-	}
-	if h.Stream > c.lastID {
-		return h2.ProtocolError("WINDOW_UPDATE on idle stream %d", h.Stream) // §5.1 idle
-	}
-	if inc == 0 {
-		c.streamError(h.Stream, http2.ErrCodeProtocol) // §6.9
-		return nil
-	}
-	c.w.Lock()
-	s := c.streams[h.Stream]
-	if s == nil || s.send.Rst {
-		c.w.Unlock()
-		return nil // closed: WINDOW_UPDATE may still arrive (§5.1)
-	}
-	err = c.w.WindowUpdate(&s.send, inc)
-	c.w.Flush()
-	c.w.Unlock()
-	if err != nil {
-		c.streamError(h.Stream, http2.ErrCodeFlowControl) // §6.9.1
-	}
-	return nil
-}
-
-// data reads a DATA frame into its stream's message.
-func (c *sconn) data(h h2.FrameHeader) error {
-	if h.Stream == 0 {
-		return h2.ProtocolError("DATA on stream 0") // §6.1
-	}
-	n, pad, err := c.r.DataStart(h, &c.recvConn, "client")
-	if err != nil {
-		return err
-	}
+// data reads a DATA frame's n bytes into its stream's message (h2.FrameLoop
+// has checked the stream is not idle and does the connection's window).
+func (c *sconn) data(h h2.FrameHeader, n int) error {
 	st, s := c.state(h.Stream)
-	if st == stateIdle {
-		return h2.ProtocolError("DATA on idle stream %d", h.Stream) // §5.1 idle
-	}
 	if s != nil && s.clen >= 0 {
 		// The DATA must add up to the content-length (§8.1.1).
 		if s.clen -= int64(n); s.clen < 0 || (h.Has(http2.FlagDataEndStream) && s.clen != 0) {
 			s.clen = -1
-			err = c.r.Discard(n + pad)
-			c.creditConn(h.Length)
+			err := c.r.Discard(n)
 			c.streamError(h.Stream, http2.ErrCodeProtocol)
 			return err
 		}
 	}
-	live := st == stateOpen
+	live := st == h2.StateOpen
+	var err error
 	switch st {
-	case stateClosed:
+	case h2.StateClosed:
 		err = c.r.Discard(n)
 		c.closedError(h.Stream)
-	case stateHalfClosedRemote:
+	case h2.StateHalfClosedRemote:
 		err = c.r.Discard(n)
 		c.streamError(h.Stream, http2.ErrCodeStreamClosed) // §5.1 half-closed (remote)
 		s = nil
-	case stateHalfClosedLocal:
+	case h2.StateHalfClosedLocal:
 		err = c.r.Discard(n) // vig answered already: dropped
-	case stateOpen:
-		s.recvWin -= int64(h.Length)
-		if s.recvWin < 0 {
+	case h2.StateOpen:
+		if !s.recv.Take(h.Length) {
 			return h2.ConnError{Code: http2.ErrCodeFlowControl, Msg: "client sent more than the stream window"}
 		}
 		var left int
@@ -489,40 +337,25 @@ func (c *sconn) data(h h2.FrameHeader) error {
 		}
 		c.noteAssembling(s)
 		if err == nil && !h.Has(http2.FlagDataEndStream) {
-			s.owed += h.Length
+			s.recv.Owe(h.Length)
 		}
 	}
 	if err != nil {
 		return err
 	}
-	if err := c.r.Discard(pad); err != nil {
-		return err
+	if live {
+		c.w.Lock()
+		if !s.send.Closed {
+			if inc := s.recv.Due(); inc > 0 {
+				c.w.QueueWindowUpdate(s.id, inc) // sent with the connection's (h2.FrameLoop)
+			}
+		}
+		c.w.Unlock()
 	}
-	c.w.Lock()
-	if live && s.owed >= c.g.window/4 && !s.send.Closed {
-		c.w.QueueWindowUpdate(s.id, s.owed)
-		s.recvWin += int64(s.owed)
-		s.owed = 0
-	}
-	c.recvConn += int64(h.Length)
-	if c.w.Credit(int(h.Length), c.g.connWindow) {
-		c.w.Flush()
-	}
-	c.w.Unlock()
 	if h.Has(http2.FlagDataEndStream) && s != nil && !s.half {
 		c.halfClose(s)
 	}
 	return nil
-}
-
-// creditConn gives the connection window back for a frame vig dropped.
-func (c *sconn) creditConn(n uint32) {
-	c.w.Lock()
-	c.recvConn += int64(n)
-	if c.w.Credit(int(n), c.g.connWindow) {
-		c.w.Flush()
-	}
-	c.w.Unlock()
 }
 
 // headersFrame opens a stream (or carries a client's trailers, which gRPC does not
@@ -535,11 +368,11 @@ func (c *sconn) headersFrame(h h2.FrameHeader) error {
 	if err != nil && err != h2.ErrHeaderListTooBig {
 		return err
 	}
-	if st, s := c.state(h.Stream); st != stateIdle {
+	if st, s := c.state(h.Stream); st != h2.StateIdle {
 		switch {
-		case st == stateClosed && c.skipped(h.Stream):
+		case st == h2.StateClosed && c.skipped(h.Stream):
 			return h2.ProtocolError("HEADERS opening stream %d, below the last stream %d", h.Stream, c.lastID) // §5.1.1
-		case st == stateClosed:
+		case st == h2.StateClosed:
 			c.w.Lock()
 			ignore := c.closed.WasReset(h.Stream)
 			c.w.Unlock()
@@ -547,13 +380,13 @@ func (c *sconn) headersFrame(h h2.FrameHeader) error {
 				return nil // in flight when vig reset the stream (§5.1 closed)
 			}
 			return h2.ConnError{Code: http2.ErrCodeStreamClosed, Msg: fmt.Sprintf("HEADERS on closed stream %d", h.Stream)} // §5.1 closed
-		case st == stateHalfClosedRemote:
+		case st == h2.StateHalfClosedRemote:
 			c.streamError(h.Stream, http2.ErrCodeStreamClosed) // §5.1 half-closed (remote)
 		case !h.Has(http2.FlagHeadersEndStream) || err != nil || h2.CheckTrailers(c.r.Fields) != "":
 			c.streamError(h.Stream, http2.ErrCodeProtocol) // §8.1: trailers end the stream
 		case s.clen > 0:
 			c.streamError(h.Stream, http2.ErrCodeProtocol) // §8.1.1: DATA short of content-length
-		case st == stateHalfClosedLocal:
+		case st == h2.StateHalfClosedLocal:
 			s.half = true
 			c.w.Lock()
 			s.remote = true
@@ -585,7 +418,7 @@ func (c *sconn) headersFrame(h h2.FrameHeader) error {
 			return nil
 		}
 	}
-	s := &sstream{c: c, id: h.Stream, recvWin: int64(c.g.window), clen: clen}
+	s := &sstream{c: c, id: h.Stream, recv: h2.NewRecvWindow(c.g.window), clen: clen}
 	c.w.Lock()
 	s.send.Init(h.Stream, c.w.InitWin())
 	refuse := c.goAway || len(c.streams) >= maxConcurrentStreams
@@ -747,9 +580,27 @@ func (c *sconn) request(s *sstream, fields []hpack.HeaderField) error {
 	return nil
 }
 
+// relayTarget is the backend end of a relayed RPC, as the client leg forwards
+// the request to it (a stream of the gRPC backend, h2backend.go). No method may
+// be called with the client connection's lock held.
+type relayTarget interface {
+	forward(body mem.BufferSlice, compressed bool) // one request message (owned)
+	closeSend()                                    // the request is complete
+	cancel()                                       // reset it: the client left
+}
+
 // openRelay starts the backend stream of a relayed RPC.
 func (c *sconn) openRelay(s *sstream) error {
-	bs, err := c.g.relay.openRelay(s)
+	// A relayed message keeps its compressed flag, so its encoding goes with it
+	// (it was dropped, and a compressed request failed).
+	meta := s.meta
+	if s.enc[0] != "" {
+		meta = append(meta[:len(meta):len(meta)], "grpc-encoding", s.enc[0])
+	}
+	if s.enc[1] != "" {
+		meta = append(meta[:len(meta):len(meta)], "grpc-accept-encoding", s.enc[1])
+	}
+	bs, err := c.g.relay.openRelay(s.method, meta, s.deadline, s)
 	if err != nil {
 		return err
 	}
@@ -820,7 +671,7 @@ func (c *sconn) message(s *sstream, msg mem.BufferSlice, compressed bool) error 
 			msg.Free()
 			return nil
 		}
-		bs.c.sendMessage(bs, msg, compressed)
+		bs.forward(msg, compressed)
 	}
 	return nil
 }
@@ -831,7 +682,7 @@ func (c *sconn) infer(s *sstream, msg mem.BufferSlice) {
 	err := c.g.prepare(call, msg, c.uid, c.hasUID)
 	if errors.Is(err, errShmUnknown) {
 		// The backend's region list is read on a goroutine of this request's own:
-		// the connection's reader (or the event loop) must not wait for it.
+		// the connection's reader must not wait for it.
 		c.w.Lock()
 		s.pending++ // keeps a ModelStreamInfer open meanwhile
 		c.w.Unlock()
@@ -918,7 +769,7 @@ func (c *sconn) halfClose(s *sstream) {
 		bs := s.relay
 		c.w.Unlock()
 		if bs != nil {
-			bs.c.closeSend(bs)
+			bs.closeSend()
 		} else if !s.gotMsg {
 			c.failStream(s, status.Error(codes.Internal, "no request message"))
 		}
@@ -956,7 +807,7 @@ func (c *sconn) reset(id uint32) {
 		call.Release()
 	}
 	if bs != nil {
-		bs.c.abort(bs, http2.ErrCodeCancel)
+		bs.cancel()
 	}
 }
 
@@ -1049,13 +900,29 @@ func (c *sconn) streamSend(s *sstream, id []byte, resp mem.BufferSlice, err erro
 	c.w.Unlock()
 }
 
-// headLocked sends the response headers once. Called with w.mu held.
-func (c *sconn) headLocked(s *sstream, meta []string) {
+// headLocked sends the response headers once. Headers above the client's
+// SETTINGS_MAX_HEADER_LIST_SIZE (the backend's metadata) are not sent: s is
+// answered INTERNAL, naming the setting, and headLocked reports false (s takes
+// nothing more). Called with w.mu held.
+func (c *sconn) headLocked(s *sstream, meta []string) bool {
 	if s.hdrSent {
-		return
+		return true
+	}
+	fields := metaFields(meta)
+	if n := h2.HeaderListSize(respHeaders, fields); n > c.w.PeerMaxHeaderList() {
+		c.answerLocked(s, status.Errorf(codes.Internal, "response headers of %d bytes exceed the client's SETTINGS_MAX_HEADER_LIST_SIZE of %d (RFC 9113 §6.5.2): the backend's metadata is too large for this client", n, c.w.PeerMaxHeaderList()), nil)
+		return false
 	}
 	s.hdrSent = true
-	c.w.Headers(s.id, false, respHeaders, metaFields(meta))
+	c.w.Headers(s.id, false, respHeaders, fields)
+	return true
+}
+
+// trailersTooLarge are the trailers that replace ones above the client's
+// SETTINGS_MAX_HEADER_LIST_SIZE (n bytes, the backend's trailer metadata).
+func (c *sconn) trailersTooLarge(n uint32) []hpack.HeaderField {
+	return []hpack.HeaderField{{Name: "grpc-status", Value: strconv.Itoa(int(codes.Internal))}, {Name: "grpc-message", Value: encodeGrpcMessage(fmt.Sprintf(
+		"response trailers of %d bytes exceed the client's SETTINGS_MAX_HEADER_LIST_SIZE of %d (RFC 9113 §6.5.2): the backend's metadata is too large for this client", n, c.w.PeerMaxHeaderList()))}}
 }
 
 var respHeaders = []hpack.HeaderField{{Name: ":status", Value: "200"}, {Name: "content-type", Value: "application/grpc"}}
@@ -1073,6 +940,11 @@ func (c *sconn) finishLocked(s *sstream, trailMeta []string) {
 	}
 	tr := append(s.trail[:0], hpack.HeaderField{Name: "grpc-status", Value: "0"})
 	tr = append(tr, metaFields(trailMeta)...)
+	if n := h2.HeaderListSize(tr); n > c.w.PeerMaxHeaderList() {
+		c.w.Finish(&s.send, c.trailersTooLarge(n))
+		c.endLocked(s, codes.Internal)
+		return
+	}
 	c.w.Finish(&s.send, tr)
 	c.endLocked(s, codes.OK)
 }
@@ -1091,11 +963,16 @@ func (c *sconn) answerLocked(s *sstream, err error, trailMeta []string) {
 		s.hdrSent = true
 		fields = append(fields, respHeaders...)
 	}
+	headers := len(fields)
 	fields = append(fields, hpack.HeaderField{Name: "grpc-status", Value: strconv.Itoa(int(code))})
 	if msg := st.Message(); msg != "" {
 		fields = append(fields, hpack.HeaderField{Name: "grpc-message", Value: encodeGrpcMessage(msg)})
 	}
 	fields = append(fields, metaFields(trailMeta)...)
+	if n := h2.HeaderListSize(fields); n > c.w.PeerMaxHeaderList() && len(trailMeta) > 0 {
+		fields = append(fields[:headers], c.trailersTooLarge(n)...)
+		code = codes.Internal
+	}
 	c.w.Drop(&s.send)
 	c.w.Finish(&s.send, fields)
 	c.endLocked(s, code)
@@ -1115,7 +992,7 @@ func (c *sconn) failStream(s *sstream, err error) {
 		call.Release()
 	}
 	if bs != nil {
-		bs.c.abort(bs, http2.ErrCodeCancel)
+		bs.cancel()
 	}
 }
 
@@ -1167,7 +1044,7 @@ func (c *sconn) shutdown(err error) {
 	}
 	c.w.Lock()
 	var calls []*Call
-	var relays []*bstream
+	var relays []relayTarget
 	for _, s := range c.streams {
 		s.send.Closed = true
 		c.w.Drop(&s.send)
@@ -1184,7 +1061,7 @@ func (c *sconn) shutdown(err error) {
 		call.Release()
 	}
 	for _, bs := range relays {
-		bs.c.abort(bs, http2.ErrCodeCancel)
+		bs.cancel()
 	}
 }
 

@@ -75,7 +75,7 @@ func (g *Gateway) Cancel(c *Call) {
 
 // finish is Call.Finish: the backend's answer.
 func (g *Gateway) finish(c *Call, resp mem.BufferSlice, err error) {
-	c.bs.Store(nil)
+	c.run.Store(0)
 	g.exp.remove(c)
 	if err != nil && c.expired.Load() && status.Code(err) == codes.Canceled {
 		// vig gave up on it (expiry.go) and the backend stopped it.

@@ -47,8 +47,12 @@ func (g *Gateway) finishPrepare(call *Call, uid uint32, hasUID, synced bool) err
 	return nil
 }
 
+// A client stream is a relayed RPC's client (relayClient): the backend leg hands
+// it the backend's answer.
+
 // relayHeaders forwards a relayed RPC's response headers to its client.
-func (c *sconn) relayHeaders(s *sstream, fields []hpack.HeaderField) {
+func (s *sstream) relayHeaders(fields []hpack.HeaderField) {
+	c := s.c
 	meta := appendMeta(nil, fields)
 	for _, f := range fields {
 		if f.Name == "grpc-encoding" || f.Name == "grpc-accept-encoding" {
@@ -56,15 +60,22 @@ func (c *sconn) relayHeaders(s *sstream, fields []hpack.HeaderField) {
 		}
 	}
 	c.w.Lock()
+	var bs relayTarget
 	if !s.done {
-		c.headLocked(s, meta)
+		if !c.headLocked(s, meta) { // answered INTERNAL: the backend's stream is not needed
+			bs, s.relay = s.relay, nil
+		}
 		c.w.Flush()
 	}
 	c.w.Unlock()
+	if bs != nil {
+		bs.cancel()
+	}
 }
 
 // relayMessage forwards one response message of a relayed RPC (body owned).
-func (c *sconn) relayMessage(s *sstream, body mem.BufferSlice, compressed bool) {
+func (s *sstream) relayMessage(body mem.BufferSlice, compressed bool) {
+	c := s.c
 	c.w.Lock()
 	defer c.w.Unlock()
 	if s.done {
@@ -78,7 +89,8 @@ func (c *sconn) relayMessage(s *sstream, body mem.BufferSlice, compressed bool) 
 }
 
 // relayEnd ends a relayed RPC with the backend's status and trailers.
-func (c *sconn) relayEnd(s *sstream, trail []hpack.HeaderField, err error) {
+func (s *sstream) relayEnd(trail []hpack.HeaderField, err error) {
+	c := s.c
 	c.w.Lock()
 	defer c.w.Unlock()
 	s.relay = nil

@@ -18,21 +18,12 @@ import (
 
 // cpuControls is what applyCPU set up; Close undoes it.
 type cpuControls struct {
-	// Hot is the dedicated hot thread (hot_path: dedicated), nil otherwise. The
-	// gateway runs its hot loop on it (Hot.Do), or places its own loop goroutine
-	// with cpu.LockHot and HotOptions.
-	Hot        *cpu.Thread
-	HotOptions cpu.HotOptions
-	// Sampler observes the hot thread's CPU and clock; disabled until vig profile
-	// or a benchmark enables it (the hot loop calls Sampler.Observe).
-	Sampler *cpu.Sampler
-	State   metrics.CPUState
+	State metrics.CPUState
 
 	undo []func() error // in the order to run them
 }
 
-// Close ends the hot thread and restores the process mask, GOMAXPROCS and the
-// collector's settings.
+// Close restores the process mask, GOMAXPROCS and the collector's settings.
 func (c *cpuControls) Close() error {
 	var errs []error
 	for _, u := range c.undo {
@@ -44,9 +35,8 @@ func (c *cpuControls) Close() error {
 
 // cpuPlan is the cpu: section resolved against the device.
 type cpuPlan struct {
-	process []int           // nil: leave the process mask
-	hot     *cpu.HotOptions // nil: hot_path shared
-	notes   []string        // what was adjusted
+	process []int    // nil: leave the process mask
+	notes   []string // what was adjusted
 }
 
 // planCPU resolves the cpu: section against the topology and the mask vig was
@@ -90,26 +80,12 @@ func planCPU(c config.CPU, topo cpu.Topology, topoErr error, allowed []int) (cpu
 		}
 		return in, nil
 	}
-	base := allowed
 	if c.ProcessCPUs != "" {
 		ids, err := resolve("process_cpus", c.ProcessCPUs, allowed)
 		if err != nil {
 			return p, err
 		}
-		p.process, base = ids, ids
-	}
-	if c.HotPath == config.HotPathDedicated {
-		p.hot = &cpu.HotOptions{UclampMin: -1}
-		if c.UclampMin != nil {
-			p.hot.UclampMin = *c.UclampMin
-		}
-		if c.Pin != config.PinNone {
-			ids, err := resolve("pin", c.Pin, base)
-			if err != nil {
-				return p, err
-			}
-			p.hot.CPUs = ids
-		}
+		p.process = ids
 	}
 	return p, nil
 }
@@ -125,22 +101,16 @@ func without(all, drop []int) []int {
 }
 
 // applyCPU applies the cpu: section at the start of vig serve: the collector's
-// settings, the process mask with GOMAXPROCS to match, and the dedicated hot
-// thread with its pin and clamp. Each result is read back, logged, and exported
-// as vig_cpu_* metrics in reg. A placement that cannot be made as configured is
-// an error (serve refuses to start with it); a clamp the kernel does not support
-// is a warning, since uclamp_min is best effort.
+// settings and the process mask with GOMAXPROCS to match. Each result is read
+// back, logged, and exported as vig_cpu_* metrics in reg. A placement that cannot
+// be made as configured is an error (serve refuses to start with it).
 func applyCPU(cfg *config.Config, log *slog.Logger, reg *metrics.Registry) (*cpuControls, error) {
 	c := cfg.CPU
-	ctl := &cpuControls{State: metrics.CPUState{HotPath: c.HotPath, UclampMin: -1, UclampRequested: -1}}
-	if c.UclampMin != nil {
-		ctl.State.UclampRequested = *c.UclampMin
-	}
+	ctl := &cpuControls{}
 	topo, topoErr := cpu.ReadTopology(cpu.Root())
 	if topoErr != nil {
-		log.Warn("cpu: topology unreadable; pin by core kind is unavailable and hot-thread samples carry no cluster", "err", topoErr)
+		log.Warn("cpu: topology unreadable; process_cpus by core kind is unavailable", "err", topoErr)
 	}
-	ctl.Sampler = cpu.NewSampler(topo)
 
 	gc := applyGC(c.GC, os.Getenv)
 	ctl.undo = append(ctl.undo, gc.undo)
@@ -172,24 +142,8 @@ func applyCPU(cfg *config.Config, log *slog.Logger, reg *metrics.Registry) (*cpu
 	} else {
 		log.Info("cpu: process mask inherited", "cpus", cpu.FormatList(allowed), "gomaxprocs", runtime.GOMAXPROCS(0))
 	}
-	if plan.hot != nil {
-		ctl.HotOptions = *plan.hot
-		th, err := cpu.StartThread(*plan.hot)
-		if err != nil {
-			ctl.Close()
-			return nil, fmt.Errorf("cpu: hot thread (pin %s): %w", c.Pin, err)
-		}
-		ctl.Hot = th
-		ctl.undo = append([]func() error{th.Close}, ctl.undo...)
-		rep := th.Report()
-		ctl.State.HotTID, ctl.State.HotCPUs, ctl.State.UclampMin = rep.TID, rep.CPUs, rep.UclampMin
-		log.Info("cpu: hot thread placed", "tid", rep.TID, "cpus", cpu.FormatList(rep.CPUs), "pin", c.Pin, "uclamp_min", rep.UclampMin)
-		if rep.UclampErr != nil {
-			log.Warn("cpu: uclamp_min not in effect (best effort)", "requested", *c.UclampMin, "err", rep.UclampErr)
-		}
-	}
 	if reg != nil {
-		reg.CPU(ctl.State, ctl.Sampler.Stats)
+		reg.CPU(ctl.State)
 	}
 	return ctl, nil
 }
@@ -262,7 +216,7 @@ func cpuHost(h *doctor.Host) *doctor.Host {
 // changed: the process mask is tried on the scratch thread (the kernel checks a
 // thread's mask against the same cpuset either way).
 func cpuTrial(c config.CPU) doctor.CPUTrial {
-	tr := doctor.CPUTrial{UclampMin: -1, GOMAXPROCS: runtime.GOMAXPROCS(0)}
+	tr := doctor.CPUTrial{GOMAXPROCS: runtime.GOMAXPROCS(0)}
 	var err error
 	if tr.Allowed, err = cpu.ProcessAffinity(); err != nil {
 		tr.Err = err
@@ -285,18 +239,6 @@ func cpuTrial(c config.CPU) doctor.CPUTrial {
 				return
 			}
 			tr.Process, tr.GOMAXPROCS = rep.CPUs, len(rep.CPUs)
-			if err := undo(); err != nil {
-				tr.Err = err
-				return
-			}
-		}
-		if plan.hot != nil {
-			rep, undo, err := cpu.LockHot(*plan.hot)
-			if err != nil {
-				tr.Err = fmt.Errorf("hot thread (pin %s): %w", c.Pin, err)
-				return
-			}
-			tr.HotTID, tr.Hot, tr.UclampMin, tr.UclampErr = rep.TID, rep.CPUs, rep.UclampMin, rep.UclampErr
 			if err := undo(); err != nil {
 				tr.Err = err
 			}

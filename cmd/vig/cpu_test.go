@@ -43,31 +43,22 @@ func TestPlanCPU(t *testing.T) {
 	}
 	all := []int{0, 1, 3, 4, 5, 6, 7}
 	tests := []struct {
-		name     string
-		cfg      string
-		allowed  []int
-		topoErr  error
-		process  []int
-		hot      []int // nil with hotOn: no pin
-		hotOn    bool
-		uclamp   int
-		note     string
-		errSub   string
-		noTopoOK bool
+		name    string
+		cfg     string
+		allowed []int
+		topoErr error
+		process []int
+		note    string
+		errSub  string
 	}{
 		{name: "defaults: shared", cfg: "", allowed: all},
-		{name: "dedicated unpinned", cfg: "cpu: {hot_path: dedicated}", allowed: all, hotOn: true, uclamp: -1},
-		{name: "big core, mid+big process", cfg: "cpu: {hot_path: dedicated, pin: big, process_cpus: 4-7, uclamp_min: 300}",
-			allowed: all, process: []int{4, 5, 6, 7}, hot: []int{7}, hotOn: true, uclamp: 300},
 		{name: "offline cpu dropped from process_cpus", cfg: "cpu: {hot_path: shared, process_cpus: 0-3}", allowed: all, process: []int{0, 1, 3}, note: "cpu2 offline"},
-		{name: "cpuset narrower than the pin", cfg: "cpu: {hot_path: dedicated, pin: mid}", allowed: []int{0, 1, 3, 4},
-			hot: []int{4}, hotOn: true, uclamp: -1, note: "cpu5-6 outside vig's mask cpu0-1,3-4"},
-		{name: "background cpuset excludes big", cfg: "cpu: {hot_path: dedicated, pin: big}", allowed: []int{0, 1, 3},
+		{name: "cpuset narrower than process_cpus", cfg: "cpu: {process_cpus: 4-7}", allowed: []int{0, 1, 3, 4},
+			process: []int{4}, note: "cpu5-7 outside vig's mask cpu0-1,3-4"},
+		{name: "background cpuset excludes process_cpus", cfg: "cpu: {process_cpus: \"7\"}", allowed: []int{0, 1, 3},
 			errSub: "none of cpu7 may be used by vig, whose mask is cpu0-1,3 (a cpuset or taskset narrows it"},
-		{name: "kind without topology", cfg: "cpu: {hot_path: dedicated, pin: big}", allowed: all, topoErr: errors.New("no sysfs"),
-			errSub: "pin big needs the CPU topology: no sysfs"},
-		{name: "list without topology", cfg: "cpu: {hot_path: dedicated, pin: \"1\"}", allowed: all, topoErr: errors.New("no sysfs"),
-			hot: []int{1}, hotOn: true, uclamp: -1},
+		{name: "list without topology", cfg: "cpu: {process_cpus: \"1\"}", allowed: all, topoErr: errors.New("no sysfs"),
+			process: []int{1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -84,21 +75,11 @@ func TestPlanCPU(t *testing.T) {
 			if !slices.Equal(p.process, tt.process) {
 				t.Errorf("process %v, want %v", p.process, tt.process)
 			}
-			if (p.hot != nil) != tt.hotOn {
-				t.Fatalf("hot %+v, want on=%v", p.hot, tt.hotOn)
-			}
-			if p.hot != nil && (!slices.Equal(p.hot.CPUs, tt.hot) || p.hot.UclampMin != tt.uclamp) {
-				t.Errorf("hot %+v, want cpus %v clamp %d", *p.hot, tt.hot, tt.uclamp)
-			}
 			notes := strings.Join(p.notes, "; ")
 			if (tt.note == "") != (notes == "") || !strings.Contains(notes, tt.note) {
 				t.Errorf("notes %q, want %q", notes, tt.note)
 			}
 		})
-	}
-	two := cpu.Topology{CPUs: []cpu.CPU{{ID: 0}, {ID: 1}}, Clusters: cpu.Group([]cpu.CPU{{ID: 0, Capacity: 400}, {ID: 1, Capacity: 1024}})}
-	if _, err := planCPU(parseCPU(t, "cpu: {hot_path: dedicated, pin: mid}"), two, nil, []int{0, 1}); err == nil || !strings.Contains(err.Error(), "no mid cluster") {
-		t.Errorf("mid on little+big: %v", err)
 	}
 }
 
@@ -129,10 +110,9 @@ func TestApplyGC(t *testing.T) {
 	}
 }
 
-// TestApplyCPU applies a full cpu: section to this process: the hot thread is
-// pinned (read back with sched_getaffinity, and getcpu on it agrees), GOMAXPROCS
-// matches process_cpus, the metrics carry the achieved values, and Close ends the
-// hot thread and restores masks, GOMAXPROCS and the collector's settings.
+// TestApplyCPU applies a full cpu: section to this process: GOMAXPROCS matches
+// process_cpus, the metrics carry the achieved values, and Close restores the
+// mask, GOMAXPROCS and the collector's settings.
 func TestApplyCPU(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("placement: Linux only")
@@ -141,10 +121,9 @@ func TestApplyCPU(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := allowed[len(allowed)-1]
 	beforeProcs, beforeLimit := runtime.GOMAXPROCS(0), debug.SetMemoryLimit(-1)
 	cfg, err := config.Parse("cpu.yaml", []byte(fmt.Sprintf(
-		"cpu: {hot_path: dedicated, pin: \"%d\", process_cpus: \"%s\", uclamp_min: 512, gc: {memory_limit_mib: 256, gogc: 80}}\n", c, cpu.FormatList(allowed))))
+		"cpu: {hot_path: shared, process_cpus: \"%s\", gc: {memory_limit_mib: 256, gogc: 80}}\n", cpu.FormatList(allowed))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,32 +134,19 @@ func TestApplyCPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := ctl.State
-	if st.HotTID == 0 || !slices.Equal(st.HotCPUs, []int{c}) || !slices.Equal(st.ProcessCPUs, allowed) || st.UclampRequested != 512 ||
-		st.MemoryLimitBytes != 256<<20 || st.GOGC != 80 || runtime.GOMAXPROCS(0) != len(allowed) {
+	if !slices.Equal(st.ProcessCPUs, allowed) || st.MemoryLimitBytes != 256<<20 || st.GOGC != 80 || runtime.GOMAXPROCS(0) != len(allowed) {
 		t.Errorf("state %+v, GOMAXPROCS %d", st, runtime.GOMAXPROCS(0))
 	}
-	var mask []int
-	var on int
-	ctl.Hot.Do(func() { mask, _ = cpu.ThreadAffinity(); on, _ = cpu.CurrentCPU() })
-	if !slices.Equal(mask, []int{c}) || on != c {
-		t.Errorf("hot thread runs with mask %v on cpu%d, want cpu%d", mask, on, c)
-	}
-	// This kernel has no uclamp: the start-up log says so, and the metric shows -1.
-	if st.UclampMin == -1 && !strings.Contains(logs.String(), "uclamp_min not in effect") {
-		t.Errorf("clamp not in effect and not logged:\n%s", logs.String())
-	}
-	for _, want := range []string{"cpu: hot thread placed", fmt.Sprintf("tid=%d", st.HotTID), "cpu: process placed", "memory_limit=\"256 MiB\""} {
+	for _, want := range []string{"cpu: process placed", "memory_limit=\"256 MiB\""} {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("log lacks %q:\n%s", want, logs.String())
 		}
 	}
 	scrape := scrapeRegistry(t, reg)
 	for _, want := range []string{
-		fmt.Sprintf(`vig_cpu_hot_thread{cpus="%d",hot_path="dedicated",tid="%d"} 1`, c, st.HotTID),
+		fmt.Sprintf(`vig_cpu_process_cpus{cpus="%s"} 1`, cpu.FormatList(allowed)),
 		fmt.Sprintf("vig_cpu_gomaxprocs %d", len(allowed)),
-		fmt.Sprintf("vig_cpu_uclamp_min %d", st.UclampMin),
-		"vig_cpu_uclamp_min_requested 512",
-		"vig_cpu_hot_sampling_enabled 0",
+		"vig_cpu_gc_percent 80",
 	} {
 		if !strings.Contains(scrape, want) {
 			t.Errorf("metrics lack %q", want)
@@ -188,9 +154,6 @@ func TestApplyCPU(t *testing.T) {
 	}
 	if err := ctl.Close(); err != nil {
 		t.Errorf("close: %v", err)
-	}
-	if !threadEnded(st.HotTID) {
-		t.Errorf("hot thread %d still exists after Close (pid %d)", st.HotTID, os.Getpid())
 	}
 	if os.Getenv("GOMAXPROCS") == "" && runtime.GOMAXPROCS(0) != beforeProcs {
 		t.Errorf("GOMAXPROCS %d after Close, was %d", runtime.GOMAXPROCS(0), beforeProcs)
@@ -217,22 +180,9 @@ func (b *bufResponse) Header() http.Header         { return b.header }
 func (b *bufResponse) Write(p []byte) (int, error) { return b.body.Write(p) }
 func (b *bufResponse) WriteHeader(int)             {}
 
-// threadEnded waits (bounded) for a thread to leave /proc/self/task: Go ends a
-// locked thread after its goroutine exits, asynchronously.
-func threadEnded(tid int) bool {
-	for range 500 {
-		if _, err := os.Stat(fmt.Sprintf("/proc/self/task/%d", tid)); errors.Is(err, os.ErrNotExist) {
-			return true
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return false
-}
-
-// TestServeCPU serves with a cpu: section: the metrics endpoint reports the hot
-// thread's id, mask and clamp; vig doctor on the same file reports the placement
-// and the clamp; after the drain the hot thread is gone and no goroutine of vig's
-// is left.
+// TestServeCPU serves with a cpu: section: the metrics endpoint reports the
+// process mask; vig doctor on the same file reports the same placement; after the
+// drain no goroutine of vig's is left.
 func TestServeCPU(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("placement: Linux only")
@@ -241,14 +191,14 @@ func TestServeCPU(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := allowed[0]
+	list := cpu.FormatList(allowed)
 	yaml := fmt.Sprintf(`
 listen: {grpc: "127.0.0.1:0", metrics: "127.0.0.1:0"}
 backend: {address: "127.0.0.1:0", embedded: true, slots: 1, stats_interval_ms: -1}
 models: {det: {exec_ms: 1}}
 streams: [{name: det, model: det, class: protected, period_ms: 50, max_age_ms: 500}]
-cpu: {hot_path: dedicated, pin: "%d", uclamp_min: 256}
-`, c)
+cpu: {hot_path: shared, process_cpus: "%s"}
+`, list)
 	path := filepath.Join(t.TempDir(), "cpu.yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
@@ -269,25 +219,8 @@ cpu: {hot_path: dedicated, pin: "%d", uclamp_min: 256}
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	var tid int
-	for _, l := range strings.Split(string(body), "\n") {
-		if strings.HasPrefix(l, "vig_cpu_hot_thread{") {
-			if _, err := fmt.Sscanf(l[strings.Index(l, `tid="`):], `tid="%d"`, &tid); err != nil {
-				t.Errorf("%q: %v", l, err)
-			}
-			if !strings.Contains(l, fmt.Sprintf(`cpus="%d"`, c)) {
-				t.Errorf("hot thread mask: %q, want cpu%d", l, c)
-			}
-		}
-	}
-	if tid == 0 {
-		t.Fatalf("no vig_cpu_hot_thread series:\n%s", body)
-	}
-	if _, err := os.Stat(fmt.Sprintf("/proc/self/task/%d", tid)); err != nil {
-		t.Errorf("exported hot thread %d is not a thread of vig: %v", tid, err)
-	}
-	if !strings.Contains(string(body), "vig_cpu_uclamp_min_requested 256") {
-		t.Error("no vig_cpu_uclamp_min_requested 256")
+	if want := fmt.Sprintf(`vig_cpu_process_cpus{cpus="%s"} 1`, list); !strings.Contains(string(body), want) {
+		t.Errorf("metrics lack %q:\n%s", want, body)
 	}
 
 	var out, errb bytes.Buffer
@@ -300,19 +233,13 @@ cpu: {hot_path: dedicated, pin: "%d", uclamp_min: 256}
 	for _, ch := range r.Checks {
 		checks[ch.Name] = ch
 	}
-	if pl := checks["cpu placement"]; pl.Status != doctor.OK || !strings.Contains(pl.Detail, fmt.Sprintf("hot thread on cpu%d (read back on trial thread", c)) {
+	if pl := checks["cpu placement"]; pl.Status != doctor.OK || !strings.Contains(pl.Detail, fmt.Sprintf("process on cpu%s;", list)) {
 		t.Errorf("doctor cpu placement: %+v", pl)
-	}
-	if u, ok := checks["cpu uclamp_min"]; !ok || (u.Status == doctor.OK) != strings.Contains(string(body), "vig_cpu_uclamp_min 256") {
-		t.Errorf("doctor uclamp_min %+v disagrees with serve's metrics", u)
 	}
 
 	cancel()
 	if err := <-served; err != nil {
 		t.Fatalf("serve: %v", err)
-	}
-	if !threadEnded(tid) {
-		t.Errorf("hot thread %d left behind after the drain", tid)
 	}
 	// Goroutines of the HTTP client and the runtime wind down asynchronously.
 	http.DefaultClient.CloseIdleConnections()

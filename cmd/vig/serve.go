@@ -73,7 +73,6 @@ func runServe(args []string) int {
 	}
 
 	var prof *profile.Session
-	sampleHot = *profilePath != "" // --profile also samples the hot thread's CPU and clock
 	if *profilePath != "" {
 		var err error
 		if prof, err = profile.Start(profile.Options{PID: os.Getpid(), EBPF: profile.Auto}); err != nil {
@@ -96,10 +95,6 @@ func runServe(args []string) int {
 	}
 	return 0
 }
-
-// sampleHot turns on the hot thread's placement sampling (vig_cpu_hot_*): set by
-// serve --profile.
-var sampleHot bool
 
 // logDoctor logs doctor's findings and checks at start: errors and warnings as such,
 // the rest at debug level.
@@ -215,7 +210,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready chan
 	if err != nil {
 		return err
 	}
-	defer cpuc.Close() // after the gateway's event loop has left the hot thread
+	defer cpuc.Close()
 
 	if cfg.Backend.Embedded {
 		mb, err := mockbackend.Start(ctx, cfg.Backend.Address, mockbackend.FromConfig(cfg), gateway.ServerOptions(cfg.GRPC), &sockets)
@@ -248,15 +243,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready chan
 		backend = rb
 	}
 	gopts := gateway.Options{Config: cfg, Dial: sockets.DialAddr, Metrics: reg, Log: log, Admit: gov, Backend: backend,
-		EventLoop: cfg.CPU.HotPath == "dedicated", Token: exp.token}
-	if cpuc.Hot != nil {
-		// The event loop runs on the placed hot thread for as long as vig serves.
-		gopts.HotThread = func(run func()) { cpuc.Hot.Do(run) }
-		gopts.OnWake = cpuc.Sampler.Observe // one atomic load unless sampling is on
-		if sampleHot {
-			cpuc.Sampler.Enable(10 * time.Millisecond)
-		}
-	}
+		Token: exp.token}
 	gw, err := gateway.New(gopts)
 	if err != nil {
 		if backend != nil {
