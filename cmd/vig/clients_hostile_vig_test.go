@@ -162,7 +162,7 @@ var malformed = []struct {
 	{"rank > 8", func(d []byte) { d[256+18] = 100 }},
 	{"negative dimension", func(d []byte) { binary.LittleEndian.PutUint64(d[256+128:], 1<<63) }},
 	{"stream not UTF-8", func(d []byte) { d[56] = 0xff }},
-	{"reserved flags", func(d []byte) { d[52] = 1 }},
+	{"reserved flags", func(d []byte) { d[52] = 2 }}, // bit 0 is FlagExtraRegion (requests naming an extra region)
 	{"reserved bytes", func(d []byte) { d[4000] = 1 }},
 	{"payload without a slot", func(d []byte) { binary.LittleEndian.PutUint32(d[24:], shmring.NoSlot) }},
 }

@@ -160,7 +160,7 @@ func newRig(t *testing.T, opts restfront.Options, register func(*grpc.Server)) *
 	})
 	r.addr = ln.Addr().String()
 	r.base = "http://" + r.addr
-	tr := &http.Transport{DisableCompression: true}
+	tr := &http.Transport{DisableCompression: true, ExpectContinueTimeout: 30 * time.Second}
 	r.client = &http.Client{Transport: tr}
 	t.Cleanup(tr.CloseIdleConnections)
 	return r
