@@ -109,7 +109,10 @@ func (w ConnWriter) Writev(bufs [][]byte) (int, error) { return w.tw.Writev(bufs
 
 // WriteAll implements SockWriter.
 func (w ConnWriter) WriteAll(bufs [][]byte) error {
-	b := net.Buffers(bufs)
+	if err := w.tw.WriteAll(bufs); err != netopt.ErrNotSocket {
+		return err
+	}
+	b := net.Buffers(bufs) // not a socket (TLS): the connection's own blocking write
 	_, err := b.WriteTo(w.c)
 	return err
 }

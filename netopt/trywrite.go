@@ -2,6 +2,7 @@ package netopt
 
 import (
 	"errors"
+	"io"
 	"net"
 	"syscall"
 
@@ -27,6 +28,27 @@ type TryWriter struct {
 	werr  error
 	write func(fd uintptr) bool
 	iov   []unix.Iovec
+
+	// The same for WriteAll, which runs on another goroutine than Writev (never
+	// at the same time: the caller writes through one or the other).
+	all allWrite
+}
+
+type allWrite struct {
+	batch [][]byte
+	k     int
+	werr  error
+	write func(fd uintptr) bool
+	iov   []unix.Iovec
+}
+
+func (a *allWrite) writeFD(fd uintptr) bool {
+	for {
+		a.k, a.werr = rawSendmsg(int(fd), a.batch, &a.iov)
+		if a.werr != syscall.EINTR {
+			return a.werr != syscall.EAGAIN // EAGAIN: wait in the netpoller, then again
+		}
+	}
 }
 
 // NewTryWriter returns a TryWriter for c. A connection that is not a socket (a
@@ -43,6 +65,7 @@ func NewTryWriter(c net.Conn) (*TryWriter, error) {
 	}
 	w := &TryWriter{rc: rc}
 	w.write = w.writeFD
+	w.all.write = w.all.writeFD
 	return w, nil
 }
 
@@ -93,4 +116,51 @@ func (w *TryWriter) Writev(bufs [][]byte) (n int, err error) {
 		bufs = bufs[len(batch):]
 	}
 	return n, nil
+}
+
+// ErrNotSocket: the connection is not a socket, so TryWriter cannot write it;
+// the caller writes through the connection itself.
+var ErrNotSocket = errors.New("netopt: not a socket connection")
+
+// WriteAll writes every byte of bufs, in order, waiting in Go's netpoller while
+// the socket's send buffer is full and honouring the connection's write
+// deadline. Its writes are raw syscalls like Writev's: a large message that
+// fills the socket no longer goes through the runtime's ordinary syscall path,
+// whose entry woke the monitor thread and handed the goroutine between threads
+// (a 6.2 MB request cost futex, nanosleep and sched_yield calls in every round).
+// It consumes bufs (the slices and their elements) as it goes.
+func (w *TryWriter) WriteAll(bufs [][]byte) error {
+	if w.rc == nil {
+		return ErrNotSocket
+	}
+	a := &w.all
+	for len(bufs) > 0 {
+		if len(bufs[0]) == 0 {
+			bufs = bufs[1:]
+			continue
+		}
+		a.batch = bufs[:min(len(bufs), maxIOV)]
+		cerr := w.rc.Write(a.write)
+		k, werr := a.k, a.werr
+		a.batch, a.werr = nil, nil
+		if cerr != nil {
+			return cerr // closed, or the write deadline passed
+		}
+		if werr != nil {
+			return werr
+		}
+		if k <= 0 {
+			return io.ErrShortWrite // the kernel took nothing and said nothing: never loop on it
+		}
+		for k > 0 && len(bufs) > 0 {
+			if k < len(bufs[0]) {
+				bufs[0] = bufs[0][k:]
+				break
+			}
+			k -= len(bufs[0])
+			bufs[0] = nil
+			bufs = bufs[1:]
+		}
+	}
+	return nil
 }
