@@ -111,6 +111,10 @@ type BackendRing struct {
 	SlotKiB         int `yaml:"slot_kib"`          // request slot: the largest request's tensors together
 	Slots           int `yaml:"slots"`             // request slots: requests in flight
 	ResponseSlotKiB int `yaml:"response_slot_kib"` // response slot: the largest answer
+	// ShareFrames (default true) hands the runtime a sensor's sealed memfd
+	// frame by reference (shmring's extra regions) instead of copying it into
+	// vig's ring; false copies every frame, for a runtime without that extension.
+	ShareFrames *bool `yaml:"share_frames"`
 }
 
 // RingBackend reports whether the backend is a ring runtime, and its address.

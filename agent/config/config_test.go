@@ -59,6 +59,13 @@ func TestRingBackend(t *testing.T) {
 	if _, ok := (Backend{Address: "127.0.0.1:8001"}).RingBackend(); ok {
 		t.Error("host:port taken for a ring")
 	}
+	if c.Backend.Ring.ShareFrames != nil {
+		t.Errorf("share_frames unset parsed as %v, want nil (the default: share)", *c.Backend.Ring.ShareFrames)
+	}
+	c, err = Parse("ring.yaml", []byte("backend: {address: \"ring:@npu\", ring: {share_frames: false}}\n"))
+	if err != nil || c.Backend.Ring.ShareFrames == nil || *c.Backend.Ring.ShareFrames {
+		t.Errorf("share_frames: false parsed as %v, %v", c.Backend.Ring.ShareFrames, err)
+	}
 }
 
 func TestParseEmptyUsesDefaults(t *testing.T) {

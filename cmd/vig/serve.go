@@ -236,7 +236,8 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready chan
 		// Reconnect backoff capped at 1 s, as for a gRPC backend: a runtime that
 		// restarts is found again within about a second.
 		rb, err := ringback.New(ringAddr, ringback.Options{Config: ringConfig(cfg.Backend.Ring),
-			ConfigKey: "backend.ring.slot_kib", Logger: log, MaxBackoff: time.Second})
+			ConfigKey: "backend.ring.slot_kib", Logger: log, MaxBackoff: time.Second,
+			NoSharedFrames: cfg.Backend.Ring.ShareFrames != nil && !*cfg.Backend.Ring.ShareFrames})
 		if err != nil {
 			return fmt.Errorf("ring backend %s: %w", ringAddr, err)
 		}

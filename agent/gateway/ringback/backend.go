@@ -69,6 +69,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -955,6 +956,9 @@ func (s *session) finish(h *wire.InferHeader, d *shmring.Descriptor, err error) 
 		msg := d.Message
 		if msg == "" {
 			msg = "backend ring " + s.b.addr + " answered " + d.Status.String()
+		}
+		if d.Status == shmring.Status(codes.InvalidArgument) && strings.Contains(msg, "reserved flags") {
+			msg += " (a ring runtime without shmring's extra regions refuses frames passed by reference: set backend.ring.share_frames: false)"
 		}
 		return nil, status.Error(codes.Code(d.Status), msg)
 	}

@@ -64,6 +64,10 @@ type rig struct {
 	rb     *ringback.Backend // with viaRing
 }
 
+// rigNoSharedFrames makes the next rigs' ring backend copy every frame
+// (backend.ring.share_frames: false). The package's tests run one at a time.
+var rigNoSharedFrames bool
+
 func newRig(t *testing.T, viaRing bool, srv shmring.ServerConfig) *rig {
 	return newRigTB(t, viaRing, srv)
 }
@@ -96,7 +100,7 @@ func newRigTB(t testing.TB, viaRing bool, srv shmring.ServerConfig) *rig {
 		served := make(chan error, 1)
 		go func() { served <- mb.ServeRing(ln) }()
 		t.Cleanup(func() { ln.Close(); <-served })
-		rb, err := ringback.New(ln.Addr(), ringback.Options{MinBackoff: 5 * time.Millisecond})
+		rb, err := ringback.New(ln.Addr(), ringback.Options{MinBackoff: 5 * time.Millisecond, NoSharedFrames: rigNoSharedFrames})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -314,6 +318,22 @@ func TestMemfdToRingRuntimeByReference(t *testing.T) {
 	send(t, shm, "det", 30, 4096, checkOutput0)
 	if n := r.rb.CopiedBytes(); n != 4096 {
 		t.Errorf("unsealed /dev/shm client: vig copied %d bytes, want the frame's 4096", n)
+	}
+}
+
+// With backend.ring.share_frames: false (a runtime without extra regions), a
+// sealed memfd frame is copied into vig's ring instead, and still answered right.
+func TestMemfdToRingRuntimeCopied(t *testing.T) {
+	if b, err := shmring.Probe(); err != nil || b != shmring.BackendMemfd {
+		t.Skipf("no sealed memfd on this machine (%v, %v)", b, err)
+	}
+	rigNoSharedFrames = true
+	defer func() { rigNoSharedFrames = false }()
+	r := newRig(t, true, shmring.ServerConfig{AllowUnsealed: true})
+	c := r.dial(t, client.Options{Backend: shmring.BackendMemfd})
+	send(t, c, "det", 1, 4096, checkOutput0)
+	if n := r.rb.CopiedBytes(); n != 4096 {
+		t.Errorf("vig copied %d bytes of a 4096-byte memfd frame with shared frames off, want 4096", n)
 	}
 }
 
