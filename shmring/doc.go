@@ -318,7 +318,10 @@
 // it has not seen, waits for the socket's messages before judging it), and a
 // drop only once every descriptor naming the id has been answered; the server
 // unmaps a dropped region when its last request is released. Ids are the
-// client's to reuse after a drop. A descriptor naming an extra region uses no
+// client's to reuse after a drop; the server reads these messages and the
+// ring's descriptors on two channels, so a client reuses the least recently
+// dropped id (a descriptor naming an id added again at once may be judged
+// before the server has read the drop, against the old region). A descriptor naming an extra region uses no
 // payload slot, so nothing returns to the ring's slot states when it is
 // consumed or answered; the bytes stay the client's, and must not change until
 // the answer, as with a slot. The server answers nothing on the socket; a

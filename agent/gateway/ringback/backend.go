@@ -409,7 +409,7 @@ func newSession(b *Backend, ss *shmring.Session) *session {
 	s := &session{b: b, s: ss, slotSize: int(req.SlotSize), room: int(n), kick: make(chan struct{}, 1),
 		dead: make(chan struct{}), names: map[string]string{}, pending: map[uint64]job{},
 		regions: map[gateway.SharedRegion]*sharedRegion{}}
-	for id := uint32(shmring.MaxExtraRegions); id > 0; id-- {
+	for id := uint32(1); id <= shmring.MaxExtraRegions; id++ {
 		s.freeIDs = append(s.freeIDs, id)
 	}
 	return s
@@ -433,10 +433,14 @@ func (s *session) regionFor(r gateway.SharedRegion) (uint32, bool) {
 			s.mu.Unlock()
 			return 0, false
 		}
-		x = &sharedRegion{id: s.freeIDs[len(s.freeIDs)-1]}
-		s.freeIDs = s.freeIDs[:len(s.freeIDs)-1]
+		// The least recently dropped id: the runtime reads region messages on
+		// its socket and descriptors on the ring, two channels, so an id added
+		// again right after its drop could meet a descriptor before the runtime
+		// has read the drop, and resolve to the old region.
+		x = &sharedRegion{id: s.freeIDs[0]}
+		s.freeIDs = s.freeIDs[1:]
 		if err := s.s.AddRegion(x.id, r.Fd(), r.Size()); err != nil {
-			s.freeIDs = append(s.freeIDs, x.id)
+			s.freeIDs = append([]uint32{x.id}, s.freeIDs...)
 			s.mu.Unlock()
 			s.b.log.Warn("ring backend: handing a client's memfd to the runtime; copying its frames", "err", err)
 			return 0, false
@@ -504,7 +508,8 @@ func (s *session) takeIfIdle(r gateway.SharedRegion, x *sharedRegion) (uint32, b
 }
 
 // dropRegion tells the runtime to drop id (sendMu held, mu not); the id is
-// reused only once the drop is on the socket, ahead of any add naming it.
+// reused only once the drop is on the socket, ahead of any add naming it, and
+// after every other free id (regionFor).
 func (s *session) dropRegion(id uint32) {
 	if err := s.s.DropRegion(id); err != nil {
 		return // the session is ending: the runtime forgets it with the session
