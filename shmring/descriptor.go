@@ -69,7 +69,10 @@ type Descriptor struct {
 	// Region is the extra region the payload lies in (1..MaxExtraRegions), 0
 	// for the ring's own arena; with a Region, Slot is NoSlot and PayloadOff
 	// is an offset into that region.
-	Region     uint32
+	Region uint32
+	// RegionGen is the generation of Region's registration the payload lies
+	// in (Session.AddRegion returns it; 0..MaxRegionGen).
+	RegionGen  uint32
 	Status     Status
 	PayloadOff uint64
 	PayloadLen uint64
@@ -100,6 +103,8 @@ func (d *Descriptor) CheckEncodable() error {
 		return badDesc("%d tensors > %d", d.NumTensors, MaxTensors)
 	case d.Region > MaxExtraRegions:
 		return badDesc("extra region %d > %d", d.Region, MaxExtraRegions)
+	case d.RegionGen > MaxRegionGen || (d.Region == 0 && d.RegionGen != 0):
+		return badDesc("extra region generation %d (region %d)", d.RegionGen, d.Region)
 	case d.Region != 0 && d.Slot != NoSlot:
 		return badDesc("payload in extra region %d and in slot %d", d.Region, d.Slot)
 	}
@@ -134,7 +139,7 @@ func (d *Descriptor) encode(b []byte) {
 	le.PutUint64(b[dCapture:], uint64(d.CaptureNs))
 	flags := uint32(0)
 	if d.Region != 0 {
-		le.PutUint32(b[dSlot:], d.Region)
+		le.PutUint32(b[dSlot:], d.Region|d.RegionGen<<8)
 		flags = FlagExtraRegion
 	} else {
 		le.PutUint32(b[dSlot:], d.Slot)
@@ -218,10 +223,10 @@ func (d *Descriptor) decode(b []byte, in interner) error {
 	d.Tag = le.Uint64(b[dTag:])
 	d.Frame = le.Uint64(b[dFrame:])
 	d.CaptureNs = int64(le.Uint64(b[dCapture:]))
-	d.Slot, d.Region = le.Uint32(b[dSlot:]), 0
+	d.Slot, d.Region, d.RegionGen = le.Uint32(b[dSlot:]), 0, 0
 	flags := le.Uint32(b[dFlags:])
 	if flags&FlagExtraRegion != 0 {
-		d.Slot, d.Region = NoSlot, le.Uint32(b[dSlot:])
+		d.Slot, d.Region, d.RegionGen = NoSlot, d.Slot&0xff, d.Slot>>8
 	}
 	d.Status = Status(le.Uint32(b[dStatus:]))
 	d.PayloadOff = le.Uint64(b[dPayloadOff:])

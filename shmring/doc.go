@@ -247,7 +247,8 @@
 //	   8    8 frame         frame number
 //	  16    8 capture ns    capture time of the frame, int64 nanoseconds (0: none)
 //	  24    4 payload slot  index into the ring's arena, or 0xffffffff: no payload;
-//	                        with flags bit 0: the extra region's id (1..64)
+//	                        with flags bit 0: the extra region's id (1..64) in
+//	                        bits 0..7, its registration's generation in 8..31
 //	  28    4 status        requests: 0; responses: a Status code
 //	  32    8 payload off   offset of the payload inside its slot (flags bit 0:
 //	                        inside the extra region)
@@ -307,23 +308,27 @@
 //	  8    4 op          1 = add (one fd in SCM_RIGHTS), 2 = drop (none)
 //	 12    4 id          1..64, chosen by the client
 //	 16    8 size        add: bytes to map from offset 0 (≥ 1); drop: 0
-//	 24   40 reserved    zero
+//	 24    4 generation  < 2^24, chosen by the client: add: the registration's;
+//	                     drop: the one it ends
+//	 28   36 reserved    zero
 //
 // The server maps an added region read-only. It must be a memfd carrying
 // F_SEAL_SHRINK|F_SEAL_GROW|F_SEAL_SEAL and at least size bytes long; one that
 // is not is kept as refused, and each descriptor naming it is answered status
 // 3 with the reason. A malformed message, an add of an id in use (drop it
-// first) or a drop of an id not added ends the session. The client sends an
-// add before it posts any descriptor naming the id (the server, meeting an id
-// it has not seen, waits for the socket's messages before judging it), and a
-// drop only once every descriptor naming the id has been answered; the server
-// unmaps a dropped region when its last request is released. Ids are the
-// client's to reuse after a drop; the server reads these messages and the
-// ring's descriptors on two channels, so a client reuses the least recently
-// dropped id (a descriptor naming an id added again at once may be judged
-// before the server has read the drop, against the old region). A descriptor naming an extra region uses no
-// payload slot, so nothing returns to the ring's slot states when it is
-// consumed or answered; the bytes stay the client's, and must not change until
+// first), a drop of an id not added or of another generation ends the
+// session. The client sends an add before it posts any descriptor naming the
+// registration, and a drop only once every descriptor naming it has been
+// answered; the server unmaps a dropped region when its last request is
+// released. Ids are the client's to reuse after a drop, each add with a new
+// generation (vig counts them up, modulo 2^24). The server reads these
+// messages and the ring's descriptors on two channels, so a descriptor may
+// reach it before the add it follows, even before the drop of the id's
+// previous registration: the server, meeting a generation it has not seen,
+// waits for the socket's messages before judging it, and refuses (status 3) a
+// generation older than the registered one. A descriptor naming an extra
+// region uses no payload slot, so nothing returns to the ring's slot states
+// when it is consumed or answered; the bytes stay the client's, and must not change until
 // the answer, as with a slot. The server answers nothing on the socket; a
 // server that does not know this extension refuses such descriptors (flags
 // not zero: status 3).

@@ -24,39 +24,46 @@ const (
 	regionOpDrop   = 2
 )
 
-func encodeRegionMsg(op, id uint32, size uint64) []byte {
+// MaxRegionGen bounds a registration's generation (24 bits: it shares the
+// descriptor's payload slot field with the id).
+const MaxRegionGen = 1<<24 - 1
+
+func encodeRegionMsg(op, id, gen uint32, size uint64) []byte {
 	b := make([]byte, regionMsgSize)
 	le := binary.LittleEndian
 	le.PutUint64(b[0:], regionMsgMagic)
 	le.PutUint32(b[8:], op)
 	le.PutUint32(b[12:], id)
 	le.PutUint64(b[16:], size)
+	le.PutUint32(b[24:], gen)
 	return b
 }
 
 // decodeRegionMsg validates an untrusted region message.
-func decodeRegionMsg(b []byte) (op, id uint32, size uint64, err error) {
+func decodeRegionMsg(b []byte) (op, id, gen uint32, size uint64, err error) {
 	le := binary.LittleEndian
 	if len(b) != regionMsgSize || le.Uint64(b) != regionMsgMagic {
-		return 0, 0, 0, fmt.Errorf("a %d-byte message on the session socket is not a region message", len(b))
+		return 0, 0, 0, 0, fmt.Errorf("a %d-byte message on the session socket is not a region message", len(b))
 	}
-	op, id, size = le.Uint32(b[8:]), le.Uint32(b[12:]), le.Uint64(b[16:])
-	for _, c := range b[24:] {
+	op, id, size, gen = le.Uint32(b[8:]), le.Uint32(b[12:]), le.Uint64(b[16:]), le.Uint32(b[24:])
+	for _, c := range b[28:] {
 		if c != 0 {
-			return 0, 0, 0, errors.New("region message: reserved bytes not zero")
+			return 0, 0, 0, 0, errors.New("region message: reserved bytes not zero")
 		}
 	}
 	switch {
 	case op != regionOpAdd && op != regionOpDrop:
-		return 0, 0, 0, fmt.Errorf("region message: op %d (1 add, 2 drop)", op)
+		return 0, 0, 0, 0, fmt.Errorf("region message: op %d (1 add, 2 drop)", op)
 	case id == 0 || id > MaxExtraRegions:
-		return 0, 0, 0, fmt.Errorf("region message: id %d outside 1..%d", id, MaxExtraRegions)
+		return 0, 0, 0, 0, fmt.Errorf("region message: id %d outside 1..%d", id, MaxExtraRegions)
+	case gen > MaxRegionGen:
+		return 0, 0, 0, 0, fmt.Errorf("region message: generation %d above %d", gen, MaxRegionGen)
 	case op == regionOpAdd && (size == 0 || size > maxExtraSize):
-		return 0, 0, 0, fmt.Errorf("region message: size %d outside 1..%d", size, uint64(maxExtraSize))
+		return 0, 0, 0, 0, fmt.Errorf("region message: size %d outside 1..%d", size, uint64(maxExtraSize))
 	case op == regionOpDrop && size != 0:
-		return 0, 0, 0, errors.New("region message: drop with a size")
+		return 0, 0, 0, 0, errors.New("region message: drop with a size")
 	}
-	return op, id, size, nil
+	return op, id, gen, size, nil
 }
 
 // maxExtraSize bounds one extra region's mapping (a whole client region at
@@ -66,7 +73,8 @@ const maxExtraSize = 1 << 36
 // extraRegion is one extra region mapped read-only by the server side.
 type extraRegion struct {
 	mem []byte
-	err error // refused: why (mem is nil)
+	gen uint32 // the registration's generation (the add's)
+	err error  // refused: why (mem is nil)
 	// refs: 1 while registered, plus 1 per request holding a view; the last
 	// release unmaps it.
 	refs atomic.Int64
@@ -84,6 +92,7 @@ type extraRegions struct {
 	m       map[uint32]*extraRegion
 	changed chan struct{} // closed and replaced on every change
 	closed  bool
+	waits   atomic.Uint64 // descriptors that waited for their registration
 }
 
 func (t *extraRegions) init() { t.m, t.changed = map[uint32]*extraRegion{}, make(chan struct{}) }
@@ -92,7 +101,7 @@ func (t *extraRegions) init() { t.m, t.changed = map[uint32]*extraRegion{}, make
 // violation that ends the session. A region that cannot be used is kept as
 // refused, so that descriptors naming it are answered with the reason.
 func (t *extraRegions) handle(b []byte, fds []int) error {
-	op, id, size, err := decodeRegionMsg(b)
+	op, id, gen, size, err := decodeRegionMsg(b)
 	if err == nil && (op == regionOpAdd) != (len(fds) == 1) {
 		err = fmt.Errorf("region message op %d with %d file descriptors", op, len(fds))
 	}
@@ -115,6 +124,9 @@ func (t *extraRegions) handle(b []byte, fds []int) error {
 		if old == nil {
 			return fmt.Errorf("region message: drop of extra region %d, which is not registered", id)
 		}
+		if old.gen != gen {
+			return fmt.Errorf("region message: drop of extra region %d generation %d, registered as generation %d", id, gen, old.gen)
+		}
 		delete(t.m, id)
 		old.release()
 	case old != nil:
@@ -123,7 +135,7 @@ func (t *extraRegions) handle(b []byte, fds []int) error {
 	default:
 		mem, err := mapExtra(fds[0], size)
 		unix.Close(fds[0]) // the mapping stays valid without it
-		x := &extraRegion{mem: mem, err: err}
+		x := &extraRegion{mem: mem, gen: gen, err: err}
 		x.refs.Store(1)
 		t.m[id] = x
 	}
@@ -132,19 +144,32 @@ func (t *extraRegions) handle(b []byte, fds []int) error {
 	return nil
 }
 
-// get returns extra region id with a reference, waiting for the watcher to
-// have read its registration: a client sends it before it posts a descriptor
-// naming the id, so it is already in the socket. done ends the wait.
-func (t *extraRegions) get(id uint32, done <-chan struct{}) (*extraRegion, error) {
+// get returns registration gen of extra region id with a reference, waiting
+// for the watcher to have read it: a client sends it before it posts a
+// descriptor naming it, so it is already in the socket, perhaps behind the
+// drop of the id's previous registration (the socket and the ring are two
+// channels: the generation is how the server tells the two apart). A
+// generation older than the registered one is refused: the client dropped a
+// region before every descriptor naming it was answered. done ends the wait.
+func (t *extraRegions) get(id, gen uint32, done <-chan struct{}) (*extraRegion, error) {
 	for {
 		t.mu.Lock()
 		x, ch := t.m[id], t.changed
+		var stale uint32
+		if x != nil && x.gen != gen {
+			if (x.gen-gen)&MaxRegionGen < 1<<23 { // generations count up, modulo 2^24
+				stale = x.gen
+			}
+			x = nil // else a later registration: its drop and add are on their way
+		}
 		if x != nil && x.err == nil {
 			x.refs.Add(1)
 		}
 		closed := t.closed
 		t.mu.Unlock()
 		switch {
+		case stale != 0:
+			return nil, badDesc("extra region %d generation %d was dropped (generation %d is registered): drop a region only once every request naming it is answered", id, gen, stale)
 		case x != nil && x.err != nil:
 			return nil, badDesc("extra region %d was refused: %v", id, x.err)
 		case x != nil:
@@ -152,6 +177,7 @@ func (t *extraRegions) get(id uint32, done <-chan struct{}) (*extraRegion, error
 		case closed:
 			return nil, ErrClosed
 		}
+		t.waits.Add(1)
 		select {
 		case <-ch:
 		case <-done:
@@ -177,28 +203,35 @@ func (t *extraRegions) close() {
 
 // AddRegion hands the peer fd, a sealed memfd (F_SEAL_SHRINK|F_SEAL_GROW|
 // F_SEAL_SEAL), as extra region id (1..MaxExtraRegions) of size bytes from
-// offset 0: descriptors with Region id then point into it. The peer maps its
-// own copy of the descriptor; fd stays the caller's. Send it before posting a
+// offset 0, and returns the registration's generation: descriptors with
+// Region id and RegionGen gen then point into it. The peer maps its own copy
+// of the descriptor; fd stays the caller's. Send it before posting a
 // descriptor that names id; the peer answers nothing (a region it cannot use
-// fails the descriptors that name it, with the reason).
-func (s *Session) AddRegion(id uint32, fd int, size uint64) error {
-	b := encodeRegionMsg(regionOpAdd, id, size)
-	if _, _, _, err := decodeRegionMsg(b); err != nil {
-		return err
+// fails the descriptors that name it, with the reason). Not concurrently with
+// AddRegion or DropRegion of the same id.
+func (s *Session) AddRegion(id uint32, fd int, size uint64) (gen uint32, err error) {
+	if id == 0 || id > MaxExtraRegions {
+		return 0, fmt.Errorf("shmring: extra region id %d outside 1..%d", id, MaxExtraRegions)
+	}
+	gen = s.xgen.Add(1) & MaxRegionGen
+	b := encodeRegionMsg(regionOpAdd, id, gen, size)
+	if _, _, _, _, err := decodeRegionMsg(b); err != nil {
+		return 0, err
 	}
 	if _, _, err := s.ep.conn.WriteMsgUnix(b, unix.UnixRights(fd), nil); err != nil {
-		return wrapOp("extra region to", "the peer", err)
+		return 0, wrapOp("extra region to", "the peer", err)
 	}
-	return nil
+	s.xgens[id].Store(gen)
+	return gen, nil
 }
 
-// DropRegion ends extra region id once no descriptor naming it is unanswered:
-// the peer unmaps it when its last view is released.
+// DropRegion ends extra region id's registration once no descriptor naming it
+// is unanswered: the peer unmaps it when its last view is released.
 func (s *Session) DropRegion(id uint32) error {
-	b := encodeRegionMsg(regionOpDrop, id, 0)
-	if _, _, _, err := decodeRegionMsg(b); err != nil {
-		return err
+	if id == 0 || id > MaxExtraRegions {
+		return fmt.Errorf("shmring: extra region id %d outside 1..%d", id, MaxExtraRegions)
 	}
+	b := encodeRegionMsg(regionOpDrop, id, s.xgens[id].Load(), 0)
 	if _, err := s.ep.conn.Write(b); err != nil {
 		return wrapOp("extra region drop to", "the peer", err)
 	}

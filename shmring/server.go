@@ -348,7 +348,7 @@ func (c *Conn) Recv(req *Request) error {
 		err := c.ep.guard(func() error { return c.reqs.Next(&req.Descriptor) })
 		switch {
 		case err == nil && req.Region != 0:
-			x, xerr := c.extra.get(req.Region, c.ep.done)
+			x, xerr := c.extra.get(req.Region, req.RegionGen, c.ep.done)
 			if errors.Is(xerr, ErrClosed) {
 				return ErrClosed
 			}
@@ -357,7 +357,7 @@ func (c *Conn) Recv(req *Request) error {
 				xerr = badDesc("payload %d+%d past extra region %d (%d B)", req.PayloadOff, req.PayloadLen, req.Region, len(x.mem))
 			}
 			if xerr != nil {
-				req.Region, req.PayloadOff, req.PayloadLen, req.NumTensors = 0, 0, 0, 0
+				req.Region, req.RegionGen, req.PayloadOff, req.PayloadLen, req.NumTensors = 0, 0, 0, 0, 0
 				c.reject(req, xerr)
 				continue
 			}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -26,6 +27,9 @@ type Session struct {
 	ep        *endpoint
 	Requests  *Sender
 	Responses *Receiver
+
+	xgen  atomic.Uint32                      // the last extra-region generation handed out
+	xgens [MaxExtraRegions + 1]atomic.Uint32 // each id's current generation
 }
 
 // Dial creates a region, connects to vig at addr (DefaultAddress when empty)

@@ -417,40 +417,42 @@ func newSession(b *Backend, ss *shmring.Session) *session {
 
 // sharedRegion is a client's memfd registered with the runtime.
 type sharedRegion struct {
-	id       uint32
-	inflight int  // posted calls naming it, not yet answered
-	ended    bool // the client's session ended: drop it once inflight is 0
+	id, gen  uint32 // its extra region id and the registration's generation
+	inflight int    // posted calls naming it, not yet answered
+	ended    bool   // the client's session ended: drop it once inflight is 0
 }
 
-// regionFor returns the extra region id of r, adding it on the socket the
-// first time (called with sendMu held); false: take the copy path (every id
-// in use, or the runtime's socket refused the add).
-func (s *session) regionFor(r gateway.SharedRegion) (uint32, bool) {
+// regionFor returns the extra region id and generation of r, adding it on the
+// socket the first time (called with sendMu held); false: take the copy path
+// (every id in use, or the runtime's socket refused the add).
+func (s *session) regionFor(r gateway.SharedRegion) (id, gen uint32, ok bool) {
 	s.mu.Lock()
 	x := s.regions[r]
 	if x == nil {
 		if len(s.freeIDs) == 0 {
 			s.mu.Unlock()
-			return 0, false
+			return 0, 0, false
 		}
-		// The least recently dropped id: the runtime reads region messages on
-		// its socket and descriptors on the ring, two channels, so an id added
-		// again right after its drop could meet a descriptor before the runtime
-		// has read the drop, and resolve to the old region.
+		// The least recently dropped id. The runtime reads region messages on
+		// its socket and descriptors on the ring, two channels: a descriptor
+		// naming an id added again right after its drop may be read before
+		// the drop. Its generation makes the runtime wait for the new
+		// registration; the order keeps that wait rare.
 		x = &sharedRegion{id: s.freeIDs[0]}
 		s.freeIDs = s.freeIDs[1:]
-		if err := s.s.AddRegion(x.id, r.Fd(), r.Size()); err != nil {
+		var err error
+		if x.gen, err = s.s.AddRegion(x.id, r.Fd(), r.Size()); err != nil {
 			s.freeIDs = append([]uint32{x.id}, s.freeIDs...)
 			s.mu.Unlock()
 			s.b.log.Warn("ring backend: handing a client's memfd to the runtime; copying its frames", "err", err)
-			return 0, false
+			return 0, 0, false
 		}
 		s.regions[r] = x
 		go s.watchRegion(r)
 	}
 	x.inflight++
 	s.mu.Unlock()
-	return x.id, true
+	return x.id, x.gen, true
 }
 
 // watchRegion marks r ended when its client leaves.
@@ -699,12 +701,12 @@ func (s *session) post(j job, wait bool) {
 	h := j.h
 	total := h.RawBytes
 	slot, buf := uint32(shmring.NoSlot), []byte(nil)
-	var region uint32
+	var region, gen uint32
 	if j.shared != nil {
 		s.sendMu.Lock()
-		id, ok := s.regionFor(j.shared.Region)
+		id, g, ok := s.regionFor(j.shared.Region)
 		if ok {
-			region, j.byRef = id, true
+			region, gen, j.byRef = id, g, true
 			// sendMu stays held: the descriptor goes out below, after the add.
 		} else {
 			s.sendMu.Unlock()
@@ -783,7 +785,7 @@ func (s *session) post(j job, wait bool) {
 		d.PayloadLen = uint64(total)
 	}
 	if j.byRef {
-		d.Region, d.PayloadOff, d.PayloadLen = region, j.shared.Off, j.shared.Len
+		d.Region, d.RegionGen, d.PayloadOff, d.PayloadLen = region, gen, j.shared.Off, j.shared.Len
 	}
 	if h.HasCapture {
 		d.CaptureNs = h.Capture
