@@ -47,10 +47,11 @@
 // does, through Writer.Lock, until it moves here). The lock order is: the
 // handler's own locks (agent/gateway's sstream.mu), then h2's; never the other
 // way. So a ServerStream's methods may be called with the handler's locks held,
-// and ServerConn calls its handlers without its lock: NewStream, Open, Message,
+// and ServerConn calls its handlers without its lock: Open, Message,
 // HalfClosed, Failed and Cancelled run on the connection's reader goroutine
-// with no h2 lock held, and may call back into h2. The one exception is
-// StreamHandler.Answered, called with the lock held at the moment the stream is
-// answered, so that its accounting happens exactly once: it must not call into
-// h2, take a lock a caller of h2 may hold, or block.
+// with no h2 lock held, and may call back into h2. Two run with the lock held
+// and must not call into h2, take a lock a caller of h2 may hold, or block:
+// Handler.NewStream (it only allocates; the stream enters the table under the
+// lock) and StreamHandler.Answered (called at the moment the stream is
+// answered, so that its accounting happens exactly once).
 package h2

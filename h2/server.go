@@ -38,7 +38,9 @@ type Handler interface {
 	// NewStream returns the storage of a stream a client opens and its
 	// handler; ServerConn sets the stream up (the server's own stream type
 	// usually embeds ServerStream, so one allocation holds both). It is called
-	// only for a stream that is admitted, before StreamHandler.Open.
+	// only for a stream that is admitted, before StreamHandler.Open, on the
+	// reader goroutine with the ServerConn's lock held (the stream enters the
+	// table under it): it must only allocate.
 	NewStream() (*ServerStream, StreamHandler)
 }
 

@@ -320,6 +320,22 @@ func TestServerConnMusts(t *testing.T) {
 			c.fr.WriteData(1, false, grpcMsg(1))
 		}, "RST_STREAM 1 STREAM_CLOSED", 1},
 		{"DATA on an idle stream (§5.1)", func(c *testClient) { c.fr.WriteData(3, false, grpcMsg(1)) }, "GOAWAY 0 PROTOCOL_ERROR", 0},
+		{"HEADERS on a closed stream (§5.1)", func(c *testClient) {
+			c.headers(1, true, grpcRequest...)
+			c.expect("HEADERS 1 end=true")
+			c.headers(1, true, grpcRequest...)
+		}, "GOAWAY 1 STREAM_CLOSED", 1},
+		{"DATA in flight on a stream vig reset is ignored (§5.1)", func(c *testClient) {
+			c.headers(1, false, ":method", "GET")
+			c.expect("RST_STREAM 1 PROTOCOL_ERROR")
+			c.fr.WriteData(1, true, grpcMsg(1))
+			c.fr.WritePing(false, [8]byte{'p'})
+		}, "PING ack=true", 0},
+		{"a second HEADERS without END_STREAM (§8.1)", func(c *testClient) {
+			c.h.hold = true
+			c.headers(1, false, grpcRequest...)
+			c.headers(1, false, "x-trailer", "t")
+		}, "RST_STREAM 1 PROTOCOL_ERROR", 1},
 		{"a stream depending on itself (§5.3.1)", func(c *testClient) {
 			c.hbuf.Reset()
 			c.enc.WriteField(hpack.HeaderField{Name: ":method", Value: "POST"})
