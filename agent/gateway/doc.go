@@ -83,14 +83,18 @@
 // of Triton's protocol are unary, and a message is assembled whole before it is
 // forwarded (the backend stream opens at the first complete message), so what
 // crediting on consumption would bound is one message, which the budget above
-// bounds already. And the stream tables of both roles (sconn, bconn: what a
-// HEADERS or DATA frame means for a stream, and the answer's frames) still live in
-// this package (h2server.go, h2backend.go), guarded by the connection's
-// h2.Writer lock. Package h2 holds framing, the reader and the writer with send
+// bounds already. The client leg's stream table is package h2's (h2.ServerConn:
+// what each frame means for a client stream, the concurrency limit, the drain,
+// message assembly under the connection's budget, the answer's frames, under h2's
+// own lock); h2server.go is its handler (sconn, sstream: an sstream embeds its
+// h2.ServerStream and keeps the RPC's state, pending calls and relay, under a
+// mutex of its own, taken before h2's). The backend leg's table (bconn,
+// h2backend.go) still lives in this package, guarded by its connection's
+// h2.Writer lock. Package h2 also holds framing, the reader and the writer with send
 // flow control, message assembly, the request rules, and the one frame loop both
 // roles run (h2.FrameLoop: the connection's part of every frame, SETTINGS, PING,
 // GOAWAY and WINDOW_UPDATE, the connection's receive window, and the checks each
-// frame must pass whatever its stream; it hands the role's table, serverStreams
+// frame must pass whatever its stream; it hands the role's table, h2.ServerConn's
 // or backendStreams, what concerns a stream). Both tables name a stream's state
 // with h2.StreamState (§5.1), keep its receive window in an h2.RecvWindow, and
 // list what their messages hold in h2.Partials. The legs see each other only

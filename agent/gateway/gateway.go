@@ -251,7 +251,7 @@ func (g *Gateway) GracefulStop() {
 	g.watchers = map[*sstream]string{}
 	g.mu.Unlock()
 	for _, s := range watchers { // health watches never end by themselves
-		s.c.failStream(s, status.Error(codes.Unavailable, "vig is draining"))
+		s.fail(status.Error(codes.Unavailable, "vig is draining"))
 	}
 	g.conns.Wait() // each connection closes once its streams are answered
 	g.closeAll()

@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"io"
 	"strconv"
 	"strings"
 	"testing"
@@ -92,5 +93,25 @@ func TestH2ResponseHeadersHonourClientLimit(t *testing.T) {
 		if md := metadata.Join(hdr, trl); err != nil || len(md.Get("x-big")) != 1 {
 			t.Errorf("%s within the client's limit, on the same connection: %v, metadata %v", tc.what, err, md)
 		}
+	}
+}
+
+// A ModelStreamInfer that sends no request is answered OK with a complete
+// trailers-only response. vig used to send only the trailers (grpc-status 0,
+// without :status), which grpc-go's client reads as a malformed response.
+func TestH2EmptyStreamInfer(t *testing.T) {
+	e, _ := withProbe(t, "")
+	c := pb.NewGRPCInferenceServiceClient(plainClient(t, e.tcp))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // liveness, not speed
+	defer cancel()
+	s, err := c.ModelStreamInfer(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.Recv(); err != io.EOF {
+		t.Fatalf("an empty ModelStreamInfer: %v, %v; want its end, status OK", r, err)
 	}
 }

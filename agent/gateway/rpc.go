@@ -52,62 +52,46 @@ func (g *Gateway) finishPrepare(call *Call, uid uint32, hasUID, synced bool) err
 
 // relayHeaders forwards a relayed RPC's response headers to its client.
 func (s *sstream) relayHeaders(fields []hpack.HeaderField) {
-	c := s.c
 	meta := appendMeta(nil, fields)
 	for _, f := range fields {
 		if f.Name == "grpc-encoding" || f.Name == "grpc-accept-encoding" {
 			meta = append(meta, f.Name, f.Value) // the relayed messages' compressed flag needs it
 		}
 	}
-	c.w.Lock()
-	var bs relayTarget
-	if !s.done {
-		if !c.headLocked(s, meta) { // answered INTERNAL: the backend's stream is not needed
-			bs, s.relay = s.relay, nil
+	if !s.Head(metaFields(meta)) { // answered (INTERNAL, or before): the backend's stream is not needed
+		s.mu.Lock()
+		bs := s.relay
+		s.relay = nil
+		s.mu.Unlock()
+		if bs != nil {
+			bs.cancel()
 		}
-		c.w.Flush()
 	}
-	c.w.Unlock()
-	if bs != nil {
-		bs.cancel()
-	}
+	s.Flush()
 }
 
 // relayMessage forwards one response message of a relayed RPC (body owned).
 func (s *sstream) relayMessage(body mem.BufferSlice, compressed bool) {
-	c := s.c
-	c.w.Lock()
-	defer c.w.Unlock()
-	if s.done {
-		body.Free()
-		return
-	}
-	c.headLocked(s, nil)
-	s.m.Sent(body.Len())
-	c.w.QueueMsg(&s.send, compressed, body)
-	c.w.Flush()
+	s.send(body, compressed)
+	s.Flush()
 }
 
 // relayEnd ends a relayed RPC with the backend's status and trailers.
 func (s *sstream) relayEnd(trail []hpack.HeaderField, err error) {
-	c := s.c
-	c.w.Lock()
-	defer c.w.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.relay = nil
-	if s.done {
-		return
-	}
 	meta := appendMeta(nil, trail)
 	if err != nil {
-		c.answerLocked(s, err, meta)
+		s.answer(err, meta)
 	} else {
-		if s.onOK != nil {
+		if s.onOK != nil && !s.Done() {
 			s.onOK()
 		}
-		c.headLocked(s, nil)
-		c.finishLocked(s, meta)
+		s.Head(nil)
+		s.Finish(metaFields(meta))
 	}
-	c.w.Flush()
+	s.Flush()
 }
 
 // local answers the RPCs vig serves itself: health, and for a ring backend
@@ -123,7 +107,7 @@ func (c *sconn) local(s *sstream, msg mem.BufferSlice) {
 	case "/grpc.health.v1.Health/Check", "/grpc.health.v1.Health/Watch":
 		var r healthpb.HealthCheckRequest
 		if err := proto.Unmarshal(b, &r); err != nil {
-			c.failStream(s, status.Errorf(codes.InvalidArgument, "health: %v", err))
+			s.fail(status.Errorf(codes.InvalidArgument, "health: %v", err))
 			return
 		}
 		st, known := g.health(r.Service)
@@ -135,7 +119,7 @@ func (c *sconn) local(s *sstream, msg mem.BufferSlice) {
 			return
 		}
 		if !known {
-			c.failStream(s, status.Errorf(codes.NotFound, "unknown service %q", r.Service))
+			s.fail(status.Errorf(codes.NotFound, "unknown service %q", r.Service))
 			return
 		}
 		resp = &healthpb.HealthCheckResponse{Status: st}
@@ -146,29 +130,24 @@ func (c *sconn) local(s *sstream, msg mem.BufferSlice) {
 	case "/" + Service + "/ModelReady":
 		var r pb.ModelReadyRequest
 		if err := proto.Unmarshal(b, &r); err != nil {
-			c.failStream(s, status.Errorf(codes.InvalidArgument, "ModelReady: %v", err))
+			s.fail(status.Errorf(codes.InvalidArgument, "ModelReady: %v", err))
 			return
 		}
 		_, known := g.opts.Config.Models[r.Name]
 		resp = &pb.ModelReadyResponse{Ready: up && known}
 	default:
-		c.failStream(s, status.Errorf(codes.Unimplemented, "backend %s is a shared-memory ring runtime: vig forwards inference (ModelInfer, ModelStreamInfer) and answers ServerLive, ServerReady and ModelReady; %s has no equivalent there",
+		s.fail(status.Errorf(codes.Unimplemented, "backend %s is a shared-memory ring runtime: vig forwards inference (ModelInfer, ModelStreamInfer) and answers ServerLive, ServerReady and ModelReady; %s has no equivalent there",
 			g.opts.Config.Backend.Address, shortName(s.method)))
 		return
 	}
 	out, err := proto.Marshal(resp)
 	if err != nil {
-		c.failStream(s, status.Errorf(codes.Internal, "%v", err))
+		s.fail(status.Errorf(codes.Internal, "%v", err))
 		return
 	}
-	c.w.Lock()
-	if !s.done {
-		c.headLocked(s, nil)
-		c.msgLocked(s, mem.BufferSlice{mem.SliceBuffer(out)})
-		c.finishLocked(s, nil)
-		c.w.Flush()
-	}
-	c.w.Unlock()
+	s.send(mem.BufferSlice{mem.SliceBuffer(out)}, false)
+	s.Finish(nil)
+	s.Flush()
 }
 
 // health is the serving status of a service: SERVING while the backend is
@@ -193,13 +172,8 @@ func (g *Gateway) watch(s *sstream, service string, st healthpb.HealthCheckRespo
 
 func (c *sconn) sendHealth(s *sstream, st healthpb.HealthCheckResponse_ServingStatus) {
 	out, _ := proto.Marshal(&healthpb.HealthCheckResponse{Status: st})
-	c.w.Lock()
-	if !s.done {
-		c.headLocked(s, nil)
-		c.msgLocked(s, mem.BufferSlice{mem.SliceBuffer(out)})
-		c.w.Flush()
-	}
-	c.w.Unlock()
+	s.send(mem.BufferSlice{mem.SliceBuffer(out)}, false)
+	s.Flush()
 }
 
 // notifyHealth pushes the current status to every Watch stream.
@@ -211,7 +185,7 @@ func (g *Gateway) notifyHealth() {
 	}
 	list := make([]w, 0, len(g.watchers))
 	for s, svc := range g.watchers {
-		if s.doneLocked() {
+		if s.Done() {
 			delete(g.watchers, s)
 			continue
 		}
@@ -224,13 +198,6 @@ func (g *Gateway) notifyHealth() {
 			x.s.c.sendHealth(x.s, st)
 		}
 	}
-}
-
-// doneLocked reports whether s is answered (takes its connection's lock).
-func (s *sstream) doneLocked() bool {
-	s.c.w.Lock()
-	defer s.c.w.Unlock()
-	return s.done
 }
 
 // streamError encodes ModelStreamInferResponse{error_message, infer_response{id}}:
