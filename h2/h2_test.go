@@ -1,7 +1,6 @@
 package h2
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"testing"
@@ -21,13 +20,13 @@ func TestAssemblerMemoryFollowsBytes(t *testing.T) {
 	msg := make([]byte, 5, 5+100)
 	binary.BigEndian.PutUint32(msg[1:], 64<<20)
 	deliver := func(mem.BufferSlice, bool) error { t.Fatal("a message delivered before its body arrived"); return nil }
-	if _, err := a.Read(bufio.NewReader(bytes.NewReader(msg)), 5, 64<<20, &b, deliver); err != nil {
+	if _, err := a.Read(NewInput(bytes.NewReader(msg), 4096), 5, 64<<20, &b, deliver); err != nil {
 		t.Fatal(err)
 	}
 	if a.Held() != 0 || !a.Partial() {
 		t.Fatalf("after a prefix declaring 64 MiB: %d bytes held, partial %v; want 0 and true", a.Held(), a.Partial())
 	}
-	if _, err := a.Read(bufio.NewReader(bytes.NewReader(make([]byte, 100))), 100, 64<<20, &b, deliver); err != nil {
+	if _, err := a.Read(NewInput(bytes.NewReader(make([]byte, 100)), 4096), 100, 64<<20, &b, deliver); err != nil {
 		t.Fatal(err)
 	}
 	if a.Held() > 16<<10 || b.left != b.limit-a.Held() {
@@ -46,7 +45,7 @@ func TestAssemblerBudget(t *testing.T) {
 	var a Assembler
 	body := make([]byte, 5+64<<10)
 	binary.BigEndian.PutUint32(body[1:5], 64<<10)
-	left, err := a.Read(bufio.NewReader(bytes.NewReader(body)), len(body), 1<<20, &b, func(mem.BufferSlice, bool) error { return nil })
+	left, err := a.Read(NewInput(bytes.NewReader(body), 4096), len(body), 1<<20, &b, func(mem.BufferSlice, bool) error { return nil })
 	if _, ok := err.(ErrBudget); !ok || left == 0 {
 		t.Fatalf("a 64 KiB message against a 40 KiB budget: %v (left %d), want ErrBudget", err, left)
 	}
@@ -155,7 +154,7 @@ func FuzzAssembler(f *testing.F) {
 		defer fuzztest.Bound(t)()
 		b := Budget{left: 64 << 10, limit: 64 << 10}
 		var a Assembler
-		br := bufio.NewReader(bytes.NewReader(data))
+		br := NewInput(bytes.NewReader(data), 4096)
 		k := int(step%4096) + 1
 		deliver := func(msg mem.BufferSlice, _ bool) error {
 			msg.Free()
@@ -187,7 +186,7 @@ func TestPartialsSweep(t *testing.T) {
 		msg := make([]byte, 5+100)
 		binary.BigEndian.PutUint32(msg[1:], 1000)
 		deliver := func(mem.BufferSlice, bool) error { t.Fatal("delivered an incomplete message"); return nil }
-		if _, err := a.Read(bufio.NewReader(bytes.NewReader(msg)), len(msg), 64<<20, &b, deliver); err != nil {
+		if _, err := a.Read(NewInput(bytes.NewReader(msg), 4096), len(msg), 64<<20, &b, deliver); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,10 +1,8 @@
 package h2
 
 import (
-	"bufio"
 	"encoding/binary"
 	"fmt"
-	"io"
 
 	"google.golang.org/grpc/mem"
 )
@@ -26,11 +24,12 @@ type Assembler struct {
 	pn     int
 	chunks []*[]byte // filled chunks, then the one being filled
 	inline [4]*[]byte
-	cur    int  // bytes of the last chunk filled
-	held   int  // capacity of chunks, charged to the budget
-	n      int  // body bytes received
-	want   int  // body size declared
-	listed bool // in its connection's Partials
+	cur    int    // bytes of the last chunk filled
+	held   int    // capacity of chunks, charged to the budget
+	n      int    // body bytes received
+	want   int    // body size declared
+	listed bool   // in its connection's Partials
+	in     *Input // holds guessed bytes in this message's buffer (Input.guess)
 }
 
 // Budget is what a connection may hold in incomplete messages, by buffer
@@ -147,11 +146,11 @@ func (e ErrBudget) Error() string {
 // it completes. A message above limit stops it with ErrMsgTooLarge, one that
 // would overdraw budget with ErrBudget (the message is dropped), leaving the
 // rest of the n bytes (left) unread.
-func (a *Assembler) Read(r *bufio.Reader, n, limit int, budget *Budget, deliver func(mem.BufferSlice, bool) error) (left int, err error) {
+func (a *Assembler) Read(r *Input, n, limit int, budget *Budget, deliver func(mem.BufferSlice, bool) error) (left int, err error) {
 	for n > 0 {
 		if a.pn < 5 {
 			k := min(5-a.pn, n)
-			if _, err := io.ReadFull(r, a.prefix[a.pn:a.pn+k]); err != nil {
+			if err := r.readFull(a.prefix[a.pn : a.pn+k]); err != nil {
 				return n, err
 			}
 			a.pn += k
@@ -189,7 +188,9 @@ func (a *Assembler) Read(r *bufio.Reader, n, limit int, budget *Budget, deliver 
 			}
 			last := *a.chunks[len(a.chunks)-1]
 			k := min(len(last)-a.cur, n)
-			if _, err := io.ReadFull(r, last[a.cur:a.cur+k]); err != nil {
+			end := a.cur + k
+			next := last[end : end+min(len(last)-end, a.want-a.n-k)]
+			if err := r.readInto(a, last[a.cur:end], k == n, next); err != nil {
 				return n, err
 			}
 			a.cur += k
@@ -197,6 +198,10 @@ func (a *Assembler) Read(r *bufio.Reader, n, limit int, budget *Budget, deliver 
 			n -= k
 		}
 		if a.n == a.want {
+			if a.in != nil {
+				a.in.release(a) // nothing guessed is left in the buffer by now; if it were, it moves
+				a.in = nil
+			}
 			msg := mem.BufferSlice{} // an empty message is still a message
 			if len(a.chunks) > 0 {
 				msg = make(mem.BufferSlice, len(a.chunks))
@@ -221,6 +226,9 @@ func (a *Assembler) Partial() bool { return a.pn > 0 }
 
 // Reset drops a half-received message and gives its memory back to budget.
 func (a *Assembler) Reset(budget *Budget) {
+	if a.in != nil {
+		a.in.release(a)
+	}
 	for _, c := range a.chunks {
 		msgPool.Put(c)
 	}

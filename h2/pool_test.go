@@ -1,7 +1,6 @@
 package h2
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"math/rand/v2"
@@ -47,7 +46,7 @@ func TestAssemblerDirtyBuffers(t *testing.T) {
 			m.Free()
 			return nil
 		}
-		r := bufio.NewReader(bytes.NewReader(wire))
+		r := NewInput(bytes.NewReader(wire), 4096)
 		for left := len(wire); left > 0; {
 			n := min(left, 1+rng.IntN(20<<10)) // DATA frames of any size
 			if _, err := a.Read(r, n, 8<<20, &b, deliver); err != nil {
@@ -98,7 +97,7 @@ func BenchmarkAssemble6MB(b *testing.B) {
 	const size = 6_200_000
 	wire := binary.BigEndian.AppendUint32([]byte{0}, size)
 	wire = append(wire, make([]byte, size)...)
-	br := bufio.NewReaderSize(nil, 64<<10)
+	br := NewInput(nil, 64<<10)
 	budget := NewBudget(64 << 20)
 	b.SetBytes(size)
 	b.ReportAllocs()

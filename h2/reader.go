@@ -1,7 +1,6 @@
 package h2
 
 import (
-	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -15,7 +14,7 @@ import (
 // and header blocks, HPACK-decoded into Fields. It is used by the connection's
 // reader goroutine only.
 type Reader struct {
-	Br      *bufio.Reader // the connection, buffered; DATA payloads are read from it directly
+	Br      *Input // the connection, buffered; DATA payloads are read from it directly
 	dec     *hpack.Decoder
 	Fields  []hpack.HeaderField // decoded fields of the last header block
 	listLen int
@@ -30,7 +29,7 @@ type Reader struct {
 
 // NewReader reads frames from r through a buffer of bufSize bytes.
 func NewReader(r io.Reader, bufSize int) *Reader {
-	rd := &Reader{Br: bufio.NewReaderSize(r, bufSize)}
+	rd := &Reader{Br: NewInput(r, bufSize)}
 	rd.dec = hpack.NewDecoder(4096, rd.emit)
 	rd.dec.SetMaxStringLength(MaxHeaderList)
 	return rd
@@ -48,7 +47,7 @@ func (r *Reader) emit(f hpack.HeaderField) {
 // ReadHeader reads the next frame header.
 func (r *Reader) ReadHeader() (FrameHeader, error) {
 	b := r.hdr[:]
-	if _, err := io.ReadFull(r.Br, b); err != nil {
+	if err := r.Br.readHeader(b); err != nil {
 		return FrameHeader{}, err
 	}
 	h := FrameHeader{
@@ -69,8 +68,7 @@ func (r *Reader) Payload(h FrameHeader) ([]byte, error) {
 		r.scratch = make([]byte, h.Length)
 	}
 	b := r.scratch[:h.Length]
-	_, err := io.ReadFull(r.Br, b)
-	return b, err
+	return b, r.Br.readFull(b)
 }
 
 // DataStart begins a DATA frame: it charges the frame to the connection's receive
@@ -78,6 +76,7 @@ func (r *Reader) Payload(h FrameHeader) ([]byte, error) {
 // the data bytes to read, then the padding to skip.
 func (r *Reader) DataStart(h FrameHeader, recv *int64, who string) (n, pad int, err error) {
 	n = int(h.Length)
+	r.Br.dataStarted(h)
 	*recv -= int64(n)
 	if *recv < 0 {
 		return 0, 0, ConnError{http2.ErrCodeFlowControl, who + " sent more than the connection window"}

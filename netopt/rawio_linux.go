@@ -31,6 +31,36 @@ func rawRead(fd int, p []byte) (int, error) {
 	return int(n), nil
 }
 
+// rawReadv reads from a non-blocking descriptor into bufs, in order. iov is
+// the caller's scratch for the iovec array.
+func rawReadv(fd int, bufs [][]byte, iov *[]unix.Iovec) (int, error) {
+	v := (*iov)[:0]
+	for _, b := range bufs {
+		if len(b) == 0 {
+			continue
+		}
+		e := unix.Iovec{Base: &b[0]}
+		e.SetLen(len(b))
+		v = append(v, e)
+	}
+	*iov = v
+	if len(v) == 0 {
+		return 0, nil
+	}
+	n, _, e := unix.RawSyscall(unix.SYS_READV, uintptr(fd), uintptr(unsafe.Pointer(&v[0])), uintptr(len(v)))
+	clear(v)
+	if e != 0 {
+		return 0, e
+	}
+	left := int(n)
+	for _, b := range bufs {
+		k := min(left, len(b))
+		raceReceived(b[:k])
+		left -= k
+	}
+	return int(n), nil
+}
+
 // rawSendmsg sends bufs with one sendmsg(MSG_DONTWAIT|MSG_NOSIGNAL), never
 // blocking, also on a socket in blocking mode. iov is the caller's scratch for
 // the iovec array, kept between calls so that a send allocates nothing.

@@ -5,6 +5,8 @@ import (
 	"io"
 	"net"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Reader reads a socket connection as net.Conn.Read does — waiting for data in
@@ -15,11 +17,15 @@ type Reader struct {
 	c  net.Conn
 	rc syscall.RawConn
 
-	// The read's arguments and results, for read (a method value made once).
-	p    []byte
-	n    int
-	rerr error
-	read func(fd uintptr) bool
+	// The read's arguments and results, for read and readv (method values
+	// made once).
+	p     []byte
+	bufs  [][]byte
+	iov   []unix.Iovec
+	n     int
+	rerr  error
+	read  func(fd uintptr) bool
+	readv func(fd uintptr) bool
 }
 
 // NewReader returns a Reader for c, or c itself when c is not a socket (a
@@ -34,8 +40,28 @@ func NewReader(c net.Conn) io.Reader {
 		return c
 	}
 	r := &Reader{c: c, rc: rc}
-	r.read = r.readFD
+	r.read, r.readv = r.readFD, r.readvFD
 	return r
+}
+
+func (r *Reader) readvFD(fd uintptr) bool {
+	for {
+		r.n, r.rerr = rawReadv(int(fd), r.bufs, &r.iov)
+		if r.rerr != syscall.EINTR {
+			return r.rerr != syscall.EAGAIN
+		}
+	}
+}
+
+// ReadV reads into bufs, in order, what the socket holds (one readv),
+// waiting while it holds nothing: a frame's payload and what follows it can
+// land in different buffers with one syscall.
+func (r *Reader) ReadV(bufs [][]byte) (int, error) {
+	r.bufs = bufs
+	err := r.rc.Read(r.readv)
+	n, rerr := r.n, r.rerr
+	r.bufs, r.rerr = nil, nil
+	return r.result(n, err, rerr)
 }
 
 func (r *Reader) readFD(fd uintptr) bool {
@@ -56,6 +82,10 @@ func (r *Reader) Read(p []byte) (int, error) {
 	err := r.rc.Read(r.read)
 	n, rerr := r.n, r.rerr
 	r.p, r.rerr = nil, nil
+	return r.result(n, err, rerr)
+}
+
+func (r *Reader) result(n int, err, rerr error) (int, error) {
 	switch {
 	case err != nil: // closed, or the read deadline passed
 		return 0, r.opError(err)

@@ -84,3 +84,44 @@ func TestReaderNotASocket(t *testing.T) {
 		t.Fatalf("NewReader(net.Pipe) = %T, want the connection itself", r)
 	}
 }
+
+// ReadV fills its buffers in order with what the socket holds, waiting while
+// it holds nothing.
+func TestReaderReadV(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	peer, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	c, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := netopt.NewReader(c).(*netopt.Reader)
+	go func() {
+		time.Sleep(10 * time.Millisecond) // ReadV waits for the bytes
+		peer.Write([]byte("payload|head|next"))
+	}()
+	a, b, n := make([]byte, 8), make([]byte, 4), make([]byte, 64)
+	got := 0
+	for got < 17 {
+		k, err := r.ReadV([][]byte{a[min(got, 8):], b[min(max(got-8, 0), 4):], n[max(got-12, 0):]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got += k
+	}
+	if string(a) != "payload|" || string(b) != "head" || string(n[:5]) != "|next" {
+		t.Errorf("ReadV filled %q %q %q, want \"payload|\" \"head\" \"|next\"", a, b, n[:5])
+	}
+	peer.Close()
+	if _, err := r.ReadV([][]byte{a}); err != io.EOF {
+		t.Errorf("ReadV after the peer's close: %v, want EOF", err)
+	}
+}

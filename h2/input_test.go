@@ -1,0 +1,249 @@
+package h2
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"testing"
+
+	"golang.org/x/net/http2"
+	"google.golang.org/grpc/mem"
+
+	"github.com/vig-edge/vig/internal/fuzztest"
+)
+
+// vecReader serves a byte string in reads of random length, as a socket
+// does, through Read and ReadV.
+type vecReader struct {
+	b   []byte
+	rng *rand.Rand
+	max int
+}
+
+func (v *vecReader) chunk() int {
+	if len(v.b) == 0 {
+		return 0
+	}
+	return min(len(v.b), 1+v.rng.IntN(v.max))
+}
+
+func (v *vecReader) Read(p []byte) (int, error) {
+	n := copy(p[:min(len(p), v.chunk())], v.b)
+	v.b = v.b[n:]
+	if n == 0 && len(p) > 0 {
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+func (v *vecReader) ReadV(bufs [][]byte) (int, error) {
+	want, n := v.chunk(), 0
+	if want == 0 {
+		return 0, io.EOF
+	}
+	for _, b := range bufs {
+		k := copy(b[:min(len(b), want-n)], v.b)
+		v.b, n = v.b[k:], n+k
+		if n == want {
+			break
+		}
+	}
+	return n, nil
+}
+
+// wirePlan is a frame sequence with the messages it carries.
+type wirePlan struct {
+	wire []byte
+	msgs map[uint32][][]byte // stream → its complete messages, in order
+}
+
+// plan builds frames on streams 1, 3, 5: large messages in full 16 KiB DATA
+// frames (the guessed case), short and padded frames, control frames between
+// them, a stream reset in the middle of a message, and a message that ends
+// inside a frame, followed by the next message's prefix.
+func plan(rng *rand.Rand) wirePlan {
+	p := wirePlan{msgs: map[uint32][][]byte{}}
+	frame := func(typ http2.FrameType, flags http2.Flags, stream uint32, payload []byte) {
+		p.wire = AppendFrameHeader(p.wire, len(payload), typ, flags, stream)
+		p.wire = append(p.wire, payload...)
+	}
+	type open struct {
+		stream uint32
+		rest   []byte // the message's bytes (prefix and body) not yet framed
+		body   []byte
+	}
+	var streams []*open
+	for _, id := range []uint32{1, 3, 5} {
+		streams = append(streams, &open{stream: id})
+	}
+	newMsg := func(o *open) {
+		size := []int{0, 10, 16 << 10, 100 << 10, 1 << 20, 2<<20 + 333}[rng.IntN(6)]
+		body := make([]byte, size)
+		for i := range body {
+			body[i] = byte(rng.Uint32())
+		}
+		o.body = body
+		o.rest = append(binary.BigEndian.AppendUint32([]byte{0}, uint32(size)), body...)
+	}
+	for range 40 + rng.IntN(40) {
+		o := streams[rng.IntN(len(streams))]
+		if len(o.rest) == 0 {
+			newMsg(o)
+		}
+		switch r := rng.IntN(20); {
+		case r == 0:
+			frame(http2.FrameWindowUpdate, 0, 0, []byte{0, 0, 1, 0})
+		case r == 1:
+			frame(http2.FramePing, 0, 0, make([]byte, 8))
+		case r == 2 && len(o.rest) > 0:
+			// Reset in the middle: the message is dropped; a new one follows.
+			frame(http2.FrameRSTStream, 0, o.stream, []byte{0, 0, 0, 8})
+			o.rest, o.body = nil, nil
+		case r == 3:
+			n := min(len(o.rest), rng.IntN(300))
+			pad := rng.IntN(20)
+			payload := append([]byte{byte(pad)}, o.rest[:n]...)
+			frame(http2.FrameData, http2.FlagDataPadded, o.stream, append(payload, make([]byte, pad)...))
+			o.rest = o.rest[n:]
+		default:
+			// A run of full frames, as a large message is sent; the last
+			// may carry the next message's prefix too.
+			for k := 1 + rng.IntN(80); k > 0 && len(o.rest) > 0; k-- {
+				n := min(len(o.rest), DefaultMaxFrame)
+				chunk := o.rest[:n]
+				o.rest = o.rest[n:]
+				if len(o.rest) == 0 && n < DefaultMaxFrame && rng.IntN(2) == 0 {
+					p.msgs[o.stream] = append(p.msgs[o.stream], o.body)
+					newMsg(o)
+					extra := min(len(o.rest), DefaultMaxFrame-n)
+					chunk = append(chunk[:n:n], o.rest[:extra]...)
+					o.rest = o.rest[extra:]
+				}
+				frame(http2.FrameData, 0, o.stream, chunk)
+			}
+		}
+		if len(o.rest) == 0 && o.body != nil {
+			p.msgs[o.stream] = append(p.msgs[o.stream], o.body)
+			o.body = nil
+		}
+	}
+	return p
+}
+
+// readPlan reads a wire through in, as a connection's frame loop does, and
+// returns each stream's messages, read only once the whole wire has been
+// read (a guess that wrote into a delivered message shows).
+func readPlan(t testing.TB, in *Input) map[uint32][][]byte {
+	r := &Reader{Br: in}
+	budget := NewBudget(64 << 20)
+	asms := map[uint32]*Assembler{}
+	got := map[uint32][]mem.BufferSlice{}
+	var recv int64 = 1 << 40
+	for {
+		h, err := r.ReadHeader()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := asms[h.Stream]
+		if a == nil {
+			a = &Assembler{}
+			asms[h.Stream] = a
+		}
+		switch h.Type {
+		case http2.FrameData:
+			n, pad, err := r.DataStart(h, &recv, "the test")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := a.Read(in, n, 64<<20, &budget, func(m mem.BufferSlice, _ bool) error {
+				got[h.Stream] = append(got[h.Stream], m)
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.Discard(pad); err != nil {
+				t.Fatal(err)
+			}
+		case http2.FrameRSTStream:
+			if _, err := r.Payload(h); err != nil {
+				t.Fatal(err)
+			}
+			a.Reset(&budget)
+		default:
+			if _, err := r.Payload(h); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	out := map[uint32][][]byte{}
+	for id, ms := range got {
+		for _, m := range ms {
+			out[id] = append(out[id], m.Materialize())
+			m.Free()
+		}
+	}
+	return out
+}
+
+func samePlan(got, want map[uint32][][]byte) error {
+	for _, id := range []uint32{1, 3, 5} {
+		if len(got[id]) != len(want[id]) {
+			return fmt.Errorf("stream %d: %d messages, want %d", id, len(got[id]), len(want[id]))
+		}
+		for i := range want[id] {
+			if !bytes.Equal(got[id][i], want[id][i]) {
+				return fmt.Errorf("stream %d message %d (%d bytes): wrong bytes", id, i, len(want[id][i]))
+			}
+		}
+	}
+	return nil
+}
+
+// Input reads a large message's DATA payloads into the message's buffer in
+// place when its guess holds, and what it reads is the same whatever the
+// guess: frames of every kind between and inside the runs, resets in the
+// middle of messages, padded frames and reads of every length give every
+// stream exactly its messages, intact after the whole connection was read.
+func TestInputGuessesInPlace(t *testing.T) {
+	inPlace := 0
+	for seed := range uint64(30) {
+		rng := rand.New(rand.NewPCG(seed, 1))
+		p := plan(rng)
+		in := NewInput(&vecReader{b: p.wire, rng: rng, max: []int{100, 20 << 10, 300 << 10}[seed%3]}, 256<<10)
+		if err := samePlan(readPlan(t, in), p.msgs); err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		inPlace += in.inPlace
+		plain := NewInput(bytes.NewReader(p.wire), 256<<10) // no readv: no guess
+		if err := samePlan(readPlan(t, plain), p.msgs); err != nil {
+			t.Fatalf("seed %d, plain: %v", seed, err)
+		}
+		if plain.inPlace != 0 {
+			t.Fatalf("seed %d: %d bytes read in place without readv", seed, plain.inPlace)
+		}
+	}
+	// The runs of full frames are most of the bytes: most arrive in place.
+	if inPlace < 50<<20 {
+		t.Errorf("%d bytes read in place over 30 connections: the guess did not hold", inPlace)
+	}
+}
+
+func FuzzInput(f *testing.F) {
+	f.Add(uint64(1), uint16(100))
+	f.Add(uint64(7), uint16(40000))
+	f.Fuzz(func(t *testing.T, seed uint64, readMax uint16) {
+		defer fuzztest.Bound(t)()
+		rng := rand.New(rand.NewPCG(seed, 2))
+		p := plan(rng)
+		in := NewInput(&vecReader{b: p.wire, rng: rng, max: int(readMax) + 1}, 64<<10+int(readMax))
+		if err := samePlan(readPlan(t, in), p.msgs); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
