@@ -13,9 +13,12 @@
 // stream's states (StreamState, §5.1), the receive windows (RecvWindow; the
 // credit thresholds StreamCreditDivisor and ConnCreditDivisor) and the list
 // of assemblers a Budget reclaims from (Partials). Both of vig's legs use it:
-// the client leg (a server role) and the backend leg (a client role) in
-// agent/gateway, which still keep the stream tables (what a HEADERS or DATA frame
-// means for a stream, and whom it concerns) and governance.
+// the client leg (a server role) in agent/gateway, which still keeps its stream
+// table (what a HEADERS or DATA frame means for a stream, and whom it concerns)
+// and governance, and the backend leg (a client role), whose stream table is
+// here (ClientConn, client.go: the streams vig opened, the answer's checks,
+// GOAWAY, each stream's end as a gRPC status); agent/gateway keeps only its
+// connection manager and what a call means.
 //
 // It imports nothing of vig's agent/ (archtest enforces it), so that what reads
 // untrusted bytes can be tested and fuzzed alone (FuzzReader, FuzzAssembler).
@@ -33,4 +36,18 @@
 // a peer which does not read wait at most MaxQueuedControl (10000, x/net's
 // bound), then the connection is refused ENHANCE_YOUR_CALM; a SETTINGS frame
 // carries at most MaxSettings (100) entries.
+//
+// # Locking
+//
+// A connection has one lock, its Writer's: it orders the frames written, and
+// guards each stream's SendState and a ClientConn's stream table (streams,
+// next id, GOAWAY, why it failed). ClientConn's methods take it themselves: a
+// caller never does. The order is a caller's own locks first, then the
+// connection's; h2 calls out with it held only where that is documented
+// (Writer.EachStream and OnClosed, Streams.SendState, ClientConn.Open's opened,
+// which must only record the id). A ClientHandler's methods and a
+// ClientConfig's Ready and GoAway run on the reader goroutine with no lock of
+// h2 held, so they may call the ClientConn and take their own locks. The
+// reader goroutine alone owns the Reader, each stream's Assembler and
+// RecvWindow, and the connection's Budget and Partials.
 package h2

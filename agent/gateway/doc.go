@@ -74,6 +74,13 @@
 // After the backend's GOAWAY, calls above its last stream id (not processed,
 // §6.8) start again on the next connection. The backend's
 // SETTINGS_MAX_CONCURRENT_STREAMS and SETTINGS_MAX_HEADER_LIST_SIZE are honoured.
+// A non-200 :status, early trailers or a failed answer reset the backend stream
+// (CANCEL) rather than leave it open there. The leg's stream table and all of
+// this is h2.ClientConn (the streams vig opened, what the backend's frames mean
+// for them, each call's end as a gRPC status); h2backend.go keeps the connection
+// manager (dial, backoff, redial after GOAWAY, calls parked meanwhile), Call ↔
+// stream wiring (a bstream embeds its h2.ClientStream and is its handler),
+// metadata and gzip, and never takes the connection's lock.
 // So is a client's SETTINGS_MAX_HEADER_LIST_SIZE: response headers or trailers
 // above it (the backend's metadata) are not sent, the call is answered INTERNAL
 // naming the setting (§6.5.2; grpc-go's server resets the stream instead).
@@ -83,15 +90,15 @@
 // of Triton's protocol are unary, and a message is assembled whole before it is
 // forwarded (the backend stream opens at the first complete message), so what
 // crediting on consumption would bound is one message, which the budget above
-// bounds already. And the stream tables of both roles (sconn, bconn: what a
-// HEADERS or DATA frame means for a stream, and the answer's frames) still live in
-// this package (h2server.go, h2backend.go), guarded by the connection's
-// h2.Writer lock. Package h2 holds framing, the reader and the writer with send
+// bounds already. And the server role's stream table (sconn: what a HEADERS or
+// DATA frame means for a stream, and the answer's frames) still lives in this
+// package (h2server.go), guarded by the connection's h2.Writer lock; the client
+// role's is h2.ClientConn (above). Package h2 holds framing, the reader and the writer with send
 // flow control, message assembly, the request rules, and the one frame loop both
 // roles run (h2.FrameLoop: the connection's part of every frame, SETTINGS, PING,
 // GOAWAY and WINDOW_UPDATE, the connection's receive window, and the checks each
 // frame must pass whatever its stream; it hands the role's table, serverStreams
-// or backendStreams, what concerns a stream). Both tables name a stream's state
+// or h2.ClientConn's, what concerns a stream). Both tables name a stream's state
 // with h2.StreamState (§5.1), keep its receive window in an h2.RecvWindow, and
 // list what their messages hold in h2.Partials. The legs see each other only
 // through relayTarget and relayClient, and a Call holds no stream of theirs
