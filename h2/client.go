@@ -113,7 +113,10 @@ type ClientConn struct {
 // connection. It is a gRPC status error, UNAVAILABLE.
 type UnprocessedError struct{ st *status.Status }
 
-func (e UnprocessedError) Error() string              { return e.st.Err().Error() }
+// Error implements error.
+func (e UnprocessedError) Error() string { return e.st.Err().Error() }
+
+// GRPCStatus is its status (UNAVAILABLE), for package status.
 func (e UnprocessedError) GRPCStatus() *status.Status { return e.st }
 
 // NewClientConn starts the client role on a connection whose sending half is w
@@ -203,8 +206,9 @@ func (c *ClientConn) Err() error {
 	return c.w.Err()
 }
 
-// Open starts stream s for h: HEADERS with fields, the request's end to follow
-// (Send, CloseSend). opened, when not nil, is told the stream's id before any
+// Open starts stream s for h: its HEADERS with fields are queued, to be written
+// with the stream's first Send or CloseSend (one write for the call's frames),
+// the request's end to follow. opened, when not nil, is told the stream's id before any
 // answer can arrive; it runs with the connection's lock held and must do no
 // more than record it (it must not call the ClientConn). It fails with
 // ErrConnClosed when the connection ended or the peer sent GOAWAY (a new
@@ -309,6 +313,7 @@ func (c *ClientConn) removeLocked(s *ClientStream) {
 	// ended.
 	if c.goAway && len(c.streams) == 0 {
 		c.w.CloseWhenFlushed()
+		c.w.Flush() // what is queued goes now, and the connection closes after it
 	}
 }
 
@@ -402,13 +407,16 @@ func (c *ClientConn) endLocked(s *ClientStream, reset bool) bool {
 	if c.streams[s.id] != s {
 		return false
 	}
-	if reset || !s.send.Closed {
+	reset = reset || !s.send.Closed
+	if reset {
 		c.w.Reset(&s.send, http2.ErrCodeCancel)
 	}
 	c.w.Drop(&s.send)
 	s.send.Closed = true
 	c.removeLocked(s)
-	c.w.Flush()
+	if reset {
+		c.w.Flush() // else what the connection is owed rides with the next batch
+	}
 	return true
 }
 
