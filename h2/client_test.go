@@ -404,6 +404,15 @@ func TestClientConnConnectionFaults(t *testing.T) {
 		{"undecodable header block", func(p *rawPeer, id uint32) {
 			p.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: []byte{0xff, 0xff, 0xff, 0xff, 0xff}, EndHeaders: true})
 		}, http2.ErrCodeCompression},
+		{"header block above MaxHeaderBlock", func(p *rawPeer, id uint32) {
+			junk := make([]byte, 16384) // never decoded: the block's size refuses it first
+			p.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: junk})
+			for i := 0; i <= MaxHeaderBlock/len(junk); i++ {
+				if p.fr.WriteContinuation(id, false, junk) != nil {
+					return // vig closed the connection
+				}
+			}
+		}, http2.ErrCodeEnhanceYourCalm},
 		{"connection window overflow", func(p *rawPeer, _ uint32) {
 			p.fr.WriteWindowUpdate(0, 1<<31-1)
 			p.fr.WriteWindowUpdate(0, 1<<31-1)
