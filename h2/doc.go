@@ -14,13 +14,16 @@
 // credit thresholds StreamCreditDivisor and ConnCreditDivisor) and the list
 // of assemblers a Budget reclaims from (Partials). Both of vig's legs use it:
 // the client leg (a server role) and the backend leg (a client role) in
-// agent/gateway. The server role's stream table is here (ServerConn: what a
-// HEADERS, DATA or RST_STREAM frame means for a client stream, skipped ids,
-// the concurrency limit, the drain, each stream's assembly, receive window and
-// content-length, and the answer's frames through ServerStream); agent/gateway
-// is its Handler, and keeps governance. The backend leg in agent/gateway still
-// keeps its stream table (what a HEADERS or DATA frame means for a stream, and
-// whom it concerns).
+// agent/gateway, and both stream tables are here. ServerConn (server.go) is
+// the server role's: what a HEADERS, DATA or RST_STREAM frame means for a
+// client stream, skipped ids, the concurrency limit, the drain, each stream's
+// assembly, receive window and content-length, and the answer's frames
+// through ServerStream. ClientConn (client.go) is the client role's: the
+// streams vig opened, the answer's checks, GOAWAY, each stream's end as a
+// gRPC status. agent/gateway is their handler: it keeps governance (what a
+// request and a call mean) and the backend connection manager. A
+// connection's bytes come in through Input (input.go), which reads a large
+// message's DATA payloads into the message's own buffer.
 //
 // It imports nothing of vig's agent/ (archtest enforces it), so that what reads
 // untrusted bytes can be tested and fuzzed alone (FuzzReader, FuzzAssembler).
@@ -41,17 +44,22 @@
 //
 // # Locking
 //
-// A connection has one lock, its Writer's: it guards what the Writer sends and
-// the ServerConn's table (the streams, their send state, whether each is
-// answered). Nothing outside h2 takes it (a role's table in agent/gateway still
-// does, through Writer.Lock, until it moves here). The lock order is: the
-// handler's own locks (agent/gateway's sstream.mu), then h2's; never the other
-// way. So a ServerStream's methods may be called with the handler's locks held,
-// and ServerConn calls its handlers without its lock: Open, Message,
-// HalfClosed, Failed and Cancelled run on the connection's reader goroutine
-// with no h2 lock held, and may call back into h2. Two run with the lock held
-// and must not call into h2, take a lock a caller of h2 may hold, or block:
-// Handler.NewStream (it only allocates; the stream enters the table under the
-// lock) and StreamHandler.Answered (called at the moment the stream is
-// answered, so that its accounting happens exactly once).
+// A connection has one lock, its Writer's: it orders the frames written, and
+// guards each stream's SendState and the role's table (a ServerConn's streams
+// and whether each is answered; a ClientConn's streams, next id, GOAWAY, why it
+// failed). The roles' methods take it themselves: nothing outside h2 does. The
+// lock order is: a caller's own locks (agent/gateway's sstream.mu, bstream's),
+// then the connection's; never the other way. So a stream's methods may be
+// called with the caller's locks held, and the roles call their handlers
+// without the lock: a StreamHandler's Open, Message, HalfClosed, Failed and
+// Cancelled, a ClientHandler's methods and a ClientConfig's Ready and GoAway
+// run on the connection's reader goroutine with no h2 lock held, and may call
+// back into h2. These run with the lock held and must not call into h2, take a
+// lock a caller of h2 may hold, or block: Handler.NewStream (it only
+// allocates; the stream enters the table under the lock),
+// StreamHandler.Answered (called at the moment the stream is answered, so that
+// its accounting happens exactly once), Writer.EachStream and OnClosed,
+// Streams.SendState, and ClientConn.Open's opened (it must only record the
+// id). The reader goroutine alone owns the Reader and its Input, each stream's
+// Assembler and RecvWindow, and the connection's Budget and Partials.
 package h2

@@ -254,7 +254,8 @@ func (c *testClient) headers(id uint32, end bool, kv ...string) {
 }
 
 // grpcMsg is a gRPC message of n bytes, its prefix first.
-func grpcMsg(n int) []byte {
+// grpcZeros is a gRPC message of n zero bytes.
+func grpcZeros(n int) []byte {
 	b := make([]byte, 5+n)
 	binary.BigEndian.PutUint32(b[1:], uint32(n))
 	return b
@@ -283,7 +284,7 @@ func TestServerConnUnary(t *testing.T) {
 	h := newEchoHandler()
 	c := newTestClient(t, testConfig, h)
 	c.headers(1, false, grpcRequest...)
-	c.fr.WriteData(1, true, grpcMsg(10))
+	c.fr.WriteData(1, true, grpcZeros(10))
 	c.expect("HEADERS 1 end=false :status=200 content-type=application/grpc")
 	c.expect("DATA 1 15 end=false")
 	c.expect("HEADERS 1 end=true grpc-status=0 x-trailer=t")
@@ -307,7 +308,7 @@ func TestServerConnMusts(t *testing.T) {
 		{"uppercase field name (§8.2.1)", func(c *testClient) { c.headers(1, true, append(grpcRequest, "X-Big", "v")...) }, "RST_STREAM 1 PROTOCOL_ERROR", 0},
 		{"content-length above the DATA (§8.1.1)", func(c *testClient) {
 			c.headers(1, false, append(grpcRequest, "content-length", "100")...)
-			c.fr.WriteData(1, true, grpcMsg(10))
+			c.fr.WriteData(1, true, grpcZeros(10))
 		}, "RST_STREAM 1 PROTOCOL_ERROR", 1},
 		{"a stream id below the last (§5.1.1)", func(c *testClient) {
 			c.headers(5, false, grpcRequest...)
@@ -317,9 +318,9 @@ func TestServerConnMusts(t *testing.T) {
 		{"DATA on a half-closed (remote) stream (§5.1)", func(c *testClient) {
 			c.h.hold = true
 			c.headers(1, true, grpcRequest...)
-			c.fr.WriteData(1, false, grpcMsg(1))
+			c.fr.WriteData(1, false, grpcZeros(1))
 		}, "RST_STREAM 1 STREAM_CLOSED", 1},
-		{"DATA on an idle stream (§5.1)", func(c *testClient) { c.fr.WriteData(3, false, grpcMsg(1)) }, "GOAWAY 0 PROTOCOL_ERROR", 0},
+		{"DATA on an idle stream (§5.1)", func(c *testClient) { c.fr.WriteData(3, false, grpcZeros(1)) }, "GOAWAY 0 PROTOCOL_ERROR", 0},
 		{"HEADERS on a closed stream (§5.1)", func(c *testClient) {
 			c.headers(1, true, grpcRequest...)
 			c.expect("HEADERS 1 end=true")
@@ -328,7 +329,7 @@ func TestServerConnMusts(t *testing.T) {
 		{"DATA in flight on a stream vig reset is ignored (§5.1)", func(c *testClient) {
 			c.headers(1, false, ":method", "GET")
 			c.expect("RST_STREAM 1 PROTOCOL_ERROR")
-			c.fr.WriteData(1, true, grpcMsg(1))
+			c.fr.WriteData(1, true, grpcZeros(1))
 			c.fr.WritePing(false, [8]byte{'p'})
 		}, "PING ack=true", 0},
 		{"a second HEADERS without END_STREAM (§8.1)", func(c *testClient) {
@@ -414,7 +415,7 @@ func TestServerConnTrailersOnly(t *testing.T) {
 	h.fail = codes.InvalidArgument
 	c := newTestClient(t, testConfig, h)
 	c.headers(1, false, grpcRequest...)
-	c.fr.WriteData(1, true, grpcMsg(3))
+	c.fr.WriteData(1, true, grpcZeros(3))
 	c.expect("HEADERS 1 end=true :status=200 content-type=application/grpc grpc-status=3 grpc-message=refused")
 }
 
@@ -427,7 +428,7 @@ func TestServerConnBudget(t *testing.T) {
 	cfg.MaxMsg = 1000
 	c := newTestClient(t, cfg, h)
 	c.headers(1, false, grpcRequest...)
-	c.fr.WriteData(1, false, grpcMsg(2000)[:5]) // declares 2000 bytes
+	c.fr.WriteData(1, false, grpcZeros(2000)[:5]) // declares 2000 bytes
 	c.expect("HEADERS 1 end=true :status=200 content-type=application/grpc grpc-status=8")
 	if !h.has("failed 1 ResourceExhausted") {
 		t.Fatalf("events %v: want stream 1 failed RESOURCE_EXHAUSTED", h.events)
@@ -435,10 +436,10 @@ func TestServerConnBudget(t *testing.T) {
 	// Prefixes declaring the largest message on many streams take nothing.
 	for id := uint32(3); id < 3+2*50; id += 2 {
 		c.headers(id, false, grpcRequest...)
-		c.fr.WriteData(id, false, grpcMsg(1000)[:5])
+		c.fr.WriteData(id, false, grpcZeros(1000)[:5])
 	}
 	c.headers(201, false, grpcRequest...)
-	c.fr.WriteData(201, true, grpcMsg(10))
+	c.fr.WriteData(201, true, grpcZeros(10))
 	c.expect("HEADERS 201 end=false")
 	c.sc.w.Lock()
 	held := c.sc.budget.limit - c.sc.budget.left
@@ -549,7 +550,7 @@ func unaryRequests(n int) []byte {
 	fr := http2.NewFramer(&buf, nil)
 	enc := hpack.NewEncoder(&hbuf)
 	fr.WriteSettings()
-	msg := grpcMsg(100)
+	msg := grpcZeros(100)
 	for i := 0; i < n; i++ {
 		hbuf.Reset()
 		for j := 0; j+1 < len(grpcRequest); j += 2 {
@@ -579,21 +580,21 @@ func BenchmarkServerConnUnary(b *testing.B) {
 
 // benchHandler echoes like echoHandler and counts the answers.
 type benchHandler struct{ answered int }
-type benchStream struct {
+type benchServerStream struct {
 	ServerStream
 	h *benchHandler
 }
 
 func (h *benchHandler) NewStream() (*ServerStream, StreamHandler) {
-	s := &benchStream{h: h}
+	s := &benchServerStream{h: h}
 	return &s.ServerStream, s
 }
-func (s *benchStream) Open([]hpack.HeaderField, error)    {}
-func (s *benchStream) Message(m mem.BufferSlice, c bool)  { s.Send(m, c) }
-func (s *benchStream) HalfClosed()                        { s.Finish(nil); s.Flush() }
-func (s *benchStream) Failed(code codes.Code, msg string) { s.Fail(code, msg, nil); s.Flush() }
-func (s *benchStream) Cancelled(codes.Code)               {}
-func (s *benchStream) Answered(codes.Code)                { s.h.answered++ } // on the reader goroutine here
+func (s *benchServerStream) Open([]hpack.HeaderField, error)    {}
+func (s *benchServerStream) Message(m mem.BufferSlice, c bool)  { s.Send(m, c) }
+func (s *benchServerStream) HalfClosed()                        { s.Finish(nil); s.Flush() }
+func (s *benchServerStream) Failed(code codes.Code, msg string) { s.Fail(code, msg, nil); s.Flush() }
+func (s *benchServerStream) Cancelled(codes.Code)               {}
+func (s *benchServerStream) Answered(codes.Code)                { s.h.answered++ } // on the reader goroutine here
 
 // FuzzServerConn feeds a ServerConn whatever a client may send (after the
 // preface) and checks what the server role promises its handler: every stream
@@ -609,10 +610,10 @@ func FuzzServerConn(f *testing.F) {
 		enc.WriteField(hpack.HeaderField{Name: grpcRequest[j], Value: grpcRequest[j+1]})
 	}
 	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, EndHeaders: true, BlockFragment: hbuf.Bytes()})
-	fr.WriteData(1, false, grpcMsg(10)[:7])
+	fr.WriteData(1, false, grpcZeros(10)[:7])
 	fr.WriteRSTStream(1, http2.ErrCodeCancel)
 	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 5, EndHeaders: true, BlockFragment: hbuf.Bytes()[:3]})
-	fr.WriteData(5, true, grpcMsg(2000))
+	fr.WriteData(5, true, grpcZeros(2000))
 	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, EndHeaders: true, EndStream: true, BlockFragment: hbuf.Bytes()})
 	f.Add(byte(1), buf.Bytes())
 	f.Fuzz(func(t *testing.T, mode byte, in []byte) {

@@ -74,6 +74,13 @@
 // After the backend's GOAWAY, calls above its last stream id (not processed,
 // §6.8) start again on the next connection. The backend's
 // SETTINGS_MAX_CONCURRENT_STREAMS and SETTINGS_MAX_HEADER_LIST_SIZE are honoured.
+// A non-200 :status, early trailers or a failed answer reset the backend stream
+// (CANCEL) rather than leave it open there. The leg's stream table and all of
+// this is h2.ClientConn (the streams vig opened, what the backend's frames mean
+// for them, each call's end as a gRPC status); h2backend.go keeps the connection
+// manager (dial, backoff, redial after GOAWAY, calls parked meanwhile), Call ↔
+// stream wiring (a bstream embeds its h2.ClientStream and is its handler),
+// metadata and gzip, and never takes the connection's lock.
 // So is a client's SETTINGS_MAX_HEADER_LIST_SIZE: response headers or trailers
 // above it (the backend's metadata) are not sent, the call is answered INTERNAL
 // naming the setting (§6.5.2; grpc-go's server resets the stream instead).
@@ -88,14 +95,14 @@
 // message assembly under the connection's budget, the answer's frames, under h2's
 // own lock); h2server.go is its handler (sconn, sstream: an sstream embeds its
 // h2.ServerStream and keeps the RPC's state, pending calls and relay, under a
-// mutex of its own, taken before h2's). The backend leg's table (bconn,
-// h2backend.go) still lives in this package, guarded by its connection's
-// h2.Writer lock. Package h2 also holds framing, the reader and the writer with send
+// mutex of its own, taken before h2's). The backend leg's is h2.ClientConn
+// (above). Package h2 also holds framing, the reader (h2.Input reads a large
+// message's DATA payloads into the message's buffer) and the writer with send
 // flow control, message assembly, the request rules, and the one frame loop both
 // roles run (h2.FrameLoop: the connection's part of every frame, SETTINGS, PING,
 // GOAWAY and WINDOW_UPDATE, the connection's receive window, and the checks each
-// frame must pass whatever its stream; it hands the role's table, h2.ServerConn's
-// or backendStreams, what concerns a stream). Both tables name a stream's state
+// frame must pass whatever its stream; it hands the role's table what concerns a
+// stream). Both tables name a stream's state
 // with h2.StreamState (§5.1), keep its receive window in an h2.RecvWindow, and
 // list what their messages hold in h2.Partials. The legs see each other only
 // through relayTarget and relayClient, and a Call holds no stream of theirs

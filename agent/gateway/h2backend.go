@@ -2,8 +2,6 @@ package gateway
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -150,7 +148,7 @@ func (b *h2Backend) run() {
 		select {
 		case <-b.ctx.Done():
 			b.cur.CompareAndSwap(c, nil)
-			c.close(status.Error(codes.Unavailable, "vig is shutting down"))
+			c.cc.Close(status.Error(codes.Unavailable, "vig is shutting down"))
 			<-c.readerDone
 			b.settle(nil)
 			setUp(false)
@@ -199,64 +197,35 @@ func (b *h2Backend) connect() (*bconn, error) {
 		nc.Close()
 		return nil, err
 	}
-	c := &bconn{b: b, seq: b.seq.Add(1), nc: nc, w: w, r: h2.NewReader(connReader(nc), b.rbuf), streams: map[uint32]*bstream{}, nextID: 1,
-		budget: h2.NewBudget(b.maxMsg), unusable: make(chan struct{}), readerDone: make(chan struct{}), ready: make(chan error, 1)}
-	w.EachStream = func(f func(*h2.SendState)) {
-		for _, bs := range c.streams {
-			f(&bs.send)
-		}
-	}
-	c.budget.Reclaim = c.reclaim
-	// The preface and SETTINGS are queued before the reader can run: the
-	// backend sends its SETTINGS at once, and the reader's ACK must follow the
-	// preface on the wire (a backend that read the ACK first takes it for a
-	// bogus preface and resets the connection).
-	w.Lock()
-	w.Raw([]byte(h2.ClientPreface))
-	w.QueueSettings(
-		http2.Setting{ID: http2.SettingEnablePush, Val: 0},
-		http2.Setting{ID: http2.SettingInitialWindowSize, Val: b.window},
-		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: h2.MaxHeaderList})
-	w.QueueWindowUpdate(0, b.window-h2.InitialWindow)
-	w.Unlock()
-	w.Lock()
-	w.Flush()
-	w.Unlock()
+	c := &bconn{b: b, seq: b.seq.Add(1), unusable: make(chan struct{}), readerDone: make(chan struct{}), ready: make(chan error, 1)}
+	c.cc = h2.NewClientConn(w, h2.NewReader(connReader(nc), b.rbuf), h2.ClientConfig{
+		Peer: "backend", Window: b.window, MaxMsg: b.maxMsg,
+		Ready:  func(err error) { c.ready <- err },
+		GoAway: c.wentAway,
+	})
 	b.conns.Store(c.seq, c) // until its reader ends (read)
 	go c.read()
 	select {
 	case err := <-c.ready:
 		if err != nil {
-			c.close(err)
+			c.cc.Close(err)
 			<-c.readerDone
 			return nil, err
 		}
 		return c, nil
 	case <-ctx.Done():
-		c.close(ctx.Err())
+		c.cc.Close(ctx.Err())
 		<-c.readerDone
 		return nil, ctx.Err()
 	}
 }
 
-// bconn is one connection to the backend.
+// bconn is one connection to the backend: its HTTP/2 client role (h2.ClientConn
+// keeps the streams) and what the connection manager watches.
 type bconn struct {
 	b   *h2Backend
 	seq uint32 // its key in b.conns
-	nc  net.Conn
-	w   *h2.Writer
-	r   *h2.Reader
-
-	// Guarded by w.mu.
-	streams map[uint32]*bstream
-	nextID  uint32
-	goAway  bool
-	failErr error
-
-	// Reader goroutine only.
-	settled  bool
-	budget   h2.Budget
-	partials h2.Partials // assemblers that may hold memory (h2.Budget.Reclaim)
+	cc  *h2.ClientConn
 
 	unusable   chan struct{} // closed once no new call may start here
 	unusableMu sync.Once
@@ -265,20 +234,22 @@ type bconn struct {
 }
 
 // bstream is one RPC on the backend connection: an inference call, a relayed RPC,
-// or one of vig's own unary calls.
+// or one of vig's own unary calls. It is its h2 stream's handler
+// (h2.ClientHandler).
 type bstream struct {
+	h2.ClientStream
 	c     *bconn
-	id    uint32
-	send  h2.SendState // guarded by c.w.mu
 	call  *Call
 	relay relayClient // a relayed RPC's client
 	unary chan unaryResult
 
-	// Reader goroutine only.
-	asm    h2.Assembler
-	gotHdr bool
-	resp   mem.BufferSlice
-	recv   h2.RecvWindow
+	// A call's response metadata is set on the reader goroutine while an
+	// Abort may finish the call on another (its Replier reads RespMeta): mu
+	// orders the two, done says the call was finished.
+	mu   sync.Mutex
+	done bool
+
+	resp mem.BufferSlice // reader goroutine only: the answer so far
 }
 
 type unaryResult struct {
@@ -286,14 +257,7 @@ type unaryResult struct {
 	err  error
 }
 
-func (c *bconn) err() error {
-	c.w.Lock()
-	defer c.w.Unlock()
-	if c.failErr != nil {
-		return c.failErr
-	}
-	return c.w.Err()
-}
+func (c *bconn) err() error { return c.cc.Err() }
 
 func (c *bconn) markUnusable() { c.unusableMu.Do(func() { close(c.unusable) }) }
 
@@ -335,31 +299,20 @@ func (b *h2Backend) Start(call *Call) {
 		msg.Ref() // the Call keeps its own references (its header views them)
 	}
 	// The stream is the call's (for Abort) from the moment it is registered.
-	bs, err := c.open(methodInfer, call.Meta, call.Deadline, func(bs *bstream) { bs.call = call; call.run.Store(uint64(c.seq)<<32 | uint64(bs.id)) })
-	if err != nil {
+	bs := &bstream{c: c, call: call}
+	if err := c.open(bs, methodInfer, call.Meta, call.Deadline, func(id uint32) { call.run.Store(uint64(c.seq)<<32 | uint64(id)) }); err != nil {
 		msg.Free()
 		call.Finish(nil, err)
 		return
 	}
-	c.w.Lock()
-	if c.streams[bs.id] != bs { // finished meanwhile (connection lost, aborted): call is not ours
-		c.w.Unlock()
-		msg.Free()
-		return
-	}
 	// vig may have given up on the call before its stream was stored (expiry.go:
 	// the mark is set before Abort looks for the stream).
-	expired := call.expired.Load()
-	if !expired {
-		c.w.QueueMsg(&bs.send, b.gzip, msg)
-		c.w.Finish(&bs.send, nil)
-		c.w.Flush()
-	}
-	c.w.Unlock()
-	if expired {
+	if call.expired.Load() {
 		msg.Free()
 		c.abort(bs, http2.ErrCodeCancel)
+		return
 	}
+	c.cc.Send(&bs.ClientStream, b.gzip, msg, true) // false: finished meanwhile (connection lost, aborted), msg freed
 }
 
 // Abort implements Backend: the client left; the backend stream is reset and the
@@ -374,30 +327,15 @@ func (b *h2Backend) Abort(call *Call) {
 		return // its connection has ended, and failed the call
 	}
 	c := v.(*bconn)
-	c.w.Lock()
-	bs := c.streams[uint32(run)]
-	c.w.Unlock()
-	if bs != nil && bs.call == call {
+	if bs, _ := c.cc.Lookup(uint32(run)).(*bstream); bs != nil && bs.call == call {
 		c.abort(bs, http2.ErrCodeCancel)
 	}
 }
 
-// open starts a stream: HEADERS for method with the client's metadata. init
-// attaches the stream's owner before any answer can arrive.
-func (c *bconn) open(method string, meta []string, deadline int64, init func(*bstream)) (*bstream, error) {
-	c.w.Lock()
-	defer c.w.Unlock()
-	if c.goAway || c.w.Err() != nil || c.failErr != nil {
-		return nil, errBackendDown
-	}
-	if max := c.w.PeerMaxStreams(); uint32(len(c.streams)) >= max { // its SETTINGS_MAX_CONCURRENT_STREAMS (§5.1.2)
-		return nil, status.Errorf(codes.Unavailable, "backend allows %d concurrent streams and all are in use", max)
-	}
-	if c.nextID >= 1<<31-1 {
-		c.goAway = true
-		c.markUnusable()
-		return nil, errBackendDown
-	}
+// open starts bs's stream: HEADERS for method with the client's metadata.
+// opened records the stream's id before any answer can arrive (under h2's
+// lock: it does nothing else).
+func (c *bconn) open(bs *bstream, method string, meta []string, deadline int64, opened func(id uint32)) error {
 	req := reqHeaders(method, c.b.addr)
 	if c.b.gzip && method == methodInfer {
 		req = append(req, hpack.HeaderField{Name: "grpc-encoding", Value: "gzip"}, hpack.HeaderField{Name: "grpc-accept-encoding", Value: "gzip"})
@@ -405,26 +343,14 @@ func (c *bconn) open(method string, meta []string, deadline int64, init func(*bs
 	if deadline != 0 {
 		req = append(req, hpack.HeaderField{Name: "grpc-timeout", Value: formatTimeout(time.Duration(deadline - c.b.clock()))})
 	}
-	// The backend's SETTINGS_MAX_HEADER_LIST_SIZE (§6.5.2, counted as §6.5.2
-	// says): a request above it is refused here, as grpc-go's client does,
-	// rather than sent to be reset.
-	size := 0
-	for _, f := range req {
-		size += len(f.Name) + len(f.Value) + 32
+	err := c.cc.Open(&bs.ClientStream, bs, opened, req, metaFields(meta))
+	if err == h2.ErrConnClosed {
+		if c.cc.IDsExhausted() {
+			c.markUnusable() // run dials a new connection
+		}
+		return errBackendDown
 	}
-	for _, m := range meta {
-		size += len(m) + 16
-	}
-	if uint32(size) > c.w.PeerMaxHeaderList() {
-		return nil, status.Errorf(codes.Internal, "request headers of %d bytes exceed the backend's SETTINGS_MAX_HEADER_LIST_SIZE of %d: send less metadata", size, c.w.PeerMaxHeaderList())
-	}
-	bs := &bstream{c: c, id: c.nextID, recv: h2.NewRecvWindow(c.b.window)}
-	c.nextID += 2
-	bs.send.Init(bs.id, c.w.InitWin())
-	init(bs)
-	c.streams[bs.id] = bs
-	c.w.Headers(bs.id, false, req, metaFields(meta))
-	return bs, nil
+	return err
 }
 
 func reqHeaders(method, authority string) []hpack.HeaderField {
@@ -438,47 +364,88 @@ func reqHeaders(method, authority string) []hpack.HeaderField {
 	}
 }
 
-// sendMessage queues one message of a relayed stream (body owned).
-func (c *bconn) sendMessage(bs *bstream, body mem.BufferSlice, compressed bool) {
-	c.w.Lock()
-	c.w.QueueMsg(&bs.send, compressed, body)
-	c.w.Flush()
-	c.w.Unlock()
-}
-
-// closeSend half-closes a relayed stream.
-func (c *bconn) closeSend(bs *bstream) {
-	c.w.Lock()
-	c.w.Finish(&bs.send, nil)
-	c.w.Flush()
-	c.w.Unlock()
-}
-
 // abort resets a stream vig no longer wants and finishes its owner.
 func (c *bconn) abort(bs *bstream, code http2.ErrCode) {
-	c.w.Lock()
-	if c.streams[bs.id] != bs {
-		c.w.Unlock()
-		return // already finished
+	if c.cc.Cancel(&bs.ClientStream, code) {
+		bs.finish(nil, nil, status.Error(codes.Canceled, "cancelled by the client"))
 	}
-	delete(c.streams, bs.id)
-	c.w.Forget(&bs.send)
-	c.w.Reset(&bs.send, code)
-	c.drainedLocked()
-	c.w.Flush()
-	c.w.Unlock()
-	bs.finish(nil, nil, nil, status.Error(codes.Canceled, "cancelled by the client"))
+}
+
+// Headers implements h2.ClientHandler: the answer's header metadata.
+func (bs *bstream) Headers(fields []hpack.HeaderField) {
+	switch {
+	case bs.relay != nil:
+		bs.relay.relayHeaders(fields)
+	case bs.call != nil:
+		bs.mu.Lock()
+		if !bs.done {
+			bs.call.RespMeta = appendMeta(bs.call.RespMeta[:0], fields)
+		}
+		bs.mu.Unlock()
+	}
+}
+
+// Message implements h2.ClientHandler: a relayed message goes to the client,
+// an answer is kept (uncompressed) until the trailers.
+func (bs *bstream) Message(msg mem.BufferSlice, compressed bool) error {
+	if bs.relay != nil {
+		bs.relay.relayMessage(msg, compressed)
+		return nil
+	}
+	b := bs.c.b
+	if compressed {
+		if !b.gzip {
+			msg.Free()
+			return errCompressedAnswer
+		}
+		var err error
+		if msg, err = gunzipMessage(msg, b.maxMsg); err != nil {
+			return errCompressedAnswer
+		}
+	}
+	if bs.resp != nil {
+		bs.resp.Free()
+	}
+	bs.resp = msg
+	return nil
+}
+
+var errCompressedAnswer = status.Error(codes.ResourceExhausted, "backend answer: compressed, and vig asked for none")
+
+// End implements h2.ClientHandler: the stream's outcome goes to its owner.
+func (bs *bstream) End(trail []hpack.HeaderField, err error) {
+	resp := bs.resp
+	bs.resp = nil
+	if u, ok := err.(h2.UnprocessedError); ok && bs.call != nil && !bs.call.expired.Load() {
+		// The backend did not process it (RFC 9113 §6.8): it is started
+		// again on the next connection.
+		resp.Free()
+		b := bs.c.b
+		b.mu.Lock()
+		if b.connecting {
+			b.parked = append(b.parked, bs.call)
+			b.mu.Unlock()
+			return
+		}
+		b.mu.Unlock()
+		err = u
+	}
+	if err != nil {
+		resp.Free()
+		resp = nil
+	}
+	bs.finish(resp, trail, err)
 }
 
 // finish delivers a stream's outcome to its owner, once, after it has left the
 // stream table.
-func (bs *bstream) finish(resp mem.BufferSlice, hdr, trail []hpack.HeaderField, err error) {
+func (bs *bstream) finish(resp mem.BufferSlice, trail []hpack.HeaderField, err error) {
 	switch {
 	case bs.call != nil:
 		call := bs.call
-		if hdr != nil {
-			call.RespMeta = appendMeta(call.RespMeta[:0], hdr)
-		}
+		bs.mu.Lock()
+		bs.done = true
+		bs.mu.Unlock()
 		call.TrailMeta = appendMeta(call.TrailMeta[:0], trail)
 		if err == nil && resp == nil {
 			err = status.Error(codes.Internal, "backend answered ModelInfer without a message")
@@ -514,449 +481,22 @@ func appendMeta(dst []string, fields []hpack.HeaderField) []string {
 func (c *bconn) read() {
 	defer close(c.readerDone)
 	defer c.b.conns.Delete(c.seq)
-	err := h2.FrameLoop(c.r, c.w, "the backend", c.b.window, (*backendStreams)(c))
-	if !c.settled {
-		c.ready <- err
-	}
-	var ce h2.ConnError
-	if errors.As(err, &ce) {
-		// The backend broke the protocol: it is told why (RFC 9113 §5.4.1)
-		// before the connection is closed and redialled.
-		c.w.GoAway(0, ce.Code, ce.Msg)
-	}
-	c.close(err)
+	c.cc.Run()
+	c.markUnusable()
 }
 
-// backendStreams is the backend leg's stream table as h2.FrameLoop sees it: the
-// frames that concern the streams vig opened, each on the connection's reader
-// goroutine.
-type backendStreams bconn
-
-// Idle: a stream vig never opened; a frame on it is a connection error
-// PROTOCOL_ERROR (§5.1 idle).
-func (t *backendStreams) Idle(id uint32) bool {
-	st, _ := (*bconn)(t).state(id)
-	return st == h2.StateIdle
-}
-
-func (t *backendStreams) Headers(h h2.FrameHeader) error     { return (*bconn)(t).headersFrame(h) }
-func (t *backendStreams) Data(h h2.FrameHeader, n int) error { return (*bconn)(t).data(h, n) }
-func (t *backendStreams) Reset(id uint32, code http2.ErrCode) error {
-	(*bconn)(t).reset(id, code)
-	return nil
-}
-
-// SendState is called with the writer's lock held (it guards the table).
-func (t *backendStreams) SendState(id uint32) *h2.SendState {
-	if bs := t.streams[id]; bs != nil {
-		return &bs.send
-	}
-	return nil
-}
-
-// StreamError: the backend's fault stays with that stream's call.
-func (t *backendStreams) StreamError(id uint32, code http2.ErrCode, why string) {
-	(*bconn)(t).streamError(id, code, status.Error(codes.Internal, "backend sent "+why))
-}
-
-func (t *backendStreams) GoAway(last uint32, code http2.ErrCode, debug []byte) error {
-	return (*bconn)(t).wentAway(last, code, debug)
-}
-
-// Settings: the backend's first SETTINGS is what connect waits for.
-func (t *backendStreams) Settings() {
-	if !t.settled {
-		t.settled = true
-		t.ready <- nil
-	}
-}
-
-func (t *backendStreams) PingAck([8]byte) {} // vig sends the backend no PING
-
-// state is stream id's state as the backend's frames find it (RFC 9113 §5.1),
-// and the stream while it is in the table. vig opens odd streams in order; a
-// stream leaves the table when the backend ends it (END_STREAM or RST_STREAM),
-// so half-closed (remote) is never seen here. Reader goroutine.
-func (c *bconn) state(id uint32) (h2.StreamState, *bstream) {
-	c.w.Lock()
-	defer c.w.Unlock()
-	if id%2 == 0 || id >= c.nextID {
-		return h2.StateIdle, nil
-	}
-	bs := c.streams[id]
-	switch {
-	case bs == nil:
-		return h2.StateClosed, nil
-	case bs.send.Closed:
-		return h2.StateHalfClosedLocal, bs // the request is sent whole (or vig stopped sending)
-	}
-	return h2.StateOpen, bs
-}
-
-// take removes a stream that ends now; nil if it had ended already.
-func (c *bconn) take(id uint32) *bstream {
-	c.w.Lock()
-	bs := c.streams[id]
-	if bs != nil {
-		delete(c.streams, id)
-		c.w.Forget(&bs.send)
-		if !bs.send.Closed {
-			// The answer is complete but vig's side is not (request data not
-			// yet sent, a relay still streaming): the stream is reset rather
-			// than left open on the backend.
-			c.w.Reset(&bs.send, http2.ErrCodeCancel)
-			c.w.Flush()
-		}
-		c.w.Drop(&bs.send)
-		bs.send.Closed = true
-		c.drainedLocked()
-	}
-	c.w.Unlock()
-	return bs
-}
-
-// streamError resets stream id with code (RFC 9113 §5.4.2) and fails its call
-// with err: the backend's fault stays with that call, the connection goes on.
-// Reader goroutine.
-func (c *bconn) streamError(id uint32, code http2.ErrCode, err error) {
-	c.w.Lock()
-	bs := c.streams[id]
-	if bs != nil {
-		delete(c.streams, id)
-		c.w.Forget(&bs.send)
-		c.w.Drop(&bs.send)
-		bs.send.Closed, bs.send.Rst = true, true
-		c.drainedLocked()
-	}
-	c.w.QueueRST(id, code)
-	c.w.Flush()
-	c.w.Unlock()
-	if bs != nil {
-		bs.asm.Reset(&c.budget)
-		resp := bs.resp
-		bs.resp = nil
-		resp.Free()
-		bs.finish(nil, nil, nil, err)
-	}
-}
-
-// drainedLocked closes a connection the backend sent GOAWAY on once its last
-// stream has ended. Called with w.mu held.
-func (c *bconn) drainedLocked() {
-	if c.goAway && len(c.streams) == 0 {
-		c.w.CloseWhenFlushed()
-	}
-}
-
-func (c *bconn) headersFrame(h h2.FrameHeader) error {
-	err := c.r.HeaderBlock(h)
-	if err != nil && err != h2.ErrHeaderListTooBig {
-		return err
-	}
-	st, bs := c.state(h.Stream)
-	switch {
-	case h.Stream == 0 || st == h2.StateIdle:
-		return h2.ProtocolError("backend sent HEADERS on stream %d, which vig never opened", h.Stream) // §5.1 idle, §8.4
-	case st == h2.StateClosed:
-		return nil // vig reset it (or it failed): frames in flight are ignored (§5.1 closed)
-	}
-	if err == h2.ErrHeaderListTooBig {
-		if bs = c.take(h.Stream); bs != nil {
-			c.w.Lock()
-			c.w.QueueRST(h.Stream, http2.ErrCodeCancel)
-			c.w.Flush()
-			c.w.Unlock()
-			bs.asm.Reset(&c.budget)
-			bs.finish(nil, nil, nil, status.Errorf(codes.Internal, "backend sent a header list larger than %d bytes", h2.MaxHeaderList))
-		}
-		return nil
-	}
-	fields := c.r.Fields
-	end := h.Has(http2.FlagHeadersEndStream)
-	if !bs.gotHdr {
-		bs.gotHdr = true
-		if err := httpStatus(fields); err != nil && !end {
-			if bs = c.take(h.Stream); bs != nil {
-				bs.finish(nil, nil, nil, err)
-			}
-			return nil
-		}
-		if !end {
-			if bs.relay != nil {
-				bs.relay.relayHeaders(fields)
-			} else if bs.call != nil {
-				// Under the lock: an Abort on another goroutine may finish the
-				// call, and its Replier reads RespMeta.
-				c.w.Lock()
-				if c.streams[h.Stream] == bs {
-					bs.call.RespMeta = appendMeta(bs.call.RespMeta[:0], fields)
-				}
-				c.w.Unlock()
-			}
-			return nil
-		}
-		// A trailers-only response.
-	}
-	if !end {
-		c.streamError(h.Stream, http2.ErrCodeProtocol, status.Error(codes.Internal, "backend sent a second header block without END_STREAM (RFC 9113 §8.1)")) // malformed response
-		return nil
-	}
-	if bs = c.take(h.Stream); bs == nil {
-		return nil
-	}
-	rpcErr, ok := statusFromTrailers(fields)
-	if !ok {
-		rpcErr = status.Error(codes.Internal, "backend ended the stream without grpc-status")
-	}
-	resp := bs.resp
-	bs.resp = nil
-	bs.finish(resp, nil, fields, rpcErr)
-	return nil
-}
-
-// httpStatus checks a response's :status (gRPC maps other HTTP statuses to codes).
-func httpStatus(fields []hpack.HeaderField) error {
-	for _, f := range fields {
-		if f.Name != ":status" {
-			continue
-		}
-		if f.Value == "200" {
-			return nil
-		}
-		code := codes.Unknown
-		switch f.Value {
-		case "400":
-			code = codes.Internal
-		case "401":
-			code = codes.Unauthenticated
-		case "403":
-			code = codes.PermissionDenied
-		case "404":
-			code = codes.Unimplemented
-		case "429", "502", "503", "504":
-			code = codes.Unavailable
-		}
-		return status.Errorf(code, "backend answered HTTP status %s", f.Value)
-	}
-	return status.Error(codes.Internal, "backend response without :status")
-}
-
-func (c *bconn) data(h h2.FrameHeader, n int) error {
-	_, bs := c.state(h.Stream) // not idle: h2.FrameLoop checked
-	var err error
-	// Closed (vig reset it, or it failed): bs is nil and the frame is dropped,
-	// counted for the connection's window (§5.1 closed, §6.9).
-	if bs != nil && !bs.recv.Fits(h.Length) {
-		// More than the stream's window: a stream error FLOW_CONTROL_ERROR
-		// (§6.9.1); the frame still counts for the connection's window.
-		c.streamError(h.Stream, http2.ErrCodeFlowControl, status.Error(codes.Internal, "backend sent more than the stream's flow-control window"))
-		bs = nil
-	}
-	if bs == nil {
-		err = c.r.Discard(n)
-	} else {
-		bs.recv.Take(h.Length)
-		var left int
-		left, err = bs.asm.Read(c.r.Br, n, c.b.maxMsg, &c.budget, func(msg mem.BufferSlice, compressed bool) error {
-			if bs.relay != nil {
-				bs.relay.relayMessage(msg, compressed)
-				return nil
-			}
-			if compressed {
-				if !c.b.gzip {
-					msg.Free()
-					return errCompressed
-				}
-				var err error
-				if msg, err = gunzipMessage(msg, c.b.maxMsg); err != nil {
-					return errCompressed
-				}
-			}
-			if bs.resp != nil {
-				bs.resp.Free()
-			}
-			bs.resp = msg
-			return nil
-		})
-		// A type switch, not errors.As: its target would escape, an allocation
-		// per DATA frame.
-		msg := ""
-		switch err.(type) {
-		case h2.ErrMsgTooLarge, h2.ErrBudget:
-			msg = "backend answer: " + err.Error()
-		default:
-			if err == errCompressed {
-				msg = "backend answer: compressed, and vig asked for none"
-			}
-		}
-		if msg != "" {
-			if t := c.take(h.Stream); t != nil {
-				c.w.Lock()
-				c.w.QueueRST(h.Stream, http2.ErrCodeCancel)
-				c.w.Unlock()
-				bs.asm.Reset(&c.budget)
-				resp := bs.resp
-				bs.resp = nil
-				resp.Free()
-				bs.finish(nil, nil, nil, status.Error(codes.ResourceExhausted, msg))
-			}
-			err = c.r.Discard(left)
-		}
-		if err == nil {
-			bs.recv.Owe(h.Length)
-		}
-		c.noteAssembling(bs)
-	}
-	if err != nil {
-		return err
-	}
-	c.w.Lock()
-	// Every stream gets its window back, an inference answer too: one larger
-	// than window_mib (but within max_message_mib) would otherwise stall the
-	// backend until the call expires. What an answer holds meanwhile is bounded
-	// by max_message_mib and the connection's h2.Budget.
-	if bs != nil && !h.Has(http2.FlagDataEndStream) && c.streams[bs.id] == bs {
-		if inc := bs.recv.Due(); inc > 0 {
-			c.w.QueueWindowUpdate(bs.id, inc) // sent with the connection's (h2.FrameLoop)
-		}
-	}
-	c.w.Unlock()
-	if h.Has(http2.FlagDataEndStream) && bs != nil {
-		if t := c.take(h.Stream); t != nil {
-			resp := bs.resp
-			bs.resp = nil
-			resp.Free()
-			bs.finish(nil, nil, nil, status.Error(codes.Internal, "backend ended the stream without trailers"))
-		}
-	}
-	return nil
-}
-
-// noteAssembling remembers a stream whose answer holds memory (sconn.noteAssembling).
-func (c *bconn) noteAssembling(bs *bstream) {
-	if c.partials.Note(&bs.asm, bs.id) {
-		c.reclaim(&bs.asm)
-	}
-}
-
-// reclaim frees what the incomplete answers of ended streams hold (sconn.reclaim).
-func (c *bconn) reclaim(skip *h2.Assembler) {
-	c.w.Lock()
-	c.partials.Sweep(skip, &c.budget, func(id uint32, a *h2.Assembler) bool {
-		bs := c.streams[id]
-		return bs == nil || &bs.asm != a
-	})
-	c.w.Unlock()
-}
-
-// reset: the backend reset stream id; its call fails with code's status.
-func (c *bconn) reset(id uint32, code http2.ErrCode) {
-	c.w.Lock()
-	if bs := c.streams[id]; bs != nil {
-		bs.send.Closed, bs.send.Rst = true, true // reset by the peer: vig sends nothing more on it
-	}
-	c.w.Unlock()
-	bs := c.take(id)
-	if bs == nil {
-		return
-	}
-	bs.asm.Reset(&c.budget)
-	resp := bs.resp
-	bs.resp = nil
-	resp.Free()
-	bs.finish(nil, nil, nil, rstError(code))
-}
-
-func rstError(code http2.ErrCode) error {
-	switch code {
-	case http2.ErrCodeRefusedStream:
-		return status.Error(codes.Unavailable, "backend refused the stream")
-	case http2.ErrCodeCancel:
-		return status.Error(codes.Canceled, "backend cancelled the stream")
-	case http2.ErrCodeEnhanceYourCalm:
-		return status.Error(codes.ResourceExhausted, "backend: enhance your calm")
-	}
-	return status.Errorf(codes.Internal, "backend reset the stream: %v", code)
-}
-
-// wentAway: the backend will take no new streams. Those above its last stream id
-// were not processed and fail UNAVAILABLE; the rest finish here while a new
-// connection is dialled for new calls.
-func (c *bconn) wentAway(last uint32, code http2.ErrCode, debug []byte) error {
-	// New calls wait for the next connection from now on (run dials it).
+// wentAway: the backend will take no new streams (h2.ClientConfig.GoAway). New
+// calls wait for the next connection from now on (run dials it); those above
+// its last stream id were not processed and are started there (End).
+func (c *bconn) wentAway(last uint32, code http2.ErrCode, debug []byte) {
 	b := c.b
 	b.mu.Lock()
 	b.connecting = true
 	b.mu.Unlock()
 	b.cur.CompareAndSwap(c, nil)
-	c.w.Lock()
-	c.goAway = true
-	var refused []*bstream
-	for id, bs := range c.streams {
-		if id > last {
-			delete(c.streams, id)
-			c.w.Forget(&bs.send)
-			c.w.Drop(&bs.send)
-			bs.send.Closed = true
-			refused = append(refused, bs)
-		}
-	}
-	idle := len(c.streams) == 0
-	c.w.Unlock()
 	c.markUnusable()
 	if code != http2.ErrCodeNo {
 		b.log.Warn("backend sent GOAWAY", "address", b.addr, "code", code.String(), "debug", string(debug[:min(len(debug), 128)]))
-	}
-	for _, bs := range refused {
-		bs.asm.Reset(&c.budget)
-		resp := bs.resp
-		bs.resp = nil
-		resp.Free()
-		if bs.call != nil && !bs.call.expired.Load() {
-			// The backend did not process it (RFC 9113 §6.8): it is started
-			// again on the next connection.
-			b.mu.Lock()
-			if b.connecting {
-				b.parked = append(b.parked, bs.call)
-				b.mu.Unlock()
-				continue
-			}
-			b.mu.Unlock()
-		}
-		bs.finish(nil, nil, nil, status.Error(codes.Unavailable, "backend is going away (GOAWAY) and had not processed the call: retry"))
-	}
-	if idle {
-		return h2.ErrConnClosed
-	}
-	return nil
-}
-
-// close ends the connection and fails every stream on it.
-func (c *bconn) close(err error) {
-	if err == nil || errors.Is(err, h2.ErrConnClosed) {
-		err = h2.ErrConnClosed
-	}
-	c.w.Lock()
-	if c.failErr == nil {
-		c.failErr = err
-	}
-	streams := make([]*bstream, 0, len(c.streams))
-	for id, bs := range c.streams {
-		delete(c.streams, id)
-		c.w.Forget(&bs.send)
-		c.w.Drop(&bs.send)
-		bs.send.Closed = true
-		streams = append(streams, bs)
-	}
-	c.w.Fail(h2.ErrConnClosed)
-	c.w.Unlock()
-	c.markUnusable()
-	msg := fmt.Sprintf("backend connection lost: %v", err)
-	for _, bs := range streams {
-		resp := bs.resp
-		bs.resp = nil
-		resp.Free()
-		bs.finish(nil, nil, nil, status.Error(codes.Unavailable, msg))
 	}
 }
 
@@ -972,15 +512,11 @@ func (b *h2Backend) Invoke(ctx context.Context, method string, req []byte) ([]by
 		deadline = b.clock() + int64(time.Until(d))
 	}
 	ch := make(chan unaryResult, 1)
-	bs, err := c.open(method, nil, deadline, func(bs *bstream) { bs.unary = ch })
-	if err != nil {
+	bs := &bstream{c: c, unary: ch}
+	if err := c.open(bs, method, nil, deadline, nil); err != nil {
 		return nil, err
 	}
-	c.w.Lock()
-	c.w.QueueMsg(&bs.send, false, mem.BufferSlice{mem.SliceBuffer(req)})
-	c.w.Finish(&bs.send, nil)
-	c.w.Flush()
-	c.w.Unlock()
+	c.cc.Send(&bs.ClientStream, false, mem.BufferSlice{mem.SliceBuffer(req)}, true)
 	select {
 	case r := <-ch:
 		return r.resp, r.err
@@ -1006,8 +542,8 @@ func (b *h2Backend) openRelay(method string, meta []string, deadline int64, to r
 	if c == nil {
 		return nil, errBackendDown
 	}
-	bs, err := c.open(method, meta, deadline, func(bs *bstream) { bs.relay = to })
-	if err != nil {
+	bs := &bstream{c: c, relay: to}
+	if err := c.open(bs, method, meta, deadline, nil); err != nil {
 		return nil, err
 	}
 	return bs, nil
@@ -1016,7 +552,7 @@ func (b *h2Backend) openRelay(method string, meta []string, deadline int64, to r
 // A backend stream is a relayed RPC's target (relayTarget): the client leg
 // forwards the request to it.
 func (bs *bstream) forward(body mem.BufferSlice, compressed bool) {
-	bs.c.sendMessage(bs, body, compressed)
+	bs.c.cc.Send(&bs.ClientStream, compressed, body, false)
 }
-func (bs *bstream) closeSend() { bs.c.closeSend(bs) }
+func (bs *bstream) closeSend() { bs.c.cc.CloseSend(&bs.ClientStream) }
 func (bs *bstream) cancel()    { bs.c.abort(bs, http2.ErrCodeCancel) }

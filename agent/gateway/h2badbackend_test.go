@@ -441,3 +441,63 @@ func TestBackendSettingsHonoured(t *testing.T) {
 		t.Errorf("the backend saw %v, want only the held call", seen)
 	}
 }
+
+// A backend that answers a call with a non-200 :status and leaves its stream
+// open: the call fails with gRPC's mapping of the status (UNAVAILABLE for
+// 503), and vig resets the backend stream (CANCEL) rather than leave it open
+// there (it used to, the request being sent whole).
+func TestBackendHTTPStatusResetsStream(t *testing.T) {
+	rst := make(chan http2.ErrCode, 1)
+	rb := startRawBackend(t, func(_ int, bc *backendConn) {
+		for {
+			stream, msg, ok := bc.request()
+			if !ok {
+				return
+			}
+			var in pb.ModelInferRequest
+			proto.Unmarshal(msg, &in)
+			if in.Id != "http-503" {
+				bc.answerInfer(stream, msg)
+				continue
+			}
+			bc.hbuf.Reset()
+			bc.enc.WriteField(hpack.HeaderField{Name: ":status", Value: "503"})
+			bc.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: stream, BlockFragment: bc.hbuf.Bytes(), EndHeaders: true})
+			for {
+				f, err := bc.fr.ReadFrame()
+				if err != nil {
+					return
+				}
+				if r, ok := f.(*http2.RSTStreamFrame); ok && r.StreamID == stream {
+					rst <- r.ErrCode
+					break
+				}
+				if s, ok := f.(*http2.SettingsFrame); ok && !s.IsAck() {
+					bc.fr.WriteSettingsAck()
+				}
+			}
+		}
+	})
+	cfg := testConfig(t, "")
+	cfg.Backend.Address = rb.ln.Addr().String()
+	e := startEnv(t, cfg, false)
+	waitBackendReady(t, e)
+	c := pb.NewGRPCInferenceServiceClient(e.dial(t, e.tcp))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // liveness, not speed
+	defer cancel()
+	if _, err := c.ModelInfer(ctx, inferRequest("detector", "http-503", 10)); status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "503") {
+		t.Errorf("a backend answering HTTP 503: %v, want UNAVAILABLE naming it", err)
+	}
+	select {
+	case code := <-rst:
+		if code != http2.ErrCodeCancel {
+			t.Errorf("RST_STREAM %v, want CANCEL", code)
+		}
+	case <-ctx.Done():
+		t.Error("vig left the backend stream of a 503 answer open (no RST_STREAM)")
+	}
+	if r, err := c.ModelInfer(ctx, inferRequest("detector", "after", 10)); err != nil || r.Id != "after" {
+		t.Errorf("the next call: %v %v", r, err)
+	}
+	drained(t, e.gw)
+}

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"errors"
 	"io"
 	"net"
 
@@ -28,9 +27,6 @@ import (
 // connReader is what a connection's reader reads: the socket read with raw
 // syscalls (netopt.Reader).
 func connReader(nc net.Conn) io.Reader { return netopt.NewReader(nc) }
-
-// errCompressed: a backend answer compressed when vig asked for none.
-var errCompressed = errors.New("compressed message")
 
 // newH2Writer is the sending half of nc, with raw non-blocking writes
 // (netopt.TryWriter).

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -18,7 +17,6 @@ import (
 
 	"github.com/vig-edge/vig/agent/metrics"
 	"github.com/vig-edge/vig/h2"
-	"github.com/vig-edge/vig/wire"
 )
 
 // The client leg: one sconn per accepted connection, served by one goroutine that
@@ -626,55 +624,9 @@ func formatTimeout(d time.Duration) string {
 	return strconv.FormatInt(min(int64(d/time.Hour)+1, 99999999), 10) + "H"
 }
 
-// decodeGrpcMessage undoes h2.EncodeGrpcMessage.
-func decodeGrpcMessage(msg string) string {
-	if !strings.Contains(msg, "%") {
-		return msg
-	}
-	var b bytes.Buffer
-	for i := 0; i < len(msg); i++ {
-		if msg[i] == '%' && i+2 < len(msg) {
-			if v, err := strconv.ParseUint(msg[i+1:i+3], 16, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 2
-				continue
-			}
-		}
-		b.WriteByte(msg[i])
-	}
-	return b.String()
-}
-
-// statusFromTrailers reads grpc-status and grpc-message.
-func statusFromTrailers(fields []hpack.HeaderField) (error, bool) {
-	code, msg, have := codes.Unknown, "", false
-	for _, f := range fields {
-		switch f.Name {
-		case "grpc-status":
-			v, err := strconv.ParseUint(f.Value, 10, 32)
-			if err != nil {
-				return status.Errorf(codes.Internal, "malformed grpc-status %q", f.Value), true
-			}
-			code, have = codes.Code(v), true
-		case "grpc-message":
-			msg = decodeGrpcMessage(f.Value)
-		}
-	}
-	if !have {
-		return nil, false
-	}
-	if code == codes.OK {
-		return nil, true
-	}
-	return status.Error(code, msg), true
-}
-
 // protowireBytesPrefix is the tag and length of a length-delimited field.
 func protowireBytesPrefix(field int, n int) []byte {
 	b := make([]byte, 0, 12)
 	b = binary.AppendUvarint(b, uint64(field)<<3|2)
 	return binary.AppendUvarint(b, uint64(n))
 }
-
-var _ = wire.Service
-var _ sync.Locker
