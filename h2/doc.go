@@ -34,7 +34,10 @@
 // an Assembler takes a buffer chunk only when body bytes arrive for it, chunks
 // grow with what has arrived (16 KiB, 32 KiB, then 1 MiB), and what a
 // connection's incomplete messages hold is charged to its Budget
-// (ConnMsgBudget, 128 MiB, or the largest message + 1 MiB). A header block is
+// (ConnMsgBudget, 128 MiB, or the largest message + 1 MiB); a server role's
+// delivered messages stay charged until their buffers are freed, so a client
+// that sends faster than the other leg consumes is refused, not buffered
+// without end (Budget.HoldDelivered). A header block is
 // bounded by MaxHeaderBlock compressed and MaxHeaderList decoded (1 MiB each); a
 // list above the latter is decoded all the same (HPACK stays in step) and
 // refused for its stream only (ErrHeaderListTooBig). Control frames that answer

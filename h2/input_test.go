@@ -80,7 +80,7 @@ func plan(rng *rand.Rand) wirePlan {
 		streams = append(streams, &open{stream: id})
 	}
 	newMsg := func(o *open) {
-		size := []int{0, 10, 16 << 10, 100 << 10, 1 << 20, 2<<20 + 333}[rng.IntN(6)]
+		size := []int{0, 10, 16 << 10, 100 << 10, 600<<10 + 333}[rng.IntN(5)]
 		body := make([]byte, size)
 		for i := range body {
 			body[i] = byte(rng.Uint32())
@@ -211,11 +211,12 @@ func samePlan(got, want map[uint32][][]byte) error {
 // middle of messages, padded frames and reads of every length give every
 // stream exactly its messages, intact after the whole connection was read.
 func TestInputGuessesInPlace(t *testing.T) {
-	inPlace := 0
-	for seed := range uint64(30) {
+	inPlace, total := 0, 0
+	for seed := range uint64(16) {
 		rng := rand.New(rand.NewPCG(seed, 1))
 		p := plan(rng)
-		in := NewInput(&vecReader{b: p.wire, rng: rng, max: []int{100, 20 << 10, 300 << 10}[seed%3]}, 256<<10)
+		total += len(p.wire)
+		in := NewInput(&vecReader{b: p.wire, rng: rng, max: []int{700, 20 << 10, 300 << 10}[seed%3]}, 256<<10)
 		if err := samePlan(readPlan(t, in), p.msgs); err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
 		}
@@ -229,8 +230,9 @@ func TestInputGuessesInPlace(t *testing.T) {
 		}
 	}
 	// The runs of full frames are most of the bytes: most arrive in place.
-	if inPlace < 50<<20 {
-		t.Errorf("%d bytes read in place over 30 connections: the guess did not hold", inPlace)
+	t.Logf("%d of %d bytes read in place", inPlace, total)
+	if inPlace < total/2 {
+		t.Errorf("%d of %d bytes read in place: the guess did not hold", inPlace, total)
 	}
 }
 

@@ -3,6 +3,7 @@ package h2
 import (
 	"encoding/binary"
 	"fmt"
+	"sync/atomic"
 
 	"google.golang.org/grpc/mem"
 )
@@ -41,9 +42,46 @@ type Assembler struct {
 // the connection) resets the assemblers of ended streams, all but skip, the one
 // being read. It runs when the budget would be overdrawn, and as the list of
 // assemblers to look at grows.
+//
+// A server role also counts the messages it has delivered until their
+// buffers are freed (HoldDelivered): a request waiting in vig's queues, or
+// relayed to a backend that reads slowly, holds its client's memory, so one
+// connection holds at most its budget whatever the other leg does.
 type Budget struct {
 	left, limit int
 	Reclaim     func(skip *Assembler)
+	out         *delivered // nil: delivered messages leave the budget
+}
+
+// delivered is the buffer pool of a budget's delivered messages: what they
+// hold is counted until each buffer is freed, on any goroutine.
+type delivered struct{ held atomic.Int64 }
+
+func (d *delivered) Get(n int) *[]byte { return msgPool.Get(n) }
+
+func (d *delivered) Put(b *[]byte) {
+	d.held.Add(-int64(cap(*b)))
+	msgPool.Put(b)
+}
+
+// HoldDelivered makes the messages delivered count against b until their
+// buffers are freed.
+func (b *Budget) HoldDelivered() { b.out = &delivered{} }
+
+// avail is what a message may still take.
+func (b *Budget) avail() int {
+	if b.out == nil {
+		return b.left
+	}
+	return b.left - int(b.out.held.Load())
+}
+
+// Delivered is what the messages b delivered still hold (HoldDelivered).
+func (b *Budget) Delivered() int {
+	if b.out == nil {
+		return 0
+	}
+	return int(b.out.held.Load())
 }
 
 // Partials is the list a connection's Budget.Reclaim walks: the assemblers that
@@ -93,13 +131,14 @@ func (p *Partials) Sweep(skip *Assembler, b *Budget, ended func(id uint32, a *As
 	p.list, p.swept = keep, len(keep)
 }
 
-// ConnMsgBudget is the bound on the memory a connection's incomplete messages
-// may hold (buffer capacity; a message's chunks leave the budget once it is
-// complete and handed on). A message above it cannot be received, so the
-// effective bound is max(ConnMsgBudget, max_message_mib + 1 MiB): see
+// ConnMsgBudget is the bound on the memory a connection's messages may hold
+// (buffer capacity): incomplete ones, and in a server role delivered ones
+// until their buffers are freed (HoldDelivered; a client role's leave the
+// budget once complete and handed on). A message above it cannot be received,
+// so the effective bound is max(ConnMsgBudget, max_message_mib + 1 MiB): see
 // NewBudget. Together with the read buffer (read_buffer_kib), the header
-// block (MaxHeaderBlock) and the writer's queue (maxQueued), it bounds what
-// one connection makes vig hold.
+// block (MaxHeaderBlock) and the control frames' bound (MaxQueuedControl), it
+// bounds what one connection makes vig hold.
 const ConnMsgBudget = 128 << 20
 
 // NewBudget is the budget of a connection whose messages are at most maxMsg bytes.
@@ -135,10 +174,13 @@ func (e ErrMsgTooLarge) Error() string {
 
 // ErrBudget: a message would take the connection's incomplete messages above
 // their bound.
-type ErrBudget struct{ Limit int }
+type ErrBudget struct{ Limit, Delivered int }
 
 // Error implements error.
 func (e ErrBudget) Error() string {
+	if e.Delivered > 0 {
+		return fmt.Sprintf("this connection's messages would hold more than %d bytes in vig (%d of them in requests waiting for the backend): send fewer large messages at once on one connection, or spread them over several", e.Limit, e.Delivered)
+	}
 	return fmt.Sprintf("incomplete messages on this connection would hold more than %d bytes: send fewer large messages at once on one connection", e.Limit)
 }
 
@@ -170,13 +212,13 @@ func (a *Assembler) Read(r *Input, n, limit int, budget *Budget, deliver func(me
 				size := min(chunkSize(a.n), a.want-a.n)
 				buf := msgPool.Get(size)
 				c := cap(*buf)
-				if c > budget.left && budget.Reclaim != nil {
+				if c > budget.avail() && budget.Reclaim != nil {
 					budget.Reclaim(a)
 				}
-				if c > budget.left {
+				if c > budget.avail() {
 					msgPool.Put(buf)
 					a.Reset(budget)
-					return n, ErrBudget{budget.limit}
+					return n, ErrBudget{budget.limit, budget.Delivered()}
 				}
 				budget.left -= c
 				a.held += c
@@ -204,9 +246,14 @@ func (a *Assembler) Read(r *Input, n, limit int, budget *Budget, deliver func(me
 			}
 			msg := mem.BufferSlice{} // an empty message is still a message
 			if len(a.chunks) > 0 {
+				var pool mem.BufferPool = msgPool
+				if budget.out != nil {
+					pool = budget.out
+					budget.out.held.Add(int64(a.held))
+				}
 				msg = make(mem.BufferSlice, len(a.chunks))
 				for i, c := range a.chunks {
-					msg[i] = mem.NewBuffer(c, msgPool)
+					msg[i] = mem.NewBuffer(c, pool)
 					a.chunks[i] = nil
 				}
 			}

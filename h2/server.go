@@ -28,6 +28,9 @@ type ServerConfig struct {
 	ConnWindow uint32 // the connection's receive window
 	MaxMsg     int    // the largest request message
 	MaxStreams int    // SETTINGS_MAX_CONCURRENT_STREAMS, enforced (§5.1.2)
+	// MsgBudget bounds what the connection's messages hold, arriving or
+	// delivered and not yet freed (0: NewBudget's bound for MaxMsg).
+	MsgBudget int
 	// Malformed, when set, is told of each request reset as malformed (§8.1.1),
 	// and why. Reader goroutine.
 	Malformed func(id uint32, why string)
@@ -146,7 +149,11 @@ func NewServerConn(r *Reader, w *Writer, cfg ServerConfig, h Handler) *ServerCon
 			c.removeIfClosedLocked(s)
 		}
 	}
+	if cfg.MsgBudget > 0 {
+		c.budget.left, c.budget.limit = cfg.MsgBudget, cfg.MsgBudget
+	}
 	c.budget.Reclaim = c.reclaim
+	c.budget.HoldDelivered() // a request vig queues or relays holds its client's memory
 	return c
 }
 

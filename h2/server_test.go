@@ -49,6 +49,8 @@ type echoHandler struct {
 	events   []string
 	fail     codes.Code
 	hold     bool // do not answer at half-close
+	keep     bool // keep each message unanswered (a request waiting for a slow backend)
+	kept     []mem.BufferSlice
 	streams  map[uint32]*ServerStream
 }
 
@@ -85,6 +87,12 @@ func (s *echoStream) Open(fields []hpack.HeaderField, err error) {
 
 func (s *echoStream) Message(msg mem.BufferSlice, compressed bool) {
 	s.h.event("message %d %d", s.ID(), msg.Len())
+	if s.h.keep {
+		s.h.mu.Lock()
+		s.h.kept = append(s.h.kept, msg)
+		s.h.mu.Unlock()
+		return
+	}
 	if s.h.fail != codes.OK {
 		msg.Free()
 		s.Fail(s.h.fail, "refused", nil)
@@ -253,7 +261,16 @@ func (c *testClient) headers(id uint32, end bool, kv ...string) {
 	c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, EndHeaders: true, EndStream: end, BlockFragment: c.hbuf.Bytes()})
 }
 
-// grpcMsg is a gRPC message of n bytes, its prefix first.
+// data sends b on stream id in DATA frames of the default maximum size, the
+// last one ending the stream.
+func (c *testClient) data(id uint32, b []byte) {
+	for len(b) > DefaultMaxFrame {
+		c.fr.WriteData(id, false, b[:DefaultMaxFrame])
+		b = b[DefaultMaxFrame:]
+	}
+	c.fr.WriteData(id, true, b)
+}
+
 // grpcZeros is a gRPC message of n zero bytes.
 func grpcZeros(n int) []byte {
 	b := make([]byte, 5+n)
@@ -447,6 +464,51 @@ func TestServerConnBudget(t *testing.T) {
 	if held != 0 {
 		t.Fatalf("50 prefixes without bodies hold %d bytes of the budget, want 0", held)
 	}
+}
+
+// Messages delivered and still held (requests waiting in vig's queues, or
+// relayed to a backend that reads slowly) count against their connection's
+// budget until freed: a client cannot make vig hold more than the budget by
+// sending faster than the other leg consumes. The message that would pass it
+// fails RESOURCE_EXHAUSTED, saying why; once the held ones are freed, the
+// connection's messages are received again.
+func TestServerConnBudgetCountsDelivered(t *testing.T) {
+	h := newEchoHandler()
+	h.keep, h.hold = true, true
+	cfg := testConfig
+	cfg.MsgBudget = 200 << 10
+	c := newTestClient(t, cfg, h)
+	// 60 KB messages take 16 + 32 + 16 KiB of chunks each: three fit.
+	for id := uint32(1); id <= 7; id += 2 {
+		c.headers(id, false, grpcRequest...)
+		c.data(id, grpcZeros(60<<10))
+	}
+	f := c.expect("HEADERS 7 end=true :status=200 content-type=application/grpc grpc-status=8")
+	if !strings.Contains(f, "waiting+for+the+backend") && !strings.Contains(f, "waiting for the backend") && !strings.Contains(f, "waiting%20for") {
+		t.Errorf("the refusal %q does not say the memory is held by requests waiting for the backend", f)
+	}
+	h.mu.Lock()
+	kept := h.kept
+	h.kept = nil
+	h.mu.Unlock()
+	if len(kept) != 3 {
+		t.Fatalf("%d messages delivered, want the 3 that fit", len(kept))
+	}
+	if d := c.sc.budget.Delivered(); d != 3*64<<10 {
+		t.Errorf("the budget counts %d bytes delivered, want %d", d, 3*64<<10)
+	}
+	for _, m := range kept {
+		m.Free()
+	}
+	if d := c.sc.budget.Delivered(); d != 0 {
+		t.Errorf("after the messages were freed the budget counts %d bytes delivered, want 0", d)
+	}
+	h.mu.Lock()
+	h.keep = false
+	h.mu.Unlock()
+	c.headers(9, false, grpcRequest...)
+	c.data(9, grpcZeros(60<<10))
+	c.expect("HEADERS 9 end=false")
 }
 
 // Drain: a GOAWAY that admits every stream and a PING; once the client acks

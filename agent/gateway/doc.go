@@ -85,12 +85,18 @@
 // above it (the backend's metadata) are not sent, the call is answered INTERNAL
 // naming the setting (§6.5.2; grpc-go's server resets the stream instead).
 //
-// What remains: flow-control windows are credited as data arrives on both legs,
-// so a slow backend does not slow a relayed RPC's client down. The relayed RPCs
-// of Triton's protocol are unary, and a message is assembled whole before it is
-// forwarded (the backend stream opens at the first complete message), so what
-// crediting on consumption would bound is one message, which the budget above
-// bounds already. The client leg's stream table is package h2's (h2.ServerConn:
+// Flow-control windows are credited as data arrives on both legs; what bounds a
+// client that sends faster than the backend consumes is its connection's
+// budget, which counts a request's message until its buffers are freed: while
+// it waits in vig's queues, and after it was handed to the backend leg, until
+// written (h2.Budget.HoldDelivered). A message that would take a connection
+// past it fails RESOURCE_EXHAUSTED, saying how much waits for the backend. The
+// relayed RPCs of Triton's protocol are unary and assembled whole before they
+// are forwarded (the backend stream opens at the first complete message, so a
+// rapid reset never reaches the backend). Answers are not counted so: the
+// backend connection is shared, and one client that does not read must not
+// fail the others' calls; what waits for a slow reader is bounded by its
+// streams (maxConcurrentStreams) and the answers' size. The client leg's stream table is package h2's (h2.ServerConn:
 // what each frame means for a client stream, the concurrency limit, the drain,
 // message assembly under the connection's budget, the answer's frames, under h2's
 // own lock); h2server.go is its handler (sconn, sstream: an sstream embeds its
