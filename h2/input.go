@@ -33,7 +33,6 @@ type Input struct {
 	buf []byte
 	r   int // buf[r:w] is unread, after the segments
 	w   int
-	err error
 
 	// The guessed bytes, in stream order, before buf[r:w]: header slots
 	// (hdrs) and payload segments in owner's buffer. r ≥ their total length
@@ -146,9 +145,6 @@ func (in *Input) take(p []byte, inPlace bool) int {
 
 // fill reads the connection into the (empty) buffer.
 func (in *Input) fill() error {
-	if in.err != nil {
-		return in.err
-	}
 	in.r, in.w = 0, 0
 	n, err := in.src.Read(in.buf)
 	in.w = n
@@ -156,9 +152,7 @@ func (in *Input) fill() error {
 		err = io.ErrNoProgress
 	}
 	if n > 0 {
-		err = nil // a read's error counts once its bytes are taken
-	} else {
-		in.err = err
+		err = nil // the next read reports it, once these bytes are taken
 	}
 	return err
 }
@@ -169,7 +163,7 @@ func (in *Input) Read(p []byte) (int, error) {
 		return 0, nil
 	}
 	if in.Buffered() == 0 {
-		if len(p) >= len(in.buf) && in.err == nil { // large: straight into p
+		if len(p) >= len(in.buf) { // large: straight into p
 			n, err := in.src.Read(p)
 			if n == 0 && err == nil {
 				err = io.ErrNoProgress
@@ -177,7 +171,6 @@ func (in *Input) Read(p []byte) (int, error) {
 			if n > 0 {
 				return n, nil
 			}
-			in.err = err
 			return 0, err
 		}
 		if err := in.fill(); err != nil {
@@ -278,9 +271,6 @@ func (in *Input) readInto(a *Assembler, dst []byte, last bool, next []byte) erro
 	dst = dst[in.take(dst, true):]
 	for len(dst) > 0 {
 		// The buffer is empty here.
-		if in.err != nil {
-			return unexpected(in.err)
-		}
 		var n int
 		var err error
 		switch {
@@ -298,7 +288,6 @@ func (in *Input) readInto(a *Assembler, dst []byte, last bool, next []byte) erro
 			if err == nil {
 				err = io.ErrNoProgress
 			}
-			in.err = err
 			return unexpected(err)
 		}
 		dst = dst[n:]
@@ -356,6 +345,6 @@ func (in *Input) guess(a *Assembler, dst, next []byte) (int, error) {
 // Reset discards what is buffered and reads r from now on.
 func (in *Input) Reset(r io.Reader) {
 	in.rescue()
-	in.src, in.r, in.w, in.err = r, 0, 0, nil
+	in.src, in.r, in.w = r, 0, 0
 	in.vr, _ = r.(vectorReader)
 }
