@@ -14,3 +14,15 @@ func SetHandshakeTimeout(g *Gateway, d time.Duration) { g.handshakeTimeout = d }
 // ConnMsgBudget is the bound on what one connection's incomplete messages hold
 // (h2.ConnMsgBudget, for the default max_message_mib).
 const ConnMsgBudget = h2.ConnMsgBudget
+
+// BackendConnSeq numbers g's current backend connection, once it is usable
+// (the backend's SETTINGS received); 0 while there is none.
+func BackendConnSeq(g *Gateway) uint32 {
+	if g.relay == nil {
+		return 0
+	}
+	if c := g.relay.cur.Load(); c != nil {
+		return c.seq
+	}
+	return 0
+}

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/vig-edge/vig/agent/gateway"
 	pb "github.com/vig-edge/vig/proto/inference"
 )
 
@@ -325,7 +326,7 @@ func TestBackendMisbehaves(t *testing.T) {
 		{"unknown-stream", codes.Unavailable, true},
 		{"undecodable", codes.Unavailable, true},
 	} {
-		before := rb.accepts.Load()
+		before, seq := rb.accepts.Load(), gateway.BackendConnSeq(e.gw)
 		err := call(tc.id)
 		if status.Code(err) != tc.code {
 			t.Errorf("%s: %v, want %v", tc.id, err, tc.code)
@@ -333,8 +334,13 @@ func TestBackendMisbehaves(t *testing.T) {
 			t.Logf("%s: %v", tc.id, err)
 		}
 		if tc.conn {
-			waitBackendReady(t, e)
-			eventually(t, "vig redials", func() bool { return rb.accepts.Load() > before })
+			// The backend's accept comes before vig has the connection's
+			// SETTINGS (and health may not yet say it was lost): wait for
+			// vig's next connection to be usable.
+			eventually(t, "vig redials", func() bool {
+				n := gateway.BackendConnSeq(e.gw)
+				return rb.accepts.Load() > before && n != 0 && n != seq
+			})
 		}
 		n++
 		if err := call(fmt.Sprintf("ok#%d", n)); err != nil {
