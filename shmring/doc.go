@@ -235,10 +235,11 @@
 // gRPC request over TCP cost vig. An eventfd is waited on in the netpoller,
 // where vig's sockets already wait, and rung with a non-blocking write. In one
 // run on a loaded 2-vCPU VM (vig bench datapath, 64 B, README), a ring request
-// cost vig 382 µs and 26.6 context switches with futexes (memfd, version 2);
-// with doorbells, vig makes 8 syscalls and 2.6 context switches per request,
-// where a gRPC request over TCP takes 10 and 2.8 (CPU 278 µs beside 283 µs in
-// that run: what is left is the backend leg and the two wake-ups both share).
+// cost vig 382 µs and 26.6 context switches with futexes (memfd, version 2).
+// With doorbells (the README's run, 2026-12-02), a request by reference costs
+// vig 354 µs, 2.8 context switches and 8 syscalls, where a gRPC request over
+// TCP costs 458 µs, 2.8 and 9.9 (0.77×): what is left is the backend leg and
+// the two wake-ups both share.
 //
 // Descriptor, 4096 bytes (at ring offset + D + 4096*(i mod desc count)):
 //
