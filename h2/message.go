@@ -249,12 +249,20 @@ func (a *Assembler) Read(r *Input, n, limit int, budget *Budget, deliver func(me
 				var pool mem.BufferPool = msgPool
 				if budget.out != nil {
 					pool = budget.out
-					budget.out.held.Add(int64(a.held))
 				}
+				held := 0
 				msg = make(mem.BufferSlice, len(a.chunks))
 				for i, c := range a.chunks {
+					// A buffer this small is not pooled (mem.NewBuffer): its
+					// Free never reaches the pool, so it is not counted.
+					if !mem.IsBelowBufferPoolingThreshold(cap(*c)) {
+						held += cap(*c)
+					}
 					msg[i] = mem.NewBuffer(c, pool)
 					a.chunks[i] = nil
+				}
+				if budget.out != nil {
+					budget.out.held.Add(int64(held))
 				}
 			}
 			compressed := a.prefix[0] != 0

@@ -511,6 +511,34 @@ func TestServerConnBudgetCountsDelivered(t *testing.T) {
 	c.expect("HEADERS 9 end=false")
 }
 
+// A small message's buffer is not pooled (mem.NewBuffer keeps no pool below
+// its threshold), so freeing it never reaches the budget's pool: it must not
+// be counted as delivered, or a connection asking small questions (ModelReady,
+// ServerLive) would one day be refused everything (found in review).
+func TestServerConnBudgetSmallDelivered(t *testing.T) {
+	h := newEchoHandler()
+	h.keep, h.hold = true, true
+	c := newTestClient(t, testConfig, h)
+	c.headers(1, false, grpcRequest...)
+	c.data(1, grpcZeros(100))
+	c.headers(3, false, grpcRequest...)
+	c.data(3, grpcZeros(2000))
+	c.fr.WritePing(false, [8]byte{'s'}) // answered once all of the above was read
+	c.expect("PING ack=true")
+	h.mu.Lock()
+	kept := h.kept
+	h.mu.Unlock()
+	if len(kept) != 2 {
+		t.Fatalf("%d messages kept, want 2", len(kept))
+	}
+	for _, m := range kept {
+		m.Free()
+	}
+	if d := c.sc.budget.Delivered(); d != 0 {
+		t.Errorf("after the messages were freed the budget counts %d bytes delivered, want 0", d)
+	}
+}
+
 // Drain: a GOAWAY that admits every stream and a PING; once the client acks
 // it, a GOAWAY naming the last stream, new streams refused, and the
 // connection closes when the open stream is answered.
