@@ -45,7 +45,9 @@ func gzipMessage(msg mem.BufferSlice) (mem.BufferSlice, error) {
 // limit bytes.
 func gunzipMessage(msg mem.BufferSlice, limit int) (mem.BufferSlice, error) {
 	defer msg.Free()
-	zr, err := gzip.NewReader(msg.Reader())
+	r := msg.Reader()
+	defer r.Close() // the reader's own references, also when it stops early
+	zr, err := gzip.NewReader(r)
 	if err != nil {
 		return nil, fmt.Errorf("gzip: %w", err)
 	}

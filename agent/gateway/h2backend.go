@@ -155,6 +155,9 @@ func (b *h2Backend) run() {
 			return
 		case <-c.unusable:
 		}
+		if c.lost.Load() {
+			<-c.readerDone // a lost connection, not a GOAWAY: its reader is about to end
+		}
 		// The backoff is kept across a connection that ends soon: a backend
 		// that accepts and then sends GOAWAY (or resets) at once is not
 		// redialled in a loop.
@@ -229,6 +232,7 @@ type bconn struct {
 
 	unusable   chan struct{} // closed once no new call may start here
 	unusableMu sync.Once
+	lost       atomic.Bool // set before unusable closes when the reader ended (not a GOAWAY)
 	readerDone chan struct{}
 	ready      chan error
 }
@@ -318,6 +322,18 @@ func (b *h2Backend) Start(call *Call) {
 // Abort implements Backend: the client left; the backend stream is reset and the
 // call finished CANCELLED.
 func (b *h2Backend) Abort(call *Call) {
+	// A call parked while a connection is dialled (or parked again after a
+	// GOAWAY left it unprocessed) is finished here and now.
+	b.mu.Lock()
+	for i, p := range b.parked {
+		if p == call {
+			b.parked = append(b.parked[:i], b.parked[i+1:]...)
+			b.mu.Unlock()
+			call.Finish(nil, status.Error(codes.Canceled, "cancelled by the client"))
+			return
+		}
+	}
+	b.mu.Unlock()
 	run := call.run.Load()
 	if run == 0 {
 		return
@@ -482,6 +498,7 @@ func (c *bconn) read() {
 	defer close(c.readerDone)
 	defer c.b.conns.Delete(c.seq)
 	c.cc.Run()
+	c.lost.Store(true)
 	c.markUnusable()
 }
 
