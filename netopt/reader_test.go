@@ -15,21 +15,7 @@ import (
 // is none, the read deadline honoured, EOF at the peer's close, net.ErrClosed
 // after its own.
 func TestReader(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	peer, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer peer.Close()
-	c, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, peer := tcpPair(t)
 	r := netopt.NewReader(c)
 	if _, ok := r.(*netopt.Reader); !ok {
 		t.Fatalf("NewReader of a TCP connection is a %T, want *netopt.Reader", r)
@@ -88,21 +74,7 @@ func TestReaderNotASocket(t *testing.T) {
 // ReadV fills its buffers in order with what the socket holds, waiting while
 // it holds nothing.
 func TestReaderReadV(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	peer, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer peer.Close()
-	c, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, peer := tcpPair(t)
 	r := netopt.NewReader(c).(*netopt.Reader)
 	go func() {
 		time.Sleep(10 * time.Millisecond) // ReadV waits for the bytes
