@@ -2,7 +2,6 @@ package h2
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/binary"
 	"io"
 	"net"
@@ -14,6 +13,7 @@ import (
 	"google.golang.org/grpc/mem"
 
 	"github.com/vig-edge/vig/internal/fuzztest"
+	"github.com/vig-edge/vig/internal/h2test"
 	"github.com/vig-edge/vig/netopt"
 )
 
@@ -38,30 +38,30 @@ func pipeClient(t testing.TB, cfg ClientConfig) (cc *ClientConn, peer net.Conn, 
 // server has gone.
 func FuzzClientConn(f *testing.F) {
 	s := newFrames() // a well-formed answer to stream 1, stream 3 reset
-	s.fr.WriteSettings(http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: 10})
-	s.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, EndHeaders: true, BlockFragment: s.block(":status", "200", "content-type", "application/grpc")})
-	s.fr.WriteData(1, false, []byte{0, 0, 0, 0, 2, 'o', 'k'})
-	s.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, EndHeaders: true, EndStream: true, BlockFragment: s.block("grpc-status", "0")})
-	s.fr.WriteRSTStream(3, http2.ErrCodeRefusedStream)
-	f.Add(s.bytes())
+	s.Fr.WriteSettings(http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: 10})
+	s.Fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, EndHeaders: true, BlockFragment: s.Block(":status", "200", "content-type", "application/grpc")})
+	s.Fr.WriteData(1, false, []byte{0, 0, 0, 0, 2, 'o', 'k'})
+	s.Fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, EndHeaders: true, EndStream: true, BlockFragment: s.Block("grpc-status", "0")})
+	s.Fr.WriteRSTStream(3, http2.ErrCodeRefusedStream)
+	f.Add(s.Bytes())
 
 	s = newFrames() // trailers-only, a non-200 answer, frames on streams never opened
-	s.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, EndHeaders: true, EndStream: true, BlockFragment: s.block(":status", "200", "grpc-status", "5", "grpc-message", "nope")})
-	s.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, EndHeaders: true, BlockFragment: s.block(":status", "503")})
-	s.fr.WriteData(5, false, []byte("x"))
-	s.fr.WriteRSTStream(2, http2.ErrCodeCancel)
-	f.Add(s.bytes())
+	s.Fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, EndHeaders: true, EndStream: true, BlockFragment: s.Block(":status", "200", "grpc-status", "5", "grpc-message", "nope")})
+	s.Fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, EndHeaders: true, BlockFragment: s.Block(":status", "503")})
+	s.Fr.WriteData(5, false, []byte("x"))
+	s.Fr.WriteRSTStream(2, http2.ErrCodeCancel)
+	f.Add(s.Bytes())
 
 	s = newFrames() // a prefix declaring a large answer, window games, GOAWAY
-	s.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, EndHeaders: true, BlockFragment: s.block(":status", "200")})
-	s.fr.WriteData(1, false, []byte{0, 0, 0xff, 0xff, 0xff})
-	s.fr.WriteData(3, false, []byte{0, 0, 0, 1, 0, 'a', 'b'})
-	s.fr.WriteWindowUpdate(3, 1<<31-1)
-	s.fr.WriteWindowUpdate(3, 1<<31-1)
-	s.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1<<31 - 1})
-	s.fr.WriteGoAway(1, http2.ErrCodeNo, []byte("bye"))
-	s.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, EndHeaders: true, EndStream: true, BlockFragment: s.block("grpc-status", "0", ":path", "/")})
-	f.Add(s.bytes())
+	s.Fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, EndHeaders: true, BlockFragment: s.Block(":status", "200")})
+	s.Fr.WriteData(1, false, []byte{0, 0, 0xff, 0xff, 0xff})
+	s.Fr.WriteData(3, false, []byte{0, 0, 0, 1, 0, 'a', 'b'})
+	s.Fr.WriteWindowUpdate(3, 1<<31-1)
+	s.Fr.WriteWindowUpdate(3, 1<<31-1)
+	s.Fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1<<31 - 1})
+	s.Fr.WriteGoAway(1, http2.ErrCodeNo, []byte("bye"))
+	s.Fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, EndHeaders: true, EndStream: true, BlockFragment: s.Block("grpc-status", "0", ":path", "/")})
+	f.Add(s.Bytes())
 	f.Add([]byte{})
 
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -108,31 +108,8 @@ func FuzzClientConn(f *testing.F) {
 	})
 }
 
-// frames builds a peer's byte stream.
-type frames struct {
-	buf  bytes.Buffer
-	fr   *http2.Framer
-	hbuf bytes.Buffer
-	enc  *hpack.Encoder
-}
-
-func newFrames() *frames {
-	f := &frames{}
-	f.fr = http2.NewFramer(&f.buf, nil)
-	f.fr.AllowIllegalWrites = true
-	f.enc = hpack.NewEncoder(&f.hbuf)
-	return f
-}
-
-func (f *frames) block(kv ...string) []byte {
-	f.hbuf.Reset()
-	for i := 0; i+1 < len(kv); i += 2 {
-		f.enc.WriteField(hpack.HeaderField{Name: kv[i], Value: kv[i+1]})
-	}
-	return append([]byte(nil), f.hbuf.Bytes()...)
-}
-
-func (f *frames) bytes() []byte { return f.buf.Bytes() }
+// newFrames builds a peer's byte stream.
+func newFrames() *h2test.Frames { return h2test.NewFrames() }
 
 // benchStream is a stream of the benchmark, its handler as small as a
 // gateway's.
@@ -221,18 +198,18 @@ func benchServer(c net.Conn) {
 		return
 	}
 	a := newFrames()
-	a.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1<<31 - 1})
-	a.fr.WriteWindowUpdate(0, 1<<31-1-InitialWindow)
-	if _, err := c.Write(a.bytes()); err != nil {
+	a.Fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1<<31 - 1})
+	a.Fr.WriteWindowUpdate(0, 1<<31-1-InitialWindow)
+	if _, err := c.Write(a.Bytes()); err != nil {
 		return
 	}
 	// Literal fields with incremental indexing: the same bytes decode the
 	// same each time (they only add to the dynamic table again).
 	a = newFrames()
-	a.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, EndHeaders: true, BlockFragment: a.block(":status", "200", "content-type", "application/grpc")})
-	a.fr.WriteData(1, false, grpcMsg(make([]byte, 1<<10)))
-	a.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, EndHeaders: true, EndStream: true, BlockFragment: a.block("grpc-status", "0")})
-	answer := a.bytes()
+	a.Fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, EndHeaders: true, BlockFragment: a.Block(":status", "200", "content-type", "application/grpc")})
+	a.Fr.WriteData(1, false, grpcMsg(make([]byte, 1<<10)))
+	a.Fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, EndHeaders: true, EndStream: true, BlockFragment: a.Block("grpc-status", "0")})
+	answer := a.Bytes()
 	var ids []int // offsets of the stream ids in answer
 	for off := 0; off < len(answer); {
 		ids = append(ids, off+5)

@@ -21,25 +21,25 @@ import (
 // must end once the backend has gone.
 func FuzzBackendConn(f *testing.F) {
 	s := newFrames() // a well-formed answer to stream 1
-	s.fr.WriteSettings(http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: 10})
-	s.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, EndHeaders: true, BlockFragment: s.block(":status", "200", "content-type", "application/grpc")})
-	s.fr.WriteData(1, false, []byte{0, 0, 0, 0, 2, 'o', 'k'})
-	s.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, EndHeaders: true, EndStream: true, BlockFragment: s.block("grpc-status", "0")})
-	f.Add(s.bytes())
+	s.Fr.WriteSettings(http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: 10})
+	s.Fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, EndHeaders: true, BlockFragment: s.Block(":status", "200", "content-type", "application/grpc")})
+	s.Fr.WriteData(1, false, []byte{0, 0, 0, 0, 2, 'o', 'k'})
+	s.Fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, EndHeaders: true, EndStream: true, BlockFragment: s.Block("grpc-status", "0")})
+	f.Add(s.Bytes())
 
 	s = newFrames() // a trailers-only error, then frames on streams vig never opened
-	s.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, EndHeaders: true, EndStream: true, BlockFragment: s.block(":status", "200", "grpc-status", "5", "grpc-message", "nope")})
-	s.fr.WriteData(3, false, []byte("x"))
-	s.fr.WriteRSTStream(2, http2.ErrCodeCancel)
-	f.Add(s.bytes())
+	s.Fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, EndHeaders: true, EndStream: true, BlockFragment: s.Block(":status", "200", "grpc-status", "5", "grpc-message", "nope")})
+	s.Fr.WriteData(3, false, []byte("x"))
+	s.Fr.WriteRSTStream(2, http2.ErrCodeCancel)
+	f.Add(s.Bytes())
 
 	s = newFrames() // a prefix declaring a large answer, window games, GOAWAY
-	s.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, EndHeaders: true, BlockFragment: s.block(":status", "200")})
-	s.fr.WriteData(1, false, []byte{0, 0, 0xff, 0xff, 0xff})
-	s.fr.WriteWindowUpdate(1, 1<<31-1)
-	s.fr.WriteWindowUpdate(0, 0)
-	s.fr.WriteGoAway(0, http2.ErrCodeNo, nil)
-	f.Add(s.bytes())
+	s.Fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, EndHeaders: true, BlockFragment: s.Block(":status", "200")})
+	s.Fr.WriteData(1, false, []byte{0, 0, 0xff, 0xff, 0xff})
+	s.Fr.WriteWindowUpdate(1, 1<<31-1)
+	s.Fr.WriteWindowUpdate(0, 0)
+	s.Fr.WriteGoAway(0, http2.ErrCodeNo, nil)
+	f.Add(s.Bytes())
 	f.Add([]byte{})
 
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -58,10 +58,10 @@ func FuzzBackendConn(f *testing.F) {
 		b := newH2Backend("fuzz", dial, 1<<16, 1<<20, 16<<10, func() int64 { return time.Now().UnixNano() }, log)
 		go io.Copy(io.Discard, peer) // what vig sends
 		settings := newFrames()
-		settings.fr.WriteSettings()
+		settings.Fr.WriteSettings()
 		go func() {
 			peer.SetWriteDeadline(time.Now().Add(5 * time.Second))
-			peer.Write(settings.bytes())
+			peer.Write(settings.Bytes())
 		}()
 		b.Open(func(bool) {})
 		done := make(chan error, 1)

@@ -7,7 +7,6 @@ package gateway
 // regression inputs.
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -18,7 +17,6 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
@@ -28,6 +26,7 @@ import (
 	"github.com/vig-edge/vig/agent/metrics"
 	"github.com/vig-edge/vig/h2"
 	"github.com/vig-edge/vig/internal/fuzztest"
+	"github.com/vig-edge/vig/internal/h2test"
 	pb "github.com/vig-edge/vig/proto/inference"
 	"github.com/vig-edge/vig/wire"
 )
@@ -52,39 +51,18 @@ func fuzzGateway(f *testing.F) *Gateway {
 }
 
 // frames builds seed inputs: what follows the client preface.
-type frames struct {
-	buf  bytes.Buffer
-	fr   *http2.Framer
-	hbuf bytes.Buffer
-	enc  *hpack.Encoder
-}
+type frames struct{ *h2test.Frames }
 
-func newFrames() *frames {
-	f := &frames{}
-	f.fr = http2.NewFramer(&f.buf, nil)
-	f.fr.AllowIllegalWrites = true
-	f.enc = hpack.NewEncoder(&f.hbuf)
-	return f
-}
-
-func (f *frames) block(kv ...string) []byte {
-	f.hbuf.Reset()
-	for i := 0; i+1 < len(kv); i += 2 {
-		f.enc.WriteField(hpack.HeaderField{Name: kv[i], Value: kv[i+1]})
-	}
-	return append([]byte(nil), f.hbuf.Bytes()...)
-}
+func newFrames() *frames { return &frames{h2test.NewFrames()} }
 
 func (f *frames) request(stream uint32, path string, msg []byte) {
-	f.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: stream, EndHeaders: true, BlockFragment: f.block(
+	f.Fr.WriteHeaders(http2.HeadersFrameParam{StreamID: stream, EndHeaders: true, BlockFragment: f.Block(
 		":method", "POST", ":scheme", "http", ":path", path, ":authority", "vig",
 		"content-type", "application/grpc", "te", "trailers", "grpc-timeout", "2S")})
 	prefix := []byte{0, 0, 0, 0, 0}
 	prefix[1], prefix[2], prefix[3], prefix[4] = byte(len(msg)>>24), byte(len(msg)>>16), byte(len(msg)>>8), byte(len(msg))
-	f.fr.WriteData(stream, true, append(prefix, msg...))
+	f.Fr.WriteData(stream, true, append(prefix, msg...))
 }
-
-func (f *frames) bytes() []byte { return append([]byte(nil), f.buf.Bytes()...) }
 
 // FuzzServerConn feeds arbitrary bytes, after the client preface, to a client
 // connection of the gateway. Whatever they are, vig must not panic, the
@@ -97,35 +75,35 @@ func FuzzServerConn(f *testing.F) {
 		RawInputContents: [][]byte{{1, 2, 3, 4}}})
 
 	s := newFrames()
-	s.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 20})
+	s.Fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 20})
 	s.request(1, wire.MethodInfer, infer)
 	s.request(3, "/grpc.health.v1.Health/Check", nil)
-	s.fr.WritePing(false, [8]byte{1})
-	s.fr.WriteWindowUpdate(0, 1<<16)
-	f.Add(s.bytes())
+	s.Fr.WritePing(false, [8]byte{1})
+	s.Fr.WriteWindowUpdate(0, 1<<16)
+	f.Add(s.Bytes())
 
 	s = newFrames()
-	s.fr.WriteSettings()
+	s.Fr.WriteSettings()
 	s.request(1, wire.MethodStreamInfer, infer)
-	s.fr.WriteRSTStream(1, http2.ErrCodeCancel)
+	s.Fr.WriteRSTStream(1, http2.ErrCodeCancel)
 	s.request(5, wire.MethodShmRegister, []byte{0x0a, 1, 'r', 0x12, 2, '/', 'k', 0x20, 8})
-	s.fr.WriteGoAway(5, http2.ErrCodeNo, nil)
-	f.Add(s.bytes())
+	s.Fr.WriteGoAway(5, http2.ErrCodeNo, nil)
+	f.Add(s.Bytes())
 
 	s = newFrames() // a header block split over CONTINUATION, then a stream-0 DATA frame
-	blk := s.block(":method", "POST", ":path", wire.MethodInfer, "content-type", "application/grpc", "x-pad", string(make([]byte, 300)))
-	s.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: blk[:10]})
-	s.fr.WriteContinuation(1, true, blk[10:])
-	s.fr.WriteData(0, false, []byte("x"))
-	f.Add(s.bytes())
+	blk := s.Block(":method", "POST", ":path", wire.MethodInfer, "content-type", "application/grpc", "x-pad", string(make([]byte, 300)))
+	s.Fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: blk[:10]})
+	s.Fr.WriteContinuation(1, true, blk[10:])
+	s.Fr.WriteData(0, false, []byte("x"))
+	f.Add(s.Bytes())
 
 	s = newFrames() // a message larger than the limit, and a SETTINGS frame of bad length
-	s.fr.WriteSettings()
-	s.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, EndHeaders: true, BlockFragment: s.block(
+	s.Fr.WriteSettings()
+	s.Fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, EndHeaders: true, BlockFragment: s.Block(
 		":method", "POST", ":path", wire.MethodInfer, "content-type", "application/grpc")})
-	s.fr.WriteData(1, false, []byte{0, 0x7f, 0xff, 0xff, 0xff})
-	s.fr.WriteRawFrame(http2.FrameSettings, 0, 0, []byte{1, 2, 3})
-	f.Add(s.bytes())
+	s.Fr.WriteData(1, false, []byte{0, 0x7f, 0xff, 0xff, 0xff})
+	s.Fr.WriteRawFrame(http2.FrameSettings, 0, 0, []byte{1, 2, 3})
+	f.Add(s.Bytes())
 	f.Add([]byte{})
 
 	f.Fuzz(func(t *testing.T, data []byte) {
