@@ -26,3 +26,13 @@ func BackendConnSeq(g *Gateway) uint32 {
 	}
 	return 0
 }
+
+// ParkedCalls is how many calls wait for g's next backend connection.
+func ParkedCalls(g *Gateway) int {
+	if g.relay == nil {
+		return 0
+	}
+	g.relay.mu.Lock()
+	defer g.relay.mu.Unlock()
+	return len(g.relay.parked)
+}

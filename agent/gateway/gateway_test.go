@@ -62,6 +62,16 @@ models:
 
 func startEnv(t *testing.T, cfg *config.Config, withBackend bool) *env {
 	t.Helper()
+	return startEnvDial(t, cfg, withBackend, nil)
+}
+
+// dialFunc is how vig dials its backend.
+type dialFunc = func(ctx context.Context, addr string) (net.Conn, error)
+
+// startEnvDial is startEnv whose gateway dials its backend through wrap
+// (nil: directly).
+func startEnvDial(t *testing.T, cfg *config.Config, withBackend bool, wrap func(dialFunc) dialFunc) *env {
+	t.Helper()
 	e := &env{cfg: cfg, reg: metrics.New(), sockets: new(netopt.Stats)}
 	e.reg.Sockets(e.sockets)
 	if withBackend {
@@ -74,7 +84,11 @@ func startEnv(t *testing.T, cfg *config.Config, withBackend bool) *env {
 		cfg.Backend.Address = mb.Addr()
 		e.direct = pb.NewGRPCInferenceServiceClient(e.dial(t, mb.Addr()))
 	}
-	gw, err := gateway.New(gateway.Options{Config: cfg, Dial: e.sockets.DialAddr, Metrics: e.reg})
+	dial := dialFunc(e.sockets.DialAddr)
+	if wrap != nil {
+		dial = wrap(dial)
+	}
+	gw, err := gateway.New(gateway.Options{Config: cfg, Dial: dial, Metrics: e.reg})
 	if err != nil {
 		t.Fatal(err)
 	}

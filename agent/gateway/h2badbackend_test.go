@@ -222,6 +222,78 @@ func TestBackendGoAwayRetriesUnprocessed(t *testing.T) {
 	}
 }
 
+// A call the backend left unprocessed (GOAWAY) waits for the next connection;
+// when its client leaves meanwhile, vig drops it there and then: it is not
+// sent once the redial succeeds, to compute an answer nobody waits for.
+func TestBackendAbortWhileParked(t *testing.T) {
+	var mu sync.Mutex
+	var later []string // the request ids the connections after the first were sent
+	rb := startRawBackend(t, func(n int, bc *backendConn) {
+		if n == 1 {
+			if _, _, ok := bc.request(); ok {
+				bc.fr.WriteGoAway(0, http2.ErrCodeNo, nil) // not processed: vig redials and parks the call
+			}
+			bc.untilClosed()
+			return
+		}
+		for {
+			stream, msg, ok := bc.request()
+			if !ok {
+				return
+			}
+			var in pb.ModelInferRequest
+			proto.Unmarshal(msg, &in)
+			mu.Lock()
+			later = append(later, in.Id)
+			mu.Unlock()
+			bc.answerInfer(stream, msg)
+		}
+	})
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	var dials atomic.Int32
+	hang := func(dial dialFunc) dialFunc {
+		return func(ctx context.Context, addr string) (net.Conn, error) {
+			if dials.Add(1) > 1 {
+				<-release // the redial waits for the test
+			}
+			return dial(ctx, addr)
+		}
+	}
+	cfg := testConfig(t, "")
+	cfg.Backend.Address = rb.ln.Addr().String()
+	e := startEnvDial(t, cfg, false, hang)
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) }) // before the gateway stops (last first)
+	waitBackendReady(t, e)
+	c := pb.NewGRPCInferenceServiceClient(e.dial(t, e.tcp))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.ModelInfer(ctx, inferRequest("detector", "parked#1", 10))
+		done <- err
+	}()
+	eventually(t, "the call parked for the redial after GOAWAY", func() bool {
+		return dials.Load() >= 2 && gateway.ParkedCalls(e.gw) == 1
+	})
+	cancel()
+	if err := <-done; status.Code(err) != codes.Canceled {
+		t.Errorf("the client's call: %v, want CANCELLED", err)
+	}
+	eventually(t, "the abandoned call no longer parked", func() bool { return gateway.ParkedCalls(e.gw) == 0 })
+	releaseOnce.Do(func() { close(release) })
+	eventually(t, "vig's next connection", func() bool { return gateway.BackendConnSeq(e.gw) != 0 })
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 5*time.Second) // liveness, not speed
+	defer cancel2()
+	if _, err := c.ModelInfer(ctx2, inferRequest("detector", "next#2", 10)); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(later) != 1 || later[0] != "next#2" {
+		t.Errorf("the next connection was sent %q, want only \"next#2\" (not the call its client had left)", later)
+	}
+}
+
 // misbehave answers a ModelInfer by its request id: the backend's faults a
 // careful client must survive.
 func (bc *backendConn) misbehave(stream uint32, req []byte) {
