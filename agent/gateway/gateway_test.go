@@ -402,6 +402,23 @@ func TestBadRequests(t *testing.T) {
 
 type rawBytes []byte
 
+// startEnvBehind serves backend on a loopback port and starts vig in front of
+// it, its connection up.
+func startEnvBehind(t *testing.T, backend *grpc.Server) *env {
+	t.Helper()
+	ln, err := netopt.Listen("tcp", "127.0.0.1:0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go backend.Serve(ln)
+	t.Cleanup(backend.Stop)
+	cfg := testConfig(t, "")
+	cfg.Backend.Address = ln.Addr().String()
+	e := startEnv(t, cfg, false)
+	waitBackendReady(t, e)
+	return e
+}
+
 // TestMetadataDeadlineAndStatus uses a backend that reports what reached it.
 func TestMetadataDeadlineAndStatus(t *testing.T) {
 	echo := grpc.NewServer(grpc.UnknownServiceHandler(func(_ any, ss grpc.ServerStream) error {
@@ -414,21 +431,12 @@ func TestMetadataDeadlineAndStatus(t *testing.T) {
 		f.Free()
 		return status.Error(codes.FailedPrecondition, "echo backend says no")
 	}), grpc.ForceServerCodecV2(wire.RawCodec()))
-	ln, err := netopt.Listen("tcp", "127.0.0.1:0", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go echo.Serve(ln)
-	t.Cleanup(echo.Stop)
-	cfg := testConfig(t, "")
-	cfg.Backend.Address = ln.Addr().String()
-	e := startEnv(t, cfg, false)
-	waitBackendReady(t, e)
+	e := startEnvBehind(t, echo)
 	c := pb.NewGRPCInferenceServiceClient(e.dial(t, e.tcp))
 	ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "x-trace", "abc"), 10*time.Second)
 	defer cancel()
 	var hdr, trl metadata.MD
-	_, err = c.ModelConfig(ctx, &pb.ModelConfigRequest{Name: "m"}, grpc.Header(&hdr), grpc.Trailer(&trl))
+	_, err := c.ModelConfig(ctx, &pb.ModelConfigRequest{Name: "m"}, grpc.Header(&hdr), grpc.Trailer(&trl))
 	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "echo backend says no") {
 		t.Errorf("backend status lost: %v", err)
 	}

@@ -98,6 +98,13 @@ func startRawBackendWith(t *testing.T, settings []http2.Setting, handle func(n i
 // request reads frames until a request is complete (HEADERS and DATA with
 // END_STREAM) and returns its stream and message; it acknowledges SETTINGS
 // and PINGs. ok is false once vig closed the connection.
+// inferID is the request id of a ModelInfer message ("" for another RPC's).
+func inferID(msg []byte) string {
+	var in pb.ModelInferRequest
+	proto.Unmarshal(msg, &in)
+	return in.Id
+}
+
 func (bc *backendConn) request() (stream uint32, msg []byte, ok bool) {
 	var body []byte
 	for {
@@ -241,10 +248,8 @@ func TestBackendAbortWhileParked(t *testing.T) {
 			if !ok {
 				return
 			}
-			var in pb.ModelInferRequest
-			proto.Unmarshal(msg, &in)
 			mu.Lock()
-			later = append(later, in.Id)
+			later = append(later, inferID(msg))
 			mu.Unlock()
 			bc.answerInfer(stream, msg)
 		}
@@ -473,16 +478,15 @@ func TestBackendSettingsHonoured(t *testing.T) {
 				if !ok {
 					return
 				}
-				var in pb.ModelInferRequest
-				proto.Unmarshal(msg, &in)
-				if in.Id == "" {
+				id := inferID(msg)
+				if id == "" {
 					bc.answerInfer(stream, msg) // not a ModelInfer (vig's own calls)
 					continue
 				}
 				mu.Lock()
-				seen = append(seen, in.Id)
+				seen = append(seen, id)
 				mu.Unlock()
-				if in.Id == "hold" {
+				if id == "hold" {
 					held = append(held, stream)
 					continue
 				}
@@ -532,9 +536,7 @@ func TestBackendHTTPStatusResetsStream(t *testing.T) {
 			if !ok {
 				return
 			}
-			var in pb.ModelInferRequest
-			proto.Unmarshal(msg, &in)
-			if in.Id != "http-503" {
+			if inferID(msg) != "http-503" {
 				bc.answerInfer(stream, msg)
 				continue
 			}

@@ -15,7 +15,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/vig-edge/vig/agent/gateway"
-	"github.com/vig-edge/vig/netopt"
 	pb "github.com/vig-edge/vig/proto/inference"
 	"github.com/vig-edge/vig/wire"
 )
@@ -64,16 +63,7 @@ func TestH2ResponseHeadersHonourClientLimit(t *testing.T) {
 		}
 		return ss.SendMsg(&pb.ModelConfigResponse{})
 	}), grpc.ForceServerCodecV2(wire.RawCodec()))
-	ln, err := netopt.Listen("tcp", "127.0.0.1:0", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go echo.Serve(ln)
-	t.Cleanup(echo.Stop)
-	cfg := testConfig(t, "")
-	cfg.Backend.Address = ln.Addr().String()
-	e := startEnv(t, cfg, false)
-	waitBackendReady(t, e)
+	e := startEnvBehind(t, echo)
 	cc, err := grpc.NewClient("passthrough:///"+e.tcp, append(gateway.DialOptions(e.cfg.GRPC),
 		grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithMaxHeaderListSize(1000))...)
 	if err != nil {
