@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math"
 	"unicode/utf8"
@@ -104,21 +105,49 @@ type InferHeader struct {
 // data, and checks the rules every Triton server enforces. The error is meant for the
 // client (it becomes INVALID_ARGUMENT).
 func (h *InferHeader) ParseInfer(msg mem.BufferSlice) error {
+	if _, err := h.parse(msg, msg.Len(), false); err != nil {
+		return err
+	}
+	return h.check()
+}
+
+// ParseInferHead reads the head of a ModelInferRequest of total bytes that is
+// still arriving (got holds its first bytes): every field before its first
+// raw_input_contents, which protobuf encoders write last, field 7 being the
+// highest. It reports where that field begins, or ok false when got does not
+// hold the whole head yet (or the head breaks a rule, or there is no raw field
+// in got: ParseInfer of the whole message says which). The bytes from head on
+// are then checked as they arrive with RawScan. The header's RawInputs,
+// RawBytes and Raw stay empty until RawScan.End.
+func (h *InferHeader) ParseInferHead(got mem.BufferSlice, total int) (head int, ok bool) {
+	head, err := h.parse(got, total, true)
+	if err != nil || head < 0 || h.check() != nil {
+		return 0, false
+	}
+	return head, true
+}
+
+// parse reads the fields of a message of total bytes from msg; with head, it
+// stops at the first raw_input_contents and reports its offset (-1: none in msg).
+func (h *InferHeader) parse(msg mem.BufferSlice, total int, head bool) (int, error) {
 	h.Reset()
 	c := &h.cur
 	c.reset(msg, c.arena)
-	h.Size = msg.Len()
+	h.Size = total
 	for !c.done() {
 		start := c.pos
 		num, typ, n, err := c.field(h.Size)
 		if err != nil {
-			return err
+			return 0, err
+		}
+		if head && num == 7 && typ == protowire.BytesType {
+			return start, nil
 		}
 		// A known field with another wire type is an unknown field to protobuf
 		// libraries, and so to vig: skipped, and forwarded.
 		if typ != protowire.BytesType {
 			if err := c.skipValue(num, typ); err != nil {
-				return err
+				return 0, err
 			}
 			continue
 		}
@@ -126,7 +155,7 @@ func (h *InferHeader) ParseInfer(msg mem.BufferSlice) error {
 		case 1, 2, 3:
 			b, err := c.takeString(n)
 			if err != nil {
-				return err
+				return 0, err
 			}
 			switch num {
 			case 1:
@@ -139,17 +168,17 @@ func (h *InferHeader) ParseInfer(msg mem.BufferSlice) error {
 		case 4:
 			b, err := c.take(n)
 			if err != nil {
-				return err
+				return 0, err
 			}
 			p, err := parseParamEntry(b)
 			if err != nil {
-				return fmt.Errorf("request parameter: %w", err)
+				return 0, fmt.Errorf("request parameter: %w", err)
 			}
 			p.start, p.end = start, c.pos
 			h.Params = append(h.Params, p)
 		case 5, 6:
 			if len(h.Inputs)+len(h.Outputs) >= maxTensorsPerInfer {
-				return fmt.Errorf("more than %d tensors", maxTensorsPerInfer)
+				return 0, fmt.Errorf("more than %d tensors", maxTensorsPerInfer)
 			}
 			t := nextTensor(&h.Inputs)
 			if num == 6 {
@@ -157,22 +186,25 @@ func (h *InferHeader) ParseInfer(msg mem.BufferSlice) error {
 				t = nextTensor(&h.Outputs)
 			}
 			if err := h.parseTensor(t, c.pos+n, num == 5); err != nil {
-				return err
+				return 0, err
 			}
 		case 7:
 			h.RawInputs++
 			h.RawBytes += n
 			h.Raw = append(h.Raw, Span{Off: c.pos, Len: n})
 			if err := c.skip(n); err != nil {
-				return err
+				return 0, err
 			}
 		default:
 			if err := c.skip(n); err != nil {
-				return err
+				return 0, err
 			}
 		}
 	}
-	return h.check()
+	if head {
+		return -1, nil
+	}
+	return 0, nil
 }
 
 // Reset empties the header for reuse, keeping its storage (a frontend that fills a
@@ -522,4 +554,103 @@ func (h *InferHeader) StripVig(msg mem.BufferSlice) mem.BufferSlice {
 		pos += blen
 	}
 	return out
+}
+
+// ErrRawNotLast: a request forwarded as it arrives (ParseInferHead) has a field
+// after its raw_input_contents. Protobuf encoders write fields in number order,
+// raw_input_contents (7) last; vig has forwarded the bytes before it already and
+// cannot take back what it read as the header.
+var ErrRawNotLast = errors.New("a field follows raw_input_contents: it must be the request's last field, as protobuf encoders write it")
+
+// RawScan checks the rest of a request whose head ParseInferHead read, as it
+// arrives: raw_input_contents entries and nothing else, each within the
+// message. End completes the header with them. The bytes themselves are not
+// kept.
+type RawScan struct {
+	pos   int    // absolute offset of the next byte
+	size  int    // the message's total
+	skip  int    // payload bytes of the current entry still to come
+	lenv  uint64 // the length varint being read
+	shift uint   // its next bit
+	state uint8  // scanTag, scanLen, scanBody
+	raw   []Span
+}
+
+const (
+	scanTag uint8 = iota
+	scanLen
+	scanBody
+)
+
+// Start begins the scan of h's message at head (from ParseInferHead).
+func (s *RawScan) Start(h *InferHeader, head int) {
+	*s = RawScan{pos: head, size: h.Size, raw: s.raw[:0]}
+}
+
+// Scan reads the next bytes of the message.
+func (s *RawScan) Scan(b []byte) error {
+	if len(b) > s.size-s.pos {
+		return ErrMalformed
+	}
+	for len(b) > 0 {
+		switch s.state {
+		case scanTag:
+			if b[0] != byte(7<<3|protowire.BytesType) {
+				return ErrRawNotLast
+			}
+			s.state, s.lenv, s.shift = scanLen, 0, 0
+			b = b[1:]
+			s.pos++
+		case scanLen:
+			c := b[0]
+			b = b[1:]
+			s.pos++
+			if s.shift > 28 { // a length above 2^35: never a message's
+				return ErrMalformed
+			}
+			s.lenv |= uint64(c&0x7f) << s.shift
+			s.shift += 7
+			if c >= 0x80 {
+				continue
+			}
+			if s.lenv > uint64(s.size-s.pos) {
+				return ErrMalformed
+			}
+			if len(s.raw) >= maxTensorsPerInfer {
+				return fmt.Errorf("more than %d raw_input_contents", maxTensorsPerInfer)
+			}
+			s.raw = append(s.raw, Span{Off: s.pos, Len: int(s.lenv)})
+			s.skip, s.state = int(s.lenv), scanBody
+			if s.skip == 0 {
+				s.state = scanTag
+			}
+		case scanBody:
+			k := min(s.skip, len(b))
+			b = b[k:]
+			s.pos += k
+			if s.skip -= k; s.skip == 0 {
+				s.state = scanTag
+			}
+		}
+	}
+	return nil
+}
+
+// End checks that the whole message was scanned and ends with a whole entry,
+// sets h's RawInputs, RawBytes and Raw (at the offsets of the message with
+// vig's parameters stripped, as StripVig leaves them), and applies the rules
+// ParseInfer applies to them.
+func (s *RawScan) End(h *InferHeader) error {
+	if s.pos != s.size || s.state != scanTag {
+		return ErrMalformed
+	}
+	h.Raw = append(h.Raw[:0], s.raw...)
+	h.RawInputs, h.RawBytes = len(s.raw), 0
+	for _, r := range s.raw {
+		h.RawBytes += r.Len
+	}
+	if h.HasVigParams() {
+		h.rebaseRaw()
+	}
+	return h.check()
 }
