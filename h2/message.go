@@ -31,7 +31,52 @@ type Assembler struct {
 	want   int    // body size declared
 	listed bool   // in its connection's Partials
 	in     *Input // holds guessed bytes in this message's buffer (Input.guess)
+
+	// Cut-through (Early): a message of at least earlyMin bytes is offered to
+	// early while it arrives; once a Sink takes it, its bytes go there as they
+	// arrive instead of being assembled.
+	early    Early
+	earlyMin int
+	declined bool            // early said never, for the message in progress
+	sink     Sink            // the message's taker
+	rest     mem.Buffer      // sink mode: the current chunk from cur on, not yet handed on
+	out      mem.BufferSlice // sink mode: bytes arrived, handed on when the read buffer is empty
 }
+
+// Early is a stream handler that may take a large message before it is
+// complete, to forward its bytes as they arrive (cut-through) rather than
+// once the whole message is in. It runs on the reader goroutine, without the
+// connection's lock.
+type Early interface {
+	// Early is offered a message of total bytes of which got have arrived
+	// (views valid during the call; not owned). It returns a Sink to take the
+	// message from here on, or nil, with again when it wants to be asked
+	// again once more has arrived (the head it needs is not all there yet).
+	// It is asked until it answers or EarlyAsk bytes have arrived.
+	Early(got mem.BufferSlice, total int, compressed bool) (s Sink, again bool)
+}
+
+// EarlyAsk: a message is offered to Early only while its first EarlyAsk bytes
+// arrive; after that it is assembled whole.
+const EarlyAsk = 64 << 10
+
+// Sink takes a message as it arrives (Early). Its methods run on the reader
+// goroutine, without the connection's lock.
+type Sink interface {
+	// Data is the next bytes of the message, the arrived ones first (owned by
+	// the sink: views of the message's pooled chunks, counted against the
+	// connection's Budget until freed). last says they end the message. The
+	// bytes come in pieces as large as the connection's reads: whatever has
+	// arrived when the reader would otherwise wait for more.
+	Data(b mem.BufferSlice, last bool)
+	// Drop: the message will not be complete (its stream ended or was reset,
+	// or it went over the budget); nothing more comes. The stream's handler
+	// is told why as for any message (Failed, Cancelled).
+	Drop()
+}
+
+// SetEarly offers the messages of at least min bytes to e (Early).
+func (a *Assembler) SetEarly(e Early, min int) { a.early, a.earlyMin = e, min }
 
 // Budget is what a connection may hold in incomplete messages, by buffer
 // capacity. Used by the connection's reader goroutine only.
@@ -220,12 +265,18 @@ func (a *Assembler) Read(r *Input, n, limit int, budget *Budget, deliver func(me
 					a.Reset(budget)
 					return n, ErrBudget{budget.limit, budget.Delivered()}
 				}
-				budget.left -= c
-				a.held += c
 				if a.chunks == nil {
 					a.chunks = a.inline[:0]
 				}
-				a.chunks = append(a.chunks, buf)
+				if a.sink != nil {
+					// The chunk is handed on as it fills: it counts as delivered.
+					a.chunks = append(a.chunks[:0], buf)
+					a.rest = a.handOn(buf, budget)
+				} else {
+					budget.left -= c
+					a.held += c
+					a.chunks = append(a.chunks, buf)
+				}
 				a.cur = 0
 			}
 			last := *a.chunks[len(a.chunks)-1]
@@ -238,6 +289,30 @@ func (a *Assembler) Read(r *Input, n, limit int, budget *Budget, deliver func(me
 			a.cur += k
 			a.n += k
 			n -= k
+			if a.sink != nil {
+				var piece mem.Buffer
+				piece, a.rest = mem.SplitUnsafe(a.rest, k)
+				a.out = append(a.out, piece)
+				if a.cur == len(last) {
+					a.rest.Free() // empty
+					a.rest = nil
+				}
+			}
+		}
+		if a.sink != nil {
+			if a.n == a.want {
+				a.endSink()
+				continue
+			}
+			if r.Buffered() == 0 {
+				a.sink.Data(a.out, false)
+				a.out = nil
+			}
+			continue
+		}
+		if a.n > 0 && a.n < a.want && a.early != nil && !a.declined && a.want >= a.earlyMin {
+			a.offer(budget)
+			continue
 		}
 		if a.n == a.want {
 			if a.in != nil {
@@ -267,13 +342,81 @@ func (a *Assembler) Read(r *Input, n, limit int, budget *Budget, deliver func(me
 			}
 			compressed := a.prefix[0] != 0
 			budget.left += a.held
-			a.pn, a.chunks, a.cur, a.held, a.n, a.want = 0, a.chunks[:0], 0, 0, 0, 0
+			a.pn, a.chunks, a.cur, a.held, a.n, a.want, a.declined = 0, a.chunks[:0], 0, 0, 0, 0, false
 			if err := deliver(msg, compressed); err != nil {
 				return n, err
 			}
 		}
 	}
 	return 0, nil
+}
+
+// offer asks early to take the message in progress; the bytes arrived so
+// far go to the sink it returns.
+func (a *Assembler) offer(budget *Budget) {
+	got := make(mem.BufferSlice, 0, len(a.chunks))
+	for i, c := range a.chunks {
+		b := *c
+		if i == len(a.chunks)-1 {
+			b = b[:a.cur]
+		}
+		got = append(got, mem.SliceBuffer(b))
+	}
+	sink, again := a.early.Early(got, a.want, a.prefix[0] != 0)
+	if sink == nil {
+		a.declined = !again || a.n >= EarlyAsk
+		return
+	}
+	a.sink = sink
+	budget.left += a.held
+	a.held = 0
+	for i, c := range a.chunks {
+		b := a.handOn(c, budget)
+		if i == len(a.chunks)-1 {
+			b, a.rest = mem.SplitUnsafe(b, a.cur)
+			if a.cur == len(*c) {
+				a.rest.Free()
+				a.rest = nil
+			}
+		}
+		a.out = append(a.out, b)
+	}
+	// The chunk being filled stays where the reads go (owned by rest now).
+	last := a.chunks[len(a.chunks)-1]
+	clear(a.chunks)
+	a.chunks = append(a.chunks[:0], last)
+	sink.Data(a.out, false)
+	a.out = nil
+}
+
+// handOn wraps a chunk of a message in sink mode as a buffer that counts
+// against budget (as delivered) until freed.
+func (a *Assembler) handOn(c *[]byte, budget *Budget) mem.Buffer {
+	var pool mem.BufferPool = msgPool
+	if budget.out != nil {
+		pool = budget.out
+		if !mem.IsBelowBufferPoolingThreshold(cap(*c)) {
+			budget.out.held.Add(int64(cap(*c)))
+		}
+	}
+	return mem.NewBuffer(c, pool)
+}
+
+// endSink hands the message's last bytes on and readies a for the next.
+func (a *Assembler) endSink() {
+	if a.in != nil {
+		a.in.release(a)
+		a.in = nil
+	}
+	sink, out := a.sink, a.out
+	a.clearMsg()
+	sink.Data(out, true)
+}
+
+// clearMsg readies a for the next message, keeping its settings.
+func (a *Assembler) clearMsg() {
+	clear(a.chunks)
+	*a = Assembler{chunks: a.chunks[:0], inline: a.inline, early: a.early, earlyMin: a.earlyMin, listed: a.listed}
 }
 
 // Partial reports whether a message is half received.
@@ -284,11 +427,18 @@ func (a *Assembler) Reset(budget *Budget) {
 	if a.in != nil {
 		a.in.release(a)
 	}
-	for _, c := range a.chunks {
-		msgPool.Put(c)
+	if a.sink != nil {
+		// The chunk being filled is the sink's (rest); the others are handed on.
+		a.rest.Free()
+		a.out.Free()
+		a.sink.Drop()
+	} else {
+		for _, c := range a.chunks {
+			msgPool.Put(c)
+		}
 	}
 	budget.left += a.held
-	*a = Assembler{}
+	*a = Assembler{early: a.early, earlyMin: a.earlyMin}
 }
 
 // Held is the buffer capacity the message in progress holds (charged to its

@@ -31,6 +31,10 @@ type ServerConfig struct {
 	// MsgBudget bounds what the connection's messages hold, arriving or
 	// delivered and not yet freed (0: NewBudget's bound for MaxMsg).
 	MsgBudget int
+	// EarlyMin: a request message of at least this many bytes is offered,
+	// while it arrives, to a stream handler that implements Early
+	// (cut-through; 0: none).
+	EarlyMin int
 	// Malformed, when set, is told of each request reset as malformed (§8.1.1),
 	// and why. Reader goroutine.
 	Malformed func(id uint32, why string)
@@ -437,6 +441,9 @@ func (c *ServerConn) headersFrame(h FrameHeader) error {
 		s, sh = c.h.NewStream()
 		s.c, s.id, s.h, s.recv, s.clen = c, h.Stream, sh, NewRecvWindow(c.cfg.Window), clen
 		s.send.Init(h.Stream, c.w.InitWin())
+		if e, ok := sh.(Early); ok && c.cfg.EarlyMin > 0 {
+			s.asm.SetEarly(e, c.cfg.EarlyMin)
+		}
 		c.streams[s.id] = s
 		c.maxID = s.id
 	} else {

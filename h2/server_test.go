@@ -147,6 +147,12 @@ var testConfig = ServerConfig{Window: 1 << 20, ConnWindow: 1 << 20, MaxMsg: 1 <<
 
 func newTestClient(t *testing.T, cfg ServerConfig, h *echoHandler) *testClient {
 	t.Helper()
+	return newTestClientWith(t, cfg, h, h)
+}
+
+// newTestClientWith serves handler, whose streams record into h.
+func newTestClientWith(t *testing.T, cfg ServerConfig, h *echoHandler, handler Handler) *testClient {
+	t.Helper()
 	cli, srv := net.Pipe()
 	c := &testClient{t: t, nc: cli, frames: make(chan string, 1000), h: h, served: make(chan struct{})}
 	c.fr = http2.NewFramer(cli, cli)
@@ -154,7 +160,7 @@ func newTestClient(t *testing.T, cfg ServerConfig, h *echoHandler) *testClient {
 	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	c.enc = hpack.NewEncoder(&c.hbuf)
 	w := NewWriter(srv, pipeSocket{srv})
-	c.sc = NewServerConn(NewReader(srv, 4096), w, cfg, h)
+	c.sc = NewServerConn(NewReader(srv, 4096), w, cfg, handler)
 	go func() {
 		defer close(c.frames)
 		for {

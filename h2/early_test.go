@@ -1,0 +1,208 @@
+package h2
+
+import (
+	"bytes"
+	"encoding/binary"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"google.golang.org/grpc/mem"
+)
+
+// earlyHandler is echoHandler whose streams take large messages as they
+// arrive (Early): once want bytes are in, a sink records what it is handed.
+type earlyHandler struct {
+	*echoHandler
+	want    int  // bytes to have arrived before the sink takes the message
+	decline bool // never take one
+	sink    *recordSink
+	asked   int
+}
+
+type earlyStream struct {
+	echoStream
+	eh *earlyHandler
+}
+
+func (h *earlyHandler) NewStream() (*ServerStream, StreamHandler) {
+	s := &earlyStream{echoStream: echoStream{h: h.echoHandler}, eh: h}
+	return &s.ServerStream, s
+}
+
+func (s *earlyStream) Early(got mem.BufferSlice, total int, compressed bool) (Sink, bool) {
+	h := s.eh
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.asked++
+	if h.decline {
+		return nil, false
+	}
+	if got.Len() < h.want {
+		return nil, true
+	}
+	h.sink = &recordSink{total: total}
+	return h.sink, false
+}
+
+type recordSink struct {
+	mu      sync.Mutex
+	total   int
+	pieces  []mem.BufferSlice
+	n       int
+	last    int // Data calls with last
+	dropped bool
+}
+
+func (r *recordSink) Data(b mem.BufferSlice, last bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pieces = append(r.pieces, b)
+	r.n += b.Len()
+	if last {
+		r.last++
+	}
+}
+
+func (r *recordSink) Drop() {
+	r.mu.Lock()
+	r.dropped = true
+	r.mu.Unlock()
+}
+
+func (r *recordSink) received() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.n
+}
+
+func (r *recordSink) free() []byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var all []byte
+	for _, p := range r.pieces {
+		all = append(all, p.Materialize()...)
+		p.Free()
+	}
+	r.pieces = nil
+	return all
+}
+
+func (h *earlyHandler) theSink(t *testing.T) *recordSink {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		h.mu.Lock()
+		s := h.sink
+		h.mu.Unlock()
+		if s != nil {
+			return s
+		}
+	}
+	t.Fatal("no sink took the message")
+	return nil
+}
+
+// patterned is a gRPC message of n bytes that differ from their neighbours.
+func patterned(n int) []byte {
+	b := make([]byte, 5+n)
+	binary.BigEndian.PutUint32(b[1:], uint32(n))
+	for i := range n {
+		b[5+i] = byte(i*7 + i>>8)
+	}
+	return b
+}
+
+// A large message is handed to its sink as it arrives: bytes before the last
+// frame is even sent, all of them in order, the end once, nothing through
+// Message; the budget holds them until freed.
+func TestServerConnEarly(t *testing.T) {
+	h := &earlyHandler{echoHandler: newEchoHandler(), want: 20 << 10}
+	h.hold = true
+	cfg := testConfig
+	cfg.EarlyMin = 64 << 10
+	c := newTestClientWith(t, cfg, h.echoHandler, h)
+	msg := patterned(600 << 10)
+	c.headers(1, false, grpcRequest...)
+	body, lastFrame := msg[:len(msg)-1000], msg[len(msg)-1000:]
+	for len(body) > 0 {
+		n := min(len(body), DefaultMaxFrame)
+		c.fr.WriteData(1, false, body[:n])
+		body = body[n:]
+	}
+	sink := h.theSink(t)
+	for deadline := time.Now().Add(10 * time.Second); sink.received() < len(msg)-5-1000; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the sink has %d bytes before the last frame, want %d", sink.received(), len(msg)-5-1000)
+		}
+	}
+	if sink.last != 0 {
+		t.Fatal("the message ended before its last frame")
+	}
+	c.fr.WriteData(1, true, lastFrame)
+	c.fr.WritePing(false, [8]byte{'e'})
+	c.expect("PING ack=true")
+	if sink.total != len(msg)-5 || sink.last != 1 || sink.dropped {
+		t.Fatalf("sink: total %d last %d dropped %v", sink.total, sink.last, sink.dropped)
+	}
+	if h.has("message 1 614400") {
+		t.Error("the message was also delivered whole")
+	}
+	if !h.has("half-closed 1") {
+		t.Error("no half-close after the message")
+	}
+	if d := c.sc.budget.Delivered(); d < len(msg)-5 {
+		t.Errorf("the budget counts %d bytes delivered while the sink holds %d", d, len(msg)-5)
+	}
+	if got := sink.free(); !bytes.Equal(got, msg[5:]) {
+		t.Fatalf("the sink got %d bytes, not the message's %d", len(got), len(msg)-5)
+	}
+	if d := c.sc.budget.Delivered(); d != 0 {
+		t.Errorf("after the sink freed its bytes the budget counts %d delivered, want 0", d)
+	}
+	if c.sc.budget.left != c.sc.budget.limit {
+		t.Errorf("budget left %d of %d after the message", c.sc.budget.left, c.sc.budget.limit)
+	}
+	// The next message on another stream is offered afresh and declined.
+	h.mu.Lock()
+	h.decline, h.sink, h.keep = true, nil, true
+	h.mu.Unlock()
+	c.headers(3, false, grpcRequest...)
+	c.data(3, grpcZeros(100<<10))
+	c.fr.WritePing(false, [8]byte{'f'})
+	c.expect("PING ack=true")
+	if !h.has("message 3 102400") {
+		t.Error("a declined message was not delivered whole")
+	}
+}
+
+// A message its sink took and whose stream is reset before it is complete:
+// the sink is told (Drop), and once it frees what it was handed the budget
+// holds nothing.
+func TestServerConnEarlyDrop(t *testing.T) {
+	h := &earlyHandler{echoHandler: newEchoHandler(), want: 1}
+	cfg := testConfig
+	cfg.EarlyMin = 64 << 10
+	c := newTestClientWith(t, cfg, h.echoHandler, h)
+	msg := patterned(300 << 10)
+	c.headers(1, false, grpcRequest...)
+	for _, off := range []int{0, DefaultMaxFrame, 2 * DefaultMaxFrame} {
+		c.fr.WriteData(1, false, msg[off:off+DefaultMaxFrame])
+	}
+	sink := h.theSink(t)
+	c.fr.WriteRSTStream(1, http2.ErrCodeCancel)
+	c.fr.WritePing(false, [8]byte{'d'})
+	c.expect("PING ack=true")
+	if !sink.dropped || sink.last != 0 {
+		t.Fatalf("after the reset: dropped %v, last %d", sink.dropped, sink.last)
+	}
+	if got := sink.free(); !bytes.Equal(got, msg[5:3*DefaultMaxFrame]) {
+		t.Errorf("the sink got %d bytes, want the %d sent", len(got), 3*DefaultMaxFrame-5)
+	}
+	if d, l := c.sc.budget.Delivered(), c.sc.budget.left; d != 0 || l != c.sc.budget.limit {
+		t.Errorf("budget after the drop: %d delivered, %d of %d left", d, l, c.sc.budget.limit)
+	}
+	if !h.has("cancelled 1 Canceled") {
+		t.Error("the stream's handler was not told it was cancelled")
+	}
+}
