@@ -269,6 +269,39 @@ func (c *ClientConn) Send(s *ClientStream, compressed bool, msg mem.BufferSlice,
 	return true
 }
 
+// SendStart queues the start of one uncompressed message of s, size bytes of
+// which head (owned) is the first; the rest follows with SendMore, as it
+// arrives (cut-through). It reports false, freeing head, when s has ended.
+func (c *ClientConn) SendStart(s *ClientStream, size int, head mem.BufferSlice) bool {
+	c.w.mu.Lock()
+	defer c.w.mu.Unlock()
+	if c.streams[s.id] != s {
+		head.Free()
+		return false
+	}
+	c.w.QueueMsgStart(&s.send, false, size, head)
+	c.w.Flush()
+	return true
+}
+
+// SendMore queues more bytes of the message SendStart began (owned) and,
+// with end, the request's end. The caller sends exactly the size SendStart
+// declared. It reports false, freeing b, when s has ended.
+func (c *ClientConn) SendMore(s *ClientStream, b mem.BufferSlice, end bool) bool {
+	c.w.mu.Lock()
+	defer c.w.mu.Unlock()
+	if c.streams[s.id] != s {
+		b.Free()
+		return false
+	}
+	c.w.QueueData(&s.send, b)
+	if end {
+		c.w.Finish(&s.send, nil)
+	}
+	c.w.Flush()
+	return true
+}
+
 // CloseSend ends s's request (END_STREAM after what is queued).
 func (c *ClientConn) CloseSend(s *ClientStream) {
 	c.w.mu.Lock()

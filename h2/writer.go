@@ -176,11 +176,18 @@ func (w *Writer) QueueData(s *SendState, payload mem.BufferSlice) {
 // stay in order: a second one while the first is still queued goes as buffers.
 // Called with mu held.
 func (w *Writer) QueueMsg(s *SendState, compressed bool, body mem.BufferSlice) {
+	w.QueueMsgStart(s, compressed, body.Len(), body)
+}
+
+// QueueMsgStart queues the start of one gRPC message of size bytes: its
+// prefix, then head, its first bytes (owned by the writer from here on); the
+// rest follows with QueueData. Called with mu held.
+func (w *Writer) QueueMsgStart(s *SendState, compressed bool, size int, body mem.BufferSlice) {
 	var p [5]byte
 	if compressed {
 		p[0] = 1
 	}
-	binary.BigEndian.PutUint32(p[1:], uint32(body.Len()))
+	binary.BigEndian.PutUint32(p[1:], uint32(size))
 	if s.headN > 0 || len(s.data) > 0 {
 		w.QueueData(s, append(mem.BufferSlice{mem.SliceBuffer(p[:])}, body...))
 		return

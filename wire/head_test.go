@@ -30,7 +30,11 @@ func readByHead(h *InferHeader, msg []byte, got, step int) (ok bool, err error) 
 		}
 		rest = rest[n:]
 	}
-	return true, s.End(h)
+	if err := s.End(h); err != nil {
+		return true, err
+	}
+	s.Fill(h)
+	return true, nil
 }
 
 func TestParseInferHeadAgrees(t *testing.T) {
@@ -86,6 +90,7 @@ func TestRawScanSpansAfterStrip(t *testing.T) {
 	if err := s.End(&h); err != nil {
 		t.Fatal(err)
 	}
+	s.Fill(&h)
 	if h.Raw[0] != whole.Raw[0] {
 		t.Fatalf("raw span %+v, ParseInfer and StripVig %+v", h.Raw[0], whole.Raw[0])
 	}

@@ -422,14 +422,11 @@ func (h *InferHeader) check() error {
 			h.HasCapture = true
 		}
 	}
-	if h.RawInputs > 0 && h.RawInputs != len(h.Inputs) {
-		return fmt.Errorf("expected %d raw_input_contents (one per input), got %d", len(h.Inputs), h.RawInputs)
+	if err := h.checkRaw(h.RawInputs); err != nil {
+		return err
 	}
 	for i := range h.Inputs {
 		t := &h.Inputs[i]
-		if h.RawInputs > 0 && t.HasContents {
-			return fmt.Errorf("input %q: contents must not be set when raw_input_contents are used", t.Name)
-		}
 		if err := h.checkTensorShm(t); err != nil {
 			return fmt.Errorf("input %q: %w", t.Name, err)
 		}
@@ -437,6 +434,22 @@ func (h *InferHeader) check() error {
 	for i := range h.Outputs {
 		if err := h.checkTensorShm(&h.Outputs[i]); err != nil {
 			return fmt.Errorf("output %q: %w", h.Outputs[i].Name, err)
+		}
+	}
+	return nil
+}
+
+// checkRaw applies the rules on raw_input_contents, raw of them (reads h only).
+func (h *InferHeader) checkRaw(raw int) error {
+	if raw == 0 {
+		return nil
+	}
+	if raw != len(h.Inputs) {
+		return fmt.Errorf("expected %d raw_input_contents (one per input), got %d", len(h.Inputs), raw)
+	}
+	for i := range h.Inputs {
+		if h.Inputs[i].HasContents {
+			return fmt.Errorf("input %q: contents must not be set when raw_input_contents are used", h.Inputs[i].Name)
 		}
 	}
 	return nil
@@ -637,13 +650,19 @@ func (s *RawScan) Scan(b []byte) error {
 }
 
 // End checks that the whole message was scanned and ends with a whole entry,
-// sets h's RawInputs, RawBytes and Raw (at the offsets of the message with
-// vig's parameters stripped, as StripVig leaves them), and applies the rules
-// ParseInfer applies to them.
+// and applies the rules ParseInfer applies to raw_input_contents. It only
+// reads h, which may be in use elsewhere meanwhile (Fill completes it).
 func (s *RawScan) End(h *InferHeader) error {
 	if s.pos != s.size || s.state != scanTag {
 		return ErrMalformed
 	}
+	return h.checkRaw(len(s.raw))
+}
+
+// Fill sets h's RawInputs, RawBytes and Raw from a scan End accepted (at the
+// offsets of the message with vig's parameters stripped, as StripVig leaves
+// them).
+func (s *RawScan) Fill(h *InferHeader) {
 	h.Raw = append(h.Raw[:0], s.raw...)
 	h.RawInputs, h.RawBytes = len(s.raw), 0
 	for _, r := range s.raw {
@@ -652,5 +671,4 @@ func (s *RawScan) End(h *InferHeader) error {
 	if h.HasVigParams() {
 		h.rebaseRaw()
 	}
-	return h.check()
 }

@@ -50,6 +50,9 @@ type Call struct {
 	// ring runtime) takes them from there instead of copying them. The
 	// frontend keeps the bytes unchanged until the call is answered.
 	Shared *SharedFrame
+	// body, for a request forwarded as it arrives (cutthrough.go): Msg is
+	// then only its head, and the rest comes through body.
+	body *bodyPipe
 
 	// RespMeta and TrailMeta are the backend's response header and trailer
 	// metadata (name, value pairs), set by a gRPC backend before Finish.
@@ -183,6 +186,9 @@ func (c *Call) release() {
 		return
 	}
 	c.Msg.Free()
+	if c.body != nil {
+		c.body.release()
+	}
 	*c = Call{Header: c.Header, Meta: c.Meta[:0], RespMeta: c.RespMeta[:0], TrailMeta: c.TrailMeta[:0]}
 	callPool.Put(c)
 }

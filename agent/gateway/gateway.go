@@ -73,6 +73,7 @@ type Gateway struct {
 
 	window, connWindow uint32
 	maxMsg, readBuf    int
+	earlyMin           int // requests forwarded as they arrive (cutthrough.go); 0: none
 	handshakeTimeout   time.Duration
 
 	accepted, answered atomic.Uint64 // RPCs; equal once drained
@@ -130,6 +131,9 @@ func New(opts Options) (*Gateway, error) {
 		// Inference goes to Options.Backend, which reports the state; the
 		// rest of the protocol to the gRPC backend.
 		g.relay.Open(func(bool) {})
+	}
+	if g.backend == Backend(g.relay) && !g.relay.gzip {
+		g.earlyMin = cutThroughMin
 	}
 	g.backend.Open(g.setBackendUp)
 	return g, nil

@@ -289,6 +289,10 @@ func (b *h2Backend) Start(call *Call) {
 		call.Finish(nil, errBackendDown)
 		return
 	}
+	if call.body != nil {
+		b.startArriving(c, call)
+		return
+	}
 	msg, err := call.Message()
 	if err != nil {
 		call.Finish(nil, err)
@@ -317,6 +321,29 @@ func (b *h2Backend) Start(call *Call) {
 		return
 	}
 	c.cc.Send(&bs.ClientStream, b.gzip, msg, true) // false: finished meanwhile (connection lost, aborted), msg freed
+}
+
+// startArriving starts a call whose request is still arriving
+// (cutthrough.go): the message's start with its final length, then the
+// bytes as they come.
+func (b *h2Backend) startArriving(c *bconn, call *Call) {
+	bs := &bstream{c: c, call: call}
+	if err := c.open(bs, methodInfer, call.Meta, call.Deadline, func(id uint32) { call.run.Store(uint64(c.seq)<<32 | uint64(id)) }); err != nil {
+		call.Finish(nil, err)
+		return
+	}
+	if call.expired.Load() {
+		c.abort(bs, http2.ErrCodeCancel)
+		return
+	}
+	head := call.Msg
+	head.Ref() // the Call keeps its own references (its header views them)
+	if !c.cc.SendStart(&bs.ClientStream, call.body.size, head) {
+		return // finished meanwhile
+	}
+	if !call.body.attach(func(m mem.BufferSlice, end bool) bool { return c.cc.SendMore(&bs.ClientStream, m, end) }) {
+		c.abort(bs, http2.ErrCodeCancel) // the request will not be complete: its call is being cancelled
+	}
 }
 
 // Abort implements Backend: the client left; the backend stream is reset and the
@@ -432,9 +459,10 @@ var errCompressedAnswer = status.Error(codes.ResourceExhausted, "backend answer:
 func (bs *bstream) End(trail []hpack.HeaderField, err error) {
 	resp := bs.resp
 	bs.resp = nil
-	if u, ok := err.(h2.UnprocessedError); ok && bs.call != nil && !bs.call.expired.Load() {
+	if u, ok := err.(h2.UnprocessedError); ok && bs.call != nil && !bs.call.expired.Load() && bs.call.body == nil {
 		// The backend did not process it (RFC 9113 §6.8): it is started
-		// again on the next connection.
+		// again on the next connection (not a request forwarded as it
+		// arrived: the bytes sent are gone, and it is answered UNAVAILABLE).
 		resp.Free()
 		b := bs.c.b
 		b.mu.Lock()

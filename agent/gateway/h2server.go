@@ -104,7 +104,7 @@ func (g *Gateway) newSconn(nc net.Conn, peerUID uint32, hasUID bool) (*sconn, bo
 	c := &sconn{g: g, nc: nc, uid: peerUID, hasUID: hasUID}
 	c.h2 = h2.NewServerConn(h2.NewReader(connReader(nc), g.readBuf), w, h2.ServerConfig{
 		Window: g.window, ConnWindow: g.connWindow, MaxMsg: g.maxMsg, MaxStreams: maxConcurrentStreams,
-		Malformed: g.malformed,
+		Malformed: g.malformed, EarlyMin: g.earlyMin,
 	}, c)
 	if !g.track(c) {
 		nc.Close()
