@@ -18,6 +18,7 @@ type earlyHandler struct {
 	want    int  // bytes to have arrived before the sink takes the message
 	decline bool // never take one
 	sink    *recordSink
+	sinks   []*recordSink
 	asked   int
 }
 
@@ -43,6 +44,7 @@ func (s *earlyStream) Early(got mem.BufferSlice, total int, compressed bool) (Si
 		return nil, true
 	}
 	h.sink = &recordSink{total: total}
+	h.sinks = append(h.sinks, h.sink)
 	return h.sink, false
 }
 
@@ -53,11 +55,15 @@ type recordSink struct {
 	n       int
 	last    int // Data calls with last
 	dropped bool
+	late    bool // Data after the end or a Drop
 }
 
 func (r *recordSink) Data(b mem.BufferSlice, last bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.dropped || r.last > 0 {
+		r.late = true
+	}
 	r.pieces = append(r.pieces, b)
 	r.n += b.Len()
 	if last {
@@ -67,6 +73,9 @@ func (r *recordSink) Data(b mem.BufferSlice, last bool) {
 
 func (r *recordSink) Drop() {
 	r.mu.Lock()
+	if r.dropped || r.last > 0 {
+		r.late = true
+	}
 	r.dropped = true
 	r.mu.Unlock()
 }
@@ -204,5 +213,22 @@ func TestServerConnEarlyDrop(t *testing.T) {
 	}
 	if !h.has("cancelled 1 Canceled") {
 		t.Error("the stream's handler was not told it was cancelled")
+	}
+}
+
+// checkSinks: each sink's message ended once with all its bytes, or was
+// dropped, and was told nothing after either.
+func (h *earlyHandler) checkSinks(t *testing.T) {
+	t.Helper()
+	for i, r := range h.sinks {
+		switch {
+		case r.late:
+			t.Fatalf("sink %d was handed bytes or a drop after its end", i)
+		case r.last > 1 || (r.last == 1 && r.dropped):
+			t.Fatalf("sink %d: ended %d times, dropped %v", i, r.last, r.dropped)
+		case r.last == 1 && r.n != r.total:
+			t.Fatalf("sink %d ended with %d of its %d bytes", i, r.n, r.total)
+		}
+		r.free()
 	}
 }

@@ -712,6 +712,19 @@ func FuzzServerConn(f *testing.F) {
 	fr.WriteData(5, true, grpcZeros(2000))
 	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, EndHeaders: true, EndStream: true, BlockFragment: hbuf.Bytes()})
 	f.Add(byte(1), buf.Bytes())
+	f.Add(byte(4|1<<3), buf.Bytes())
+	// A 500-byte message in three frames, and one reset inside its message.
+	buf.Reset()
+	fr.WriteSettings()
+	msg := grpcZeros(500)
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, EndHeaders: true, BlockFragment: hbuf.Bytes()})
+	fr.WriteData(1, false, msg[:50])
+	fr.WriteData(1, false, msg[50:300])
+	fr.WriteData(1, true, msg[300:])
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, EndHeaders: true, BlockFragment: hbuf.Bytes()})
+	fr.WriteData(3, false, msg[:200])
+	fr.WriteRSTStream(3, http2.ErrCodeCancel)
+	f.Add(byte(4|20<<3), buf.Bytes())
 	f.Fuzz(func(t *testing.T, mode byte, in []byte) {
 		defer fuzztest.Bound(t)()
 		h := newEchoHandler()
@@ -719,7 +732,15 @@ func FuzzServerConn(f *testing.F) {
 		if mode&2 != 0 {
 			h.fail = codes.InvalidArgument
 		}
-		serveBytes(in, ServerConfig{Window: 1 << 16, ConnWindow: 1 << 20, MaxMsg: 1000, MaxStreams: 4}, h)
+		cfg := ServerConfig{Window: 1 << 16, ConnWindow: 1 << 20, MaxMsg: 1000, MaxStreams: 4}
+		if mode&4 != 0 { // messages of 100 bytes or more taken as they arrive, once mode>>3 bytes are in
+			eh := &earlyHandler{echoHandler: h, want: int(mode >> 3)}
+			cfg.EarlyMin = 100
+			serveBytes(in, cfg, eh)
+			eh.checkSinks(t)
+		} else {
+			serveBytes(in, cfg, h)
+		}
 		opened := map[uint32]bool{}
 		for _, id := range h.opened {
 			opened[id] = true
