@@ -46,6 +46,7 @@ func fuzzGateway(f *testing.F) *Gateway {
 		f.Fatal(err)
 	}
 	g.handshakeTimeout = 2 * time.Second
+	g.earlyMin = 16 // requests of 16 bytes and more are forwarded as they arrive (cutthrough.go)
 	f.Cleanup(g.Stop)
 	return g
 }
@@ -105,6 +106,18 @@ func FuzzServerConn(f *testing.F) {
 	s.Fr.WriteRawFrame(http2.FrameSettings, 0, 0, []byte{1, 2, 3})
 	f.Add(s.Bytes())
 	f.Add([]byte{})
+
+	s = newFrames() // a request taken as it arrives (three DATA frames), one reset inside it
+	msg := append([]byte{0, 0, 0, 0, byte(len(infer))}, infer...)
+	for _, id := range []uint32{1, 3} {
+		s.Fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, EndHeaders: true, BlockFragment: s.Block(
+			":method", "POST", ":path", wire.MethodInfer, "content-type", "application/grpc")})
+		s.Fr.WriteData(id, false, msg[:18])
+		s.Fr.WriteData(id, false, msg[18:len(msg)-2])
+	}
+	s.Fr.WriteData(1, true, msg[len(msg)-2:])
+	s.Fr.WriteRSTStream(3, http2.ErrCodeCancel)
+	f.Add(s.Bytes())
 
 	f.Fuzz(func(t *testing.T, data []byte) {
 		defer fuzztest.Bound(t)()
