@@ -64,7 +64,7 @@ func (r *recordSink) Data(b mem.BufferSlice, last bool) {
 	if r.dropped || r.last > 0 {
 		r.late = true
 	}
-	r.pieces = append(r.pieces, b)
+	r.pieces = append(r.pieces, append(mem.BufferSlice(nil), b...)) // (b's slice is valid during the call only)
 	r.n += b.Len()
 	if last {
 		r.last++

@@ -40,7 +40,9 @@ type Assembler struct {
 	declined bool            // early said never, for the message in progress
 	sink     Sink            // the message's taker
 	rest     mem.Buffer      // sink mode: the current chunk from cur on, not yet handed on
-	out      mem.BufferSlice // sink mode: bytes arrived, handed on when the read buffer is empty
+	out      mem.BufferSlice // sink mode: bytes arrived, not yet handed on (handOutAt)
+	pend     int             // their length
+	unsplit  int             // bytes at rest's start that arrived, not yet in out
 }
 
 // Early is a stream handler that may take a large message before it is
@@ -63,11 +65,12 @@ const EarlyAsk = 64 << 10
 // Sink takes a message as it arrives (Early). Its methods run on the reader
 // goroutine, without the connection's lock.
 type Sink interface {
-	// Data is the next bytes of the message, the arrived ones first (owned by
-	// the sink: views of the message's pooled chunks, counted against the
-	// connection's Budget until freed). last says they end the message. The
-	// bytes come in pieces as large as the connection's reads: whatever has
-	// arrived when the reader would otherwise wait for more.
+	// Data is the next bytes of the message, the arrived ones first: the
+	// buffers are the sink's (views of the message's pooled chunks, counted
+	// against the connection's Budget until freed), the slice holding them
+	// is valid only during the call. last says they end the message. The
+	// bytes come in pieces of up to handOutAt: what has arrived when that
+	// much has, or when the reader would otherwise wait for more.
 	Data(b mem.BufferSlice, last bool)
 	// Drop: the message will not be complete (its stream ended or was reset,
 	// or it went over the budget); nothing more comes. The stream's handler
@@ -290,12 +293,10 @@ func (a *Assembler) Read(r *Input, n, limit int, budget *Budget, deliver func(me
 			a.n += k
 			n -= k
 			if a.sink != nil {
-				var piece mem.Buffer
-				piece, a.rest = mem.SplitUnsafe(a.rest, k)
-				a.out = append(a.out, piece)
+				a.unsplit += k
+				a.pend += k
 				if a.cur == len(last) {
-					a.rest.Free() // empty
-					a.rest = nil
+					a.splitOff()
 				}
 			}
 		}
@@ -304,9 +305,8 @@ func (a *Assembler) Read(r *Input, n, limit int, budget *Budget, deliver func(me
 				a.endSink()
 				continue
 			}
-			if r.Buffered() == 0 {
-				a.sink.Data(a.out, false)
-				a.out = nil
+			if a.pend >= handOutAt || r.Buffered() == 0 {
+				a.handOut(false)
 			}
 			continue
 		}
@@ -385,8 +385,7 @@ func (a *Assembler) offer(budget *Budget) {
 	last := a.chunks[len(a.chunks)-1]
 	clear(a.chunks)
 	a.chunks = append(a.chunks[:0], last)
-	sink.Data(a.out, false)
-	a.out = nil
+	a.handOut(false)
 }
 
 // handOn wraps a chunk of a message in sink mode as a buffer that counts
@@ -408,15 +407,42 @@ func (a *Assembler) endSink() {
 		a.in.release(a)
 		a.in = nil
 	}
-	sink, out := a.sink, a.out
+	a.handOut(true)
 	a.clearMsg()
-	sink.Data(out, true)
 }
+
+// splitOff moves the bytes of the current chunk that arrived since the last
+// split into out, as one view.
+func (a *Assembler) splitOff() {
+	if a.unsplit > 0 {
+		var piece mem.Buffer
+		piece, a.rest = mem.SplitUnsafe(a.rest, a.unsplit)
+		a.out = append(a.out, piece)
+		a.unsplit = 0
+	}
+	if a.rest != nil && a.rest.Len() == 0 {
+		a.rest.Free()
+		a.rest = nil
+	}
+}
+
+// handOut gives the sink the bytes gathered; the slice is reused.
+func (a *Assembler) handOut(last bool) {
+	a.splitOff()
+	a.sink.Data(a.out, last)
+	clear(a.out)
+	a.out, a.pend = a.out[:0], 0
+}
+
+// handOutAt: a sink is handed what has arrived once it is this much, or when
+// the reader would wait for more (a read that fills the message's buffer in
+// place brings the next frames with it, so the buffer is seldom empty).
+const handOutAt = 256 << 10
 
 // clearMsg readies a for the next message, keeping its settings.
 func (a *Assembler) clearMsg() {
 	clear(a.chunks)
-	*a = Assembler{chunks: a.chunks[:0], inline: a.inline, early: a.early, earlyMin: a.earlyMin, listed: a.listed}
+	*a = Assembler{chunks: a.chunks[:0], inline: a.inline, out: a.out, early: a.early, earlyMin: a.earlyMin, listed: a.listed}
 }
 
 // Partial reports whether a message is half received.
@@ -429,8 +455,11 @@ func (a *Assembler) Reset(budget *Budget) {
 	}
 	if a.sink != nil {
 		// The chunk being filled is the sink's (rest); the others are handed on.
-		a.rest.Free()
+		if a.rest != nil {
+			a.rest.Free()
+		}
 		a.out.Free()
+		clear(a.out)
 		a.sink.Drop()
 	} else {
 		for _, c := range a.chunks {
@@ -438,7 +467,7 @@ func (a *Assembler) Reset(budget *Budget) {
 		}
 	}
 	budget.left += a.held
-	*a = Assembler{early: a.early, earlyMin: a.earlyMin}
+	*a = Assembler{early: a.early, earlyMin: a.earlyMin, out: a.out[:0]}
 }
 
 // Held is the buffer capacity the message in progress holds (charged to its

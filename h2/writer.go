@@ -398,10 +398,7 @@ func (w *Writer) Flush() {
 		return
 	}
 	if w.flushing {
-		w.queue = append(w.queue, w.vec...)
-		w.qrefs = append(w.qrefs, w.refs...)
-		w.newBatch()
-		return
+		return // the flusher takes the batch as a whole once it has written its own
 	}
 	n, err := w.sw.Writev(w.vec)
 	if err != nil {
@@ -454,22 +451,34 @@ func (w *Writer) newBatch() {
 	w.spareBuf, w.spareVec, w.spareRefs = nil, nil, nil
 }
 
+// flusher writes the queue, blocking on its own goroutine, then each batch
+// Flush left meanwhile, swapped in whole: the two batches' storage alternate,
+// so a writer that keeps the socket full allocates nothing.
 func (w *Writer) flusher() {
 	for {
 		w.mu.Lock()
-		q, refs := w.queue, w.qrefs
+		q, refs, qb := w.queue, w.qrefs, w.qbuf
+		if len(q) == 0 && w.err == nil {
+			w.cut()
+			if len(w.vec) > 0 {
+				q, refs, qb = w.vec, w.refs, w.buf
+				w.newBatch()
+			}
+		}
 		if len(q) == 0 || w.err != nil {
 			for _, r := range refs {
 				r.Free()
 			}
-			w.queue, w.qrefs, w.flushing = nil, nil, false
+			w.queue, w.qrefs, w.qbuf, w.flushing = nil, nil, nil, false
+			if w.err != nil {
+				w.freeBatch()
+			}
 			if w.closing {
 				w.Fail(ErrConnClosed)
 			}
 			w.mu.Unlock()
 			return
 		}
-		qb := w.qbuf
 		w.queue, w.qrefs, w.qbuf = nil, nil, nil
 		w.mu.Unlock()
 		err := w.sw.WriteAll(q)
