@@ -23,7 +23,10 @@
 // gRPC status. agent/gateway is their handler: it keeps governance (what a
 // request and a call mean) and the backend connection manager. A
 // connection's bytes come in through Input (input.go), which reads a large
-// message's DATA payloads into the message's own buffer.
+// message's DATA payloads into the message's own buffer. A server role may
+// take a large message while it still arrives (Early, Sink: cut-through): its
+// bytes are then handed on in pieces as views of the same pooled chunks,
+// counted against the Budget like a delivered message until freed.
 //
 // It imports nothing of vig's agent/ (archtest enforces it), so that what reads
 // untrusted bytes can be tested and fuzzed alone (FuzzReader, FuzzAssembler).

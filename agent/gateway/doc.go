@@ -56,6 +56,11 @@
 //     the ids a client skipped are kept for its last 8 skips (§5.1.1). Past those,
 //     a late frame gets STREAM_CLOSED rather than PROTOCOL_ERROR: an error either way.
 //
+// A ModelInfer request of 128 KiB or more is governed from its head and
+// forwarded to a gRPC backend while its tensor bytes still arrive, checked
+// before each piece goes on (cutthrough.go): the client's transfer and the
+// backend's overlap, as through a streaming proxy.
+//
 // Memory follows bytes that arrived, never lengths that were promised: a message
 // body grows in pooled chunks as its DATA arrives (h2.Assembler), and what one
 // connection's incomplete messages hold is bounded by h2.ConnMsgBudget (128 MiB, or
