@@ -47,15 +47,10 @@ func startArrivalsBackend(t *testing.T) (*rawBackend, *arrivals) {
 			if err != nil {
 				return
 			}
+			if bc.ack(f) {
+				continue
+			}
 			switch f := f.(type) {
-			case *http2.SettingsFrame:
-				if !f.IsAck() {
-					bc.fr.WriteSettingsAck()
-				}
-			case *http2.PingFrame:
-				if !f.IsAck() {
-					bc.fr.WritePing(true, f.Data)
-				}
 			case *http2.MetaHeadersFrame:
 				a.mu.Lock()
 				a.latest = f.StreamID

@@ -112,15 +112,10 @@ func (bc *backendConn) request() (stream uint32, msg []byte, ok bool) {
 		if err != nil {
 			return 0, nil, false
 		}
+		if bc.ack(f) {
+			continue
+		}
 		switch f := f.(type) {
-		case *http2.SettingsFrame:
-			if !f.IsAck() {
-				bc.fr.WriteSettingsAck()
-			}
-		case *http2.PingFrame:
-			if !f.IsAck() {
-				bc.fr.WritePing(true, f.Data)
-			}
 		case *http2.MetaHeadersFrame:
 			stream = f.StreamID
 		case *http2.DataFrame:
@@ -133,6 +128,23 @@ func (bc *backendConn) request() (stream uint32, msg []byte, ok bool) {
 			}
 		}
 	}
+}
+
+// ack acknowledges a SETTINGS or PING frame, reporting whether f was one.
+func (bc *backendConn) ack(f http2.Frame) bool {
+	switch f := f.(type) {
+	case *http2.SettingsFrame:
+		if !f.IsAck() {
+			bc.fr.WriteSettingsAck()
+		}
+	case *http2.PingFrame:
+		if !f.IsAck() {
+			bc.fr.WritePing(true, f.Data)
+		}
+	default:
+		return false
+	}
+	return true
 }
 
 // answerInfer answers a ModelInfer request with its id.
