@@ -17,6 +17,7 @@ type earlyHandler struct {
 	*echoHandler
 	want    int  // bytes to have arrived before the sink takes the message
 	decline bool // never take one
+	freeNow bool // the sinks free each piece at once
 	sink    *recordSink
 	sinks   []*recordSink
 	asked   int
@@ -43,7 +44,7 @@ func (s *earlyStream) Early(got mem.BufferSlice, total int, compressed bool) (Si
 	if got.Len() < h.want {
 		return nil, true
 	}
-	h.sink = &recordSink{total: total}
+	h.sink = &recordSink{total: total, freeNow: h.freeNow}
 	h.sinks = append(h.sinks, h.sink)
 	return h.sink, false
 }
@@ -56,6 +57,8 @@ type recordSink struct {
 	last    int // Data calls with last
 	dropped bool
 	late    bool // Data after the end or a Drop
+	freeNow bool // free each piece as it comes (its bytes kept in copied)
+	copied  []byte
 }
 
 func (r *recordSink) Data(b mem.BufferSlice, last bool) {
@@ -64,8 +67,13 @@ func (r *recordSink) Data(b mem.BufferSlice, last bool) {
 	if r.dropped || r.last > 0 {
 		r.late = true
 	}
-	r.pieces = append(r.pieces, append(mem.BufferSlice(nil), b...)) // (b's slice is valid during the call only)
 	r.n += b.Len()
+	if r.freeNow { // as a writer that took the bytes at once does
+		r.copied = append(r.copied, b.Materialize()...)
+		b.Free()
+	} else {
+		r.pieces = append(r.pieces, append(mem.BufferSlice(nil), b...)) // (b's slice is valid during the call only)
+	}
 	if last {
 		r.last++
 	}
@@ -230,5 +238,42 @@ func (h *earlyHandler) checkSinks(t *testing.T) {
 			t.Fatalf("sink %d ended with %d of its %d bytes", i, r.n, r.total)
 		}
 		r.free()
+	}
+}
+
+// A message whose frames end exactly on its chunks' boundaries, taken by a
+// sink that frees each piece at once (its chunk goes back to the pool), while
+// another stream's messages draw from the pool in between: the next frame
+// goes into a new chunk, not into the freed one (found in review: the
+// assembler read the freed chunk's length, which the pool had changed).
+func TestServerConnEarlyChunkBoundaries(t *testing.T) {
+	h := &earlyHandler{echoHandler: newEchoHandler(), want: 1, freeNow: true}
+	h.hold, h.keep = true, true
+	cfg := testConfig
+	cfg.EarlyMin = 64 << 10
+	c := newTestClientWith(t, cfg, h.echoHandler, h)
+	msg := patterned(200 << 10)
+	c.headers(1, false, grpcRequest...)
+	c.fr.WriteData(1, false, msg[:5]) // the prefix alone: the body's frames then align with the chunks
+	body := msg[5:]
+	for off, i := 0, 0; off < len(body); i++ {
+		n := min(DefaultMaxFrame, len(body)-off)
+		c.fr.WriteData(1, off+n == len(body), body[off:off+n])
+		off += n
+		if off == firstChunk || off == firstChunk+secondChunk {
+			// Another stream's message takes buffers of both tiers from the
+			// pool, its second one shorter than the chunk just freed.
+			id := uint32(3 + 2*i)
+			c.headers(id, false, grpcRequest...)
+			c.data(id, grpcZeros(firstChunk+20000))
+		}
+	}
+	c.fr.WritePing(false, [8]byte{'b'})
+	c.expect("PING ack=true")
+	sink := h.theSink(t)
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	if sink.last != 1 || !bytes.Equal(sink.copied, body) {
+		t.Fatalf("the sink got %d of %d bytes (ended %d), not the message", len(sink.copied), len(body), sink.last)
 	}
 }

@@ -149,7 +149,7 @@ type partial struct {
 // (Budget.Reclaim, sparing a), which keeps the list proportional to the streams
 // that hold memory.
 func (p *Partials) Note(a *Assembler, id uint32) (sweep bool) {
-	if a.listed || a.held == 0 {
+	if a.listed || !a.holds() {
 		return false
 	}
 	a.listed = true
@@ -165,7 +165,7 @@ func (p *Partials) Sweep(skip *Assembler, b *Budget, ended func(id uint32, a *As
 	for _, e := range p.list {
 		switch {
 		case e.a == skip:
-		case e.a.held == 0:
+		case !e.a.holds():
 			e.a.listed = false
 			continue
 		case ended(e.id, e.a):
@@ -374,17 +374,15 @@ func (a *Assembler) offer(budget *Budget) {
 		b := a.handOn(c, budget)
 		if i == len(a.chunks)-1 {
 			b, a.rest = mem.SplitUnsafe(b, a.cur)
-			if a.cur == len(*c) {
-				a.rest.Free()
-				a.rest = nil
-			}
 		}
 		a.out = append(a.out, b)
 	}
-	// The chunk being filled stays where the reads go (owned by rest now).
+	// The chunk being filled stays where the reads go (owned by rest now);
+	// a full one is the pieces' (splitOff).
 	last := a.chunks[len(a.chunks)-1]
 	clear(a.chunks)
 	a.chunks = append(a.chunks[:0], last)
+	a.splitOff()
 	a.handOut(false)
 }
 
@@ -421,8 +419,10 @@ func (a *Assembler) splitOff() {
 		a.unsplit = 0
 	}
 	if a.rest != nil && a.rest.Len() == 0 {
-		a.rest.Free()
+		a.rest.Free() // the chunk is the pieces' now: it may be back in the pool soon
 		a.rest = nil
+		clear(a.chunks)
+		a.chunks = a.chunks[:0]
 	}
 }
 
@@ -444,6 +444,10 @@ func (a *Assembler) clearMsg() {
 	clear(a.chunks)
 	*a = Assembler{chunks: a.chunks[:0], inline: a.inline, out: a.out, early: a.early, earlyMin: a.earlyMin, listed: a.listed}
 }
+
+// holds reports whether a holds memory of a message in progress: chunks it
+// assembles, or in sink mode the chunk being filled and pieces not handed on.
+func (a *Assembler) holds() bool { return a.held > 0 || a.rest != nil || len(a.out) > 0 }
 
 // Partial reports whether a message is half received.
 func (a *Assembler) Partial() bool { return a.pn > 0 }

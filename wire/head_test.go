@@ -30,7 +30,7 @@ func readByHead(h *InferHeader, msg []byte, got, step int) (ok bool, err error) 
 		}
 		rest = rest[n:]
 	}
-	if err := s.End(h); err != nil {
+	if err := s.End(); err != nil {
 		return true, err
 	}
 	s.Fill(h)
@@ -87,7 +87,7 @@ func TestRawScanSpansAfterStrip(t *testing.T) {
 	if err := s.Scan(msg[head:]); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.End(&h); err != nil {
+	if err := s.End(); err != nil {
 		t.Fatal(err)
 	}
 	s.Fill(&h)

@@ -118,7 +118,7 @@ func (h *InferHeader) ParseInfer(msg mem.BufferSlice) error {
 // hold the whole head yet (or the head breaks a rule, or there is no raw field
 // in got: ParseInfer of the whole message says which). The bytes from head on
 // are then checked as they arrive with RawScan. The header's RawInputs,
-// RawBytes and Raw stay empty until RawScan.End.
+// RawBytes and Raw stay empty until RawScan.Fill.
 func (h *InferHeader) ParseInferHead(got mem.BufferSlice, total int) (head int, ok bool) {
 	head, err := h.parse(got, total, true)
 	if err != nil || head < 0 || h.check() != nil {
@@ -587,6 +587,7 @@ type RawScan struct {
 	shift uint   // its next bit
 	state uint8  // scanTag, scanLen, scanBody
 	raw   []Span
+	h     InferHeader // what End checks the entries against: the head's inputs (no views)
 }
 
 const (
@@ -595,9 +596,14 @@ const (
 	scanBody
 )
 
-// Start begins the scan of h's message at head (from ParseInferHead).
+// Start begins the scan of h's message at head (from ParseInferHead). It
+// keeps what End needs of h, so that h may be in use elsewhere meanwhile.
 func (s *RawScan) Start(h *InferHeader, head int) {
-	*s = RawScan{pos: head, size: h.Size, raw: s.raw[:0]}
+	inputs := s.h.Inputs[:0]
+	for _, t := range h.Inputs {
+		inputs = append(inputs, Tensor{Name: bytes.Clone(t.Name), HasContents: t.HasContents})
+	}
+	*s = RawScan{pos: head, size: h.Size, raw: s.raw[:0], h: InferHeader{Inputs: inputs}}
 }
 
 // Scan reads the next bytes of the message.
@@ -650,13 +656,13 @@ func (s *RawScan) Scan(b []byte) error {
 }
 
 // End checks that the whole message was scanned and ends with a whole entry,
-// and applies the rules ParseInfer applies to raw_input_contents. It only
-// reads h, which may be in use elsewhere meanwhile (Fill completes it).
-func (s *RawScan) End(h *InferHeader) error {
+// and applies the rules ParseInfer applies to raw_input_contents (against the
+// inputs Start saw; Fill completes the header).
+func (s *RawScan) End() error {
 	if s.pos != s.size || s.state != scanTag {
 		return ErrMalformed
 	}
-	return h.checkRaw(len(s.raw))
+	return s.h.checkRaw(len(s.raw))
 }
 
 // Fill sets h's RawInputs, RawBytes and Raw from a scan End accepted (at the

@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/mem"
@@ -33,7 +35,9 @@ import (
 // the message, the call is cancelled and the backend stream reset, as for any
 // started call. A call whose backend stream the backend did not process
 // (GOAWAY) is not started again, since the bytes it was sent are gone: it is
-// answered UNAVAILABLE, which a client may retry.
+// answered UNAVAILABLE, which a client may retry. A started call whose bytes
+// stop arriving for bodyStall is answered DEADLINE_EXCEEDED: a client that
+// stalls inside its request must not hold the backend's slot.
 //
 // Only uncompressed ModelInfer requests to a gRPC backend that vig does not
 // compress for are taken this way; requests naming shared memory are small
@@ -42,6 +46,16 @@ import (
 // cutThroughMin is the smallest request forwarded as it arrives. Below it the
 // whole request is normally in one read or two anyway.
 var cutThroughMin = 128 << 10
+
+// bodyStall: a started call whose request bytes stop arriving for this long
+// is answered DEADLINE_EXCEEDED and its backend stream reset, so that a
+// client that stalls inside a request cannot hold a backend slot with it
+// (nanoseconds; atomic for the tests that shorten it).
+var bodyStall atomic.Int64
+
+func init() { bodyStall.Store(int64(2 * time.Second)) }
+
+func stallBound() time.Duration { return time.Duration(bodyStall.Load()) }
 
 // bodyPipe carries the tensor bytes of a request forwarded as it arrives,
 // from the client connection's reader (an h2.Sink) to the call's backend
@@ -60,7 +74,10 @@ type bodyPipe struct {
 	buf      mem.BufferSlice // arrived, not yet forwarded
 	complete bool            // every byte has arrived (the last is in buf or sent)
 	send     func(b mem.BufferSlice, end bool) bool
-	closed   bool // the call was answered, or the message will not complete
+	closed   bool        // the call was answered, or the message will not complete
+	pieces   int         // pieces arrived after the first
+	seen     int         // pieces when the stall timer last looked
+	stall    *time.Timer // while the started call waits for bytes
 }
 
 // Early implements h2.Early: a large ModelInfer request may be taken while it
@@ -126,7 +143,7 @@ func (p *bodyPipe) check(b mem.BufferSlice, last bool) error {
 		}
 	}
 	if last {
-		if err := p.scan.End(&p.call.Header); err != nil {
+		if err := p.scan.End(); err != nil {
 			return status.Errorf(codes.InvalidArgument, "ModelInfer: %v", err)
 		}
 	}
@@ -149,6 +166,7 @@ func (p *bodyPipe) forward(b mem.BufferSlice, last bool) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.pieces++
 	switch {
 	case p.closed:
 		b.Free()
@@ -192,13 +210,37 @@ func (p *bodyPipe) attach(send func(b mem.BufferSlice, end bool) bool) bool {
 		}
 	}
 	p.send = send
+	p.seen = p.pieces
+	p.stall = time.AfterFunc(stallBound(), p.stalled)
 	return true
+}
+
+// stalled runs every bodyStall while a started call waits for its bytes: if
+// none arrived meanwhile, the client is answered and the call cancelled.
+func (p *bodyPipe) stalled() {
+	p.mu.Lock()
+	if p.closed || p.complete {
+		p.mu.Unlock()
+		return
+	}
+	if p.pieces != p.seen {
+		p.seen = p.pieces
+		p.stall.Reset(stallBound())
+		p.mu.Unlock()
+		return
+	}
+	p.close()
+	p.mu.Unlock()
+	p.s.fail(status.Errorf(codes.DeadlineExceeded, "the request's bytes stopped arriving for %v while its call held a backend slot (vig forwards requests of %d KiB and more as they arrive): send each request whole, without pausing inside it", stallBound(), cutThroughMin>>10))
 }
 
 // close frees what waits and stops the flow. Called with mu held.
 func (p *bodyPipe) close() {
 	p.closed = true
 	p.send = nil
+	if p.stall != nil {
+		p.stall.Stop()
+	}
 	p.buf.Free()
 	p.buf = nil
 }

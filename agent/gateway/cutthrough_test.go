@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/vig-edge/vig/agent/gateway"
 	pb "github.com/vig-edge/vig/proto/inference"
 	"github.com/vig-edge/vig/wire"
 )
@@ -259,4 +260,28 @@ func TestCutThroughWaitsInQueue(t *testing.T) {
 			drained(t, e.gw)
 		})
 	}
+}
+
+// A client that stops inside a request whose call has started: after the
+// stall bound it is answered DEADLINE_EXCEEDED saying why, and the backend
+// stream is reset (the slot is not held by a client that went quiet).
+func TestCutThroughStalledBody(t *testing.T) {
+	defer gateway.SetBodyStall(100 * time.Millisecond)()
+	e, a, h := cutThroughEnv(t)
+	msg := grpcMessage(mustMarshal(t, inferRequest("detector", "stalled", 1<<20)))
+	if err := h.headers(1, h.block("/inference.GRPCInferenceService/ModelInfer"), false); err != nil {
+		t.Fatal(err)
+	}
+	sendFrames(h, 1, msg[:300<<10], false)
+	waitArrived(t, a, "the request's start", func(n int, ended, rst bool) bool { return n >= 200<<10 })
+	r, err := h.read(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := append(r.headers, r.trailers...)
+	if st, m := field(tr, "grpc-status"), field(tr, "grpc-message"); st != "4" || !strings.Contains(m, "stopped+arriving") && !strings.Contains(m, "stopped arriving") && !strings.Contains(m, "stopped%20arriving") {
+		t.Fatalf("grpc-status %q %q, want 4 (DEADLINE_EXCEEDED) saying the bytes stopped arriving", st, m)
+	}
+	waitArrived(t, a, "RST_STREAM", func(n int, ended, rst bool) bool { return rst })
+	drained(t, e.gw)
 }

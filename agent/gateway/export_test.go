@@ -36,3 +36,10 @@ func ParkedCalls(g *Gateway) int {
 	defer g.relay.mu.Unlock()
 	return len(g.relay.parked)
 }
+
+// SetBodyStall sets how long a started call may wait for its request's bytes
+// (cutthrough.go) and returns the restore.
+func SetBodyStall(d time.Duration) (restore func()) {
+	old := bodyStall.Swap(int64(d))
+	return func() { bodyStall.Store(old) }
+}

@@ -327,21 +327,26 @@ func (b *h2Backend) Start(call *Call) {
 // (cutthrough.go): the message's start with its final length, then the
 // bytes as they come.
 func (b *h2Backend) startArriving(c *bconn, call *Call) {
+	// What the stream needs of the call is taken first: once the stream is
+	// registered, the call may be finished (client gone, expired, connection
+	// lost) and recycled on another goroutine.
+	p, head := call.body, call.Msg
+	head.Ref() // the Call keeps its own references (its header views them)
 	bs := &bstream{c: c, call: call}
 	if err := c.open(bs, methodInfer, call.Meta, call.Deadline, func(id uint32) { call.run.Store(uint64(c.seq)<<32 | uint64(id)) }); err != nil {
+		head.Free()
 		call.Finish(nil, err)
 		return
 	}
 	if call.expired.Load() {
+		head.Free()
 		c.abort(bs, http2.ErrCodeCancel)
 		return
 	}
-	head := call.Msg
-	head.Ref() // the Call keeps its own references (its header views them)
-	if !c.cc.SendStart(&bs.ClientStream, call.body.size, head) {
+	if !c.cc.SendStart(&bs.ClientStream, p.size, head) {
 		return // finished meanwhile
 	}
-	if !call.body.attach(func(m mem.BufferSlice, end bool) bool { return c.cc.SendMore(&bs.ClientStream, m, end) }) {
+	if !p.attach(func(m mem.BufferSlice, end bool) bool { return c.cc.SendMore(&bs.ClientStream, m, end) }) {
 		c.abort(bs, http2.ErrCodeCancel) // the request will not be complete: its call is being cancelled
 	}
 }
