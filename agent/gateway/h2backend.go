@@ -306,21 +306,30 @@ func (b *h2Backend) Start(call *Call) {
 	} else {
 		msg.Ref() // the Call keeps its own references (its header views them)
 	}
-	// The stream is the call's (for Abort) from the moment it is registered.
-	bs := &bstream{c: c, call: call}
-	if err := c.open(bs, methodInfer, call.Meta, call.Deadline, func(id uint32) { call.run.Store(uint64(c.seq)<<32 | uint64(id)) }); err != nil {
-		msg.Free()
-		call.Finish(nil, err)
-		return
-	}
-	// vig may have given up on the call before its stream was stored (expiry.go:
-	// the mark is set before Abort looks for the stream).
-	if call.expired.Load() {
-		msg.Free()
-		c.abort(bs, http2.ErrCodeCancel)
+	bs, ok := c.openCall(call, msg)
+	if !ok {
 		return
 	}
 	c.cc.Send(&bs.ClientStream, b.gzip, msg, true) // false: finished meanwhile (connection lost, aborted), msg freed
+}
+
+// openCall opens call's backend stream, the call's (for Abort) from the
+// moment it is registered. When it cannot be opened, or vig gave up on the
+// call before its stream was stored (expiry.go: the mark is set before Abort
+// looks for the stream), the call is finished, msg freed, and ok false.
+func (c *bconn) openCall(call *Call, msg mem.BufferSlice) (bs *bstream, ok bool) {
+	bs = &bstream{c: c, call: call}
+	if err := c.open(bs, methodInfer, call.Meta, call.Deadline, func(id uint32) { call.run.Store(uint64(c.seq)<<32 | uint64(id)) }); err != nil {
+		msg.Free()
+		call.Finish(nil, err)
+		return nil, false
+	}
+	if call.expired.Load() {
+		msg.Free()
+		c.abort(bs, http2.ErrCodeCancel)
+		return nil, false
+	}
+	return bs, true
 }
 
 // startArriving starts a call whose request is still arriving
@@ -332,15 +341,8 @@ func (b *h2Backend) startArriving(c *bconn, call *Call) {
 	// lost) and recycled on another goroutine.
 	p, head := call.body, call.Msg
 	head.Ref() // the Call keeps its own references (its header views them)
-	bs := &bstream{c: c, call: call}
-	if err := c.open(bs, methodInfer, call.Meta, call.Deadline, func(id uint32) { call.run.Store(uint64(c.seq)<<32 | uint64(id)) }); err != nil {
-		head.Free()
-		call.Finish(nil, err)
-		return
-	}
-	if call.expired.Load() {
-		head.Free()
-		c.abort(bs, http2.ErrCodeCancel)
+	bs, ok := c.openCall(call, head)
+	if !ok {
 		return
 	}
 	if !c.cc.SendStart(&bs.ClientStream, p.size, head) {
