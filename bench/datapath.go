@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/vig-edge/vig/platform/profile"
 	"github.com/vig-edge/vig/platform/shmprobe"
 	pb "github.com/vig-edge/vig/proto/inference"
+	"github.com/vig-edge/vig/shmring"
 	"github.com/vig-edge/vig/wire"
 )
 
@@ -35,8 +37,14 @@ const (
 	// PathShmringMemfd is the ring with a sealed memfd region (Android's kind:
 	// the copy path in front of a gRPC backend).
 	PathShmringMemfd = "shmring-memfd"
-	PathHTTP         = "http-binary" // Triton HTTP/REST, tensors in the binary data extension
-	PathHTTPJSON     = "http-json"   // Triton HTTP/REST, tensors as JSON arrays
+	// PathShmringRuntime is Android end to end: a sealed memfd ring session in
+	// front of a runtime reached over a ring (backend ring:ADDR, package
+	// ringback), which reads the sensor's frame in place. No socket carries a
+	// frame on either leg; DIRECT is the same ring request straight to the
+	// runtime.
+	PathShmringRuntime = "shmring-runtime"
+	PathHTTP           = "http-binary" // Triton HTTP/REST, tensors in the binary data extension
+	PathHTTPJSON       = "http-json"   // Triton HTTP/REST, tensors as JSON arrays
 )
 
 // httpJSONMax is the largest payload the http-json row measures: larger
@@ -44,11 +52,11 @@ const (
 const httpJSONMax = 150_000
 
 // DatapathPaths lists the paths in report order.
-var DatapathPaths = []string{PathTCP, PathNginx, PathTCPPinned, PathNginxPinned, PathUnix, PathShm, PathShmring, PathShmringMemfd, PathHTTP, PathHTTPJSON}
+var DatapathPaths = []string{PathTCP, PathNginx, PathTCPPinned, PathNginxPinned, PathUnix, PathShm, PathShmring, PathShmringMemfd, PathShmringRuntime, PathHTTP, PathHTTPJSON}
 
 // isRingPath says whether VIA on path is a ring client.
 func isRingPath(path string) bool {
-	return path == PathShmring || path == PathShmringMemfd
+	return path == PathShmring || path == PathShmringMemfd || path == PathShmringRuntime
 }
 
 // pinnedPaths maps a pinned path to the path it repeats under taskset.
@@ -256,6 +264,7 @@ type pathEnv struct {
 	backendStats    *netopt.Stats
 	direct, via     *grpc.ClientConn
 	ring            *ringSensor
+	directRing      *ringSensor // PathShmringRuntime: DIRECT is a ring client of the runtime
 	http            *httpSensor // the http-* paths
 	proxy           *Proc
 	shm             *shmInput
@@ -273,6 +282,29 @@ func (e *pathEnv) callVia(ctx context.Context, frame uint64, data []byte, msg ra
 		return e.http.call(ctx, frame, data, e.path == PathHTTPJSON)
 	}
 	return call(ctx, e.via, msg)
+}
+
+// callDirect times one DIRECT round trip of frame: msg straight to the mock
+// backend's gRPC server, or data on its ring on the shmring-runtime path.
+func (e *pathEnv) callDirect(ctx context.Context, frame uint64, data []byte, msg rawMsg) (time.Duration, error) {
+	if e.directRing != nil {
+		d, _, err := e.directRing.call(frame, data)
+		return d, err
+	}
+	return call(ctx, e.direct, msg)
+}
+
+// serveRuntimeRing has the mock backend serve ring clients as well, on a new
+// abstract address, until e closes; it returns the address.
+func serveRuntimeRing(e *pathEnv, mb *mockbackend.Running) (string, error) {
+	ln, err := shmring.Listen(ringAddr(), shmring.ServerConfig{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return "", fmt.Errorf("ring listener for the mock runtime: %w", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- mb.ServeRing(ln) }()
+	e.closers = append(e.closers, func() { ln.Close(); <-done })
+	return ln.Addr(), nil
 }
 
 // Close releases everything in reverse order of setup.
@@ -345,6 +377,18 @@ func setupPath(ctx context.Context, o *DatapathOptions, path string) (_ *pathEnv
 		e.proxy, err = StartVig(ctx, o.VigBinary, dir, vigDatapathConfig("127.0.0.1:0", "off", ringAddr(), mb.Addr(), o.Exec), pin)
 	case PathShmringMemfd:
 		e.proxy, err = StartVig(ctx, o.VigBinary, dir, vigDatapathConfig("127.0.0.1:0", "off", ringAddr(), mb.Addr(), o.Exec, "cpu: {hot_path: shared}\n"), pin)
+	case PathShmringRuntime:
+		// The mock backend serves rings too, as an on-device runtime without
+		// gRPC: vig's backend is that ring, and DIRECT attaches to it as well.
+		var rt string
+		if rt, err = serveRuntimeRing(e, mb); err == nil {
+			e.proxy, err = StartVig(ctx, o.VigBinary, dir, vigDatapathConfig("127.0.0.1:0", "off", ringAddr(), "ring:"+rt, o.Exec), pin)
+		}
+		if err == nil {
+			if e.directRing, err = dialRing(rt, false); err == nil {
+				e.closers = append(e.closers, e.directRing.Close)
+			}
+		}
 	case PathHTTP, PathHTTPJSON:
 		// The gRPC listener is only there because the config wants one.
 		cfg := strings.Replace(vigDatapathConfig("127.0.0.1:0", "off", "", mb.Addr(), o.Exec), `metrics: "off"}`, `metrics: "off", http: "127.0.0.1:0"}`, 1)
@@ -505,12 +549,12 @@ func measureRow(ctx context.Context, o *DatapathOptions, e *pathEnv, payload, ru
 		}
 		var td, tv time.Duration
 		if i%2 == 0 {
-			if td, err = call(ctx, e.direct, b); err == nil {
+			if td, err = e.callDirect(ctx, frame, data, b); err == nil {
 				tv, err = e.callVia(ctx, frame, data, b)
 			}
 		} else {
 			if tv, err = e.callVia(ctx, frame, data, b); err == nil {
-				td, err = call(ctx, e.direct, b)
+				td, err = e.callDirect(ctx, frame, data, b)
 			}
 		}
 		if err != nil {

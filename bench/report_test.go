@@ -243,22 +243,28 @@ func TestRingCostTargets(t *testing.T) {
 		return DatapathRow{Path: path, Payload: payload, Cost: &ProxyCost{CPUus: cpu, CtxSwitches: ctx}}
 	}
 	for _, tc := range []struct {
-		name       string
-		rows       []DatapathRow
-		cpu, flat  string
-		cpuMention string
+		name           string
+		rows           []DatapathRow
+		cpu, flat, e2e string
+		cpuMention     string
 	}{
 		{"holds", []DatapathRow{row(PathTCP, 64, 200, 2.5), row(PathShmring, 64, 90, 2), row(PathShmringMemfd, 64, 100, 2.5),
-			row(PathShmring, 1_200_000, 100, 2), row(PathShmring, 6_200_000, 108, 2)}, Holds, Holds, "0.45×"},
-		{"cpu too high", []DatapathRow{row(PathTCP, 64, 200, 2.5), row(PathShmring, 64, 150, 2), row(PathShmring, 6_200_000, 200, 2)}, Fails, Fails, "0.75×"},
-		{"ctx too many", []DatapathRow{row(PathTCP, 64, 200, 2.5), row(PathShmringMemfd, 64, 90, 3)}, Fails, NotMeasured, "3.0 ctx"},
-		{"no tcp row", []DatapathRow{row(PathShmring, 64, 90, 2)}, NotMeasured, NotMeasured, ""},
+			row(PathShmring, 1_200_000, 100, 2), row(PathShmring, 6_200_000, 108, 2), row(PathShmringRuntime, 64, 80, 2)}, Holds, Holds, Holds, "0.45×"},
+		{"cpu too high", []DatapathRow{row(PathTCP, 64, 200, 2.5), row(PathShmring, 64, 150, 2), row(PathShmring, 6_200_000, 200, 2),
+			row(PathShmringRuntime, 64, 110, 2)}, Fails, Fails, Fails, "0.75×"},
+		{"ctx too many", []DatapathRow{row(PathTCP, 64, 200, 2.5), row(PathShmringMemfd, 64, 90, 3), row(PathShmringRuntime, 64, 90, 2.6)}, Fails, NotMeasured, Fails, "3.0 ctx"},
+		{"no tcp row", []DatapathRow{row(PathShmring, 64, 90, 2), row(PathShmringRuntime, 64, 80, 2)}, NotMeasured, NotMeasured, NotMeasured, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &Results{Datapath: &DatapathResult{Payload: []int{64, 1_200_000, 6_200_000}, Rows: tc.rows}}
 			ts := ringCostTargets(r)
 			if ts[0].Status != tc.cpu || ts[1].Status != tc.flat || !strings.Contains(ts[0].Detail, tc.cpuMention) {
 				t.Errorf("targets %+v, want cpu %s (mentioning %q), flat %s", ts, tc.cpu, tc.cpuMention, tc.flat)
+			}
+			// The end-to-end row is judged on its own: the ring rows' verdict
+			// does not carry over to it, nor its to them.
+			if ts[2].Status != tc.e2e || (tc.e2e != NotMeasured && !strings.Contains(ts[2].Detail, "backend leg is gRPC over TCP")) {
+				t.Errorf("end-to-end target %+v, want %s saying the backend legs differ", ts[2], tc.e2e)
 			}
 		})
 	}

@@ -1,9 +1,15 @@
 package main
 
 import (
+	"context"
 	"flag"
+	"os"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/vig-edge/vig/bench"
+	"github.com/vig-edge/vig/shmring"
 )
 
 func TestBenchUsage(t *testing.T) {
@@ -68,4 +74,36 @@ func checkLoadFlagsFor(t *testing.T, which string, args ...string) string {
 		t.Fatal(err)
 	}
 	return checkLoadFlags(fs, which, *d, *f, *r)
+}
+
+// The shmring-runtime row runs Android's path end to end: a memfd sensor in
+// front of vig, and a ring runtime behind it. Every answer is checked to be the
+// runtime's for its frame (bench's ring sensor does), and vig opens no gRPC
+// connection to the backend: both legs are rings.
+func TestDatapathRingRuntime(t *testing.T) {
+	if _, err := shmring.Probe(); err != nil {
+		t.Skipf("no shared-memory ring on this machine: %v", err)
+	}
+	t.Setenv(runAsVig, "1") // the bench starts this binary as vig serve
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := bench.RunDatapath(ctx, bench.DatapathOptions{VigBinary: os.Args[0], Paths: []string{bench.PathShmringRuntime},
+		Payloads: []int{64, 1 << 20}, Warmup: 2, Rounds: 8, Runs: 1, Exec: time.Millisecond, TempDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Rows) != 2 {
+		t.Fatalf("rows %+v, want one per payload", res.Rows)
+	}
+	for _, row := range res.Rows {
+		if row.Skipped != "" || len(row.Runs) != 1 || row.Runs[0].Via.N != 8 || row.Runs[0].Direct.N != 8 {
+			t.Errorf("%d B row %+v: want one run of 8 measured rounds", row.Payload, row)
+		}
+		if row.BackendConns != 0 {
+			t.Errorf("%d B: vig opened %d gRPC connections to the backend; its backend is the runtime's ring", row.Payload, row.BackendConns)
+		}
+		if row.Cost == nil || row.Cost.CPUus <= 0 {
+			t.Errorf("%d B: no cost figures for vig: %+v", row.Payload, row.Cost)
+		}
+	}
 }
