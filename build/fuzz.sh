@@ -20,9 +20,13 @@ minimize=${FUZZMINIMIZETIME:-2s}
 logdir=$(mktemp -d)
 trap 'rm -rf "$logdir"' EXIT
 
-# "dir Target" for every fuzz target, from the sources.
-mapfile -t targets < <(git ls-files '*_test.go' | xargs grep -H '^func Fuzz[A-Za-z0-9_]*(f \*testing.F)' |
-	sed -E 's|^(.*)/[^/]*_test.go:func (Fuzz[A-Za-z0-9_]*).*|./\1 \2|' | sort -u | grep -E -- "$filter")
+# "dir Target" for every fuzz target, as go test lists them (a source that only
+# mentions one, such as a test's fixture in a string, is not a target).
+module=$("$GO" list -m)
+mapfile -t targets < <("$GO" test -list '^Fuzz' ./... | awk -v mod="$module" '
+	/^Fuzz/ { names[n++] = $1; next }
+	/^ok[ \t]/ { dir = $2; sub("^" mod, ".", dir); for (i = 0; i < n; i++) print dir, names[i]; n = 0 }' |
+	sort -u | grep -E -- "$filter")
 [ ${#targets[@]} -gt 0 ] || { echo "no fuzz target matches FUZZ=$filter"; exit 1; }
 
 before=$(git status --porcelain --untracked-files=all -- '*/testdata/fuzz/*' | wc -l)

@@ -81,10 +81,11 @@ func plan(rng *rand.Rand) wirePlan {
 	}
 	newMsg := func(o *open) {
 		size := []int{0, 10, 16 << 10, 100 << 10, 600<<10 + 333}[rng.IntN(5)]
-		body := make([]byte, size)
-		for i := range body {
-			body[i] = byte(rng.Uint32())
+		body := make([]byte, size+7) // random words, 8 bytes a draw
+		for i := 0; i < size; i += 8 {
+			binary.LittleEndian.PutUint64(body[i:], rng.Uint64())
 		}
+		body = body[:size:size]
 		o.body = body
 		o.rest = append(binary.BigEndian.AppendUint32([]byte{0}, uint32(size)), body...)
 	}
