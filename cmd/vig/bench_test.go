@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"flag"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -84,10 +83,10 @@ func TestDatapathRingRuntime(t *testing.T) {
 	if _, err := shmring.Probe(); err != nil {
 		t.Skipf("no shared-memory ring on this machine: %v", err)
 	}
-	t.Setenv(runAsVig, "1") // the bench starts this binary as vig serve
+	vig := benchAsVig(t) // the bench starts this binary as vig serve
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	res, err := bench.RunDatapath(ctx, bench.DatapathOptions{VigBinary: os.Args[0], Paths: []string{bench.PathShmringRuntime},
+	res, err := bench.RunDatapath(ctx, bench.DatapathOptions{VigBinary: vig, Paths: []string{bench.PathShmringRuntime},
 		Payloads: []int{64, 1 << 20}, Warmup: 2, Rounds: 8, Runs: 1, Exec: time.Millisecond, TempDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
