@@ -25,7 +25,8 @@ plots into DIR (default bench/results/<date>-<host>/):
   datapath  added latency per request (VIA vig − DIRECT to the backend) and vig's
             CPU, context switches and syscalls per request, for payloads 0 B–6.2 MB
             on gRPC over TCP and Unix sockets, on Triton system shared memory and
-            on vig's shared-memory ring (a ring client sensor), against nginx
+            on vig's shared-memory ring (a ring client sensor; shmring-runtime:
+            a ring runtime behind vig too, Android end to end), against nginx
             grpc_pass through an upstream keepalive pool as the reference
             proxy (vig and nginx run as their own processes in their default
             configuration; the TCP rows are repeated with both pinned to one
