@@ -40,7 +40,10 @@
 // (ConnMsgBudget, 128 MiB, or the largest message + 1 MiB); a server role's
 // delivered messages stay charged until their buffers are freed, so a client
 // that sends faster than the other leg consumes is refused, not buffered
-// without end (Budget.HoldDelivered). A header block is
+// without end (Budget.HoldDelivered). The answers a server role holds for a
+// client that does not read (Writer.Held: queued for its window or its
+// socket) are bounded by ServerConfig.AnswerBudget: an answer that would take
+// them above it fails its stream RESOURCE_EXHAUSTED. A header block is
 // bounded by MaxHeaderBlock compressed and MaxHeaderList decoded (1 MiB each); a
 // list above the latter is decoded all the same (HPACK stays in step) and
 // refused for its stream only (ErrHeaderListTooBig). Control frames that answer

@@ -31,6 +31,12 @@ type ServerConfig struct {
 	// MsgBudget bounds what the connection's messages hold, arriving or
 	// delivered and not yet freed (0: NewBudget's bound for MaxMsg).
 	MsgBudget int
+	// AnswerBudget bounds the answers the connection holds for a client that
+	// does not read them (the writer's Held): an answer that would take it
+	// above fails the stream RESOURCE_EXHAUSTED instead, naming the bound. An
+	// answer to a connection that holds none always goes (it is bounded by
+	// the message limit). 0: no bound.
+	AnswerBudget int64
 	// EarlyMin: a request message of at least this many bytes is offered,
 	// while it arrives, to a stream handler that implements Early
 	// (cut-through; 0: none).
@@ -659,12 +665,20 @@ func (s *ServerStream) headLocked(fields []hpack.HeaderField) bool {
 }
 
 // Send queues one gRPC message (body, owned from here on), after the response
-// headers if they are not sent. False if s is answered: body is freed.
+// headers if they are not sent. False if s is answered, or the message would
+// take the connection's unread answers above ServerConfig.AnswerBudget (s is
+// then failed RESOURCE_EXHAUSTED): body is freed.
 func (s *ServerStream) Send(body mem.BufferSlice, compressed bool) bool {
 	s.c.w.Lock()
 	defer s.c.w.Unlock()
 	if !s.headLocked(nil) {
 		body.Free()
+		return false
+	}
+	if b, held := s.c.cfg.AnswerBudget, s.c.w.Held(); b > 0 && held > 0 && held+int64(body.Len()) > b {
+		n := body.Len()
+		body.Free()
+		s.failLocked(codes.ResourceExhausted, fmt.Sprintf("this connection holds %d bytes of answers its client has not read, and this %d-byte answer would take it above %d: read the answers, or send fewer requests at once on one connection", held, n, b), nil)
 		return false
 	}
 	s.c.w.QueueMsg(&s.send, compressed, body)

@@ -83,6 +83,11 @@ type Writer struct {
 	// loop, which reads without the lock, sees from it how far the peer's
 	// connection window reaches.
 	connGiven atomic.Int64
+	// held is the payload the writer owns and has not written: queued for
+	// window, or in a batch the socket has not taken (Held). Added by
+	// QueueData, taken off as each buffer is freed, written or dropped; the
+	// flusher frees outside mu, so it is atomic.
+	held atomic.Int64
 
 	// eachStream visits the send state of every open stream, and onClosed is
 	// told when a stream's last frame has been queued (both set by the
@@ -166,8 +171,25 @@ func (w *Writer) QueueData(s *SendState, payload mem.BufferSlice) {
 	if s.data == nil {
 		s.data = s.inline[:0]
 	}
+	w.held.Add(int64(payload.Len()))
 	s.data = append(s.data, payload...)
 	w.pump(s)
+}
+
+// Held is the payload bytes queued and not yet written: data waiting for the
+// peer's window, and batches its socket has not taken. A peer that does not
+// read makes it grow.
+func (w *Writer) Held() int64 { return w.held.Load() }
+
+// free frees payload buffers the writer held, counting them off Held.
+func (w *Writer) free(bufs []mem.Buffer) {
+	n := 0
+	for i, b := range bufs {
+		n += b.Len()
+		b.Free()
+		bufs[i] = nil
+	}
+	w.held.Add(-int64(n))
 }
 
 // QueueMsg queues one gRPC message: its 5-byte prefix, then body (owned by the
@@ -302,7 +324,7 @@ func (w *Writer) Drop(s *SendState) {
 		w.refs = append(w.refs, s.data[0])
 		s.data = s.data[1:]
 	}
-	s.data.Free()
+	w.free(s.data)
 	s.data, s.off, s.trail, s.headN = nil, 0, nil, 0
 }
 
@@ -432,10 +454,7 @@ func (w *Writer) Flush() {
 
 // freeBatch releases a written (or abandoned) batch and reuses its storage.
 func (w *Writer) freeBatch() {
-	for i, r := range w.refs {
-		r.Free()
-		w.refs[i] = nil
-	}
+	w.free(w.refs)
 	clear(w.vec)
 	w.buf, w.vec, w.refs, w.mark = w.buf[:0], w.vec[:0], w.refs[:0], 0
 }
@@ -466,9 +485,7 @@ func (w *Writer) flusher() {
 			}
 		}
 		if len(q) == 0 || w.err != nil {
-			for _, r := range refs {
-				r.Free()
-			}
+			w.free(refs)
 			w.queue, w.qrefs, w.qbuf, w.flushing = nil, nil, nil, false
 			if w.err != nil {
 				w.freeBatch()
@@ -482,11 +499,8 @@ func (w *Writer) flusher() {
 		w.queue, w.qrefs, w.qbuf = nil, nil, nil
 		w.mu.Unlock()
 		err := w.sw.WriteAll(q)
-		for _, r := range refs {
-			r.Free()
-		}
+		w.free(refs)
 		clear(q)
-		clear(refs)
 		w.mu.Lock()
 		if err != nil {
 			w.Fail(err)

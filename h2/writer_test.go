@@ -167,3 +167,64 @@ func TestWriterLargeMessageReusesBatch(t *testing.T) {
 		}
 	}
 }
+
+// Held counts the payload the writer owns and has not written, whatever way it
+// leaves: written now, written by the flusher (a socket that takes half a
+// write), dropped by a reset (part of it already in a batch), or waiting for a
+// window that opens later. It is back at 0 once all of it has gone.
+func TestWriterHeld(t *testing.T) {
+	w := NewWriter(nil, &fullSocket{})
+	w.connWin = 1 << 30
+	msg := func(n int) mem.BufferSlice {
+		return mem.BufferSlice{mem.SliceBuffer(make([]byte, n/2)), mem.SliceBuffer(make([]byte, n-n/2))}
+	}
+	idle := func() {
+		for { // until the flusher has written what it took
+			w.Lock()
+			done := !w.flushing
+			w.Unlock()
+			if done {
+				return
+			}
+			runtime.Gosched()
+		}
+	}
+	var open, starved, reset, closed SendState
+	w.Lock()
+	open.Init(1, 1<<30)
+	starved.Init(3, 0)     // no window: everything waits
+	reset.Init(5, 100_000) // part goes out, the rest waits, then RST_STREAM
+	closed.Init(7, 1<<30)
+	closed.Closed = true
+	w.QueueMsg(&open, false, msg(300_000))
+	w.QueueMsg(&starved, false, msg(200_000))
+	w.QueueMsg(&reset, false, msg(250_000))
+	w.QueueMsg(&closed, false, msg(50_000)) // freed at once, never held
+	w.Finish(&open, nil)
+	w.Finish(&starved, nil)
+	// The 5-byte prefixes travel in the frame buffer, not as payload.
+	if got, want := w.Held(), int64(300_000+200_000+250_000); got != want {
+		t.Errorf("held %d after queueing, want %d (the closed stream's message is freed, not held)", got, want)
+	}
+	w.Flush()
+	w.Unlock()
+	idle()
+	w.Lock()
+	w.Reset(&reset, http2.ErrCodeCancel)
+	w.Flush()
+	w.Unlock()
+	idle()
+	w.Lock()
+	if got, want := w.Held(), int64(200_000); got != want {
+		t.Errorf("held %d with one stream starved, want its %d bytes", got, want)
+	}
+	if err := w.WindowUpdate(&starved, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	w.Flush()
+	w.Unlock()
+	idle()
+	if got := w.Held(); got != 0 {
+		t.Errorf("held %d once everything was written or dropped, want 0", got)
+	}
+}

@@ -100,8 +100,11 @@
 // are forwarded (the backend stream opens at the first complete message, so a
 // rapid reset never reaches the backend). Answers are not counted so: the
 // backend connection is shared, and one client that does not read must not
-// fail the others' calls; what waits for a slow reader is bounded by its
-// streams (maxConcurrentStreams) and the answers' size. The client leg's stream table is package h2's (h2.ServerConn:
+// fail the others' calls, so vig reads the backend on and holds the answers.
+// What it holds for one client connection is bounded by answerBudget (as
+// large as the requests' budget): an answer that would take the connection's
+// unread answers above it fails its stream RESOURCE_EXHAUSTED, saying why.
+// The client leg's stream table is package h2's (h2.ServerConn:
 // what each frame means for a client stream, the concurrency limit, the drain,
 // message assembly under the connection's budget, the answer's frames, under h2's
 // own lock); h2server.go is its handler (sconn, sstream: an sstream embeds its

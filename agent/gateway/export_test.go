@@ -43,3 +43,10 @@ func SetBodyStall(d time.Duration) (restore func()) {
 	old := bodyStall.Swap(int64(d))
 	return func() { bodyStall.Store(old) }
 }
+
+// SetAnswerBudget bounds the unread answers of the connections accepted from
+// now on (answerBudget) and returns the restore.
+func SetAnswerBudget(n int64) (restore func()) {
+	old := answerBudgetOverride.Swap(n)
+	return func() { answerBudgetOverride.Store(old) }
+}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http2/hpack"
@@ -38,6 +39,20 @@ const (
 )
 
 const maxConcurrentStreams = 1000
+
+// answerBudget bounds the answers one client connection holds unread
+// (h2.ServerConfig.AnswerBudget) as its requests are bounded: h2.ConnMsgBudget,
+// or max_message_mib + 1 MiB when that is larger. Without it a client that
+// does not read would make vig hold up to maxConcurrentStreams answers.
+func answerBudget(maxMsg int) int64 {
+	if b := answerBudgetOverride.Load(); b > 0 {
+		return b
+	}
+	return int64(max(h2.ConnMsgBudget, maxMsg+1<<20))
+}
+
+// answerBudgetOverride, when set, replaces answerBudget (tests).
+var answerBudgetOverride atomic.Int64
 
 // sconn is one client connection (the h2.Handler of its ServerConn).
 type sconn struct {
@@ -104,7 +119,7 @@ func (g *Gateway) newSconn(nc net.Conn, peerUID uint32, hasUID bool) (*sconn, bo
 	c := &sconn{g: g, nc: nc, uid: peerUID, hasUID: hasUID}
 	c.h2 = h2.NewServerConn(h2.NewReader(connReader(nc), g.readBuf), w, h2.ServerConfig{
 		Window: g.window, ConnWindow: g.connWindow, MaxMsg: g.maxMsg, MaxStreams: maxConcurrentStreams,
-		Malformed: g.malformed, EarlyMin: g.earlyMin,
+		Malformed: g.malformed, EarlyMin: g.earlyMin, AnswerBudget: answerBudget(g.maxMsg),
 	}, c)
 	if !g.track(c) {
 		nc.Close()
