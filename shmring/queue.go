@@ -23,11 +23,16 @@ type Sender struct {
 	loanFn, spaceFn func() (bool, error)
 	loanSlot        uint32
 	loanBuf         []byte
+	// freeSp and freeFn are AwaitFree's, apart from the others: it runs
+	// without the caller's lock.
+	freeSp spinner
+	freeFn func() (bool, error)
 }
 
 func newSender(r *Region, idx int, closed *atomic.Bool, ready, space *bell) *Sender {
 	s := &Sender{ring: newRing(r, idx, closed, ready, space)}
 	s.spaceFn = s.space
+	s.freeFn = s.anyFree
 	s.loanFn = func() (bool, error) {
 		var e error
 		s.loanSlot, s.loanBuf, e = s.TryLoan()
@@ -80,6 +85,29 @@ func (s *Sender) Loan() (slot uint32, buf []byte, err error) {
 	slot, buf = s.loanSlot, s.loanBuf
 	s.loanBuf = nil
 	return slot, buf, err
+}
+
+// AwaitFree waits until a payload slot is free, loaning none: a caller that
+// serializes the Sender under a lock of its own can wait here without it, and
+// then TryLoan under it. It may run beside the other methods, but like Loan and
+// Post it waits on the ring's space doorbell, which only one goroutine may
+// wait on at a time.
+func (s *Sender) AwaitFree() error {
+	return await(&s.freeSp, s.spaceBell, s.spaceWaiters, s.freeFn)
+}
+
+// anyFree reports whether TryLoan would find a slot now. It reads only what
+// is atomic, so it may run beside TryLoan.
+func (s *Sender) anyFree() (bool, error) {
+	if s.closed.Load() {
+		return false, ErrClosed
+	}
+	for i := range s.lay.Slots {
+		if !s.loaned.has(i) && atomic.LoadUint32(&s.states[i]) == slotFree {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // Unloan gives back a loaned slot that will not be posted.

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"sync/atomic"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/vig-edge/vig/internal/fuzztest"
@@ -365,4 +366,47 @@ func FuzzScribbledRing(f *testing.F) {
 		}
 		s.TryPost(&Descriptor{Slot: NoSlot})
 	})
+}
+
+// AwaitFree returns at once when a slot is free, waits while the consumer holds
+// every slot and returns when one comes back, loaning none, and ends with the ring.
+func TestAwaitFree(t *testing.T) {
+	s, r, closed := localPair(t, RingConfig{Descriptors: 4, Slots: 1, SlotSize: 4096})
+	if err := s.AwaitFree(); err != nil {
+		t.Fatalf("a free slot: %v", err)
+	}
+	slot, _, err := s.TryLoan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.TryPost(&Descriptor{Tag: 1, Slot: slot, PayloadLen: 1}); err != nil {
+		t.Fatal(err)
+	}
+	var d Descriptor
+	if ok, err := r.TryNext(&d); !ok || err != nil {
+		t.Fatalf("receive: %v %v", ok, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.AwaitFree() }()
+	select {
+	case err := <-done:
+		t.Fatalf("AwaitFree returned (%v) while the consumer holds the only slot", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	r.Release(d.Slot)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("after the release: %v", err)
+		}
+	case <-time.After(5 * time.Second): // a hang guard
+		t.Fatal("AwaitFree did not return once the slot came back")
+	}
+	if _, _, err := s.TryLoan(); err != nil {
+		t.Fatalf("AwaitFree took the slot: %v", err)
+	}
+	closed.Store(true)
+	if err := s.AwaitFree(); !errors.Is(err, ErrClosed) {
+		t.Errorf("closed ring: %v, want ErrClosed", err)
+	}
 }

@@ -553,7 +553,8 @@ func (s *session) wake() {
 }
 
 // poster posts queued calls as room frees, waiting for a payload slot when the
-// runtime has not returned one yet. It ends with the session.
+// runtime has not returned one yet (outside sendMu: Start goes on meanwhile,
+// queueing a call that finds no slot behind it). It ends with the session.
 func (s *session) poster() {
 	for {
 		select {
@@ -720,16 +721,21 @@ func (s *session) post(j job, wait bool) {
 		}
 	}
 	if total > 0 && !j.byRef {
-		s.sendMu.Lock()
-		err := s.s.Guard(func() (err error) {
-			if wait {
-				slot, buf, err = s.s.Requests.Loan()
-			} else {
-				slot, buf, err = s.s.Requests.TryLoan()
+		var err error
+		for {
+			s.sendMu.Lock()
+			err = s.s.Guard(func() (err error) { slot, buf, err = s.s.Requests.TryLoan(); return err })
+			s.sendMu.Unlock()
+			if !wait || !errors.Is(err, shmring.ErrFull) {
+				break
 			}
-			return err
-		})
-		s.sendMu.Unlock()
+			// The poster waits for the runtime to return a slot without
+			// sendMu, so that the calls that need none (by reference) or
+			// find room meanwhile are not held behind it.
+			if err = s.s.Guard(s.s.Requests.AwaitFree); err != nil {
+				break
+			}
+		}
 		switch {
 		case errors.Is(err, shmring.ErrFull) && !wait:
 			// The room is there but the runtime has not returned the slot of
