@@ -161,17 +161,10 @@ func (h *h2conn) read(stream uint32) (*h2resp, error) {
 		if err != nil {
 			return r, err
 		}
+		if h.ack(f) {
+			continue
+		}
 		switch f := f.(type) {
-		case *http2.SettingsFrame:
-			if !f.IsAck() {
-				h.fr.WriteSettingsAck()
-				h.flush()
-			}
-		case *http2.PingFrame:
-			if !f.IsAck() {
-				h.fr.WritePing(true, f.Data)
-				h.flush()
-			}
 		case *http2.WindowUpdateFrame:
 			if f.StreamID == 0 {
 				h.window += int64(f.Increment)
@@ -216,6 +209,26 @@ func (h *h2conn) read(stream uint32) (*h2resp, error) {
 	}
 }
 
+// ack answers a SETTINGS or PING frame as a client must, reporting whether f
+// was one.
+func (h *h2conn) ack(f http2.Frame) bool {
+	switch f := f.(type) {
+	case *http2.SettingsFrame:
+		if !f.IsAck() {
+			h.fr.WriteSettingsAck()
+			h.flush()
+		}
+	case *http2.PingFrame:
+		if !f.IsAck() {
+			h.fr.WritePing(true, f.Data)
+			h.flush()
+		}
+	default:
+		return false
+	}
+	return true
+}
+
 // awaitWindow reads frames until the connection send window is at least n, or a
 // GOAWAY arrives (returned), or 3 s pass.
 func (h *h2conn) awaitWindow(n int64) (*http2.GoAwayFrame, error) {
@@ -233,16 +246,8 @@ func (h *h2conn) awaitWindow(n int64) (*http2.GoAwayFrame, error) {
 			}
 		case *http2.GoAwayFrame:
 			return f, nil
-		case *http2.SettingsFrame:
-			if !f.IsAck() {
-				h.fr.WriteSettingsAck()
-				h.flush()
-			}
-		case *http2.PingFrame:
-			if !f.IsAck() {
-				h.fr.WritePing(true, f.Data)
-				h.flush()
-			}
+		default:
+			h.ack(f)
 		}
 	}
 	return nil, nil

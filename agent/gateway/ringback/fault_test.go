@@ -46,49 +46,23 @@ func (w *wedgedRuntime) unwedge() { w.once.Do(func() { close(w.release) }) }
 
 func startWedgedRuntime(t *testing.T) *wedgedRuntime {
 	t.Helper()
-	rb, err := shmring.Probe()
-	if err != nil {
-		t.Skipf("no shared memory for rings on this machine: %v", err)
-	}
-	ln, err := shmring.Listen(ringAddr(), shmring.ServerConfig{AllowUnsealed: rb == shmring.BackendShmFile})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &wedgedRuntime{addr: ln.Addr(), release: make(chan struct{})}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
+	w := &wedgedRuntime{release: make(chan struct{})}
+	w.addr = serveRuntime(t, func(c *shmring.Conn) {
+		c.Serve(context.Background(), func(ctx context.Context, req *shmring.Request) {
+			if req.Model == "hang" {
+				w.held.Add(1)
+				select {
+				case <-w.release:
+				case <-ctx.Done(): // the session ended
+				}
+				w.held.Add(-1)
+			} else if d := time.Duration(w.slow.Load()); d > 0 {
+				time.Sleep(d)
 			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				c.Serve(context.Background(), func(ctx context.Context, req *shmring.Request) {
-					if req.Model == "hang" {
-						w.held.Add(1)
-						select {
-						case <-w.release:
-						case <-ctx.Done(): // the session ended
-						}
-						w.held.Add(-1)
-					} else if d := time.Duration(w.slow.Load()); d > 0 {
-						time.Sleep(d)
-					}
-					c.Respond(req, &shmring.Response{Status: shmring.StatusOK})
-				})
-			}()
-		}
-	}()
-	t.Cleanup(func() {
-		w.unwedge()
-		ln.Close()
-		wg.Wait()
+			c.Respond(req, &shmring.Response{Status: shmring.StatusOK})
+		})
 	})
+	t.Cleanup(w.unwedge) // before serveRuntime's: the held requests are let go first
 	return w
 }
 

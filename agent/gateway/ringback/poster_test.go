@@ -11,10 +11,11 @@ import (
 	"github.com/vig-edge/vig/wire"
 )
 
-// slotKeeper serves a ring as a runtime that answers each request at once but
-// keeps its payload slot until release is closed; after that it answers
-// normally, releasing each slot as it answers.
-func slotKeeper(t *testing.T) (addr string, release chan struct{}) {
+// serveRuntime serves a ring at a new address as a test's runtime: serve runs
+// for each session accepted, on a goroutine of its own, and the session is
+// closed when it returns. At the test's end the listener closes and every
+// session's serve has returned.
+func serveRuntime(t *testing.T, serve func(c *shmring.Conn)) string {
 	t.Helper()
 	region, err := shmring.Probe()
 	if err != nil {
@@ -24,7 +25,6 @@ func slotKeeper(t *testing.T) (addr string, release chan struct{}) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	release = make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -38,43 +38,7 @@ func slotKeeper(t *testing.T) (addr string, release chan struct{}) {
 			go func() {
 				defer wg.Done()
 				defer c.Close()
-				var mu sync.Mutex
-				var kept []*shmring.Request
-				released := false
-				stop := make(chan struct{})
-				defer close(stop)
-				go func() { // gives the kept slots back once release closes
-					select {
-					case <-release:
-					case <-stop:
-						return
-					}
-					mu.Lock()
-					for _, k := range kept {
-						c.Release(k)
-					}
-					kept, released = nil, true
-					mu.Unlock()
-				}()
-				for {
-					req := new(shmring.Request)
-					if err := c.Recv(req); err != nil {
-						return
-					}
-					mu.Lock()
-					if released {
-						mu.Unlock()
-						c.Respond(req, &shmring.Response{Status: shmring.StatusOK, Payload: []byte("ok")})
-						continue
-					}
-					// The answer goes out under the request's tag; the slot
-					// stays the runtime's.
-					var answer shmring.Request
-					answer.Descriptor = req.Descriptor
-					c.Respond(&answer, &shmring.Response{Status: shmring.StatusOK, Payload: []byte("ok")})
-					kept = append(kept, req)
-					mu.Unlock()
-				}
+				serve(c)
 			}()
 		}
 	}()
@@ -82,7 +46,55 @@ func slotKeeper(t *testing.T) (addr string, release chan struct{}) {
 		ln.Close()
 		wg.Wait()
 	})
-	return ln.Addr(), release
+	return ln.Addr()
+}
+
+// slotKeeper serves a ring as a runtime that answers each request at once but
+// keeps its payload slot until release is closed; after that it answers
+// normally, releasing each slot as it answers.
+func slotKeeper(t *testing.T) (addr string, release chan struct{}) {
+	t.Helper()
+	release = make(chan struct{})
+	addr = serveRuntime(t, func(c *shmring.Conn) {
+		var mu sync.Mutex
+		var kept []*shmring.Request
+		released := false
+		stop := make(chan struct{})
+		defer close(stop)
+		go func() { // gives the kept slots back once release closes
+			select {
+			case <-release:
+			case <-stop:
+				return
+			}
+			mu.Lock()
+			for _, k := range kept {
+				c.Release(k)
+			}
+			kept, released = nil, true
+			mu.Unlock()
+		}()
+		for {
+			req := new(shmring.Request)
+			if err := c.Recv(req); err != nil {
+				return
+			}
+			mu.Lock()
+			if released {
+				mu.Unlock()
+				c.Respond(req, &shmring.Response{Status: shmring.StatusOK, Payload: []byte("ok")})
+				continue
+			}
+			// The answer goes out under the request's tag; the slot stays
+			// the runtime's.
+			var answer shmring.Request
+			answer.Descriptor = req.Descriptor
+			c.Respond(&answer, &shmring.Response{Status: shmring.StatusOK, Payload: []byte("ok")})
+			kept = append(kept, req)
+			mu.Unlock()
+		}
+	})
+	return addr, release
 }
 
 // While the poster waits for the runtime to return a payload slot, other calls
