@@ -184,7 +184,7 @@ streams:
 
 // RunDatapath measures every path and payload. All paths are set up first (one
 // mock backend and one proxy process each; idle ones cost nothing), then the
-// measurements interleave them: for each payload and run, every path in turn, so
+// measurements interleave them: for each run and payload, every path in turn, so
 // that vig and nginx are compared under the same machine conditions.
 func RunDatapath(ctx context.Context, o DatapathOptions) (*DatapathResult, error) {
 	o.defaults()
@@ -219,8 +219,13 @@ func RunDatapath(ctx context.Context, o DatapathOptions) (*DatapathResult, error
 			}
 		}
 	}
-	for _, payload := range o.Payloads {
-		for run := range o.Runs {
+	// Runs are the outer loop, each over every payload (the order rotated by
+	// one per run) and, for each, every path in turn: a machine that slows
+	// down during the benchmark spreads the drift over every size's runs,
+	// whose median the rows report, instead of putting it on the last sizes.
+	for run := range o.Runs {
+		for k := range o.Payloads {
+			payload := o.Payloads[(k+run)%len(o.Payloads)]
 			for _, e := range envs {
 				if e.skipped != "" || rows[e.path][payload].Skipped != "" {
 					continue

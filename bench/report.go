@@ -677,7 +677,7 @@ func Report(r *Results, plots map[string]string) string {
 
 	if d := r.Datapath; d != nil {
 		w("## Datapath: what a request costs\n\n")
-		w("One call in flight; each round sends the same request DIRECT (client → mock backend) and VIA (client → proxy → mock backend), the order flipping every round; paths interleaved (for each payload and run, every path in turn, all proxies up and idle meanwhile); %d warm-up and %d measured rounds per run, %d runs per row, each figure the median of the runs. Mock backend compute %v per request (× [0.9, 1.3] per frame, the same frame on both paths). ",
+		w("One call in flight; each round sends the same request DIRECT (client → mock backend) and VIA (client → proxy → mock backend), the order flipping every round; runs outermost, each over every payload (the order rotated by one per run) and for each payload every path in turn, all proxies up and idle meanwhile; %d warm-up and %d measured rounds per run, %d runs per row, each figure the median of the runs. Mock backend compute %v per request (× [0.9, 1.3] per frame, the same frame on both paths). ",
 			d.Warmup, d.Rounds, d.Runs, d.Exec)
 		w("The proxy (vig or nginx) runs as its own process in its default configuration, not pinned: vig as `vig serve` starts it, nginx with the configuration below (one worker, no master). ")
 		if d.Pinned {
