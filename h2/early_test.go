@@ -3,6 +3,7 @@ package h2
 import (
 	"bytes"
 	"encoding/binary"
+	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -275,5 +276,67 @@ func TestServerConnEarlyChunkBoundaries(t *testing.T) {
 	defer sink.mu.Unlock()
 	if sink.last != 1 || !bytes.Equal(sink.copied, body) {
 		t.Fatalf("the sink got %d of %d bytes (ended %d), not the message", len(sink.copied), len(body), sink.last)
+	}
+}
+
+// takeAll takes every message offered, into sink.
+type takeAll struct{ sink *recordSink }
+
+func (e *takeAll) Early(_ mem.BufferSlice, total int, _ bool) (Sink, bool) {
+	e.sink = &recordSink{total: total, freeNow: true}
+	return e.sink, false
+}
+
+// A sink's pieces grow: the first goes on at handOutAt, each later one may
+// be twice the one before, up to handOutMax. A 6.2 MB message that is all
+// there to read goes on in a few sends, not one per 256 KiB.
+func TestSinkPiecesGrow(t *testing.T) {
+	const size = 6_200_000
+	wire, msg := oneMessage(size)
+	in := NewInput(&vecReader{b: wire, rng: rand.New(rand.NewPCG(1, 1)), max: 1 << 30}, 256<<10)
+	e := &takeAll{}
+	var sizes []int
+	var a Assembler
+	a.SetEarly(e, 128<<10)
+	r := &Reader{Br: in}
+	budget := NewBudget(64 << 20)
+	var recv int64 = 1 << 40
+	for e.sink == nil || e.sink.last == 0 {
+		h, err := r.ReadHeader()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, _, err := r.DataStart(h, &recv, "the test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := 0
+		if e.sink != nil {
+			before = e.sink.n
+		}
+		if _, err := a.Read(in, n, 64<<20, &budget, func(mem.BufferSlice, bool) error {
+			t.Fatal("a message its sink took was delivered whole")
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if e.sink != nil && e.sink.n > before {
+			sizes = append(sizes, e.sink.n-before)
+		}
+	}
+	if !bytes.Equal(e.sink.copied, msg[5:]) {
+		t.Fatalf("the sink got %d bytes, not the message's %d", len(e.sink.copied), size)
+	}
+	// After the bytes offered with the head, the pieces are at least
+	// handOutAt, 2×, 4×… up to handOutMax, and none above it but by a frame.
+	want := handOutAt
+	for i, n := range sizes[1 : len(sizes)-1] {
+		if n < want || n > handOutMax+DefaultMaxFrame {
+			t.Errorf("piece %d: %d bytes, want %d to %d (pieces %v)", i+1, n, want, handOutMax+DefaultMaxFrame, sizes)
+		}
+		want = min(2*want, handOutMax)
+	}
+	if max := 2 + size/(1<<20) + 3; len(sizes) > max { // pieces of a MiB
+		t.Errorf("%d pieces for %d bytes, want at most %d: %v", len(sizes), size, max, sizes)
 	}
 }

@@ -16,8 +16,9 @@ import (
 // buffer is empty, it tells Input where the bytes of the message would go
 // next; Input then reads with one readv into: the rest of this payload, a
 // 9-byte header slot, the next 16 KiB of the message's buffer, another header
-// slot, and so on (as many frames as fit the message's current chunk and the
-// read buffer's size), then the read buffer. A peer sending a large message
+// slot, and so on (up to maxGuess frames, as many as fit the message's current
+// chunk and the read buffer, which grows to guessBuf the first time), then the
+// read buffer. A peer sending a large message
 // sends DATA frames of the same size one after another, so the guess is
 // normally right: the header read from each slot is a DATA frame of the
 // stream, of the payload's length, without padding, and the Assembler finds
@@ -68,8 +69,16 @@ type segment struct {
 	lastPay bool
 }
 
-// maxGuess bounds the frames one readv guesses.
-const maxGuess = 16
+// maxGuess bounds the frames one readv guesses: a 1 MiB message chunk of
+// 16 KiB frames (maxChunk, guessBuf).
+const maxGuess = 64
+
+// guessBuf is the read buffer of a connection once it carries a message
+// large enough to guess into: room for maxGuess frames to be rescued. A
+// connection that never does keeps the size it was made with
+// (read_buffer_kib), so the memory is spent only where large frames flow,
+// once per connection.
+const guessBuf = maxGuess*(FrameHeaderLen+DefaultMaxFrame) + 4096
 
 // NewInput reads r through a buffer of size bytes.
 func NewInput(r io.Reader, size int) *Input {
@@ -302,6 +311,9 @@ const minGuessBuf = 64 << 10
 // next, then the read buffer, with one readv. It returns the bytes of dst
 // read; those after it are registered as segments (the buffer was empty).
 func (in *Input) guess(a *Assembler, dst, next []byte) (int, error) {
+	if len(in.buf) < guessBuf && len(next) > len(in.buf)-4096 {
+		in.buf = make([]byte, guessBuf) // empty: nothing to carry over
+	}
 	room := len(in.buf) - 4096 // the read buffer keeps some room of its own
 	iov := append(in.iov[:0], dst)
 	var pay [maxGuess][]byte

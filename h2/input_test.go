@@ -255,3 +255,65 @@ func FuzzInput(f *testing.F) {
 		}
 	})
 }
+
+// countingReader is a vecReader that counts its reads.
+type countingReader struct {
+	vecReader
+	reads int
+}
+
+func (c *countingReader) ReadV(bufs [][]byte) (int, error) {
+	c.reads++
+	return c.vecReader.ReadV(bufs)
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	c.reads++
+	return c.vecReader.Read(p)
+}
+
+// oneMessage is the wire of one gRPC message of n patterned bytes on stream 1,
+// in full DATA frames as a gRPC client sends it.
+func oneMessage(n int) (wire, msg []byte) {
+	msg = patterned(n)
+	for b := msg; len(b) > 0; {
+		k := min(len(b), DefaultMaxFrame)
+		wire = AppendFrameHeader(wire, k, http2.FrameData, 0, 1)
+		wire = append(wire, b[:k]...)
+		b = b[k:]
+	}
+	return wire, msg
+}
+
+// A connection that carries a large message reads it about a MiB per readv
+// (guessBuf), whatever read buffer it was made with, while one that carries
+// only small messages keeps its buffer's size. Each readv of a socket is a
+// syscall; a 6.2 MB frame took 24 of them through a 256 KiB buffer.
+func TestInputLargeMessageFewReads(t *testing.T) {
+	const size = 6_200_000
+	wire, msg := oneMessage(size)
+	src := &countingReader{vecReader: vecReader{b: wire, rng: rand.New(rand.NewPCG(1, 1)), max: 1 << 30}}
+	in := NewInput(src, 64<<10)
+	got := readPlan(t, in)
+	if len(got[1]) != 1 || !bytes.Equal(got[1][0], msg[5:]) {
+		t.Fatalf("the %d-byte message did not arrive intact (%d messages)", size, len(got[1]))
+	}
+	// The message's chunks: 16 KiB, 32 KiB, then 1 MiB each (chunkSize); a
+	// readv fills the rest of one chunk, and what the read buffer holds.
+	if want := size/maxChunk + 6; src.reads > want {
+		t.Errorf("%d reads for a %d-byte message, want at most %d", src.reads, size, want)
+	}
+	if len(in.buf) != guessBuf {
+		t.Errorf("read buffer %d bytes after a large message, want %d", len(in.buf), guessBuf)
+	}
+	if in.inPlace < size*9/10 {
+		t.Errorf("%d of %d bytes read in place", in.inPlace, size)
+	}
+
+	small, _ := oneMessage(40 << 10)
+	in = NewInput(&vecReader{b: small, rng: rand.New(rand.NewPCG(2, 1)), max: 1 << 30}, 64<<10)
+	readPlan(t, in)
+	if len(in.buf) != 64<<10 {
+		t.Errorf("read buffer %d bytes after a 40 KiB message, want its own 64 KiB", len(in.buf))
+	}
+}
