@@ -18,10 +18,10 @@ import (
 // 9-byte header slot, the next 16 KiB of the message's buffer, another header
 // slot, and so on (up to maxGuess frames, as many as fit the message's current
 // chunk and the read buffer, which grows to guessBuf the first time), then the
-// read buffer. A peer sending a large message
-// sends DATA frames of the same size one after another, so the guess is
-// normally right: the header read from each slot is a DATA frame of the
-// stream, of the payload's length, without padding, and the Assembler finds
+// read buffer. A peer sending a large message sends DATA frames of the same
+// size one after another, so the guess is normally right: the header read
+// from each slot is a DATA frame of the stream, of the payload's length,
+// without padding, and the Assembler finds
 // its bytes already in place. When a header is anything else, or anything
 // other than that stream's Assembler reads the guessed bytes, or the Assembler
 // drops its buffer, the bytes still in the message's buffer are moved into
@@ -78,7 +78,10 @@ const maxGuess = 64
 // connection that never does keeps the size it was made with
 // (read_buffer_kib), so the memory is spent only where large frames flow,
 // once per connection.
-const guessBuf = maxGuess*(FrameHeaderLen+DefaultMaxFrame) + 4096
+const guessBuf = maxGuess*(FrameHeaderLen+DefaultMaxFrame) + ownRoom
+
+// ownRoom is what a guess leaves of the read buffer for the bytes after it.
+const ownRoom = 4096
 
 // NewInput reads r through a buffer of size bytes.
 func NewInput(r io.Reader, size int) *Input {
@@ -311,10 +314,10 @@ const minGuessBuf = 64 << 10
 // next, then the read buffer, with one readv. It returns the bytes of dst
 // read; those after it are registered as segments (the buffer was empty).
 func (in *Input) guess(a *Assembler, dst, next []byte) (int, error) {
-	if len(in.buf) < guessBuf && len(next) > len(in.buf)-4096 {
+	if len(in.buf) < guessBuf && len(next) > len(in.buf)-ownRoom {
 		in.buf = make([]byte, guessBuf) // empty: nothing to carry over
 	}
-	room := len(in.buf) - 4096 // the read buffer keeps some room of its own
+	room := len(in.buf) - ownRoom
 	iov := append(in.iov[:0], dst)
 	var pay [maxGuess][]byte
 	k, total := 0, 0

@@ -40,7 +40,7 @@ type Assembler struct {
 	declined bool            // early said never, for the message in progress
 	sink     Sink            // the message's taker
 	rest     mem.Buffer      // sink mode: the current chunk from cur on, not yet handed on
-	out      mem.BufferSlice // sink mode: bytes arrived, not yet handed on (handOutAt)
+	out      mem.BufferSlice // sink mode: bytes arrived, not yet handed on (pieceBound)
 	pend     int             // their length
 	unsplit  int             // bytes at rest's start that arrived, not yet in out
 	handAt   int             // sink mode: hand out once pend reaches it (0: handOutAt)
@@ -307,7 +307,7 @@ func (a *Assembler) Read(r *Input, n, limit int, budget *Budget, deliver func(me
 				a.endSink()
 				continue
 			}
-			if a.pend >= max(a.handAt, handOutAt) || r.Buffered() == 0 {
+			if a.pend >= a.pieceBound() || r.Buffered() == 0 {
 				a.handOut(false)
 			}
 			continue
@@ -431,8 +431,8 @@ func (a *Assembler) splitOff() {
 // handOut gives the sink the bytes gathered; the slice is reused.
 func (a *Assembler) handOut(last bool) {
 	a.splitOff()
-	if a.pend >= max(a.handAt, handOutAt) {
-		a.handAt = min(max(a.handAt, handOutAt)*2, handOutMax)
+	if a.pend >= a.pieceBound() {
+		a.handAt = min(a.pieceBound()*2, handOutMax)
 	}
 	a.sink.Data(a.out, last)
 	clear(a.out)
@@ -441,17 +441,21 @@ func (a *Assembler) handOut(last bool) {
 
 // A sink is handed what has arrived when the reader would wait for more, or
 // once it is handOutAt; each piece that reached its bound doubles the next
-// one's, up to handOutMax. (A read that fills the message's buffer in place brings the
-// next frames with it, so the buffer is seldom empty.) The first piece goes on
-// early, so that the backend's transfer overlaps the client's; the later ones
-// are large, so that a 6.2 MB frame goes on in 8 sends instead of 24: each send
-// wakes the backend, which on a small machine preempts vig (`vig bench
-// datapath` at 6.2 MB: 47 syscalls and 12.8 context switches per request
-// instead of 83 and 15.2, with Input's 1 MiB reads; see guessBuf).
+// one's, up to handOutMax. (A read that fills the message's buffer in place
+// brings the next frames with it, so the buffer is seldom empty.) The first
+// piece goes on early, so that the backend's transfer overlaps the client's;
+// the later ones are large, so that a 6.2 MB frame goes on in 9 sends instead
+// of 24: each send wakes the backend, which on a small machine preempts vig
+// (`vig bench datapath --quick` at 6.2 MB, medians of 5 alternating runs: 48
+// syscalls and 12.0 context switches per request instead of 78 and 12.8, with
+// Input's 1 MiB reads; see guessBuf).
 const (
 	handOutAt  = 256 << 10
 	handOutMax = maxChunk
 )
+
+// pieceBound is the size at which the piece being gathered goes on.
+func (a *Assembler) pieceBound() int { return max(a.handAt, handOutAt) }
 
 // clearMsg readies a for the next message, keeping its settings.
 func (a *Assembler) clearMsg() {
