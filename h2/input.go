@@ -278,8 +278,16 @@ func (in *Input) dataStarted(h FrameHeader) {
 
 // readInto reads exactly len(dst) bytes of a's message into dst, in a's
 // buffer. last says dst ends the DATA frame's data; next is where the bytes
-// of a's message would go after dst, in the same buffer (nil: nowhere).
-func (in *Input) readInto(a *Assembler, dst []byte, last bool, next []byte) error {
+// of a's message would go after dst, in the same buffer (nil: nowhere);
+// more, that the message goes on after next, in a buffer a has not taken
+// yet.
+//
+// While more holds, a read takes no more than ownRoom past what goes in
+// place: the bytes after a chunk's end are the next chunk's, and reading
+// them into the read buffer would mean copying them from there (up to a
+// MiB at each chunk's end: half of a 6.2 MB message), where the next read,
+// once a has taken that chunk, puts them in place.
+func (in *Input) readInto(a *Assembler, dst []byte, last bool, next []byte, more bool) error {
 	dst = dst[in.take(dst, true):]
 	for len(dst) > 0 {
 		// The buffer is empty here.
@@ -287,9 +295,11 @@ func (in *Input) readInto(a *Assembler, dst []byte, last bool, next []byte) erro
 		var err error
 		switch {
 		case in.vr != nil && last && !in.padded && in.length == DefaultMaxFrame && len(next) > 0 && len(in.buf) >= minGuessBuf:
-			n, err = in.guess(a, dst, next)
+			n, err = in.guess(a, dst, next, more)
 		case len(dst) >= len(in.buf)/2: // straight into dst
 			n, err = in.src.Read(dst)
+		case in.vr != nil && more && len(next) == 0: // dst ends a chunk
+			n, err = in.guess(a, dst, nil, true)
 		default:
 			if err := in.fill(); err != nil {
 				return unexpected(err)
@@ -311,9 +321,10 @@ func (in *Input) readInto(a *Assembler, dst []byte, last bool, next []byte) erro
 const minGuessBuf = 64 << 10
 
 // guess reads dst, then guessed frames of in.stream whose payloads go to
-// next, then the read buffer, with one readv. It returns the bytes of dst
-// read; those after it are registered as segments (the buffer was empty).
-func (in *Input) guess(a *Assembler, dst, next []byte) (int, error) {
+// next, then the read buffer (no more than ownRoom of it if more: see
+// readInto), with one readv. It returns the bytes of dst read; those after
+// it are registered as segments (the buffer was empty).
+func (in *Input) guess(a *Assembler, dst, next []byte, more bool) (int, error) {
 	if len(in.buf) < guessBuf && len(next) > len(in.buf)-ownRoom {
 		in.buf = make([]byte, guessBuf) // empty: nothing to carry over
 	}
@@ -329,7 +340,11 @@ func (in *Input) guess(a *Assembler, dst, next []byte) (int, error) {
 		next = next[len(p):]
 		k++
 	}
-	iov = append(iov, in.buf[total:])
+	tail := in.buf[total:]
+	if more {
+		tail = tail[:min(len(tail), ownRoom)]
+	}
+	iov = append(iov, tail)
 	n, err := in.vr.ReadV(iov)
 	clear(iov)
 	in.iov = iov[:0]

@@ -317,3 +317,23 @@ func TestInputLargeMessageFewReads(t *testing.T) {
 		t.Errorf("read buffer %d bytes after a 40 KiB message, want its own 64 KiB", len(in.buf))
 	}
 }
+
+// A socket's read returns what has arrived, often less than asked and often a
+// MiB or more: where a readv reaches a message chunk's end, the bytes after it
+// belong in the next chunk, not in the read buffer to be copied from there.
+// Reading as much as the buffer held there copied up to half a 6.2 MB message
+// (52–78 % in place with such reads; 46 % under `vig bench datapath`).
+func TestInputChunkEndsInPlace(t *testing.T) {
+	const size = 6_200_000
+	wire, _ := oneMessage(size)
+	for _, most := range []int{1 << 20, 4 << 20} {
+		for seed := uint64(1); seed <= 3; seed++ {
+			src := &vecReader{b: wire, rng: rand.New(rand.NewPCG(seed, 1)), max: most}
+			in := NewInput(src, 256<<10) // read_buffer_kib's default
+			readPlan(t, in)
+			if in.inPlace < size*94/100 {
+				t.Errorf("reads of up to %d bytes (seed %d): %d of %d bytes read in place, want ≥ 94 %%", most, seed, in.inPlace, size)
+			}
+		}
+	}
+}

@@ -287,8 +287,9 @@ func (a *Assembler) Read(r *Input, n, limit int, budget *Budget, deliver func(me
 			last := *a.chunks[len(a.chunks)-1]
 			k := min(len(last)-a.cur, n)
 			end := a.cur + k
-			next := last[end : end+min(len(last)-end, a.want-a.n-k)]
-			if err := r.readInto(a, last[a.cur:end], k == n, next); err != nil {
+			after := a.want - a.n - k // the message's bytes after these
+			next := last[end : end+min(len(last)-end, after)]
+			if err := r.readInto(a, last[a.cur:end], k == n, next, after > len(next)); err != nil {
 				return n, err
 			}
 			a.cur += k
