@@ -3,6 +3,7 @@ package h2
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -270,16 +271,25 @@ func (c *ClientConn) Send(s *ClientStream, compressed bool, msg mem.BufferSlice,
 }
 
 // SendStart queues the start of one uncompressed message of s, size bytes of
-// which head (owned) is the first; the rest follows with SendMore, as it
-// arrives (cut-through). It reports false, freeing head, when s has ended.
-func (c *ClientConn) SendStart(s *ClientStream, size int, head mem.BufferSlice) bool {
+// which head, then more (both owned), are the first, and with end the
+// request's end; the rest follows with SendMore, as it arrives (cut-through).
+// What is queued goes in one write. It reports false, freeing head and more,
+// when s has ended.
+func (c *ClientConn) SendStart(s *ClientStream, size int, head, more mem.BufferSlice, end bool) bool {
 	c.w.mu.Lock()
 	defer c.w.mu.Unlock()
 	if c.streams[s.id] != s {
 		head.Free()
+		more.Free()
 		return false
 	}
+	if len(more) > 0 {
+		head = slices.Concat(head, more) // not into head's array: the caller's
+	}
 	c.w.QueueMsgStart(&s.send, false, size, head)
+	if end {
+		c.w.Finish(&s.send, nil)
+	}
 	c.w.Flush()
 	return true
 }

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,6 +45,13 @@ type clientPair struct {
 
 func newClientPair(t *testing.T, settings ...http2.Setting) *clientPair {
 	t.Helper()
+	return newClientPairWith(t, nil, settings...)
+}
+
+// newClientPairWith is newClientPair with the ClientConn's socket writer
+// wrapped by wrap (nil: as it is).
+func newClientPairWith(t *testing.T, wrap func(SockWriter) SockWriter, settings ...http2.Setting) *clientPair {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +82,11 @@ func newClientPair(t *testing.T, settings ...http2.Setting) *clientPair {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := NewWriter(nc, NewConnWriter(tw, nc))
+	sw := NewConnWriter(tw, nc)
+	if wrap != nil {
+		sw = wrap(sw)
+	}
+	w := NewWriter(nc, sw)
 	ready := make(chan error, 1)
 	cp := &clientPair{peer: p, ran: make(chan error, 1), goAway: make(chan uint32, 1)}
 	cp.cc = NewClientConn(w, NewReader(nc, 16<<10), ClientConfig{Peer: "backend", Window: 1 << 16, MaxMsg: 1 << 20,
@@ -269,6 +282,43 @@ func wantCode(t *testing.T, what string, err error, code codes.Code, sub string)
 	t.Helper()
 	if status.Code(err) != code || !strings.Contains(err.Error(), sub) {
 		t.Errorf("%s: %v, want %v mentioning %q", what, err, code, sub)
+	}
+}
+
+// writeCount counts the writes of a connection's Writer.
+type writeCount struct {
+	SockWriter
+	n atomic.Int32
+}
+
+func (w *writeCount) Writev(bufs [][]byte) (int, error) { w.n.Add(1); return w.SockWriter.Writev(bufs) }
+func (w *writeCount) WriteAll(bufs [][]byte) error      { w.n.Add(1); return w.SockWriter.WriteAll(bufs) }
+
+// A request forwarded as it arrives (cut-through) starts with its head and
+// the bytes that arrived before its call started, in one write: the head
+// alone was a write of its own (a 150 KB request went to the backend in
+// three), and each write wakes the backend.
+func TestClientConnSendStartOneWrite(t *testing.T) {
+	var wc *writeCount
+	cp := newClientPairWith(t, func(s SockWriter) SockWriter { wc = &writeCount{SockWriter: s}; return wc })
+	r := newRec()
+	if err := cp.cc.Open(&r.ClientStream, r, nil, reqFields); err != nil {
+		t.Fatal(err)
+	}
+	head, arrived, rest := []byte("head"), bytes.Repeat([]byte{'a'}, 40<<10), []byte("rest")
+	msg := slices.Concat(head, arrived, rest)
+	before := wc.n.Load()
+	if !cp.cc.SendStart(&r.ClientStream, len(msg), mem.BufferSlice{mem.SliceBuffer(head)}, mem.BufferSlice{mem.SliceBuffer(arrived)}, false) {
+		t.Fatal("SendStart on a stream just opened failed")
+	}
+	if got := wc.n.Load() - before; got != 1 {
+		t.Errorf("the start of a request with %d bytes arrived: %d writes, want 1", len(arrived), got)
+	}
+	if !cp.cc.SendMore(&r.ClientStream, mem.BufferSlice{mem.SliceBuffer(rest)}, true) {
+		t.Fatal("SendMore failed")
+	}
+	if got := cp.peer.request(r.ID()); !bytes.Equal(got, grpcMsg(msg)) {
+		t.Fatalf("peer received %d bytes, want the %d-byte message", len(got), len(msg))
 	}
 }
 

@@ -193,9 +193,23 @@ func (p *bodyPipe) Drop() {
 	}
 }
 
-// attach is the call's start on a gRPC backend: the bytes that arrived go to
-// send now, the rest as they arrive. It reports false when the request will
-// not be complete (the call is being cancelled) or was attached before.
+// take hands over the bytes that arrived so far, to go with the request's
+// start, and whether they end it; ok is false when the request will not be
+// complete (the call is being cancelled).
+func (p *bodyPipe) take() (b mem.BufferSlice, end, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, false, false
+	}
+	b, p.buf = p.buf, nil
+	return b, p.complete, true
+}
+
+// attach is the call's start on a gRPC backend, after take: the bytes that
+// arrived since go to send now, the rest as they arrive. It reports false
+// when the request will not be complete (the call is being cancelled) or was
+// attached before.
 func (p *bodyPipe) attach(send func(b mem.BufferSlice, end bool) bool) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -345,11 +345,19 @@ func (b *h2Backend) startArriving(c *bconn, call *Call) {
 	if !ok {
 		return
 	}
-	if !c.cc.SendStart(&bs.ClientStream, p.size, head) {
-		return // finished meanwhile
+	// The bytes that arrived go with the head, in one write; those that
+	// arrive meanwhile wait for attach.
+	arrived, end, ok := p.take()
+	if !ok {
+		head.Free()
+		c.abort(bs, http2.ErrCodeCancel) // the request will not be complete: its call is being cancelled
+		return
+	}
+	if !c.cc.SendStart(&bs.ClientStream, p.size, head, arrived, end) || end {
+		return // finished meanwhile, or sent whole
 	}
 	if !p.attach(func(m mem.BufferSlice, end bool) bool { return c.cc.SendMore(&bs.ClientStream, m, end) }) {
-		c.abort(bs, http2.ErrCodeCancel) // the request will not be complete: its call is being cancelled
+		c.abort(bs, http2.ErrCodeCancel)
 	}
 }
 
