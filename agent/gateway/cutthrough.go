@@ -74,10 +74,9 @@ type bodyPipe struct {
 	buf      mem.BufferSlice // arrived, not yet forwarded
 	complete bool            // every byte has arrived (the last is in buf or sent)
 	send     func(b mem.BufferSlice, end bool) bool
-	closed   bool        // the call was answered, or the message will not complete
-	pieces   int         // pieces arrived after the first
-	seen     int         // pieces when the stall timer last looked
-	stall    *time.Timer // while the started call waits for bytes
+	closed   bool // the call was answered, or the message will not complete
+	pieces   int  // pieces arrived after the first
+	seen     int  // pieces when the stall watch last looked
 }
 
 // Early implements h2.Early: a large ModelInfer request may be taken while it
@@ -212,39 +211,45 @@ func (p *bodyPipe) take() (b mem.BufferSlice, end, ok bool) {
 // attached before.
 func (p *bodyPipe) attach(send func(b mem.BufferSlice, end bool) bool) bool {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.closed || p.send != nil {
+		p.mu.Unlock()
 		return false
 	}
 	buf := p.buf
 	p.buf = nil
 	if len(buf) > 0 || p.complete {
 		if !send(buf, p.complete) || p.complete {
+			p.mu.Unlock()
 			return true
 		}
 	}
 	p.send = send
 	p.seen = p.pieces
-	p.stall = time.AfterFunc(stallBound(), p.stalled)
+	p.mu.Unlock()
+	p.s.c.g.stalls.add(p) // outside mu: the watch takes it inside its own
 	return true
 }
 
-// stalled runs every bodyStall while a started call waits for its bytes: if
-// none arrived meanwhile, the client is answered and the call cancelled.
-func (p *bodyPipe) stalled() {
+// watched is the stall watch's look at a started call waiting for its
+// bytes, once a bound after the last: keep says it goes on waiting (bytes
+// arrived meanwhile), stalled that none did, and the pipe is closed.
+func (p *bodyPipe) watched() (keep, stalled bool) {
 	p.mu.Lock()
-	if p.closed || p.complete {
-		p.mu.Unlock()
-		return
-	}
-	if p.pieces != p.seen {
+	defer p.mu.Unlock()
+	switch {
+	case p.closed || p.complete:
+		return false, false
+	case p.pieces != p.seen:
 		p.seen = p.pieces
-		p.stall.Reset(stallBound())
-		p.mu.Unlock()
-		return
+		return true, false
 	}
 	p.close()
-	p.mu.Unlock()
+	return false, true
+}
+
+// stalled answers the client of a call whose bytes stopped arriving, and
+// cancels the call.
+func (p *bodyPipe) stalled() {
 	p.s.fail(status.Errorf(codes.DeadlineExceeded, "the request's bytes stopped arriving for %v while its call held a backend slot (vig forwards requests of %d KiB and more as they arrive): send each request whole, without pausing inside it", stallBound(), cutThroughMin>>10))
 }
 
@@ -252,11 +257,96 @@ func (p *bodyPipe) stalled() {
 func (p *bodyPipe) close() {
 	p.closed = true
 	p.send = nil
-	if p.stall != nil {
-		p.stall.Stop()
-	}
 	p.buf.Free()
 	p.buf = nil
+}
+
+// stallWatch looks at the started calls whose request bytes still arrive,
+// every bodyStall, with one timer for all of them as expiry does for calls:
+// a pipe is watched from its attach, in order (the bound is the same for
+// all, so a pipe attached later is due later); the timer, armed at the first
+// one's due time, is not stopped when a pipe ends, and when it fires it
+// looks at the pipes due: ended ones leave, ones that got bytes meanwhile go
+// to the back, due a bound from now, the others fail. So starting a call
+// costs an append and no timer operation (a timer armed per request woke an
+// idle thread of the runtime, wakeNetPoller, on each one: a futex wake and
+// two context switches), and an idle vig has no timer armed.
+type stallWatch struct {
+	mu    sync.Mutex
+	due   []stallDue // by due time
+	timer *time.Timer
+	armed bool
+	done  bool // stopped: the gateway is closing
+}
+
+type stallDue struct {
+	p  *bodyPipe
+	at time.Time
+}
+
+// add watches p from now.
+func (w *stallWatch) add(p *bodyPipe) {
+	bound := stallBound()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.done {
+		return
+	}
+	w.due = append(w.due, stallDue{p, time.Now().Add(bound)})
+	if !w.armed {
+		w.arm(bound)
+	}
+}
+
+// arm sets the timer to fire in d. Called with mu held.
+func (w *stallWatch) arm(d time.Duration) {
+	w.armed = true
+	if w.timer == nil {
+		w.timer = time.AfterFunc(d, w.fire)
+		return
+	}
+	w.timer.Reset(d)
+}
+
+// fire looks at the pipes due and re-arms at the next one, or goes idle.
+func (w *stallWatch) fire() {
+	var stalled []*bodyPipe
+	w.mu.Lock()
+	now, bound := time.Now(), stallBound()
+	n := len(w.due)
+	i := 0
+	for ; i < n && !w.due[i].at.After(now); i++ {
+		p := w.due[i].p
+		switch keep, stuck := p.watched(); {
+		case keep:
+			w.due = append(w.due, stallDue{p, now.Add(bound)})
+		case stuck:
+			stalled = append(stalled, p)
+		}
+	}
+	rest := copy(w.due, w.due[i:])
+	clear(w.due[rest:])
+	w.due = w.due[:rest]
+	w.armed = false
+	if len(w.due) > 0 && !w.done {
+		w.arm(max(w.due[0].at.Sub(now), time.Millisecond))
+	}
+	w.mu.Unlock()
+	for _, p := range stalled {
+		p.stalled()
+	}
+}
+
+// stop ends the watch (the gateway is closing; its calls end with it).
+func (w *stallWatch) stop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.done = true
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	clear(w.due)
+	w.due = nil
 }
 
 // release ends the pipe with its call (the call is answered).

@@ -285,3 +285,47 @@ func TestCutThroughStalledBody(t *testing.T) {
 	waitArrived(t, a, "RST_STREAM", func(n int, ended, rst bool) bool { return rst })
 	drained(t, e.gw)
 }
+
+// A request that arrives slowly but without a pause as long as bodyStall is
+// not a stalled one, however long it takes in all: the stall watch looks at
+// a call once a bound after the last look, and keeps it while bytes arrive.
+// Then a stalled request on the same gateway is still caught.
+func TestCutThroughSlowBodyIsNotStalled(t *testing.T) {
+	const bound = 300 * time.Millisecond
+	defer gateway.SetBodyStall(bound)()
+	e, a, h := cutThroughEnv(t)
+	msg := grpcMessage(mustMarshal(t, inferRequest("detector", "slow", 1<<20)))
+	if err := h.headers(1, h.block("/inference.GRPCInferenceService/ModelInfer"), false); err != nil {
+		t.Fatal(err)
+	}
+	sendFrames(h, 1, msg[:200<<10], false)
+	waitArrived(t, a, "the request's start", func(n int, ended, rst bool) bool { return n >= 150<<10 })
+	start := time.Now()
+	// 13 pieces of 64 KiB, bound/6 apart: over two bounds in all.
+	for rest := msg[200<<10:]; len(rest) > 0; time.Sleep(bound / 6) {
+		k := min(len(rest), 64<<10)
+		sendFrames(h, 1, rest[:k], k == len(rest))
+		rest = rest[k:]
+	}
+	r, err := h.read(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := field(r.trailers, "grpc-status"); st != "0" {
+		t.Fatalf("a request sent over %v in pieces %v apart: grpc-status %q (%s), want 0", time.Since(start).Round(time.Millisecond), bound/6, st, field(r.trailers, "grpc-message"))
+	}
+
+	if err := h.headers(3, h.block("/inference.GRPCInferenceService/ModelInfer"), false); err != nil {
+		t.Fatal(err)
+	}
+	sendFrames(h, 3, msg[:300<<10], false)
+	r, err = h.read(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := append(r.headers, r.trailers...)
+	if st := field(tr, "grpc-status"); st != "4" {
+		t.Fatalf("the stalled request after it: grpc-status %q (%s), want 4 (DEADLINE_EXCEEDED)", st, field(tr, "grpc-message"))
+	}
+	drained(t, e.gw)
+}

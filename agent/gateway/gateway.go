@@ -69,6 +69,7 @@ type Gateway struct {
 	relay   *h2Backend // the gRPC backend, for everything else; nil for a ring backend
 	gov     *Governor  // inline scheduling, when Admit is the freshness scheduler
 	exp     *expiry    // vig's deadline for calls on the backend (expiry.go)
+	stalls  stallWatch // started calls whose request bytes still arrive (cutthrough.go)
 	shm     shmRegistry
 
 	window, connWindow uint32
@@ -282,6 +283,7 @@ func (g *Gateway) closeAll() {
 		g.conns.Wait()
 		g.backend.Close()
 		g.exp.stop()
+		g.stalls.stop()
 		if g.relay != nil && Backend(g.relay) != g.backend {
 			g.relay.Close()
 		}
