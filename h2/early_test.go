@@ -340,3 +340,57 @@ func TestSinkPiecesGrow(t *testing.T) {
 		t.Errorf("%d pieces for %d bytes, want at most %d: %v", len(sizes), size, max, sizes)
 	}
 }
+
+// A message whose rest the reader already holds is assembled whole, not
+// offered: forwarded as it arrives it would overlap nothing and cost a send.
+// One whose rest is still to come is offered, and the sink gets every byte.
+func TestEarlySkipsMessageAlreadyRead(t *testing.T) {
+	const size = 256_000
+	for _, tc := range []struct {
+		name    string
+		perRead int // at most, bytes per read of the connection
+		offered bool
+	}{
+		{"rest already read", 1 << 30, false},
+		{"rest still to come", 16 << 10, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wire, msg := oneMessage(size)
+			in := NewInput(&vecReader{b: wire, rng: rand.New(rand.NewPCG(1, 1)), max: tc.perRead}, 512<<10)
+			e := &takeAll{}
+			var a Assembler
+			a.SetEarly(e, 128<<10)
+			r := &Reader{Br: in}
+			budget := NewBudget(64 << 20)
+			var recv int64 = 1 << 40
+			var whole []byte
+			for whole == nil && (e.sink == nil || e.sink.last == 0) {
+				h, err := r.ReadHeader()
+				if err != nil {
+					t.Fatal(err)
+				}
+				n, _, err := r.DataStart(h, &recv, "the test")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := a.Read(in, n, 64<<20, &budget, func(m mem.BufferSlice, _ bool) error {
+					whole = m.Materialize()
+					m.Free()
+					return nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got := whole
+			if e.sink != nil {
+				got = e.sink.copied
+			}
+			if (e.sink != nil) != tc.offered {
+				t.Errorf("offered to Early: %v, want %v", e.sink != nil, tc.offered)
+			}
+			if !bytes.Equal(got, msg[5:]) {
+				t.Fatalf("got %d bytes, not the message's %d", len(got), size)
+			}
+		})
+	}
+}

@@ -313,7 +313,9 @@ func (a *Assembler) Read(r *Input, n, limit int, budget *Budget, deliver func(me
 			}
 			continue
 		}
-		if a.n > 0 && a.n < a.want && a.early != nil && !a.declined && a.want >= a.earlyMin {
+		// A message whose rest is already read is not offered: forwarding
+		// it as it arrives would gain no overlap, and cost a send.
+		if a.n > 0 && a.n < a.want && a.early != nil && !a.declined && a.want >= a.earlyMin && r.Buffered() < a.want-a.n {
 			a.offer(budget)
 			continue
 		}
