@@ -55,7 +55,9 @@ type Early interface {
 	// (views valid during the call; not owned). It returns a Sink to take the
 	// message from here on, or nil, with again when it wants to be asked
 	// again once more has arrived (the head it needs is not all there yet).
-	// It is asked until it answers or EarlyAsk bytes have arrived.
+	// It is asked until it answers or EarlyAsk bytes have arrived, and not
+	// while the reader already holds the message's rest: taken then, it
+	// would overlap nothing and cost a send.
 	Early(got mem.BufferSlice, total int, compressed bool) (s Sink, again bool)
 }
 

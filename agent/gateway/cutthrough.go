@@ -41,7 +41,8 @@ import (
 //
 // Only uncompressed ModelInfer requests to a gRPC backend that vig does not
 // compress for are taken this way; requests naming shared memory are small
-// and take the usual path.
+// and take the usual path, as does a request whose rest vig has already read
+// when its head is in (h2 does not offer it): it goes on whole, in one send.
 
 // cutThroughMin is the smallest request forwarded as it arrives. Below it the
 // whole request is normally in one read or two anyway.
