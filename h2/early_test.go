@@ -287,39 +287,62 @@ func (e *takeAll) Early(_ mem.BufferSlice, total int, _ bool) (Sink, bool) {
 	return e.sink, false
 }
 
+// earlyHarness reads a connection's DATA frames, one message of stream 1,
+// through an Assembler that offers its messages to a takeAll.
+type earlyHarness struct {
+	in     *Input
+	e      takeAll
+	a      Assembler
+	r      Reader
+	budget Budget
+	recv   int64
+}
+
+// newEarlyHarness reads wire at most perRead bytes per read of the
+// connection, through a read buffer of bufSize.
+func newEarlyHarness(wire []byte, perRead, bufSize int) *earlyHarness {
+	h := &earlyHarness{in: NewInput(&vecReader{b: wire, rng: rand.New(rand.NewPCG(1, 1)), max: perRead}, bufSize),
+		budget: NewBudget(64 << 20), recv: 1 << 40}
+	h.a.SetEarly(&h.e, 128<<10)
+	h.r = Reader{Br: h.in}
+	return h
+}
+
+// frame reads the next DATA frame into the Assembler; a message it delivers
+// whole goes to deliver.
+func (h *earlyHarness) frame(t *testing.T, deliver func(mem.BufferSlice, bool) error) {
+	t.Helper()
+	hd, err := h.r.ReadHeader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _, err := h.r.DataStart(hd, &h.recv, "the test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.a.Read(h.in, n, 64<<20, &h.budget, deliver); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A sink's pieces grow: the first goes on at handOutAt, each later one may
 // be twice the one before, up to handOutMax. A 6.2 MB message that is all
 // there to read goes on in a few sends, not one per 256 KiB.
 func TestSinkPiecesGrow(t *testing.T) {
 	const size = 6_200_000
 	wire, msg := oneMessage(size)
-	in := NewInput(&vecReader{b: wire, rng: rand.New(rand.NewPCG(1, 1)), max: 1 << 30}, 256<<10)
-	e := &takeAll{}
+	h := newEarlyHarness(wire, 1<<30, 256<<10)
+	e := &h.e
 	var sizes []int
-	var a Assembler
-	a.SetEarly(e, 128<<10)
-	r := &Reader{Br: in}
-	budget := NewBudget(64 << 20)
-	var recv int64 = 1 << 40
 	for e.sink == nil || e.sink.last == 0 {
-		h, err := r.ReadHeader()
-		if err != nil {
-			t.Fatal(err)
-		}
-		n, _, err := r.DataStart(h, &recv, "the test")
-		if err != nil {
-			t.Fatal(err)
-		}
 		before := 0
 		if e.sink != nil {
 			before = e.sink.n
 		}
-		if _, err := a.Read(in, n, 64<<20, &budget, func(mem.BufferSlice, bool) error {
+		h.frame(t, func(mem.BufferSlice, bool) error {
 			t.Fatal("a message its sink took was delivered whole")
 			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
+		})
 		if e.sink != nil && e.sink.n > before {
 			sizes = append(sizes, e.sink.n-before)
 		}
@@ -356,30 +379,15 @@ func TestEarlySkipsMessageAlreadyRead(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			wire, msg := oneMessage(size)
-			in := NewInput(&vecReader{b: wire, rng: rand.New(rand.NewPCG(1, 1)), max: tc.perRead}, 512<<10)
-			e := &takeAll{}
-			var a Assembler
-			a.SetEarly(e, 128<<10)
-			r := &Reader{Br: in}
-			budget := NewBudget(64 << 20)
-			var recv int64 = 1 << 40
+			h := newEarlyHarness(wire, tc.perRead, 512<<10)
+			e := &h.e
 			var whole []byte
 			for whole == nil && (e.sink == nil || e.sink.last == 0) {
-				h, err := r.ReadHeader()
-				if err != nil {
-					t.Fatal(err)
-				}
-				n, _, err := r.DataStart(h, &recv, "the test")
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, err := a.Read(in, n, 64<<20, &budget, func(m mem.BufferSlice, _ bool) error {
+				h.frame(t, func(m mem.BufferSlice, _ bool) error {
 					whole = m.Materialize()
 					m.Free()
 					return nil
-				}); err != nil {
-					t.Fatal(err)
-				}
+				})
 			}
 			got := whole
 			if e.sink != nil {
