@@ -279,10 +279,15 @@ func TestServerConnEarlyChunkBoundaries(t *testing.T) {
 	}
 }
 
-// takeAll takes every message offered, into sink.
-type takeAll struct{ sink *recordSink }
+// takeAll takes every message offered, into sink; got is how many bytes
+// had arrived when it was.
+type takeAll struct {
+	sink *recordSink
+	got  int
+}
 
-func (e *takeAll) Early(_ mem.BufferSlice, total int, _ bool) (Sink, bool) {
+func (e *takeAll) Early(got mem.BufferSlice, total int, _ bool) (Sink, bool) {
+	e.got = got.Len()
 	e.sink = &recordSink{total: total, freeNow: true}
 	return e.sink, false
 }
@@ -400,5 +405,29 @@ func TestEarlySkipsMessageAlreadyRead(t *testing.T) {
 				t.Fatalf("got %d bytes, not the message's %d", len(got), size)
 			}
 		})
+	}
+}
+
+// A message is offered once the reader has taken what one read of the
+// connection brought, not after its first frame: the call's first send then
+// carries all of it, instead of the first frame and, a send later, the rest.
+func TestEarlyOfferedWithWhatTheReadBrought(t *testing.T) {
+	const size, perRead = 1_200_000, 200 << 10
+	wire, msg := oneMessage(size)
+	h := newEarlyHarness(wire, perRead, 512<<10)
+	h.in.src.(*vecReader).rng = nil // every read brings perRead bytes
+	for h.e.sink == nil || h.e.sink.last == 0 {
+		h.frame(t, func(mem.BufferSlice, bool) error {
+			t.Fatal("a message its sink took was delivered whole")
+			return nil
+		})
+	}
+	if !bytes.Equal(h.e.sink.copied, msg[5:]) {
+		t.Fatalf("the sink got %d bytes, not the message's %d", len(h.e.sink.copied), size)
+	}
+	// The first read brought perRead bytes: a frame's payload fewer than
+	// that, less the frame headers and the gRPC prefix, were in the message.
+	if least := perRead - DefaultMaxFrame - (perRead/DefaultMaxFrame+1)*FrameHeaderLen - 5; h.e.got < least {
+		t.Errorf("offered with %d bytes arrived; the first read brought %d, want at least %d offered", h.e.got, perRead, least)
 	}
 }

@@ -19,13 +19,16 @@ import (
 // does, through Read and ReadV.
 type vecReader struct {
 	b   []byte
-	rng *rand.Rand
+	rng *rand.Rand // nil: every read brings max bytes
 	max int
 }
 
 func (v *vecReader) chunk() int {
 	if len(v.b) == 0 {
 		return 0
+	}
+	if v.rng == nil { // every read brings max bytes
+		return min(len(v.b), v.max)
 	}
 	return min(len(v.b), 1+v.rng.IntN(v.max))
 }

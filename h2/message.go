@@ -55,9 +55,10 @@ type Early interface {
 	// (views valid during the call; not owned). It returns a Sink to take the
 	// message from here on, or nil, with again when it wants to be asked
 	// again once more has arrived (the head it needs is not all there yet).
-	// It is asked until it answers or EarlyAsk bytes have arrived, and not
-	// while the reader already holds the message's rest: taken then, it
-	// would overlap nothing and cost a send.
+	// It is asked until it answers or EarlyAsk bytes have arrived, each
+	// time the message's next bytes need a read of the connection: not while
+	// the reader holds its rest (taken then, it would overlap nothing and
+	// cost a send) or its next frame.
 	Early(got mem.BufferSlice, total int, compressed bool) (s Sink, again bool)
 }
 
@@ -315,9 +316,12 @@ func (a *Assembler) Read(r *Input, n, limit int, budget *Budget, deliver func(me
 			}
 			continue
 		}
-		// A message whose rest is already read is not offered: forwarding
-		// it as it arrives would gain no overlap, and cost a send.
-		if a.n > 0 && a.n < a.want && a.early != nil && !a.declined && a.want >= a.earlyMin && r.Buffered() < a.want-a.n {
+		// A message is offered when its next bytes need a read of the
+		// connection: not while its rest is already read (forwarded as it
+		// arrives it would overlap nothing, and cost a send), and not while
+		// the frames one read brought are still being taken (the call's
+		// first send then carries them all, not the first frame alone).
+		if a.n > 0 && a.n < a.want && a.early != nil && !a.declined && a.want >= a.earlyMin && r.Buffered() < min(a.want-a.n, FrameHeaderLen+int(r.length)) {
 			a.offer(budget)
 			continue
 		}
