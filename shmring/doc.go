@@ -236,14 +236,14 @@
 // where vig's sockets already wait, and rung with a non-blocking write. In one
 // run on a loaded 2-vCPU VM (vig bench datapath, 64 B, README), a ring request
 // cost vig 382 µs and 26.6 context switches with futexes (memfd, version 2).
-// With doorbells (the README's run, 2026-12-02), a request by reference costs
-// vig 354 µs, 2.8 context switches and 8 syscalls, where a gRPC request over
-// TCP costs 458 µs, 2.8 and 9.9 (0.77×): what is left is the backend leg and
-// the two wake-ups both share. With a ring on both legs (a memfd sensor, vig,
-// a runtime behind it through package ringback, the frame read in place), a
-// request cost vig 157 µs, 2.5 context switches and 6 syscalls, 0.55× the
-// 284 µs of gRPC over TCP in the same run (bench/results/2026-12-02d-vm-
-// datapath-sweep; 0.63× in a noisier one).
+// With doorbells (the README's ring run, 2026-12-03, another host), a request
+// by reference costs vig 452 µs, 2.8 context switches and 8 syscalls, where a
+// gRPC request over TCP costs 510 µs, 2.9 and 10 (0.89×): what is left is the
+// backend leg, gRPC over TCP on both rows, and the two wake-ups both share.
+// With a ring on both legs (a memfd sensor, vig, a runtime behind it through
+// package ringback, the frame read in place), a request costs vig 299 µs, 2.5
+// context switches and 6 syscalls, 0.59× gRPC over TCP in the same run
+// (bench/results/2026-12-03c-vm-datapath-ring).
 //
 // Descriptor, 4096 bytes (at ring offset + D + 4096*(i mod desc count)):
 //
