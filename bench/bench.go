@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/vig-edge/vig/build/version"
 )
 
@@ -83,6 +85,15 @@ type Machine struct {
 	GOOS     string `json:"goos"`
 	GOARCH   string `json:"goarch"`
 	Go       string `json:"go"`
+	// Mitigations are the CPU vulnerability mitigations the kernel applies
+	// (mitigationsDir), and the vulnerabilities it leaves open. They set what a
+	// system call and a context switch cost, and so how a proxy that makes
+	// fewer of them compares with one that makes more: the hosts a VM lands on
+	// differ there most.
+	Mitigations []string `json:"mitigations,omitempty"`
+	// SyscallNs is what one system call (getppid) took when the run started:
+	// the fastest of several timed loops.
+	SyscallNs float64 `json:"syscall_ns,omitempty"`
 }
 
 // Paths read for the machine description; variables for tests.
@@ -90,6 +101,8 @@ var (
 	loadavgPath = "/proc/loadavg"
 	cpuinfoPath = "/proc/cpuinfo"
 	osrelPath   = "/proc/sys/kernel/osrelease"
+
+	mitigationsDir = "/sys/devices/system/cpu/vulnerabilities"
 )
 
 func readTrim(path string) string {
@@ -114,11 +127,52 @@ func parseCPUModel(b []byte) string {
 	return "unknown"
 }
 
+// parseMitigations lists dir's vulnerabilities (one file each, as in
+// /sys/devices/system/cpu/vulnerabilities) that the kernel mitigates or leaves
+// open, as "name: what" (the text up to its first ';', without "Mitigation: "),
+// in name order; those the CPU is not affected by are left out.
+func parseMitigations(dir string) []string {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			continue
+		}
+		v, _, _ := strings.Cut(strings.TrimSpace(string(b)), ";")
+		if v == "" || strings.HasPrefix(v, "Not affected") {
+			continue
+		}
+		out = append(out, e.Name()+": "+strings.TrimPrefix(v, "Mitigation: "))
+	}
+	return out
+}
+
+// syscallNs times one raw system call, the fastest of five loops.
+func syscallNs() float64 {
+	const n = 20000
+	best := 0.0
+	for i := range 5 {
+		start := time.Now()
+		for range n {
+			unix.Getppid()
+		}
+		if ns := float64(time.Since(start).Nanoseconds()) / n; i == 0 || ns < best {
+			best = ns
+		}
+	}
+	return best
+}
+
 func machine() Machine {
 	host, _ := os.Hostname()
 	cpuinfo, _ := os.ReadFile(cpuinfoPath)
 	return Machine{Host: host, CPUs: runtime.NumCPU(), CPUModel: parseCPUModel(cpuinfo), Kernel: readTrim(osrelPath),
-		GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, Go: runtime.Version()}
+		GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, Go: runtime.Version(),
+		Mitigations: parseMitigations(mitigationsDir), SyscallNs: syscallNs()}
 }
 
 // DefaultOut is the default output directory for a run started at t on host.

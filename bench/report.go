@@ -655,6 +655,26 @@ func (sc *WireScenario) policies() []string {
 	return Policies
 }
 
+// hostCost is the report's line on what the kernel costs here: a system call
+// timed at the start, and the mitigations that make it cost that. Runs on
+// different hosts compare only through it.
+func hostCost(m Machine) string {
+	var b strings.Builder
+	b.WriteString("Kernel cost: ")
+	if m.SyscallNs > 0 {
+		fmt.Fprintf(&b, "a system call (getppid) took %.0f ns", m.SyscallNs)
+	} else {
+		b.WriteString("the system call was not timed")
+	}
+	if len(m.Mitigations) > 0 {
+		fmt.Fprintf(&b, "; CPU vulnerability mitigations: %s", strings.Join(m.Mitigations, ", "))
+	} else {
+		b.WriteString("; no CPU vulnerability mitigation reported")
+	}
+	b.WriteString(". They set what each syscall and context switch costs, so they decide how a proxy making fewer of them compares with one making more; compare rows across runs only at a like cost.")
+	return b.String()
+}
+
 // Report renders report.md.
 func Report(r *Results, plots map[string]string) string {
 	var b strings.Builder
@@ -662,8 +682,11 @@ func Report(r *Results, plots map[string]string) string {
 	w("# vig bench — %s\n\n", r.Started.Format("2006-01-02 15:04 UTC"))
 	w("`%s` · vig %s · %s\n\n", r.Command, r.Version, map[bool]string{true: "**quick** runs (`--quick`)", false: "full runs"}[r.Quick])
 	m := r.Machine
-	w("Machine: %s, %d CPUs (%s), Linux %s, %s/%s, %s. Load average at start `%s`, at end `%s` — the 2 vCPUs are shared with other work, so compare rows within this run only.\n\n",
-		m.Host, m.CPUs, m.CPUModel, m.Kernel, m.GOOS, m.GOARCH, m.Go, r.LoadStart, r.LoadEnd)
+	w("Machine: %s, %d CPUs (%s), Linux %s, %s/%s, %s. Load average at start `%s`, at end `%s` — the %d CPUs are shared with other work, so compare rows within this run only.\n\n",
+		m.Host, m.CPUs, m.CPUModel, m.Kernel, m.GOOS, m.GOARCH, m.Go, r.LoadStart, r.LoadEnd, m.CPUs)
+	if m.SyscallNs > 0 || len(m.Mitigations) > 0 {
+		w("%s\n\n", hostCost(m))
+	}
 
 	w("## Targets\n\n| target | status | measured |\n|---|---|---|\n")
 	for _, t := range r.Targets {

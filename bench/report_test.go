@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -216,6 +217,50 @@ func TestParseCPUModel(t *testing.T) {
 		if got := parseCPUModel([]byte(tc.in)); got != tc.want {
 			t.Errorf("parseCPUModel(%q) = %q, want %q", tc.in, got, tc.want)
 		}
+	}
+}
+
+func TestParseMitigations(t *testing.T) {
+	dir := t.TempDir()
+	for name, v := range map[string]string{
+		"meltdown":             "Not affected\n",
+		"spec_rstack_overflow": "Mitigation: Safe RET\n",
+		"spectre_v2":           "Mitigation: Retpolines; IBPB: conditional; STIBP: disabled\n",
+		"mds":                  "Vulnerable: Clear CPU buffers attempted, no microcode; SMT vulnerable\n",
+		"empty":                "\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := parseMitigations(dir)
+	want := []string{"mds: Vulnerable: Clear CPU buffers attempted, no microcode", "spec_rstack_overflow: Safe RET", "spectre_v2: Retpolines"}
+	if !slices.Equal(got, want) {
+		t.Errorf("parseMitigations = %q, want %q", got, want)
+	}
+	if got := parseMitigations(filepath.Join(dir, "absent")); got != nil {
+		t.Errorf("parseMitigations(absent dir) = %q, want nil (nothing to say, no error)", got)
+	}
+}
+
+// The report says what a syscall cost and which mitigations made it so: runs
+// on two hosts are told apart by that line.
+func TestReportSaysKernelCost(t *testing.T) {
+	r := &Results{Machine: Machine{CPUs: 2, SyscallNs: 412.4, Mitigations: []string{"spec_rstack_overflow: Safe RET"}}}
+	rep := Report(r, nil)
+	for _, want := range []string{"a system call (getppid) took 412 ns", "mitigations: spec_rstack_overflow: Safe RET"} {
+		if !strings.Contains(rep, want) {
+			t.Errorf("report lacks %q:\n%s", want, rep[:min(len(rep), 800)])
+		}
+	}
+	if rep := Report(&Results{Machine: Machine{CPUs: 2}}, nil); strings.Contains(rep, "Kernel cost:") {
+		t.Errorf("a run without the host's cost (results from before it was measured) still renders a kernel cost line")
+	}
+}
+
+func TestSyscallNs(t *testing.T) {
+	if ns := syscallNs(); ns <= 0 || ns > 1e6 {
+		t.Errorf("syscallNs() = %v ns, want a positive figure below a millisecond", ns)
 	}
 }
 
