@@ -431,3 +431,30 @@ func TestEarlyOfferedWithWhatTheReadBrought(t *testing.T) {
 		t.Errorf("offered with %d bytes arrived; the first read brought %d, want at least %d offered", h.e.got, perRead, least)
 	}
 }
+
+// declineAgain declines every message it is offered, asking to be asked again.
+type declineAgain struct{ offers int }
+
+func (e *declineAgain) Early(got mem.BufferSlice, total int, _ bool) (Sink, bool) {
+	e.offers++
+	return nil, true
+}
+
+// Offering a message costs nothing beyond boxing a view of each chunk it
+// has: the slice holding the views is the connection's scratch (it was made
+// anew for every offer).
+func TestOfferAllocatesOnlyItsViews(t *testing.T) {
+	in := NewInput(nil, 4096)
+	budget := NewBudget(64 << 20)
+	c1, c2 := make([]byte, 16<<10), make([]byte, 32<<10)
+	e := &declineAgain{}
+	a := Assembler{chunks: []*[]byte{&c1, &c2}, cur: 100, n: 16<<10 + 100, want: 1 << 20}
+	a.SetEarly(e, 128<<10)
+	declined := testing.AllocsPerRun(100, func() { a.offer(in, &budget) })
+	if e.offers == 0 || a.declined {
+		t.Fatalf("offers %d, declined %v: the offer was not made, or not left open for again", e.offers, a.declined)
+	}
+	if declined > 2 {
+		t.Errorf("a declined offer of a 2-chunk message allocates %.0f objects, want at most 2 (a boxed view of each chunk)", declined)
+	}
+}

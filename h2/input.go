@@ -4,6 +4,7 @@ import (
 	"io"
 
 	"golang.org/x/net/http2"
+	"google.golang.org/grpc/mem"
 )
 
 // Input is a connection's receive buffer: what Reader and Assembler read the
@@ -44,6 +45,8 @@ type Input struct {
 	iov   [][]byte   // readv scratch
 
 	inPlace int // bytes a guess read into a message's buffer (tests)
+
+	offered mem.BufferSlice // Assembler.offer's scratch: the views Early is offered
 
 	// The DATA frame being read (Reader.DataStart): a payload ending without
 	// padding may be followed by another of the same stream and length.

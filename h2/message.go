@@ -322,7 +322,7 @@ func (a *Assembler) Read(r *Input, n, limit int, budget *Budget, deliver func(me
 		// the frames one read brought are still being taken (the call's
 		// first send then carries them all, not the first frame alone).
 		if a.n > 0 && a.n < a.want && a.early != nil && !a.declined && a.want >= a.earlyMin && r.Buffered() < min(a.want-a.n, FrameHeaderLen+int(r.length)) {
-			a.offer(budget)
+			a.offer(r, budget)
 			continue
 		}
 		if a.n == a.want {
@@ -363,9 +363,11 @@ func (a *Assembler) Read(r *Input, n, limit int, budget *Budget, deliver func(me
 }
 
 // offer asks early to take the message in progress; the bytes arrived so
-// far go to the sink it returns.
-func (a *Assembler) offer(budget *Budget) {
-	got := make(mem.BufferSlice, 0, len(a.chunks))
+// far go to the sink it returns. The views early is offered are held in r's
+// scratch (they are the call's only), and a sink's pieces in a slice sized
+// for the usual few, so that neither grows anew for every request.
+func (a *Assembler) offer(r *Input, budget *Budget) {
+	got := r.offered[:0]
 	for i, c := range a.chunks {
 		b := *c
 		if i == len(a.chunks)-1 {
@@ -374,6 +376,8 @@ func (a *Assembler) offer(budget *Budget) {
 		got = append(got, mem.SliceBuffer(b))
 	}
 	sink, again := a.early.Early(got, a.want, a.prefix[0] != 0)
+	clear(got)
+	r.offered = got[:0]
 	if sink == nil {
 		a.declined = !again || a.n >= EarlyAsk
 		return
@@ -381,6 +385,9 @@ func (a *Assembler) offer(budget *Budget) {
 	a.sink = sink
 	budget.left += a.held
 	a.held = 0
+	if a.out == nil {
+		a.out = make(mem.BufferSlice, 0, sinkPieces)
+	}
 	for i, c := range a.chunks {
 		b := a.handOn(c, budget)
 		if i == len(a.chunks)-1 {
@@ -462,6 +469,11 @@ const (
 	handOutAt  = 256 << 10
 	handOutMax = maxChunk
 )
+
+// sinkPieces is what a sink's slice of pieces starts with room for: the
+// chunks a message has when it is taken (three at most before EarlyAsk) and
+// the views split off before a hand-out.
+const sinkPieces = 8
 
 // pieceBound is the size at which the piece being gathered goes on.
 func (a *Assembler) pieceBound() int { return max(a.handAt, handOutAt) }
