@@ -42,6 +42,8 @@ type Options struct {
 	// these paths and payload sizes (nil: all of them).
 	DatapathPaths    []string
 	DatapathPayloads []int
+	// DatapathRuns is the datapath's runs per row (0: its default).
+	DatapathRuns int
 	// StockWindows: the datapath's client and mock backend use gRPC's default
 	// flow control, as stock Triton clients and servers do.
 	StockWindows bool
@@ -271,7 +273,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 
 	var err error
 	if which["datapath"] {
-		do := DatapathOptions{VigBinary: o.VigBinary, Pin: o.Pin, Progress: pr.printf, Paths: o.DatapathPaths, Payloads: o.DatapathPayloads, StockWindows: o.StockWindows}
+		do := DatapathOptions{VigBinary: o.VigBinary, Pin: o.Pin, Progress: pr.printf, Paths: o.DatapathPaths, Payloads: o.DatapathPayloads, Runs: o.DatapathRuns, StockWindows: o.StockWindows}
 		if o.Quick {
 			do.Warmup, do.Rounds = 10, 100
 		}

@@ -75,6 +75,7 @@ func runBench(args []string) int {
 	rowEvery := fs.Duration("row-every", 0, "soak: one report row per `INTERVAL` (default 1m)")
 	paths := fs.String("paths", "", "datapath: only these comma-separated `PATHS` (default all: "+strings.Join(bench.DatapathPaths, ",")+")")
 	stockWin := fs.Bool("stock-windows", false, "datapath: the client and the mock backend use gRPC's default flow control (64 KiB windows grown by BDP probes), as a stock tritonclient and Triton server do, instead of vig's window_mib windows")
+	runs := fs.Int("runs", 0, "datapath: `N` runs per row, each over every path and payload in turn, the row reporting their median (default 3; more for a steadier median on a noisy machine)")
 	payloads := fs.String("payloads", "", "datapath: only these comma-separated payload `BYTES` (default 0,150000,1200000,6200000)")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), benchUsage); fs.PrintDefaults() }
 
@@ -147,7 +148,7 @@ func runBench(args []string) int {
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer cancel()
 	opts := bench.Options{Which: which, Quick: *quick, Out: *out, VigBinary: bin, ScenarioDir: *scen, Only: strings.Split(strings.ToLower(*only), ","), Pin: !*noPin,
-		Duration: *duration, Factor: *factor, RowEvery: *rowEvery, DatapathPaths: dpPaths, DatapathPayloads: dpPayloads, StockWindows: *stockWin,
+		Duration: *duration, Factor: *factor, RowEvery: *rowEvery, DatapathPaths: dpPaths, DatapathPayloads: dpPayloads, DatapathRuns: *runs, StockWindows: *stockWin,
 		WireHTTPStreams: splitList(*httpStreams), WirePolicies: splitList(*policies), WireRounds: *rounds,
 		Command:  "vig bench " + strings.Join(append([]string{which}, args...), " "),
 		Progress: os.Stderr, TTY: isTerminal(os.Stderr)}
@@ -173,9 +174,9 @@ func checkLoadFlags(fs *flag.FlagSet, which string, duration time.Duration, fact
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	only := map[string]string{"duration": "overload, soak and wire", "factor": "overload", "row-every": "soak",
-		"http-streams": "wire", "policies": "wire", "rounds": "wire"}
-	for _, name := range []string{"duration", "factor", "row-every", "http-streams", "policies", "rounds"} {
-		if set[name] && !strings.Contains(only[name], which) && (which != "all" || only[name] != "wire") {
+		"http-streams": "wire", "policies": "wire", "rounds": "wire", "runs": "datapath"}
+	for _, name := range []string{"duration", "factor", "row-every", "http-streams", "policies", "rounds", "runs"} {
+		if set[name] && !strings.Contains(only[name], which) && (which != "all" || (only[name] != "wire" && only[name] != "datapath")) {
 			return fmt.Sprintf("--%s applies to vig bench %s only", name, only[name])
 		}
 	}
@@ -194,6 +195,11 @@ func checkLoadFlags(fs *flag.FlagSet, which string, duration time.Duration, fact
 	if set["rounds"] {
 		if n, _ := strconv.Atoi(fs.Lookup("rounds").Value.String()); n < 1 || n > 100 {
 			return fmt.Sprintf("--rounds %s: give a number of rounds from 1 to 100 (e.g. --rounds 3)", fs.Lookup("rounds").Value.String())
+		}
+	}
+	if set["runs"] {
+		if n, _ := strconv.Atoi(fs.Lookup("runs").Value.String()); n < 1 || n > 50 {
+			return fmt.Sprintf("--runs %s: give a number of runs per row from 1 to 50 (e.g. --runs 5)", fs.Lookup("runs").Value.String())
 		}
 	}
 	if set["row-every"] && rowEvery < time.Second {

@@ -52,6 +52,8 @@ func TestBenchLoadFlags(t *testing.T) {
 		{"wire", "--rounds", "0"},
 		{"wire", "--quick", "--rounds", "6"}, // rounds under 1 s
 		{"datapath", "--rounds", "2"},
+		{"datapath", "--runs", "0"},
+		{"wire", "--runs", "5"},
 		{"datapath", "--policies", "vig"},
 		{"idle", "--factor", "2"},
 	} {
