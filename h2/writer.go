@@ -30,6 +30,9 @@ type SendState struct {
 	inline [4]mem.Buffer   // data's storage for the usual few buffers
 	off    int             // bytes of data[0] already sent
 	end    bool            // end the stream once data is sent
+	// msgLeft is how much of the message QueueMsgStart began is still to be
+	// queued: while it is above zero, pump sends only full frames.
+	msgLeft int
 	trail  []hpack.HeaderField
 	Closed bool // END_STREAM or RST_STREAM sent
 	Rst    bool // RST_STREAM sent
@@ -171,7 +174,9 @@ func (w *Writer) QueueData(s *SendState, payload mem.BufferSlice) {
 	if s.data == nil {
 		s.data = s.inline[:0]
 	}
-	w.held.Add(int64(payload.Len()))
+	n := payload.Len()
+	w.held.Add(int64(n))
+	s.msgLeft = max(s.msgLeft-n, 0)
 	s.data = append(s.data, payload...)
 	w.pump(s)
 }
@@ -211,6 +216,7 @@ func (w *Writer) QueueMsgStart(s *SendState, compressed bool, size int, body mem
 	}
 	binary.BigEndian.PutUint32(p[1:], uint32(size))
 	if s.headN > 0 || len(s.data) > 0 {
+		s.msgLeft += 5 + size // QueueData counts off the prefix and body
 		w.QueueData(s, append(mem.BufferSlice{mem.SliceBuffer(p[:])}, body...))
 		return
 	}
@@ -219,6 +225,7 @@ func (w *Writer) QueueMsgStart(s *SendState, compressed bool, size int, body mem
 		return
 	}
 	s.head, s.headN = p, 5
+	s.msgLeft += size // QueueData counts off body
 	w.QueueData(s, body)
 }
 
@@ -228,14 +235,30 @@ func (w *Writer) Finish(s *SendState, trailers []hpack.HeaderField) {
 	if s.Closed {
 		return
 	}
-	s.end, s.trail = true, trailers
+	s.end, s.trail, s.msgLeft = true, trailers, 0 // nothing more comes: send all
 	w.pump(s)
 }
 
 // pump sends as much of s's data as the stream and connection windows allow, and
-// the stream's end once its data is out. Called with mu held.
+// the stream's end once its data is out. A DATA frame spans buffers: it is cut
+// at the frame size or the window, not where one buffer ends and the next
+// begins. While more of the message being sent is still to come (msgLeft), a
+// tail too short to fill a frame waits for it: the peer needs the whole message
+// anyway, and a cut-through message arriving in reads of any size then leaves
+// as full frames instead of one short frame per read (a gRPC peer allocates
+// for each frame it reads, and for each one below 1 KiB twice). Called with mu
+// held.
 func (w *Writer) pump(s *SendState) {
-	for s.headN > 0 || len(s.data) > 0 {
+	for {
+		for len(s.data) > 0 && s.data[0].Len() == s.off { // nothing left of it to send
+			w.refs = append(w.refs, s.data[0])
+			s.data[0] = nil
+			s.data = s.data[1:]
+			s.off = 0
+		}
+		if s.headN == 0 && len(s.data) == 0 {
+			break
+		}
 		avail := min(s.win, w.connWin)
 		if avail <= 0 {
 			if !s.queued {
@@ -244,50 +267,37 @@ func (w *Writer) pump(s *SendState) {
 			}
 			return
 		}
-		if s.headN > 0 {
-			// The prefix, and what fits of the body, in one frame.
-			k := int(min(int64(s.headN), avail))
-			body := 0
-			if k == s.headN && len(s.data) > 0 {
-				body = int(min(int64(min(s.data[0].Len(), w.maxFrame-k)), avail-int64(k)))
-			}
-			w.buf = AppendFrameHeader(w.buf, k+body, http2.FrameData, 0, s.id)
-			w.buf = append(w.buf, s.head[5-s.headN:5-s.headN+k]...)
-			s.headN -= k
-			s.win -= int64(k)
-			w.connWin -= int64(k)
-			if body == 0 {
-				continue
-			}
-			w.cut()
+		limit := int(min(int64(w.maxFrame), avail))
+		n := s.headN
+		for i, off := 0, s.off; i < len(s.data) && n < limit; i, off = i+1, 0 {
+			n += min(s.data[i].Len()-off, limit-n)
+		}
+		n = min(n, limit)
+		if n < limit && s.msgLeft > 0 {
+			return // the rest of the message fills the frame when it comes
+		}
+		w.buf = AppendFrameHeader(w.buf, n, http2.FrameData, 0, s.id)
+		k := min(s.headN, n)
+		w.buf = append(w.buf, s.head[5-s.headN:5-s.headN+k]...)
+		s.headN -= k
+		for rest := n - k; rest > 0; {
 			b := s.data[0]
-			w.vec = append(w.vec, b.ReadOnlyData()[:body])
-			s.win -= int64(body)
-			w.connWin -= int64(body)
-			s.off = body
+			m := min(b.Len()-s.off, rest)
+			if m > 0 {
+				w.cut()
+				w.vec = append(w.vec, b.ReadOnlyData()[s.off:s.off+m])
+			}
+			s.off += m
+			rest -= m
 			if s.off == b.Len() {
-				w.refs = append(w.refs, b)
+				w.refs = append(w.refs, b) // freed once written
 				s.data[0] = nil
 				s.data = s.data[1:]
 				s.off = 0
 			}
-			continue
 		}
-		b := s.data[0]
-		rest := b.Len() - s.off
-		n := int(min(int64(min(rest, w.maxFrame)), avail))
-		w.buf = AppendFrameHeader(w.buf, n, http2.FrameData, 0, s.id)
-		w.cut()
-		w.vec = append(w.vec, b.ReadOnlyData()[s.off:s.off+n])
 		s.win -= int64(n)
 		w.connWin -= int64(n)
-		s.off += n
-		if s.off == b.Len() {
-			w.refs = append(w.refs, b) // freed once written
-			s.data[0] = nil
-			s.data = s.data[1:]
-			s.off = 0
-		}
 	}
 	s.data = nil
 	if !s.end || s.Closed {
@@ -325,7 +335,7 @@ func (w *Writer) Drop(s *SendState) {
 		s.data = s.data[1:]
 	}
 	w.free(s.data)
-	s.data, s.off, s.trail, s.headN = nil, 0, nil, 0
+	s.data, s.off, s.trail, s.headN, s.msgLeft = nil, 0, nil, 0, 0
 }
 
 // WindowUpdate applies a WINDOW_UPDATE from the peer (s nil: the connection's) and

@@ -228,3 +228,141 @@ func TestWriterHeld(t *testing.T) {
 		t.Errorf("held %d once everything was written or dropped, want 0", got)
 	}
 }
+
+// wholeSocket is a socket that takes every write whole.
+type wholeSocket struct{ out bytes.Buffer }
+
+func (s *wholeSocket) Writev(bufs [][]byte) (int, error) {
+	n := 0
+	for _, b := range bufs {
+		n += len(b)
+		s.out.Write(b)
+	}
+	return n, nil
+}
+
+func (s *wholeSocket) WriteAll(bufs [][]byte) error { _, err := s.Writev(bufs); return err }
+
+// dataFrames reads the DATA frames of one stream off out: their payload
+// lengths, the bytes they carry, and whether the stream ended.
+func dataFrames(t *testing.T, out *bytes.Buffer) (lens []int, got []byte, ended bool) {
+	t.Helper()
+	fr := http2.NewFramer(nil, bytes.NewReader(out.Bytes()))
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			return lens, got, ended
+		}
+		d, ok := f.(*http2.DataFrame)
+		if !ok {
+			t.Fatalf("a %v frame, want only DATA", f.Header().Type)
+		}
+		if d.StreamEnded() {
+			ended = true
+		}
+		if len(d.Data()) > 0 {
+			lens = append(lens, len(d.Data()))
+			got = append(got, d.Data()...)
+		}
+	}
+}
+
+// A message that arrives in pieces of any size (cut-through: one piece per
+// read of the sender's socket) leaves in full frames: a frame spans the
+// buffers, and while more of the message is to come a tail too short for a
+// frame waits for it. The last piece sends everything, without waiting for
+// the stream's end; the bytes are the message's. A message queued whole in
+// many small buffers goes as one frame.
+func TestWriterFramesSpanBuffers(t *testing.T) {
+	const size = 100_000
+	body := make([]byte, size)
+	for i := range body {
+		body[i] = byte(i * 13)
+	}
+	pieces := []int{700, 300, 5000, 17, 20000, 1, 16384, 9000, 31000} // then the rest
+	sock := &wholeSocket{}
+	w := NewWriter(nil, sock)
+	w.connWin = 1 << 30
+	var s SendState
+	w.Lock()
+	s.Init(1, 1<<30)
+	off := pieces[0]
+	w.QueueMsgStart(&s, false, size, mem.BufferSlice{mem.SliceBuffer(body[:off])})
+	w.Flush()
+	for _, n := range append(pieces[1:], size) {
+		end := min(off+n, size)
+		w.QueueData(&s, mem.BufferSlice{mem.SliceBuffer(body[off:end])})
+		w.Flush()
+		if lens, _, _ := dataFrames(t, &sock.out); end < size {
+			if want := (5 + end) / DefaultMaxFrame; len(lens) != want {
+				t.Fatalf("after %d of %d bytes queued: %d frames %v on the wire, want the %d full ones", end, size, len(lens), lens, want)
+			}
+		}
+		off = end
+		if off == size {
+			break
+		}
+	}
+	w.Unlock()
+	lens, got, ended := dataFrames(t, &sock.out)
+	if ended {
+		t.Fatal("the stream ended; Finish was not called")
+	}
+	if !bytes.Equal(got[5:], body) || len(got) != 5+size {
+		t.Fatalf("%d bytes on the wire, want the %d of the message", len(got), 5+size)
+	}
+	for i, n := range lens {
+		if i < len(lens)-1 && n != DefaultMaxFrame {
+			t.Fatalf("frame lengths %v: all but the last should be %d", lens, DefaultMaxFrame)
+		}
+	}
+
+	sock.out.Reset()
+	var small mem.BufferSlice
+	for i := 0; i < 10_000; i += 100 {
+		small = append(small, mem.SliceBuffer(body[i:i+100]))
+	}
+	w.Lock()
+	s.Init(3, 1<<30)
+	w.QueueMsg(&s, false, small)
+	w.Finish(&s, nil)
+	w.Flush()
+	w.Unlock()
+	lens, got, ended = dataFrames(t, &sock.out)
+	if len(lens) != 1 || lens[0] != 5+10_000 || !ended || !bytes.Equal(got[5:], body[:10_000]) {
+		t.Fatalf("a 10 KB message in 100 buffers: frames %v (ended %v), want one of %d and the stream ended", lens, ended, 5+10_000)
+	}
+}
+
+// Flow control still cuts frames: with a stream window smaller than a frame the
+// writer sends what the window allows, even while the message is incomplete
+// (holding it would stall a peer that waits for those bytes to grant more),
+// and the rest once the peer opens the window.
+func TestWriterFramesAtTheWindow(t *testing.T) {
+	body := make([]byte, 30_000)
+	for i := range body {
+		body[i] = byte(i)
+	}
+	sock := &wholeSocket{}
+	w := NewWriter(nil, sock)
+	w.connWin = 1 << 30
+	var s SendState
+	w.Lock()
+	defer w.Unlock()
+	s.Init(1, 6_000)
+	w.QueueMsgStart(&s, false, len(body), mem.BufferSlice{mem.SliceBuffer(body[:8_000])})
+	w.Flush()
+	if lens, _, _ := dataFrames(t, &sock.out); len(lens) != 1 || lens[0] != 6_000 {
+		t.Fatalf("window 6000, 8005 bytes queued of 30005: frames %v, want one of 6000", lens)
+	}
+	if err := w.WindowUpdate(&s, 100_000); err != nil {
+		t.Fatal(err)
+	}
+	w.QueueData(&s, mem.BufferSlice{mem.SliceBuffer(body[8_000:])})
+	w.Finish(&s, nil)
+	w.Flush()
+	lens, got, ended := dataFrames(t, &sock.out)
+	if !ended || !bytes.Equal(got[5:], body) {
+		t.Fatalf("frames %v, ended %v: want the whole message and the stream ended", lens, ended)
+	}
+}
