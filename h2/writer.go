@@ -33,10 +33,10 @@ type SendState struct {
 	// msgLeft is how much of the message QueueMsgStart began is still to be
 	// queued: while it is above zero, pump sends only full frames.
 	msgLeft int
-	trail  []hpack.HeaderField
-	Closed bool // END_STREAM or RST_STREAM sent
-	Rst    bool // RST_STREAM sent
-	queued bool // in the writer's blocked list
+	trail   []hpack.HeaderField
+	Closed  bool // END_STREAM or RST_STREAM sent
+	Rst     bool // RST_STREAM sent
+	queued  bool // in the writer's blocked list
 }
 
 // Writer is the sending half of a connection. Any goroutine may send: frames are
