@@ -46,9 +46,8 @@ type Input struct {
 
 	inPlace int // bytes a guess read into a message's buffer (tests)
 
-	// lean: this connection has carried a message large enough to guess
-	// into, so a read for a frame header takes no more than ownRoom (see
-	// fillLean).
+	// lean: this connection has carried a message longer than a frame, so
+	// a read for a frame header takes no more than ownRoom (see fillLean).
 	lean bool
 
 	offered mem.BufferSlice // Assembler.offer's scratch: the views Early is offered
@@ -167,7 +166,8 @@ func (in *Input) take(p []byte, inPlace bool) int {
 func (in *Input) fill() error { return in.fillUpTo(len(in.buf)) }
 
 // fillLean is fill for a frame header or a small frame's payload. On a
-// connection that carries large messages it reads no more than ownRoom: what
+// connection that carries messages longer than a frame it reads no more than
+// ownRoom: what
 // follows a request's HEADERS is most often its message, and a read that
 // took the whole message (it has arrived by then) into the read buffer would
 // have it copied from there into the message's buffer, where the guess's
@@ -313,6 +313,9 @@ func (in *Input) dataStarted(h FrameHeader) {
 // MiB at each chunk's end: half of a 6.2 MB message), where the next read,
 // once a has taken that chunk, puts them in place.
 func (in *Input) readInto(a *Assembler, dst []byte, last bool, next []byte, more bool) error {
+	if len(next) > 0 || more {
+		in.lean = true
+	}
 	dst = dst[in.take(dst, true):]
 	for len(dst) > 0 {
 		// The buffer is empty here.
@@ -353,7 +356,6 @@ func (in *Input) guess(a *Assembler, dst, next []byte, more bool) (int, error) {
 	if len(in.buf) < guessBuf && len(next) > len(in.buf)-ownRoom {
 		in.buf = make([]byte, guessBuf) // empty: nothing to carry over
 	}
-	in.lean = true
 	room := len(in.buf) - ownRoom
 	iov := append(in.iov[:0], dst)
 	var pay [maxGuess][]byte
