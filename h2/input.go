@@ -46,10 +46,6 @@ type Input struct {
 
 	inPlace int // bytes a guess read into a message's buffer (tests)
 
-	// lean: this connection has carried a message longer than a frame, so
-	// a read for a frame header takes no more than ownRoom (see fillLean).
-	lean bool
-
 	offered mem.BufferSlice // Assembler.offer's scratch: the views Early is offered
 
 	// The DATA frame being read (Reader.DataStart): a payload ending without
@@ -163,27 +159,9 @@ func (in *Input) take(p []byte, inPlace bool) int {
 }
 
 // fill reads the connection into the (empty) buffer.
-func (in *Input) fill() error { return in.fillUpTo(len(in.buf)) }
-
-// fillLean is fill for a frame header or a small frame's payload. On a
-// connection that carries messages longer than a frame it reads no more than
-// ownRoom: what
-// follows a request's HEADERS is most often its message, and a read that
-// took the whole message (it has arrived by then) into the read buffer would
-// have it copied from there into the message's buffer, where the guess's
-// readv puts it in place. The frame header, a message's prefix and its first
-// bytes are read here; one more read, the guess, takes the rest. At 256 KB
-// the copy cost more than that read (6 % of vig's CPU).
-func (in *Input) fillLean() error {
-	if in.lean {
-		return in.fillUpTo(min(len(in.buf), ownRoom))
-	}
-	return in.fill()
-}
-
-func (in *Input) fillUpTo(size int) error {
+func (in *Input) fill() error {
 	in.r, in.w = 0, 0
-	n, err := in.src.Read(in.buf[:size])
+	n, err := in.src.Read(in.buf)
 	in.w = n
 	if n == 0 && err == nil {
 		err = io.ErrNoProgress
@@ -231,7 +209,7 @@ func (in *Input) ReadByte() (byte, error) {
 func (in *Input) readFull(p []byte) error {
 	for read := 0; len(p) > 0; {
 		if in.Buffered() == 0 {
-			if err := in.fillLean(); err != nil {
+			if err := in.fill(); err != nil {
 				if read > 0 {
 					return unexpected(err)
 				}
@@ -313,9 +291,6 @@ func (in *Input) dataStarted(h FrameHeader) {
 // MiB at each chunk's end: half of a 6.2 MB message), where the next read,
 // once a has taken that chunk, puts them in place.
 func (in *Input) readInto(a *Assembler, dst []byte, last bool, next []byte, more bool) error {
-	if len(next) > 0 || more {
-		in.lean = true
-	}
 	dst = dst[in.take(dst, true):]
 	for len(dst) > 0 {
 		// The buffer is empty here.
@@ -403,6 +378,6 @@ func (in *Input) guess(a *Assembler, dst, next []byte, more bool) (int, error) {
 // Reset discards what is buffered and reads r from now on.
 func (in *Input) Reset(r io.Reader) {
 	in.rescue()
-	in.src, in.r, in.w, in.lean = r, 0, 0, false
+	in.src, in.r, in.w = r, 0, 0
 	in.vr, _ = r.(vectorReader)
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"slices"
 	"testing"
 
 	"golang.org/x/net/http2"
@@ -338,58 +337,6 @@ func TestInputChunkEndsInPlace(t *testing.T) {
 			if in.inPlace < size*94/100 {
 				t.Errorf("reads of up to %d bytes (seed %d): %d of %d bytes read in place, want ≥ 94 %%", most, seed, in.inPlace, size)
 			}
-		}
-	}
-}
-
-// arrivals is a socket that each message reaches after vig has read the
-// ones before it: a read brings all of the current arrival there is room
-// for, and never bytes of the next.
-type arrivals struct{ at [][]byte }
-
-func (a *arrivals) ReadV(bufs [][]byte) (int, error) {
-	for len(a.at) > 0 && len(a.at[0]) == 0 {
-		a.at = a.at[1:]
-	}
-	if len(a.at) == 0 {
-		return 0, io.EOF
-	}
-	n := 0
-	for _, b := range bufs {
-		k := copy(b, a.at[0])
-		a.at[0], n = a.at[0][k:], n+k
-	}
-	return n, nil
-}
-
-func (a *arrivals) Read(p []byte) (int, error) { return a.ReadV([][]byte{p}) }
-
-// On a connection that has carried a message longer than a frame (one that
-// arrived whole, and fitted in the read buffer), the next one lands in
-// its buffer in place even when all of it has arrived before vig reads (a
-// client writes a 256 KB request at once, and vig is woken once it is
-// there): the read for its first frame header takes no more than ownRoom,
-// and the guess reads the rest where it goes; what is copied does not grow
-// with the message. Before, that read took the
-// whole message into the read buffer, to be copied from there.
-func TestInputArrivedMessageInPlace(t *testing.T) {
-	first, _ := oneMessage(100_000)
-	for _, size := range []int{40_000, 256_000, 1_200_000} {
-		next, msg := oneMessage(size)
-		inPlace := func(wire ...[]byte) (int, [][]byte) {
-			in := NewInput(&arrivals{at: wire}, 256<<10) // read_buffer_kib's default
-			got := readPlan(t, in)
-			return in.inPlace, got[1]
-		}
-		base, _ := inPlace(slices.Clone(first))
-		both, got := inPlace(slices.Clone(first), next)
-		if len(got) != 2 || !bytes.Equal(got[1], msg[5:]) {
-			t.Fatalf("%d bytes: the second message did not arrive intact (%d messages)", size, len(got))
-		}
-		// Copied: the first read's ownRoom, and at each chunk's end (16 KiB,
-		// 48 KiB, then every MiB) the ownRoom a guess leaves (readInto).
-		if n, most := both-base, ownRoom*(3+size/maxChunk); size-n > most {
-			t.Errorf("a %d-byte message arrived whole after a 100 KB one: %d bytes copied, want at most %d", size, size-n, most)
 		}
 	}
 }
