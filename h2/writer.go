@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -217,7 +218,8 @@ func (w *Writer) QueueMsgStart(s *SendState, compressed bool, size int, body mem
 	binary.BigEndian.PutUint32(p[1:], uint32(size))
 	if s.headN > 0 || len(s.data) > 0 {
 		s.msgLeft += 5 + size // QueueData counts off the prefix and body
-		w.QueueData(s, append(mem.BufferSlice{mem.SliceBuffer(p[:])}, body...))
+		pre := mem.SliceBuffer(slices.Clone(p[:])) // p itself stays on the stack
+		w.QueueData(s, append(mem.BufferSlice{pre}, body...))
 		return
 	}
 	if s.Closed {
@@ -274,6 +276,7 @@ func (w *Writer) pump(s *SendState) {
 		}
 		n = min(n, limit)
 		if n < limit && s.msgLeft > 0 {
+			s.keep()
 			return // the rest of the message fills the frame when it comes
 		}
 		w.buf = AppendFrameHeader(w.buf, n, http2.FrameData, 0, s.id)
@@ -313,6 +316,18 @@ func (w *Writer) pump(s *SendState) {
 	if w.OnClosed != nil {
 		w.OnClosed(s)
 	}
+}
+
+// keep moves the buffers s holds back to the front of its inline storage, so
+// that the next QueueData appends there instead of to a fresh array (pump
+// advances data past the buffers it sends).
+func (s *SendState) keep() {
+	if len(s.data) > len(s.inline) || len(s.data) == 0 || &s.data[0] == &s.inline[0] {
+		return
+	}
+	n := copy(s.inline[:], s.data)
+	clear(s.inline[n:])
+	s.data = s.inline[:n]
 }
 
 // Reset ends s with RST_STREAM and drops what it had queued. Called with mu held.
