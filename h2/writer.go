@@ -5,8 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"slices"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -218,7 +218,8 @@ func (w *Writer) QueueMsgStart(s *SendState, compressed bool, size int, body mem
 	binary.BigEndian.PutUint32(p[1:], uint32(size))
 	if s.headN > 0 || len(s.data) > 0 {
 		s.msgLeft += 5 + size // QueueData counts off the prefix and body
-		pre := mem.SliceBuffer(slices.Clone(p[:])) // p itself stays on the stack
+		// A copy: p itself stays on the stack for the usual branch below.
+		pre := mem.SliceBuffer(slices.Clone(p[:]))
 		w.QueueData(s, append(mem.BufferSlice{pre}, body...))
 		return
 	}
