@@ -1,6 +1,7 @@
 package h2
 
 import (
+	"encoding/binary"
 	"io"
 
 	"golang.org/x/net/http2"
@@ -29,12 +30,30 @@ import (
 // the read buffer first (rescue), and everything continues as plain buffered
 // reading. What is read never depends on the guess, only how many copies it
 // takes.
+//
+// A message that arrived whole before it is read (the guess had nothing to
+// guess: one read brought it all) is not copied out of the read buffer at
+// all: the Assembler takes its payloads as views of the buffer (lend), and
+// the next read goes to another buffer of the same size (own). The lent
+// buffer counts against the connection's Budget like a message's chunks
+// until the last view of it is freed, and comes back as a spare.
 type Input struct {
-	src io.Reader
-	vr  vectorReader // src, when it reads into several buffers at once
-	buf []byte
-	r   int // buf[r:w] is unread, after the segments
-	w   int
+	src  io.Reader
+	vr   vectorReader // src, when it reads into several buffers at once
+	buf  []byte
+	bufp *[]byte // buf's own header, what a lent buffer is given back as
+	r    int     // buf[r:w] is unread, after the segments
+	w    int
+
+	// Lending (Assembler.Read): a large message whose bytes are all in buf
+	// already is delivered as views of buf instead of being copied out of
+	// it. root is Input's own reference to buf once part of it is lent (nil:
+	// buf is Input's alone); before the next read into buf, Input lets go
+	// of it and reads into another buffer of the same size, a spare given
+	// back by lender once every view of it was freed, or a new one.
+	root   mem.Buffer
+	lender *lender
+	lent   int // bytes lent (tests)
 
 	// The guessed bytes, in stream order, before buf[r:w]: header slots
 	// (hdrs) and payload segments in owner's buffer. r ≥ their total length
@@ -88,9 +107,15 @@ const ownRoom = 4096
 
 // NewInput reads r through a buffer of size bytes.
 func NewInput(r io.Reader, size int) *Input {
-	in := &Input{src: r, buf: make([]byte, max(size, 4096))}
+	in := &Input{src: r}
+	in.setBuf(make([]byte, max(size, 4096)))
 	in.vr, _ = r.(vectorReader)
 	return in
+}
+
+func (in *Input) setBuf(b []byte) {
+	in.buf = b
+	in.bufp = &b
 }
 
 // Buffered is how many bytes can be read without reading the connection.
@@ -160,6 +185,7 @@ func (in *Input) take(p []byte, inPlace bool) int {
 
 // fill reads the connection into the (empty) buffer.
 func (in *Input) fill() error {
+	in.own()
 	in.r, in.w = 0, 0
 	n, err := in.src.Read(in.buf)
 	in.w = n
@@ -328,8 +354,9 @@ const minGuessBuf = 64 << 10
 // readInto), with one readv. It returns the bytes of dst read; those after
 // it are registered as segments (the buffer was empty).
 func (in *Input) guess(a *Assembler, dst, next []byte, more bool) (int, error) {
+	in.own()
 	if len(in.buf) < guessBuf && len(next) > len(in.buf)-ownRoom {
-		in.buf = make([]byte, guessBuf) // empty: nothing to carry over
+		in.setBuf(make([]byte, guessBuf)) // empty: nothing to carry over
 	}
 	room := len(in.buf) - ownRoom
 	iov := append(in.iov[:0], dst)
@@ -380,4 +407,122 @@ func (in *Input) Reset(r io.Reader) {
 	in.rescue()
 	in.src, in.r, in.w = r, 0, 0
 	in.vr, _ = r.(vectorReader)
+}
+
+// lender is the pool a lent read buffer goes back to once the views of it
+// and Input's own reference are all freed, on any goroutine: it stops
+// counting against the connection's delivered messages (d) then, and waits
+// as a spare for Input's next swap.
+type lender struct {
+	d     *delivered // nil: lent buffers are not counted
+	spare chan *[]byte
+}
+
+// Get is never called: a lent buffer is made by Input.
+func (l *lender) Get(n int) *[]byte {
+	b := make([]byte, n)
+	return &b
+}
+
+// Put takes a lent buffer back.
+func (l *lender) Put(b *[]byte) {
+	if l.d != nil {
+		l.d.held.Add(-int64(cap(*b)))
+	}
+	select {
+	case l.spare <- b:
+	default: // spares enough: left to the garbage collector
+	}
+}
+
+// lendFrameMin: a message sent in shorter frames is copied, not lent, so
+// that the views of a message stay few (a view is an object of its own, and
+// a peer sending a large message in tiny frames would otherwise make vig hold
+// one per frame).
+const lendFrameMin = 4 << 10
+
+// lendSpares is how many freed buffers a connection keeps to read into: one
+// is enough while each request is forwarded before the next arrives, the
+// second covers one still being written to the backend.
+const lendSpares = 2
+
+// lendable reports whether the n payload bytes at r and the rest bytes of
+// the message after them are all in the read buffer: the DATA frames that
+// carry the rest follow in buf, of the same stream, without padding, each
+// but the last at least lendFrameMin long, and none ends the stream early;
+// and nothing is guessed.
+func (in *Input) lendable(n, rest int) bool {
+	if len(in.segs) > 0 || in.padded || in.w-in.r < n {
+		return false
+	}
+	pos := in.r + n
+	for rest > 0 {
+		if pos+FrameHeaderLen > in.w {
+			return false
+		}
+		h := in.buf[pos : pos+FrameHeaderLen]
+		length := int(h[0])<<16 | int(h[1])<<8 | int(h[2])
+		flags := http2.Flags(h[4])
+		if http2.FrameType(h[3]) != http2.FrameData || binary.BigEndian.Uint32(h[5:])&0x7fffffff != in.stream ||
+			flags&http2.FlagDataPadded != 0 || (flags&http2.FlagDataEndStream != 0 && length < rest) {
+			return false
+		}
+		k := min(length, rest)
+		if (k < rest && length < lendFrameMin) || pos+FrameHeaderLen+k > in.w {
+			return false
+		}
+		pos += FrameHeaderLen + length
+		rest -= k
+	}
+	return true
+}
+
+// startLend makes buf lendable, counted against b's delivered messages until
+// it is given back; false when b cannot hold it (the message is then copied
+// as usual).
+func (in *Input) startLend(b *Budget) bool {
+	if in.root != nil {
+		return in.lender.d == b.out
+	}
+	c := cap(in.buf)
+	if c > b.avail() {
+		return false
+	}
+	if in.lender == nil || in.lender.d != b.out {
+		in.lender = &lender{d: b.out, spare: make(chan *[]byte, lendSpares)}
+	}
+	if b.out != nil {
+		b.out.held.Add(int64(c))
+	}
+	in.root = mem.NewBuffer(in.bufp, in.lender)
+	return true
+}
+
+// lend takes the next k buffered bytes as a view of the read buffer
+// (startLend first; lendable said they are there).
+func (in *Input) lend(k int) mem.Buffer {
+	v := in.root.Slice(in.r, in.r+k)
+	in.r += k
+	in.lent += k
+	return v
+}
+
+// own lets go of a lent read buffer before the next read into it: the reads
+// go to a spare of the same size, or a new one. The buffer is empty here.
+func (in *Input) own() {
+	if in.root == nil {
+		return
+	}
+	in.root.Free()
+	in.root = nil
+	select {
+	case b := <-in.lender.spare:
+		if cap(*b) == len(in.buf) {
+			*b = (*b)[:cap(*b)]
+			in.buf, in.bufp = *b, b
+			return
+		}
+	default:
+	}
+	in.setBuf(make([]byte, len(in.buf)))
 }

@@ -141,8 +141,20 @@ func plan(rng *rand.Rand) wirePlan {
 // returns each stream's messages, read only once the whole wire has been
 // read (a guess that wrote into a delivered message shows).
 func readPlan(t testing.TB, in *Input) map[uint32][][]byte {
-	r := &Reader{Br: in}
 	budget := NewBudget(64 << 20)
+	out := map[uint32][][]byte{}
+	for id, ms := range readMsgs(t, in, &budget) {
+		for _, m := range ms {
+			out[id] = append(out[id], m.Materialize())
+			m.Free()
+		}
+	}
+	return out
+}
+
+// readMsgs is readPlan's reading: each stream's messages, still held.
+func readMsgs(t testing.TB, in *Input, budget *Budget) map[uint32][]mem.BufferSlice {
+	r := &Reader{Br: in}
 	asms := map[uint32]*Assembler{}
 	got := map[uint32][]mem.BufferSlice{}
 	var recv int64 = 1 << 40
@@ -165,7 +177,7 @@ func readPlan(t testing.TB, in *Input) map[uint32][][]byte {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := a.Read(in, n, 64<<20, &budget, func(m mem.BufferSlice, _ bool) error {
+			if _, err := a.Read(in, n, 64<<20, budget, func(m mem.BufferSlice, _ bool) error {
 				got[h.Stream] = append(got[h.Stream], m)
 				return nil
 			}); err != nil {
@@ -178,21 +190,14 @@ func readPlan(t testing.TB, in *Input) map[uint32][][]byte {
 			if _, err := r.Payload(h); err != nil {
 				t.Fatal(err)
 			}
-			a.Reset(&budget)
+			a.Reset(budget)
 		default:
 			if _, err := r.Payload(h); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	out := map[uint32][][]byte{}
-	for id, ms := range got {
-		for _, m := range ms {
-			out[id] = append(out[id], m.Materialize())
-			m.Free()
-		}
-	}
-	return out
+	return got
 }
 
 func samePlan(got, want map[uint32][][]byte) error {
@@ -215,7 +220,7 @@ func samePlan(got, want map[uint32][][]byte) error {
 // middle of messages, padded frames and reads of every length give every
 // stream exactly its messages, intact after the whole connection was read.
 func TestInputGuessesInPlace(t *testing.T) {
-	inPlace, total := 0, 0
+	inPlace, total, lent := 0, 0, 0
 	for seed := range uint64(16) {
 		rng := rand.New(rand.NewPCG(seed, 1))
 		p := plan(rng)
@@ -229,12 +234,16 @@ func TestInputGuessesInPlace(t *testing.T) {
 		if err := samePlan(readPlan(t, plain), p.msgs); err != nil {
 			t.Fatalf("seed %d, plain: %v", seed, err)
 		}
+		lent += plain.lent + in.lent
 		if plain.inPlace != 0 {
 			t.Fatalf("seed %d: %d bytes read in place without readv", seed, plain.inPlace)
 		}
 	}
 	// The runs of full frames are most of the bytes: most arrive in place.
-	t.Logf("%d of %d bytes read in place", inPlace, total)
+	t.Logf("%d of %d bytes read in place; %d bytes lent, with and without readv", inPlace, total, lent)
+	if lent == 0 {
+		t.Errorf("no message was lent: whole large messages in the read buffer were copied")
+	}
 	if inPlace < total/2 {
 		t.Errorf("%d of %d bytes read in place: the guess did not hold", inPlace, total)
 	}
@@ -273,6 +282,65 @@ func (c *countingReader) ReadV(bufs [][]byte) (int, error) {
 func (c *countingReader) Read(p []byte) (int, error) {
 	c.reads++
 	return c.vecReader.Read(p)
+}
+
+// A large message that is all in the read buffer when its body starts is
+// delivered as views of that buffer, not copied out of it. The reads after it
+// go to another buffer, so the views stay intact; the lent buffer counts
+// against the connection's delivered messages until its views are freed, and
+// is then the connection's to read into again. A small message, and one sent
+// in short frames, are copied.
+func TestInputLendsWholeMessage(t *testing.T) {
+	first, msg1 := oneMessage(200_000)
+	second, msg2 := oneMessage(150_000)
+	small, msg3 := oneMessage(20_000)
+	var tiny, msg4 []byte // a message in 1 KiB frames
+	msg4 = patterned(100_000)
+	for b := msg4; len(b) > 0; b = b[min(len(b), 1024):] {
+		tiny = AppendFrameHeader(tiny, min(len(b), 1024), http2.FrameData, 0, 1)
+		tiny = append(tiny, b[:min(len(b), 1024)]...)
+	}
+	for _, c := range []struct {
+		wire    []byte
+		msgs    [][]byte
+		lent    int
+		buffers int // read buffers lent
+	}{
+		{first, [][]byte{msg1}, len(msg1) - 5, 1},
+		{append(append(append([]byte{}, first...), second...), small...), [][]byte{msg1, msg2, msg3}, len(msg1) + len(msg2) - 10, 2},
+		{small, [][]byte{msg3}, 0, 0},
+		{tiny, [][]byte{msg4}, 0, 0},
+	} {
+		// Every read brings one message whole: the first read the first.
+		src := &countingReader{vecReader: vecReader{b: c.wire, max: len(first)}}
+		in := NewInput(src, 256<<10)
+		budget := NewBudget(64 << 20)
+		budget.HoldDelivered()
+		got := readMsgs(t, in, &budget)[1]
+		if len(got) != len(c.msgs) {
+			t.Fatalf("%d messages, want %d", len(got), len(c.msgs))
+		}
+		for i, m := range got {
+			if !bytes.Equal(m.Materialize(), c.msgs[i][5:]) {
+				t.Fatalf("message %d of %d bytes: wrong bytes after the reads that followed it", i, len(c.msgs[i]))
+			}
+		}
+		if in.lent != c.lent {
+			t.Errorf("%d messages: %d bytes lent, want %d", len(c.msgs), in.lent, c.lent)
+		}
+		if held, want := budget.Delivered(), c.buffers*(256<<10); held < want {
+			t.Errorf("%d messages held: %d bytes counted as delivered, want at least the %d lent", len(c.msgs), held, want)
+		}
+		for _, m := range got {
+			m.Free()
+		}
+		if held := budget.Delivered(); held != 0 {
+			t.Errorf("%d messages freed: %d bytes still counted as delivered", len(c.msgs), held)
+		}
+		if c.buffers > 0 && (in.lender == nil || len(in.lender.spare) != c.buffers) {
+			t.Errorf("%d lent buffers freed, not all came back as spares", c.buffers)
+		}
+	}
 }
 
 // oneMessage is the wire of one gRPC message of n patterned bytes on stream 1,
