@@ -205,6 +205,7 @@ func (in *Input) Read(p []byte) (int, error) {
 	}
 	if in.Buffered() == 0 {
 		if len(p) >= len(in.buf) { // large: straight into p
+			in.own() // a lent buffer is not kept (nor counted) meanwhile
 			n, err := in.src.Read(p)
 			if n == 0 && err == nil {
 				err = io.ErrNoProgress
@@ -326,6 +327,7 @@ func (in *Input) readInto(a *Assembler, dst []byte, last bool, next []byte, more
 		case in.vr != nil && last && !in.padded && in.length == DefaultMaxFrame && len(next) > 0 && len(in.buf) >= minGuessBuf:
 			n, err = in.guess(a, dst, next, more)
 		case len(dst) >= len(in.buf)/2: // straight into dst
+			in.own()
 			n, err = in.src.Read(dst)
 		case in.vr != nil && more && len(next) == 0: // dst ends a chunk
 			n, err = in.guess(a, dst, nil, true)
@@ -441,10 +443,11 @@ func (l *lender) Put(b *[]byte) {
 // one per frame).
 const lendFrameMin = 4 << 10
 
-// lendSpares is how many freed buffers a connection keeps to read into: one
-// is enough while each request is forwarded before the next arrives, the
-// second covers one still being written to the backend.
-const lendSpares = 2
+// lendSpares is how many freed buffers a connection keeps to read into: one,
+// enough while each request is forwarded before the next arrives, so that a
+// connection that lends holds at most twice its read buffer besides what its
+// Budget counts.
+const lendSpares = 1
 
 // lendable reports whether the n payload bytes at r and the rest bytes of
 // the message after them are all in the read buffer: the DATA frames that

@@ -32,9 +32,9 @@ type Assembler struct {
 	listed bool   // in its connection's Partials
 	in     *Input // holds guessed bytes in this message's buffer (Input.guess)
 
-	// A message of at least lendMin bytes that is all in the read buffer when
-	// its body starts is taken as views of that buffer (lent), not copied
-	// into chunks.
+	// A message that is all in the read buffer when its body starts, and
+	// would hold at least as much copied (copyHeld), is taken as views of
+	// that buffer (lent), not copied into chunks.
 	lending bool
 	lent    mem.BufferSlice
 
@@ -206,13 +206,25 @@ func NewBudget(maxMsg int) Budget {
 	return Budget{left: limit, limit: limit}
 }
 
-// lendMin is the smallest message taken as views of the read buffer when it
-// is all there (Input.lendable), instead of being copied out of it (by
-// `perf`, 8 % of vig's CPU at 256 KB). Above it the chunks a copy goes to
-// hold a MiB anyway (chunkSize), as much as a read buffer; a smaller message
-// is copied into chunks of its size, so that it does not hold a whole read
-// buffer while it waits.
-const lendMin = firstChunk + secondChunk
+// copyHeld is the buffer capacity a message of size bytes takes when it is
+// copied into chunks (chunkSize, msgPool's tiers). A message that is all in
+// the read buffer is taken as views of that buffer instead (Input.lendable;
+// by `perf` the copy was 8 % of vig's CPU at 256 KB) only when the buffer is
+// no larger than this: lending never holds more memory than copying would,
+// so a queue of small requests does not pin a read buffer each.
+func copyHeld(size int) int {
+	held := 0
+	for n := 0; n < size; {
+		k := min(chunkSize(n), size-n)
+		c := k
+		if t := msgPool.(*dirtyPool).tier(k); t != nil {
+			c = t.size
+		}
+		held += c
+		n += k
+	}
+	return held
+}
 
 // Chunk sizes of a message body, by what has arrived so far.
 const (
@@ -274,7 +286,7 @@ func (a *Assembler) Read(r *Input, n, limit int, budget *Budget, deliver func(me
 			}
 			a.want, a.n = size, 0
 		}
-		if a.n == 0 && a.want >= lendMin && a.sink == nil && len(a.chunks) == 0 && n > 0 {
+		if a.n == 0 && a.sink == nil && len(a.chunks) == 0 && n > 0 && a.want >= DefaultMaxFrame && len(r.buf) <= copyHeld(a.want) {
 			k := min(n, a.want)
 			if r.lendable(k, a.want-k) && r.startLend(budget) {
 				a.lending = true
