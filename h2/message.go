@@ -526,7 +526,8 @@ func (a *Assembler) clearMsg() {
 }
 
 // holds reports whether a holds memory of a message in progress: chunks it
-// assembles, or in sink mode the chunk being filled and pieces not handed on.
+// assembles, views of a lent read buffer, or in sink mode the chunk being
+// filled and pieces not handed on.
 func (a *Assembler) holds() bool {
 	return a.held > 0 || a.rest != nil || len(a.out) > 0 || len(a.lent) > 0
 }
