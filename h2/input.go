@@ -31,12 +31,13 @@ import (
 // reading. What is read never depends on the guess, only how many copies it
 // takes.
 //
-// A message that arrived whole before it is read (the guess had nothing to
-// guess: one read brought it all) is not copied out of the read buffer at
-// all: the Assembler takes its payloads as views of the buffer (lend), and
-// the next read goes to another buffer of the same size (own). The lent
-// buffer counts against the connection's Budget like a message's chunks
-// until the last view of it is freed, and comes back as a spare.
+// What of a large message one read brought before the message is read (all
+// of it, or its head: a 1.2 MB request's first MiB) is not copied out of the
+// read buffer: the Assembler takes those payloads as views of the buffer
+// (lend), reads the rest into its chunks, and the next read goes to another
+// buffer of the same size (own). The lent buffer counts against the
+// connection's Budget like a message's chunks until the last view of it is
+// freed, and comes back as a spare.
 type Input struct {
 	src  io.Reader
 	vr   vectorReader // src, when it reads into several buffers at once
@@ -449,35 +450,39 @@ const lendFrameMin = 4 << 10
 // Budget counts.
 const lendSpares = 1
 
-// lendable reports whether the n payload bytes at r and the rest bytes of
-// the message after them are all in the read buffer: the DATA frames that
-// carry the rest follow in buf, of the same stream, without padding, each
-// but the last at least lendFrameMin long, and none ends the stream early;
-// and nothing is guessed.
-func (in *Input) lendable(n, rest int) bool {
-	if len(in.segs) > 0 || in.padded || in.w-in.r < n {
-		return false
+// lendable is how many of a message's next bytes — the n payload bytes at r,
+// then the rest bytes after them — the read buffer holds in a form that can be
+// lent: the DATA frames that carry them follow in buf, of the same stream,
+// without padding, none ending the stream early, each at least lendFrameMin
+// long unless it ends the message; the count stops at the first frame that is
+// not, and at the end of what was read (a frame cut there counts with what of
+// it arrived). Nothing is lendable while anything is guessed.
+func (in *Input) lendable(n, rest int) int {
+	if len(in.segs) > 0 || in.padded {
+		return 0
 	}
-	pos := in.r + n
-	for rest > 0 {
-		if pos+FrameHeaderLen > in.w {
-			return false
-		}
+	if in.w-in.r < n {
+		return in.w - in.r
+	}
+	got, pos := n, in.r+n
+	for rest > 0 && pos+FrameHeaderLen <= in.w {
 		h := in.buf[pos : pos+FrameHeaderLen]
 		length := int(h[0])<<16 | int(h[1])<<8 | int(h[2])
 		flags := http2.Flags(h[4])
 		if http2.FrameType(h[3]) != http2.FrameData || binary.BigEndian.Uint32(h[5:])&0x7fffffff != in.stream ||
-			flags&http2.FlagDataPadded != 0 || (flags&http2.FlagDataEndStream != 0 && length < rest) {
-			return false
+			flags&http2.FlagDataPadded != 0 || (flags&http2.FlagDataEndStream != 0 && length < rest) ||
+			(length < rest && length < lendFrameMin) {
+			break
 		}
-		k := min(length, rest)
-		if (k < rest && length < lendFrameMin) || pos+FrameHeaderLen+k > in.w {
-			return false
+		pos += FrameHeaderLen
+		k := min(length, rest, in.w-pos)
+		got, rest = got+k, rest-k
+		if k < length {
+			break // cut at the end of the read: the rest of it is to come
 		}
-		pos += FrameHeaderLen + length
-		rest -= k
+		pos += length
 	}
-	return true
+	return got
 }
 
 // startLend makes buf lendable, counted against b's delivered messages until

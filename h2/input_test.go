@@ -349,6 +349,77 @@ func TestInputLendsWholeMessage(t *testing.T) {
 	}
 }
 
+// A large message whose head one read brought is taken as views of the read
+// buffer for that head, and copied only from where that read ended: the
+// message delivered whole, and one a sink takes as it arrives (cut-through),
+// is intact, its head lent, and it holds no more than a copy would, until it
+// is freed.
+func TestInputLendsHead(t *testing.T) {
+	const size, bufSize = 1_200_000, 256 << 10
+	wire, msg := oneMessage(size)
+	// The message's bytes among the wire's first bufSize (its prefix aside):
+	// what the first read brings of it.
+	head := -5
+	for pos := 0; pos < bufSize; pos += FrameHeaderLen + DefaultMaxFrame {
+		head += max(0, min(DefaultMaxFrame, bufSize-pos-FrameHeaderLen))
+	}
+	for _, cut := range []bool{false, true} {
+		src := &vecReader{b: wire, max: bufSize}
+		in := NewInput(src, bufSize)
+		budget := NewBudget(64 << 20)
+		budget.HoldDelivered()
+		r := &Reader{Br: in}
+		var a Assembler
+		e := &takeAll{}
+		if cut {
+			a.SetEarly(e, 128<<10)
+		}
+		var got mem.BufferSlice
+		var recv int64 = 1 << 40
+		for {
+			h, err := r.ReadHeader()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, _, err := r.DataStart(h, &recv, "the test")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := a.Read(in, n, 64<<20, &budget, func(m mem.BufferSlice, _ bool) error {
+				got = m
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if held := budget.Delivered(); held > copyHeld(size-5) {
+				t.Fatalf("cut-through %v: %d bytes held while the message arrives, more than the %d a copy holds", cut, held, copyHeld(size-5))
+			}
+		}
+		if cut {
+			if e.sink == nil || e.sink.last != 1 || e.sink.dropped {
+				t.Fatal("no sink took the message whole")
+			}
+			if e.got < head {
+				t.Errorf("the message was offered with %d bytes, fewer than the %d lent", e.got, head)
+			}
+			got = mem.BufferSlice{mem.SliceBuffer(e.sink.copied)}
+		}
+		if !bytes.Equal(got.Materialize(), msg[5:]) {
+			t.Fatalf("cut-through %v: the %d-byte message is not intact after the reads that followed its head", cut, size)
+		}
+		if in.lent != head {
+			t.Errorf("cut-through %v: %d bytes lent, want the %d of the message the first read brought", cut, in.lent, head)
+		}
+		got.Free()
+		if held := budget.Delivered(); held != 0 {
+			t.Errorf("cut-through %v: %d bytes still counted as delivered after the message was freed", cut, held)
+		}
+	}
+}
+
 // oneMessage is the wire of one gRPC message of n patterned bytes on stream 1,
 // in full DATA frames as a gRPC client sends it.
 func oneMessage(n int) (wire, msg []byte) {

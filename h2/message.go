@@ -32,11 +32,13 @@ type Assembler struct {
 	listed bool   // in its connection's Partials
 	in     *Input // holds guessed bytes in this message's buffer (Input.guess)
 
-	// A message that is all in the read buffer when its body starts, and
-	// would hold at least as much copied (copyHeld), is taken as views of
-	// that buffer (lent), not copied into chunks.
-	lending bool
-	lent    mem.BufferSlice
+	// The part of a message that is in the read buffer when its body
+	// starts — all of it, or the head that one read brought — is taken as
+	// views of that buffer (lent), not copied into chunks, when copying it
+	// would hold at least as much (copyHeld): its first lendTo bytes. The
+	// rest goes to chunks as usual, after the views.
+	lendTo int
+	lent   mem.BufferSlice
 
 	// Cut-through (Early): a message of at least earlyMin bytes is offered to
 	// early while it arrives; once a Sink takes it, its bytes go there as they
@@ -207,14 +209,19 @@ func NewBudget(maxMsg int) Budget {
 }
 
 // copyHeld is the buffer capacity a message of size bytes takes when it is
-// copied into chunks (chunkSize, msgPool's tiers). A message that is all in
-// the read buffer is taken as views of that buffer instead (Input.lendable;
-// by `perf` the copy was 8 % of vig's CPU at 256 KB) only when the buffer is
-// no larger than this: lending never holds more memory than copying would,
-// so a queue of small requests does not pin a read buffer each.
-func copyHeld(size int) int {
+// copied into chunks (chunkSize, msgPool's tiers). What of a message is in
+// the read buffer when its body starts is taken as views of that buffer
+// instead (Input.lendable; by `perf` the copy was 8 % of vig's CPU at 256 KB)
+// only when the buffer and the chunks the rest then takes are no larger than
+// this: lending never holds more memory than copying would, so a queue of
+// small requests does not pin a read buffer each.
+func copyHeld(size int) int { return copyHeldFrom(0, size) }
+
+// copyHeldFrom is the buffer capacity the bytes of a message of size bytes
+// from the offset from on take when they are copied into chunks.
+func copyHeldFrom(from, size int) int {
 	held := 0
-	for n := 0; n < size; {
+	for n := from; n < size; {
 		k := min(chunkSize(n), size-n)
 		c := k
 		if t := msgPool.(*dirtyPool).tier(k); t != nil {
@@ -288,13 +295,13 @@ func (a *Assembler) Read(r *Input, n, limit int, budget *Budget, deliver func(me
 		}
 		if a.n == 0 && a.sink == nil && len(a.chunks) == 0 && n > 0 && a.want >= DefaultMaxFrame && len(r.buf) <= copyHeld(a.want) {
 			k := min(n, a.want)
-			if r.lendable(k, a.want-k) && r.startLend(budget) {
-				a.lending = true
-				a.lent = make(mem.BufferSlice, 0, a.want/DefaultMaxFrame+2)
+			if p := r.lendable(k, a.want-k); p > 0 && len(r.buf)+copyHeldFrom(p, a.want) <= copyHeld(a.want) && r.startLend(budget) {
+				a.lendTo = p
+				a.lent = make(mem.BufferSlice, 0, p/DefaultMaxFrame+3) // its frames, and the chunks after them
 			}
 		}
-		if a.lending && n > 0 {
-			k := min(n, a.want-a.n)
+		if a.n < a.lendTo && n > 0 {
+			k := min(n, a.lendTo-a.n)
 			a.lent = append(a.lent, r.lend(k))
 			a.n += k
 			n -= k
@@ -360,7 +367,7 @@ func (a *Assembler) Read(r *Input, n, limit int, budget *Budget, deliver func(me
 		// arrives it would overlap nothing, and cost a send), and not while
 		// the frames one read brought are still being taken (the call's
 		// first send then carries them all, not the first frame alone).
-		if a.n > 0 && a.n < a.want && !a.lending && a.early != nil && !a.declined && a.want >= a.earlyMin && r.Buffered() < min(a.want-a.n, FrameHeaderLen+int(r.length)) {
+		if a.n > 0 && a.n < a.want && a.n >= a.lendTo && a.early != nil && !a.declined && a.want >= a.earlyMin && r.Buffered() < min(a.want-a.n, FrameHeaderLen+int(r.length)) {
 			a.offer(r, budget)
 			continue
 		}
@@ -370,22 +377,25 @@ func (a *Assembler) Read(r *Input, n, limit int, budget *Budget, deliver func(me
 				a.in = nil
 			}
 			msg := mem.BufferSlice{} // an empty message is still a message
-			if a.lending {
-				msg, a.lent, a.lending = a.lent, nil, false // counted as lent (Input.startLend)
-			} else if len(a.chunks) > 0 {
+			if a.lendTo > 0 {
+				msg, a.lent, a.lendTo = a.lent, nil, 0 // counted as lent (Input.startLend)
+			}
+			if len(a.chunks) > 0 {
 				var pool mem.BufferPool = msgPool
 				if budget.out != nil {
 					pool = budget.out
 				}
 				held := 0
-				msg = make(mem.BufferSlice, len(a.chunks))
+				if len(msg) == 0 {
+					msg = make(mem.BufferSlice, 0, len(a.chunks))
+				}
 				for i, c := range a.chunks {
 					// A buffer this small is not pooled (mem.NewBuffer): its
 					// Free never reaches the pool, so it is not counted.
 					if !mem.IsBelowBufferPoolingThreshold(cap(*c)) {
 						held += cap(*c)
 					}
-					msg[i] = mem.NewBuffer(c, pool)
+					msg = append(msg, mem.NewBuffer(c, pool))
 					a.chunks[i] = nil
 				}
 				if budget.out != nil {
@@ -408,7 +418,7 @@ func (a *Assembler) Read(r *Input, n, limit int, budget *Budget, deliver func(me
 // scratch (they are the call's only), and a sink's pieces in a slice sized
 // for the usual few, so that neither grows anew for every request.
 func (a *Assembler) offer(r *Input, budget *Budget) {
-	got := r.offered[:0]
+	got := append(r.offered[:0], a.lent...)
 	for i, c := range a.chunks {
 		b := *c
 		if i == len(a.chunks)-1 {
@@ -429,6 +439,10 @@ func (a *Assembler) offer(r *Input, budget *Budget) {
 	if a.out == nil {
 		a.out = make(mem.BufferSlice, 0, sinkPieces)
 	}
+	// The lent views are the sink's now, counted as lent (Input.startLend).
+	a.out = append(a.out, a.lent...)
+	clear(a.lent)
+	a.lent = nil
 	for i, c := range a.chunks {
 		b := a.handOn(c, budget)
 		if i == len(a.chunks)-1 {
@@ -437,10 +451,13 @@ func (a *Assembler) offer(r *Input, budget *Budget) {
 		a.out = append(a.out, b)
 	}
 	// The chunk being filled stays where the reads go (owned by rest now);
-	// a full one is the pieces' (splitOff).
-	last := a.chunks[len(a.chunks)-1]
-	clear(a.chunks)
-	a.chunks = append(a.chunks[:0], last)
+	// a full one is the pieces' (splitOff). A message lent up to here has
+	// none yet: the next bytes take one.
+	if k := len(a.chunks); k > 0 {
+		last := a.chunks[k-1]
+		clear(a.chunks)
+		a.chunks = append(a.chunks[:0], last)
+	}
 	a.splitOff()
 	a.handOut(false)
 }
