@@ -364,37 +364,21 @@ func TestInputLendsHead(t *testing.T) {
 		head += max(0, min(DefaultMaxFrame, bufSize-pos-FrameHeaderLen))
 	}
 	for _, cut := range []bool{false, true} {
-		src := &vecReader{b: wire, max: bufSize}
-		in := NewInput(src, bufSize)
-		budget := NewBudget(64 << 20)
-		budget.HoldDelivered()
-		r := &Reader{Br: in}
-		var a Assembler
-		e := &takeAll{}
-		if cut {
-			a.SetEarly(e, 128<<10)
+		h := newEarlyHarness(wire, bufSize, bufSize)
+		h.in = NewInput(&vecReader{b: wire, max: bufSize}, bufSize) // every read brings bufSize
+		h.r = Reader{Br: h.in}
+		h.budget.HoldDelivered()
+		if !cut {
+			h.a = Assembler{}
 		}
+		in, e := h.in, &h.e
 		var got mem.BufferSlice
-		var recv int64 = 1 << 40
-		for {
-			h, err := r.ReadHeader()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			n, _, err := r.DataStart(h, &recv, "the test")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := a.Read(in, n, 64<<20, &budget, func(m mem.BufferSlice, _ bool) error {
+		for got == nil && (e.sink == nil || e.sink.last == 0) {
+			h.frame(t, func(m mem.BufferSlice, _ bool) error {
 				got = m
 				return nil
-			}); err != nil {
-				t.Fatal(err)
-			}
-			if held := budget.Delivered(); held > copyHeld(size-5) {
+			})
+			if held := h.budget.Delivered(); held > copyHeld(size-5) {
 				t.Fatalf("cut-through %v: %d bytes held while the message arrives, more than the %d a copy holds", cut, held, copyHeld(size-5))
 			}
 		}
@@ -414,7 +398,7 @@ func TestInputLendsHead(t *testing.T) {
 			t.Errorf("cut-through %v: %d bytes lent, want the %d of the message the first read brought", cut, in.lent, head)
 		}
 		got.Free()
-		if held := budget.Delivered(); held != 0 {
+		if held := h.budget.Delivered(); held != 0 {
 			t.Errorf("cut-through %v: %d bytes still counted as delivered after the message was freed", cut, held)
 		}
 	}
