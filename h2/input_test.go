@@ -353,7 +353,9 @@ func TestInputLendsWholeMessage(t *testing.T) {
 // buffer for that head, and copied only from where that read ended: the
 // message delivered whole, and one a sink takes as it arrives (cut-through),
 // is intact, its head lent, and it holds no more than a copy would, until it
-// is freed.
+// is freed. A budget that does not count delivered messages (a client's) would
+// not count the lent buffer either: there the head is copied (found in review:
+// stalled heads pinned a read buffer each, outside the budget).
 func TestInputLendsHead(t *testing.T) {
 	const size, bufSize = 1_200_000, 256 << 10
 	wire, msg := oneMessage(size)
@@ -363,11 +365,15 @@ func TestInputLendsHead(t *testing.T) {
 	for pos := 0; pos < bufSize; pos += FrameHeaderLen + DefaultMaxFrame {
 		head += max(0, min(DefaultMaxFrame, bufSize-pos-FrameHeaderLen))
 	}
-	for _, cut := range []bool{false, true} {
+	for _, c := range []struct{ cut, counted bool }{{false, true}, {true, true}, {false, false}} {
+		cut, want := c.cut, 0
 		h := newEarlyHarness(wire, bufSize, bufSize)
 		h.in = NewInput(&vecReader{b: wire, max: bufSize}, bufSize) // every read brings bufSize
 		h.r = Reader{Br: h.in}
-		h.budget.HoldDelivered()
+		if c.counted {
+			h.budget.HoldDelivered()
+			want = head
+		}
 		if !cut {
 			h.a = Assembler{}
 		}
@@ -394,8 +400,8 @@ func TestInputLendsHead(t *testing.T) {
 		if !bytes.Equal(got.Materialize(), msg[5:]) {
 			t.Fatalf("cut-through %v: the %d-byte message is not intact after the reads that followed its head", cut, size)
 		}
-		if in.lent != head {
-			t.Errorf("cut-through %v: %d bytes lent, want the %d of the message the first read brought", cut, in.lent, head)
+		if in.lent != want {
+			t.Errorf("cut-through %v, delivered counted %v: %d bytes lent, want %d (the message's bytes the first read brought: %d)", cut, c.counted, in.lent, want, head)
 		}
 		got.Free()
 		if held := h.budget.Delivered(); held != 0 {

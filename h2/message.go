@@ -295,7 +295,12 @@ func (a *Assembler) Read(r *Input, n, limit int, budget *Budget, deliver func(me
 		}
 		if a.n == 0 && a.sink == nil && len(a.chunks) == 0 && n > 0 && a.want >= DefaultMaxFrame && len(r.buf) <= copyHeld(a.want) {
 			k := min(n, a.want)
-			if p := r.lendable(k, a.want-k); p > 0 && len(r.buf)+copyHeldFrom(p, a.want) <= copyHeld(a.want) && r.startLend(budget) {
+			// Only a budget that counts delivered messages counts a lent
+			// buffer (startLend): elsewhere only a whole message is lent, so
+			// that a head whose rest never comes cannot pin a buffer the
+			// budget does not see.
+			p := r.lendable(k, a.want-k)
+			if p > 0 && (p == a.want || budget.out != nil) && len(r.buf)+copyHeldFrom(p, a.want) <= copyHeld(a.want) && r.startLend(budget) {
 				a.lendTo = p
 				a.lent = make(mem.BufferSlice, 0, p/DefaultMaxFrame+3) // its frames, and the chunks after them
 			}
