@@ -35,8 +35,9 @@ type Assembler struct {
 	// The part of a message that is in the read buffer when its body
 	// starts — all of it, or the head that one read brought — is taken as
 	// views of that buffer (lent), not copied into chunks, when copying it
-	// would hold at least as much (copyHeld): its first lendTo bytes. The
-	// rest goes to chunks as usual, after the views.
+	// would hold at least as much (copyHeld) and, for a head, the budget
+	// counts the buffer: its first lendTo bytes. The rest goes to chunks as
+	// usual, after the views.
 	lendTo int
 	lent   mem.BufferSlice
 
@@ -293,16 +294,18 @@ func (a *Assembler) Read(r *Input, n, limit int, budget *Budget, deliver func(me
 			}
 			a.want, a.n = size, 0
 		}
-		if a.n == 0 && a.sink == nil && len(a.chunks) == 0 && n > 0 && a.want >= DefaultMaxFrame && len(r.buf) <= copyHeld(a.want) {
-			k := min(n, a.want)
+		if a.n == 0 && a.sink == nil && len(a.chunks) == 0 && n > 0 && a.want >= DefaultMaxFrame {
 			// Only a budget that counts delivered messages counts a lent
 			// buffer (startLend): elsewhere only a whole message is lent, so
 			// that a head whose rest never comes cannot pin a buffer the
 			// budget does not see.
-			p := r.lendable(k, a.want-k)
-			if p > 0 && (p == a.want || budget.out != nil) && len(r.buf)+copyHeldFrom(p, a.want) <= copyHeld(a.want) && r.startLend(budget) {
-				a.lendTo = p
-				a.lent = make(mem.BufferSlice, 0, p/DefaultMaxFrame+3) // its frames, and the chunks after them
+			if copied := copyHeld(a.want); len(r.buf) <= copied {
+				k := min(n, a.want)
+				p := r.lendable(k, a.want-k)
+				if p > 0 && (p == a.want || budget.out != nil) && len(r.buf)+copyHeldFrom(p, a.want) <= copied && r.startLend(budget) {
+					a.lendTo = p
+					a.lent = make(mem.BufferSlice, 0, p/DefaultMaxFrame+3) // its frames, and the chunks after them
+				}
 			}
 		}
 		if a.n < a.lendTo && n > 0 {
