@@ -22,6 +22,21 @@ type ModelSpec struct {
 	// Accelerator names the accelerator the model runs on (config `on:`),
 	// one of Config.Accelerators; empty with one accelerator.
 	Accelerator string
+	// MaxBatch is the most frames one job of the model may carry (config
+	// max_batch, else the server's max_batch_size). 0 or 1: every frame is
+	// a job of its own, as before batching existed (see doc.go, Batching).
+	MaxBatch int
+	// BatchExec seeds the estimate per batch size (config batch_exec_ms):
+	// the execution time of a batch of Size frames. Sizes between two
+	// given ones are interpolated; without entries the estimator starts
+	// from a prior and learns the cost of each size online.
+	BatchExec []BatchCost
+}
+
+// BatchCost is the execution time of a batch of Size frames.
+type BatchCost struct {
+	Size int
+	Exec time.Duration
 }
 
 // StreamSpec is one stream's contract.

@@ -217,6 +217,17 @@ type Request struct {
 	Priority    uint64
 	HasPriority bool
 	Timeout     time.Duration
+	// BatchKey says which requests may run as one job (see doc.go,
+	// Batching): requests of the same model with the same non-zero key
+	// have tensors that the caller can merge along the first dimension
+	// (same inputs, datatypes and non-batch dimensions, same requested
+	// outputs, same parameters, no shared memory). 0: the request runs
+	// alone.
+	BatchKey uint64
+	// Rows is the number of rows the request carries (its first
+	// dimension); 0 means 1. A batch's rows never exceed the model's
+	// MaxBatch.
+	Rows int
 }
 
 // ActionKind says what the caller must do with an Action.
@@ -277,4 +288,13 @@ type Action struct {
 	// Queued one back, and calls Complete for each.
 	Queued bool
 	Start  Time
+	// Batch is set on the Dispatches of a batch: the token of its first
+	// request (its lead). A batch's Dispatches come together, the lead's
+	// first, each with the same Batch, Slot, Start and Queued, and
+	// BatchSize the number of requests in it. The caller sends them to
+	// the backend as one request and calls Complete once, with the lead's
+	// token, when that answers: every request of the batch is then
+	// finished. Zero for a request dispatched alone.
+	Batch     uint64
+	BatchSize int
 }
