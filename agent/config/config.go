@@ -11,11 +11,14 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/vig-edge/vig/agent/sched"
 )
 
 // Config is a whole vig configuration. The zero value is not useful; use Parse,
@@ -160,6 +163,9 @@ type Scheduler struct {
 	CommitLeadMs float64 `yaml:"commit_lead_ms"`
 }
 
+// MaxBatch bounds a model's max_batch.
+const MaxBatch = 256
+
 // Model is the execution-time prior of one backend model.
 type Model struct {
 	ExecMs float64 `yaml:"exec_ms"` // prior for the execution time; refined online
@@ -168,8 +174,26 @@ type Model struct {
 	CoRun *bool `yaml:"corun"`
 	// On names the accelerator the model runs on, one of accelerators; required
 	// when more than one is declared.
-	On   string `yaml:"on"`
-	Line int    `yaml:"-"`
+	On string `yaml:"on"`
+	// MaxBatch is the most frames vig merges into one request of the model
+	// (Triton's max_batch_size); absent, it is read from the server's model
+	// configuration; 1 turns batching off.
+	MaxBatch *int `yaml:"max_batch"`
+	// BatchExecMs seeds the execution time per batch size (ms), e.g.
+	// {1: 10, 8: 27.5}; sizes between are interpolated, and the estimator
+	// learns each size online either way.
+	BatchExecMs map[int]float64 `yaml:"batch_exec_ms"`
+	Line        int             `yaml:"-"`
+}
+
+// BatchCosts returns batch_exec_ms in the scheduler's terms, by size.
+func (m Model) BatchCosts() []sched.BatchCost {
+	out := make([]sched.BatchCost, 0, len(m.BatchExecMs))
+	for size, v := range m.BatchExecMs {
+		out = append(out, sched.BatchCost{Size: size, Exec: ms(v)})
+	}
+	slices.SortFunc(out, func(a, b sched.BatchCost) int { return a.Size - b.Size })
+	return out
 }
 
 // RunsBeside reports whether the model may share the accelerator with other jobs.

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"net"
 	"sort"
 	"strings"
@@ -116,6 +117,20 @@ func (c *Config) validate(file string) error {
 		}
 		if m.ExecMs <= 0 {
 			bad(m.Line, key+".exec_ms", "%g: give the model's typical execution time in ms (a prior; vig refines it online)", m.ExecMs)
+		}
+		if m.MaxBatch != nil && (*m.MaxBatch < 1 || *m.MaxBatch > MaxBatch) {
+			bad(m.Line, key+".max_batch", "%d: give the most frames one request of the model may carry, 1 to %d (Triton's max_batch_size; 1 turns batching off)", *m.MaxBatch, MaxBatch)
+		}
+		for size, v := range m.BatchExecMs {
+			limit := MaxBatch
+			if m.MaxBatch != nil {
+				limit = *m.MaxBatch
+			}
+			if size < 1 || size > limit {
+				bad(m.Line, key+".batch_exec_ms", "batch size %d: sizes run from 1 to max_batch (%d)", size, limit)
+			} else if !(v > 0) || math.IsInf(v, 0) {
+				bad(m.Line, key+".batch_exec_ms", "%g ms for a batch of %d: give the execution time of such a batch in ms, above 0", v, size)
+			}
 		}
 	}
 	seen := map[string]int{}

@@ -84,7 +84,12 @@ func SchedConfig(c *config.Config) (sched.Config, error) {
 	}
 	for _, name := range c.ModelNames() {
 		m := c.Models[name]
-		sc.Models = append(sc.Models, sched.ModelSpec{Name: name, Exec: m.Exec(), Exclusive: !m.RunsBeside(), Accelerator: c.AcceleratorOf(name)})
+		spec := sched.ModelSpec{Name: name, Exec: m.Exec(), Exclusive: !m.RunsBeside(), Accelerator: c.AcceleratorOf(name),
+			BatchExec: m.BatchCosts()}
+		if m.MaxBatch != nil {
+			spec.MaxBatch = *m.MaxBatch
+		}
+		sc.Models = append(sc.Models, spec)
 	}
 	for _, s := range c.Streams {
 		class, err := sched.ParseClass(s.Class)
