@@ -107,13 +107,28 @@ func (s *Scheduler) costN(mi int32, occ, n int) time.Duration {
 	return m.bcost[occ*(m.maxBatch-1)+n-2]
 }
 
-// learnBatch adds a measurement of a batch of n frames at occupancy occ, then
-// refits the sizes not measured enough: each such window keeps its
-// measurements and has its seeds replaced by exec(1) × (1 + g·(n−1)), with g
-// the per-frame slope of the size measured most. So a model given only
-// max_batch converges on sizes it has not tried yet once it has tried one.
+// learnBatch adds a measurement of a job of n rows at occupancy occ, then
+// refits the sizes not measured enough (refitBatch).
 func (m *model) learnBatch(occ, n int, d time.Duration, margin Margin) {
-	m.win(occ, n).add(d)
+	if n <= 1 {
+		m.est[occ].add(d)
+		m.refresh(margin)
+	} else {
+		m.win(occ, n).add(d)
+	}
+	m.refitBatch(occ)
+	m.refreshBatch(margin)
+}
+
+// refitBatch reseeds the batch sizes measured less than half a window at
+// occupancy occ, keeping their measurements: from the per-frame slope of the
+// size measured most (by medians, at least minFitSamples of them) scaled from
+// the estimate of a batch of one, or before any batch was measured, the prior's
+// shape (batch_exec_ms or the default slope) scaled to that estimate — so a
+// config with only max_batch converges on sizes it has not tried once it has
+// tried one, and batch_exec_ms given in the wrong units is corrected by what a
+// batch of one really costs.
+func (m *model) refitBatch(occ int) {
 	base := m.estimate(occ)
 	best, bestN := 0, 0
 	for k := 2; k <= m.maxBatch; k++ {
@@ -121,31 +136,41 @@ func (m *model) learnBatch(occ, n int, d time.Duration, margin Margin) {
 			best, bestN = r, k
 		}
 	}
-	if bestN == 0 || base <= 0 {
-		m.refreshBatch(margin)
-		return
+	g := -1.0
+	if bestN > 0 && m.est[occ].p50 > 0 {
+		w := m.win(occ, bestN)
+		g = (float64(m.realP50(w))/float64(m.est[occ].p50) - 1) / float64(bestN-1)
+		g = min(max(g, 0), 4)
 	}
-	g := (float64(m.realP90(m.win(occ, bestN)))/float64(base) - 1) / float64(bestN-1)
-	g = min(max(g, 0), 4)
+	p1 := m.prior(1)
 	for k := 2; k <= m.maxBatch; k++ {
 		w := m.win(occ, k)
-		if k == bestN || w.real >= len(w.ring)/2 {
+		if w.real >= len(w.ring)/2 {
 			continue
 		}
-		w.reseedKeep(time.Duration(float64(base) * (1 + g*float64(k-1))))
+		seed := time.Duration(float64(m.prior(k)) * float64(base) / float64(p1))
+		if g >= 0 {
+			seed = time.Duration(float64(base) * (1 + g*float64(k-1)))
+		}
+		if d := seed - w.seedv; d > w.seedv/50 || -d > w.seedv/50 {
+			w.reseedKeep(seed)
+		}
 	}
-	m.refreshBatch(margin)
 }
 
-// realP90 is the p90 of the measured samples of w alone.
-func (m *model) realP90(w *window) time.Duration {
+// realP50 is the median of the measured samples of w alone.
+func (m *model) realP50(w *window) time.Duration { return m.realPct(w, 50) }
+
+// realPct is the pct-th percentile (nearest rank) of the measured samples of w
+// alone.
+func (m *model) realPct(w *window, pct int) time.Duration {
 	n := len(w.ring)
 	s := m.scratch[:0]
 	for i := 1; i <= w.real; i++ {
 		s = append(s, w.ring[(w.pos-i+n)%n])
 	}
 	slices.Sort(s)
-	return time.Duration(s[p90Index(len(s))])
+	return time.Duration(s[max((pct*len(s)+99)/100-1, 0)])
 }
 
 // reseedKeep replaces the seeds of w (the entries older than its real
@@ -155,10 +180,33 @@ func (w *window) reseedKeep(prior time.Duration) {
 	for i := w.real + 1; i <= n; i++ {
 		w.ring[(w.pos-i+n)%n] = int64(prior)
 	}
+	w.seedv = prior
 	copy(w.sorted, w.ring)
 	slices.Sort(w.sorted)
 	w.p90 = time.Duration(w.sorted[p90Index(n)])
 	w.p10 = time.Duration(w.sorted[p10Index(n)])
+	w.p50 = time.Duration(w.sorted[n/2])
+}
+
+// gainPct is how much cheaper, at least, a frame must be in a batch than in a
+// job of its own for batching to take it: below this the estimates' noise
+// would decide.
+const gainPct = 90
+
+// gains reports whether adding rows more to a batch of n rows of model mi (at
+// occupancy occ), after idling idle first, costs less than those rows as a job
+// of their own: by medians, since the question is what the accelerator spends
+// on average, not what a deadline must allow for.
+func (s *Scheduler) gains(mi int32, occ, n, rows int, idle time.Duration) bool {
+	m := &s.models[mi]
+	if occ >= s.slots {
+		occ = s.slots - 1
+	}
+	if m.spec.Exclusive || occ < 0 {
+		occ = 0
+	}
+	added := idle + m.win(occ, n+rows).p50 - m.win(occ, n).p50
+	return added*100 < m.win(occ, rows).p50*gainPct
 }
 
 // batchable reports whether r, the head of st, may lead or join a batch.
@@ -166,11 +214,12 @@ func (s *Scheduler) batchable(st *stream, r *request) bool {
 	return s.models[st.model].maxBatch > 1 && r.key != 0
 }
 
-// heads counts the waiting heads that a batch led by r (of st) could take:
-// its own and those of other streams of its model with the same key, in rows,
-// up to the model's MaxBatch. The ranking prices a batchable head at that
-// batch's cost, since that is when its result would come.
-func (s *Scheduler) heads(st *stream, r *request) int {
+// heads counts the waiting heads that a batch led by r (of st) could take,
+// in rows: its own and those of other streams of its model with the same key,
+// as long as each pays (gains) and within the model's MaxBatch. The ranking
+// prices a batchable head at that batch's cost, since that is when its result
+// would come.
+func (s *Scheduler) heads(st *stream, r *request, occ int) int {
 	m := &s.models[st.model]
 	rows := int(r.rows)
 	for i := range s.streams {
@@ -178,9 +227,11 @@ func (s *Scheduler) heads(st *stream, r *request) int {
 		if p == st || p.model != st.model || len(p.q) == 0 {
 			continue
 		}
-		if h := &s.reqs[p.q[0]]; h.key == r.key && rows+int(h.rows) <= m.maxBatch {
-			rows += int(h.rows)
+		h := &s.reqs[p.q[0]]
+		if h.key != r.key || rows+int(h.rows) > m.maxBatch || !s.gains(st.model, occ, rows, int(h.rows), 0) {
+			continue
 		}
+		rows += int(h.rows)
 	}
 	return rows
 }
@@ -202,20 +253,21 @@ func (s *Scheduler) fits(start Time, c time.Duration, n int) bool {
 
 // gather forms the batch led by the head of st placed at start (occupancy
 // occ): s.batch[0] is the lead, and the waiting heads of other streams of its
-// model with the same key join, most urgent first, each only if the batch's
-// rows stay within MaxBatch, it is cheaper in the batch than as a job of its
-// own (the batch's added cost below a batch of one), its result lands in a
-// window its stream needs (not an extra) before its target, and every member
-// already taken still meets its target at the batch's new end. It returns the
-// number of members and their rows.
+// model with the same key join. It tries the largest batch first — every such
+// head, most urgent first, within MaxBatch — and drops the least urgent until
+// the batch pays (each added frame cheaper in it than as a job of its own) and
+// every member meets its target at the batch's end, landing, but for the lead,
+// in a window its stream needs. Largest first, because a small batch can end in
+// a window its members have already covered when a larger one would end in the
+// next. It returns the number of members and their rows.
 func (s *Scheduler) gather(start Time, occ int, st *stream) (n, rows int) {
 	m := &s.models[st.model]
 	lead := &s.reqs[st.q[0]]
 	s.batch = append(s.batch[:0], st.q[0])
 	st.bmark = s.bid
-	n, rows = 1, int(lead.rows)
-	c1 := s.costN(st.model, occ, 1)
-	for rows < m.maxBatch {
+	rows = int(lead.rows)
+	full := s.costN(st.model, occ, s.heads(st, lead, occ))
+	for {
 		var best *stream
 		var bk rankKey
 		for i := range s.streams {
@@ -227,32 +279,31 @@ func (s *Scheduler) gather(start Time, occ int, st *stream) (n, rows int) {
 			if h.key != lead.key || rows+int(h.rows) > m.maxBatch {
 				continue
 			}
-			c := s.costN(st.model, occ, rows+int(h.rows))
-			k := s.key(p, h, start, c)
-			if k.extra || k.lax < 0 {
-				continue
-			}
-			if best == nil || s.before(p, best, k, bk) {
+			if k := s.key(p, h, start, full); best == nil || s.before(p, best, k, bk) {
 				best, bk = p, k
 			}
 		}
 		if best == nil {
 			break
 		}
-		h := &s.reqs[best.q[0]]
-		next := rows + int(h.rows)
-		cNext := s.costN(st.model, occ, next)
-		if cNext-s.costN(st.model, occ, rows) >= c1*time.Duration(h.rows) {
-			break // no gain: it would cost as much as running alone
-		}
+		best.bmark = s.bid
 		s.batch = append(s.batch, best.q[0])
-		if !s.fits(start, cNext, n+1) {
-			s.batch = s.batch[:n]
+		rows += int(s.reqs[best.q[0]].rows)
+	}
+	for n = len(s.batch); n > 1; n-- {
+		rows = 0
+		for _, ri := range s.batch[:n] {
+			rows += int(s.reqs[ri].rows)
+		}
+		if s.gains(st.model, occ, int(lead.rows), rows-int(lead.rows), 0) && s.fits(start, s.costN(st.model, occ, rows), n) {
 			break
 		}
-		best.bmark = s.bid
-		n, rows = n+1, next
+		s.streams[s.reqs[s.batch[n-1]].stream].bmark = 0
 	}
+	if n == 1 {
+		rows = int(lead.rows)
+	}
+	s.batch = s.batch[:n]
 	return n, rows
 }
 
@@ -262,11 +313,13 @@ func (s *Scheduler) gather(start Time, occ int, st *stream) (n, rows int) {
 // arrival instead, with it, meets every member's target and its own, within
 // MaxBatch — and waiting pays: the slot's idle time until then plus the frame's
 // added cost stay below what the frame would cost as a job of its own. It
-// returns when the frame is due (re-evaluate then, at the latest).
-func (s *Scheduler) fill(now, start Time, occ int, st *stream, n, rows int) (Time, bool) {
+// returns when the frame is due (re-evaluate then, at the latest), and the
+// latest time the batch may start with it: until then the slot may run a job
+// that ends before.
+func (s *Scheduler) fill(now, start Time, occ int, st *stream, n, rows int) (until, latest Time, ok bool) {
 	m := &s.models[st.model]
 	if rows >= m.maxBatch {
-		return 0, false
+		return 0, 0, false
 	}
 	key := s.reqs[s.batch[0]].key
 	var fp *stream
@@ -276,30 +329,90 @@ func (s *Scheduler) fill(now, start Time, occ int, st *stream, n, rows int) (Tim
 		if p.bmark == s.bid || p.model != st.model || len(p.q) > 0 || p.lastKey != key {
 			continue
 		}
-		a, capture, ok := s.next(now, p, st, BestEffort)
+		a, capture, ok := s.nextLate(now, p)
 		if !ok || (fp != nil && a >= fa) {
 			continue
 		}
 		fp, fa, fcap = p, a, capture
 	}
 	if fp == nil {
-		return 0, false
+		return 0, 0, false
 	}
 	at := max(start, fa)
-	c1 := s.costN(st.model, occ, 1)
-	c := s.costN(st.model, occ, rows+1)
-	if at.Sub(start)+c-s.costN(st.model, occ, rows) >= c1 {
-		return 0, false // idling for it costs more than running it alone
+	if !s.gains(st.model, occ, rows, 1, at.Sub(start)) {
+		return 0, 0, false // idling for it costs more than running it alone
 	}
+	c := s.costN(st.model, occ, rows+1)
 	if !s.fits(at, c, n) {
-		return 0, false
+		return 0, 0, false
 	}
 	end := at.Add(c)
 	w := fp.win(end)
-	if w <= s.claimed(fp) || end > min(fcap.Add(fp.maxAge), fp.windowEnd(w)) {
-		return 0, false // it would not need this batch
+	target := min(fcap.Add(fp.maxAge), fp.windowEnd(w))
+	if w <= s.claimed(fp) || end > target {
+		return 0, 0, false // it would not need this batch
 	}
-	return fa.Add(s.cfg.CommitLead) + 1, true
+	latest = target - Time(c)
+	for _, ri := range s.batch[:n] {
+		r := &s.reqs[ri]
+		k := s.key(&s.streams[r.stream], r, at, c)
+		latest = min(latest, at+Time(k.lax))
+	}
+	if latest < at {
+		return 0, 0, false
+	}
+	return fa.Add(s.cfg.CommitLead+4*fp.lagDev) + 1, latest, true
+}
+
+// nextLate is next for a batch that fills: the next frame of p and when it
+// reaches vig, still expected until CommitLead plus four mean deviations of its
+// arrival lag after it is due (a frame a little late joins; one that does not
+// come is not waited for past then).
+func (s *Scheduler) nextLate(now Time, p *stream) (a, capture Time, ok bool) {
+	if p.adhoc || !p.seen || now.Sub(p.lastCapture) > 2*p.interval+p.maxAge {
+		return 0, 0, false
+	}
+	iv := int64(p.interval)
+	k := int64(1)
+	if d := int64(now-p.lastCapture) - int64(s.cfg.CommitLead+4*p.lagDev+p.lag); d >= 0 {
+		k = d/iv + 1
+	}
+	capture = p.lastCapture + Time(k*iv)
+	return capture.Add(p.lag), capture, true
+}
+
+// batchLandsEarly is landsEarly for a batch (see Landing in a window in
+// doc.go): when the batch's fastest plausible result (start + the shortest
+// time in its size's estimator window) would land in a window some member's
+// stream already has, while its predicted result (start + c) lands in the
+// next, the batch is held until even its fastest result lands there — if every
+// member still meets its target from then. Batches of streams with one period
+// and one grid (cameras on one detector) otherwise settle on a phase whose
+// results land on a window boundary, where jitter doubles one window and
+// empties the next.
+func (s *Scheduler) batchLandsEarly(start Time, occ int, st *stream, n, rows int, c time.Duration) (Time, bool) {
+	fastest := s.models[st.model].win(occ, rows).fastest()
+	until := start
+	for _, ri := range s.batch[:n] {
+		r := &s.reqs[ri]
+		p := &s.streams[r.stream]
+		if r.deadline == Never {
+			continue
+		}
+		cl := s.claimed(p)
+		if p.win(start.Add(fastest)) > cl {
+			continue
+		}
+		w := p.win(start.Add(c))
+		if w <= cl {
+			continue
+		}
+		until = max(until, p.windowStart(w)-Time(fastest))
+	}
+	if until <= start || !s.fits(until, c, n) {
+		return 0, false
+	}
+	return until, true
 }
 
 // dispatchBatch dispatches the batch s.batch[:n] (lead first) as one job: the

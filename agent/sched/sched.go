@@ -91,6 +91,7 @@ type stream struct {
 	lastCapture Time // newest capture received (protected prediction)
 	seen        bool
 	lag         time.Duration // arrival − capture, smoothed: when a predicted frame reaches vig
+	lagDev      time.Duration // its mean deviation, smoothed: how late a frame may still come
 
 	minRate  time.Duration // budget interval, 1/min_rate_hz; 0 = no budget
 	anchor   Time          // last dispatch, or first deferral before any
@@ -489,7 +490,9 @@ func (s *Scheduler) arrive(now Time, r Request, dup bool, acts []Action) []Actio
 		}
 		// An EWMA with gain 1/8 of how late frames reach vig after their
 		// capture; the look-ahead expects predicted frames that much later.
-		st.lag += (now.Sub(capture) - st.lag) / 8
+		d := now.Sub(capture) - st.lag
+		st.lag += d / 8
+		st.lagDev += (max(d, -d) - st.lagDev) / 4
 		if !st.gridSet {
 			// Learnt: the grid of every stream without a told one starts
 			// at the first capture vig sees on any of them (the session's
@@ -729,7 +732,7 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 			h := &s.reqs[c.q[0]]
 			cc := s.cost(c.model, occ)
 			if s.batchable(c, h) {
-				cc = s.costN(c.model, occ, s.heads(c, h))
+				cc = s.costN(c.model, occ, s.heads(c, h, occ))
 			}
 			ck := s.key(c, h, start, cc)
 			if st == nil || s.before(c, st, ck, sk) {
@@ -792,7 +795,7 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 		if !probe && s.batchable(st, r) {
 			s.forming = st.model
 			n, rows = s.gather(start, jobOcc, st)
-			if until, ok := s.fill(now, start, jobOcc, st, n, rows); ok {
+			if until, latest, ok := s.fill(now, start, jobOcc, st, n, rows); ok {
 				for _, ri := range s.batch[:n] {
 					b := &s.reqs[ri]
 					bs := &s.streams[b.stream]
@@ -804,13 +807,15 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 					bs.pass = s.passID
 				}
 				if holdSlot < 0 {
-					holdSlot, holdAt = slot, until
+					holdSlot, holdAt = slot, latest
 				}
 				continue
 			}
 		}
 		if m.maxBatch > 1 && rows > 1 {
 			c = s.costN(st.model, jobOcc, min(rows, m.maxBatch))
+		} else {
+			s.forming = -1 // a job of one: the look-ahead prices its peers' frames as it always has
 		}
 		if slot == holdSlot && start.Add(c) > holdAt {
 			// The slot is held for a batch that fills; this job would
@@ -856,6 +861,24 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 				r.deferPass = s.passID
 				r.recheck = until
 				st.pass = s.passID
+				continue
+			}
+		}
+		if !budget && !wait && rows > 1 && n > 1 && s.cfg.Order == OrderLaxity {
+			if until, ok := s.batchLandsEarly(start, jobOcc, st, n, rows, c); ok {
+				for _, ri := range s.batch[:n] {
+					b := &s.reqs[ri]
+					bs := &s.streams[b.stream]
+					if !b.held {
+						b.held = true
+						bs.held++
+					}
+					b.deferPass, b.recheck = s.passID, until
+					bs.pass = s.passID
+				}
+				if holdSlot < 0 {
+					holdSlot, holdAt = slot, until
+				}
 				continue
 			}
 		}
@@ -1078,8 +1101,8 @@ func (s *Scheduler) Complete(now Time, token uint64, ok bool, acts []Action) []A
 			// From its observed start: the dispatch to a free slot, or
 			// the predecessor's Complete for a pipelined job — so the
 			// time it queued at the backend is not counted.
-			if r.bsize > 1 {
-				m.learnBatch(int(r.occ), int(r.bsize), now.Sub(r.start), s.margin)
+			if m.maxBatch > 1 {
+				m.learnBatch(int(r.occ), max(int(r.bsize), 1), now.Sub(r.start), s.margin)
 			} else {
 				m.est[r.occ].add(now.Sub(r.start))
 				m.refresh(s.margin)
