@@ -29,7 +29,7 @@ import (
 // Why a frame of a batching model runs alone, besides wire's Alone* reasons.
 const (
 	aloneStreamed = "streamed"       // forwarded as it arrives (cutthrough.go)
-	aloneRing     = "ring"           // a ring frame: no message until dispatch
+	aloneRing     = "ring"           // a ring frame offered by reference
 	aloneOverMax  = "over_max_batch" // more rows than the model's max_batch
 )
 
@@ -51,18 +51,19 @@ var (
 
 // batchKey fills the request's batch key and rows when its model batches; a
 // frame that cannot join is counted by why.
+//
+// A ring frame (no message until a gRPC backend asks for one) joins by
+// building its message now rather than at dispatch: for a sealed region its
+// tensor bytes stay views of the client's mapping, for an unsealed one the
+// copy a gRPC backend makes anyway happens earlier. A ring frame offered by
+// reference (its header has no raw tensors) runs alone.
 func (g *Governor) batchKey(c *Call, req *sched.Request) {
 	mb := g.maxBatch[req.Model]
 	if mb <= 1 {
 		return
 	}
-	var why string
-	switch {
-	case c.body != nil:
-		why = aloneStreamed
-	case c.Msg == nil:
-		why = aloneRing
-	default:
+	why := g.joinable(c, mb)
+	if why == "" {
 		key, rows, w := wire.BatchKey(&c.Header, c.Msg)
 		if w == "" && rows > mb {
 			w = aloneOverMax
@@ -76,6 +77,26 @@ func (g *Governor) batchKey(c *Call, req *sched.Request) {
 	if g.obs != nil {
 		g.obs.Alone(req.Model, why)
 	}
+}
+
+// joinable says why c cannot join a batch before its message is read ("":
+// it may, and c.Msg is its message).
+func (g *Governor) joinable(c *Call, mb int) string {
+	h := &c.Header
+	switch {
+	case c.body != nil:
+		return aloneStreamed
+	case c.Msg != nil:
+		return ""
+	case c.Build == nil || h.RawInputs == 0:
+		return aloneRing
+	case len(h.Inputs) > 0 && len(h.Inputs[0].Shape) > 0 && h.Inputs[0].Shape[0] > int64(mb):
+		return aloneOverMax // not worth building the message for
+	}
+	if _, err := c.Message(); err != nil {
+		return aloneRing // the build fails again at dispatch, and says why
+	}
+	return ""
 }
 
 // group attaches a Dispatch of a batch to its batchRun and reports whether
