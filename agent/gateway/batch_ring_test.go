@@ -86,4 +86,3 @@ func TestBatchRingFrames(t *testing.T) {
 	}
 	drained(t, e.gw)
 }
-
