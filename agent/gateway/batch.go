@@ -172,7 +172,10 @@ func (batchReplier) Reply(bc *Call, resp mem.BufferSlice, err error) {
 // scheduler once, and answers every member exactly once.
 func (g *Gateway) finishBatch(b *batchRun, bc *Call, resp mem.BufferSlice, err error) {
 	n := len(b.members)
-	b.outs = append(b.outs[:0], make([]mem.BufferSlice, n)...)
+	b.outs = b.outs[:0]
+	for range n {
+		b.outs = append(b.outs, nil)
+	}
 	if err == nil {
 		bt := batcherPool.Get().(*wire.Batcher)
 		if serr := bt.Split(resp, b.parts, mem.DefaultBufferPool(), b.outs); serr != nil {
