@@ -120,9 +120,9 @@ func callAll(ctx context.Context, cc *grpc.ClientConn, msgs []rawMsg) (time.Dura
 	return d, nil
 }
 
-// executions reads the mock backend's execution count of the bench model
+// mockExecutions reads the mock backend's execution count of the bench model
 // (a batch counts once).
-func executions(ctx context.Context, cc *grpc.ClientConn) (uint64, error) {
+func mockExecutions(ctx context.Context, cc *grpc.ClientConn) (uint64, error) {
 	r, err := pb.NewGRPCInferenceServiceClient(cc).ModelStatistics(ctx, &pb.ModelStatisticsRequest{Name: benchModel})
 	if err != nil {
 		return 0, err
@@ -170,14 +170,14 @@ func measureBatchRow(ctx context.Context, o *DatapathOptions, e *pathEnv, payloa
 		var td, tv time.Duration
 		var err error
 		via := func() error {
-			before, err := executions(ctx, e.direct)
+			before, err := mockExecutions(ctx, e.direct)
 			if err != nil {
 				return err
 			}
 			if tv, err = callAll(ctx, e.via, msgs); err != nil {
 				return err
 			}
-			after, err := executions(ctx, e.direct)
+			after, err := mockExecutions(ctx, e.direct)
 			if i >= o.Warmup {
 				viaExec += after - before
 			}
