@@ -307,6 +307,30 @@ func (s *Scheduler) gather(start Time, occ int, st *stream) (n, rows int) {
 	return n, rows
 }
 
+// batchRows is the rows of the first n members of the batch.
+func (s *Scheduler) batchRows(n int) int {
+	rows := 0
+	for _, ri := range s.batch[:n] {
+		rows += int(s.reqs[ri].rows)
+	}
+	return rows
+}
+
+// batchGuards says whether the batch s.batch[:n] (starting at start, cost c)
+// is subject to admission — some member is not protected, or is an extra — and
+// whether against high streams too (some member is best_effort and not an
+// extra): a batch is admitted as its least entitled member would be.
+func (s *Scheduler) batchGuards(start Time, c time.Duration, n int) (guarded, guardHigh bool) {
+	for _, ri := range s.batch[:n] {
+		r := &s.reqs[ri]
+		p := &s.streams[r.stream]
+		k := s.key(p, r, start, c)
+		guarded = guarded || p.class != Protected || k.extra
+		guardHigh = guardHigh || p.class == BestEffort && !k.extra
+	}
+	return guarded, guardHigh
+}
+
 // fill decides whether the batch s.batch[:n] (rows rows, placed at start at
 // occupancy occ) should wait for the next predicted frame of another stream of
 // its model: it does when that frame can still join — the batch started at its
