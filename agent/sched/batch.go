@@ -67,6 +67,18 @@ func (m *model) prior(n int) time.Duration {
 	return time.Duration(float64(y0) * (1 + defaultBatchSlope*float64(n-1)))
 }
 
+// BatchPrior is the prior execution time of a job of n rows of the model the
+// scheduler would start from: BatchExec interpolated (extrapolated beyond its
+// largest size along its last segment), else Exec × (1 + 0.5·(n−1)). doctor
+// prices batches with it.
+func BatchPrior(spec ModelSpec, n int) time.Duration {
+	if n <= 1 && (len(spec.BatchExec) == 0 || spec.BatchExec[0].Size != 1) {
+		return spec.Exec
+	}
+	m := model{spec: spec}
+	return m.prior(n)
+}
+
 // win is the estimator window of a job of n frames at occupancy occ.
 func (m *model) win(occ, n int) *window {
 	if n <= 1 {
