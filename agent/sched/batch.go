@@ -552,7 +552,11 @@ func (s *Scheduler) batchSnapshot(dst []BatchStats) []BatchStats {
 		if m.maxBatch <= 1 {
 			continue
 		}
-		dst = append(dst, BatchStats{Model: m.spec.Name, MaxBatch: m.maxBatch, Sizes: slices.Clone(m.batches)})
+		var sizes []uint64
+		if len(dst) < cap(dst) {
+			sizes = dst[: len(dst)+1 : cap(dst)][len(dst)].Sizes[:0] // reuse the previous snapshot's
+		}
+		dst = append(dst, BatchStats{Model: m.spec.Name, MaxBatch: m.maxBatch, Sizes: append(sizes, m.batches...)})
 	}
 	return dst
 }
