@@ -58,10 +58,11 @@ var (
 // copy a gRPC backend makes anyway happens earlier. A ring frame offered by
 // reference (its header has no raw tensors) runs alone.
 func (g *Governor) batchKey(c *Call, req *sched.Request) {
-	mb := g.maxBatch[req.Model]
-	if mb <= 1 {
+	p := g.maxBatch[req.Model]
+	if p == nil || p.Load() <= 1 {
 		return
 	}
+	mb := int(p.Load())
 	why := g.joinable(c, mb)
 	if why == "" {
 		key, rows, w := wire.BatchKey(&c.Header, c.Msg)

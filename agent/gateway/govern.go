@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -33,8 +34,9 @@ type Governor struct {
 	names  map[string]string // configured stream and model names, interned
 	bound  map[string]string // configured stream → the model it runs
 	// maxBatch is each model's max_batch: above 1, its frames may be merged
-	// (batch.go).
-	maxBatch map[string]int
+	// (batch.go). The map is fixed at construction; a value changes when the
+	// server's configuration is read (servermodels.go).
+	maxBatch map[string]*atomic.Int32
 
 	mu     sync.Mutex
 	s      *sched.Scheduler
@@ -134,7 +136,7 @@ func NewGovernor(o GovernorOptions) (*Governor, error) {
 		known:    map[string]bool{},
 		names:    map[string]string{},
 		bound:    map[string]string{},
-		maxBatch: map[string]int{},
+		maxBatch: map[string]*atomic.Int32{},
 		s:        s,
 		calls:    map[uint64]*Call{},
 		obs:      o.Observer,
@@ -144,7 +146,8 @@ func NewGovernor(o GovernorOptions) (*Governor, error) {
 		g.toMono = func(ns int64) int64 { return ns - wd() }
 	}
 	for _, m := range sc.Models {
-		g.maxBatch[m.Name] = m.MaxBatch
+		g.maxBatch[m.Name] = new(atomic.Int32)
+		g.maxBatch[m.Name].Store(int32(m.MaxBatch))
 	}
 	for name := range o.Config.Models {
 		g.known[name] = true

@@ -815,6 +815,14 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 		if m.maxBatch > 1 && rows > 1 {
 			c = s.costN(st.model, jobOcc, min(rows, m.maxBatch))
 		} else {
+			if n == 1 && sk.extra && s.batchable(st, r) && s.hasPeers(st) {
+				// An extra of a batching model alone would only double
+				// a window, on slot time its model's next batch needs:
+				// it waits to join that batch (or is superseded).
+				r.deferPass, r.recheck = s.passID, Never
+				st.pass = s.passID
+				continue
+			}
 			s.forming = -1 // a job of one: the look-ahead prices its peers' frames as it always has
 		}
 		if slot == holdSlot && start.Add(c) > holdAt {
@@ -824,9 +832,33 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 			continue
 		}
 		budget, cost := false, uint64(0)
-		guardHigh := st.class == BestEffort && !sk.extra
-		if (st.class != Protected || sk.extra) && (len(s.protected) > 0 || guardHigh && len(s.guarded) > 0) {
+		guarded, guardHigh := st.class != Protected || sk.extra, st.class == BestEffort && !sk.extra
+		if n > 1 {
+			guarded, guardHigh = s.batchGuards(start, c, n)
+		}
+		if guarded && (len(s.protected) > 0 || guardHigh && len(s.guarded) > 0) {
 			blocked, misses, recheck := s.admission(now, start, slot, st.idx, excl, guardHigh, c)
+			for blocked && n > 1 {
+				// A smaller batch may fit where this one blocks a
+				// protected frame: drop the least urgent.
+				n--
+				s.streams[s.reqs[s.batch[n]].stream].bmark = 0
+				s.batch = s.batch[:n]
+				rows = s.batchRows(n)
+				c = s.costN(st.model, jobOcc, rows)
+				if n > 1 {
+					guarded, guardHigh = s.batchGuards(start, c, n)
+				} else {
+					guarded, guardHigh = st.class != Protected || sk.extra, st.class == BestEffort && !sk.extra
+					c = s.cost(st.model, jobOcc)
+					s.forming = -1
+				}
+				if !guarded {
+					blocked = false
+					break
+				}
+				blocked, misses, recheck = s.admission(now, start, slot, st.idx, excl, guardHigh, c)
+			}
 			if blocked {
 				if !st.anchored {
 					// The budget starts with one run owed (a token bucket
