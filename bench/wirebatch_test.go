@@ -1,0 +1,138 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vig-edge/vig/agent/config"
+	"github.com/vig-edge/vig/mockbackend"
+	pb "github.com/vig-edge/vig/proto/inference"
+)
+
+func TestScenarioEPhases(t *testing.T) {
+	for _, name := range []string{"e", "e-linear"} {
+		sc := loadScenario(t, name)
+		want := map[string]time.Duration{"cam0": 0, "cam1": 5500 * time.Microsecond, "cam2": 11 * time.Millisecond,
+			"cam3": 16500 * time.Microsecond, "cam4": 22 * time.Millisecond, "cam5": 27500 * time.Microsecond, "depth": 3 * time.Millisecond}
+		off := sc.offsets()
+		for i, s := range sc.Config.Streams {
+			if off[i] != want[s.Name] {
+				t.Errorf("%s: %s starts at %v, want %v", sc.Name, s.Name, off[i], want[s.Name])
+			}
+		}
+		if len(off) != len(want) {
+			t.Errorf("%s: %d streams, want %d", sc.Name, len(off), len(want))
+		}
+		ps := PoliciesFor(sc.Config)
+		if strings.Join(ps, ",") != "direct,triton-policy,vig,vig-unbatched,vig-learnt" {
+			t.Errorf("%s: policies %v", sc.Name, ps)
+		}
+	}
+	if sc := loadScenario(t, "b"); sc.Phases != nil || sc.offsets()[1] != 7*time.Millisecond || len(PoliciesFor(sc.Config)) != 3 {
+		t.Errorf("B: phases %v, offsets %v, policies %v: want A–D as they were", sc.Phases, sc.offsets(), PoliciesFor(sc.Config))
+	}
+}
+
+func TestSensorsFileErrors(t *testing.T) {
+	cfg, err := config.Parse("e.yaml", mustRead(t, filepath.Join("..", "examples", "scenarios", "e.yaml")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := "cam0: 0, cam1: 5.5, cam2: 11, cam3: 16.5, cam4: 22, cam5: 27.5, depth: 3"
+	for _, tc := range []struct{ in, want string }{
+		{"phase_ms: {cam0: 0}", "no phase for stream cam1"},
+		{"phase_ms: {" + all + ", cam9: 1}", "phase_ms.cam9: the scenario has no such stream"},
+		{"phase_ms: {" + strings.Replace(all, "cam1: 5.5", "cam1: 40", 1) + "}", "phase_ms.cam1: 40: give a phase from 0 to below"},
+		{"phase_ms: {" + strings.Replace(all, "cam1: 5.5", "cam1: -1", 1) + "}", "phase_ms.cam1: -1"},
+		{"phases: {}", "field phases not found"},
+	} {
+		_, err := parsePhases("e.sensors.yaml", []byte(tc.in), cfg)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want an error with %q", tc.in, err, tc.want)
+		}
+	}
+	if _, err := parsePhases("e.sensors.yaml", []byte("phase_ms: {"+all+"}"), cfg); err != nil {
+		t.Error(err)
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestOwnAnswer: the check a sensor makes catches another frame's row or id.
+func TestOwnAnswer(t *testing.T) {
+	row, other := framePayload("cam0", 7), framePayload("cam1", 7)
+	if bytes.Equal(row, other) || bytes.Equal(row, framePayload("cam0", 8)) {
+		t.Fatal("two frames carry the same content")
+	}
+	answer := func(id string, r []byte) *pb.ModelInferResponse {
+		return &pb.ModelInferResponse{Id: id, Outputs: []*pb.ModelInferResponse_InferOutputTensor{{Name: mockbackend.OutputName, Datatype: "UINT8", Shape: []int64{1, mockbackend.RowBytes}}},
+			RawOutputContents: [][]byte{mockbackend.RowOutput([][]byte{r})}}
+	}
+	if !ownAnswer(answer("cam0#7", row), "cam0", 7, row) {
+		t.Error("its own answer is not recognised")
+	}
+	if ownAnswer(answer("cam0#7", other), "cam0", 7, row) || ownAnswer(answer("cam1#7", row), "cam0", 7, row) {
+		t.Error("another frame's row or id passes")
+	}
+}
+
+// TestWireScenarioE runs scenario E for a few seconds under direct (the mock's
+// dynamic batcher) and vig with batching: every answer is checked against its
+// frame's row and none is another's; the backend batched the direct clients.
+// It asserts counts, not timing.
+func TestWireScenarioE(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs scenario E's sensors against the mock backend for a few seconds")
+	}
+	sc := loadScenario(t, "e")
+	res, err := RunWire(context.Background(), WireOptions{Scenarios: []Scenario{*sc}, Depths: []int{1},
+		Duration: 1500 * time.Millisecond, Policies: []string{PolicyDirect, PolicyVig}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := res.Scenarios[0]
+	for _, r := range ws.Runs {
+		for _, s := range r.Streams {
+			if s.Sent != s.Delivered+s.Errors+s.Mixed {
+				t.Errorf("%s/%s: sent %d != delivered %d + errors %d + mixed %d", r.Policy, s.Stream, s.Sent, s.Delivered, s.Errors, s.Mixed)
+			}
+			if s.Mixed != 0 {
+				t.Errorf("%s/%s: %d of %d answers were another frame's", r.Policy, s.Stream, s.Mixed, s.Checked)
+			}
+			if strings.HasPrefix(s.Stream, "cam") && s.Checked == 0 {
+				t.Errorf("%s/%s: no answer checked", r.Policy, s.Stream)
+			}
+			if s.Stream == "depth" && s.Checked != 0 {
+				t.Errorf("%s/depth: %d answers checked as rows; depth does not batch", r.Policy, s.Checked)
+			}
+		}
+	}
+	direct := ws.Batches[PolicyDirect]["detector"]
+	batched := 0
+	for size, n := range direct {
+		if size > 1 {
+			batched += n
+		}
+		if size > 8 {
+			t.Errorf("direct: the backend ran a batch of %d (max 8)", size)
+		}
+	}
+	if batched == 0 {
+		t.Errorf("direct: the backend never batched six cameras' frames on one slot (%v)", direct)
+	}
+	if _, ok := ws.Batches[PolicyDirect]["depth"]; ok && len(ws.Batches[PolicyDirect]["depth"]) > 1 {
+		t.Errorf("depth ran batches: %v", ws.Batches[PolicyDirect]["depth"])
+	}
+}
