@@ -742,6 +742,31 @@ func (sc *WireScenario) httpMix() []mixPair {
 	return out
 }
 
+// batchingModels names the scenario's models configured with max_batch above 1.
+func batchingModels(sc *WireScenario) []string {
+	var out []string
+	for _, sp := range sc.Streams {
+		if sp.MaxBatch > 1 && !slices.Contains(out, sp.Model) {
+			out = append(out, sp.Model)
+		}
+	}
+	return out
+}
+
+// msMap renders batch_exec_ms as in the config: {1: 10, 8: 27.5}.
+func msMap(m map[int]float64) string {
+	keys := make([]int, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Ints(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%d: %g", k, m[k]))
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
+}
+
 // checked is how many answers of the scenario's runs the clients checked.
 func (sc *WireScenario) checked() uint64 {
 	var n uint64
@@ -890,15 +915,15 @@ func Report(r *Results, plots map[string]string) string {
 			}
 			if len(sc.Streams) > 0 {
 				w("| stream | class | frame ms | period ms | max_age ms | exec ms (× 0.9–1.3) | phase ms |\n|---|---|---|---|---|---|---|\n")
-				batched := map[string]StreamSpec{}
+				var batched []StreamSpec
 				for _, sp := range sc.Streams {
 					w("| %s | %s | %g | %g | %g | %g | %g |\n", sp.Name, sp.Class, sp.FrameMs, sp.PeriodMs, sp.MaxAgeMs, sp.ExecMs, sp.PhaseMs)
-					if sp.MaxBatch > 1 {
-						batched[sp.Model] = sp
+					if sp.MaxBatch > 1 && !slices.ContainsFunc(batched, func(b StreamSpec) bool { return b.Model == sp.Model }) {
+						batched = append(batched, sp)
 					}
 				}
 				for _, sp := range batched {
-					w("\nModel `%s` takes batches: `max_batch: %d`, `batch_exec_ms: %v` (the mock backend's cost: mean(exec × factor of the frames) × (1 + g·(b − 1)) at the g these imply; Triton's dynamic batcher for direct clients, `max_queue_delay_microseconds: 0`). Each frame is one request of shape [1, %d] UINT8 with content of its own; the client recomputes the row it must get back.\n", sp.Model, sp.MaxBatch, sp.BatchExecMs, wr.Payload)
+					w("\nModel `%s` takes batches: `max_batch: %d`, `batch_exec_ms: %s` (the mock backend's cost: mean(exec × factor of the frames) × (1 + g·(b − 1)) at the g these imply; Triton's dynamic batcher for direct clients, `max_queue_delay_microseconds: 0`). Each frame is one request of shape [1, %d] UINT8 with content of its own; the client recomputes the row it must get back.\n", sp.Model, sp.MaxBatch, msMap(sp.BatchExecMs), wr.Payload)
 				}
 				w("\n")
 			}
@@ -923,7 +948,7 @@ func Report(r *Results, plots map[string]string) string {
 			}
 			if len(sc.Batches) > 0 || sc.checked() > 0 {
 				w("\nBatches the backend ran (its own timeline: executions by batch size, every depth pooled) and the answers checked (each client recomputed its frame's row; a mixed-up answer is another frame's row or id, and is not counted as delivered). triton-policy forwards one request at a time, so the backend never batches behind it.\n\n")
-				w("| policy | model | executions by batch size | mean batch | answers checked | mixed up |\n|---|---|---|---|---|---|\n")
+				w("| policy | executions by batch size (rows) | mean batch | answers checked | mixed up |\n|---|---|---|---|---|\n")
 				for _, p := range sc.policies() {
 					var checked, mixed uint64
 					for _, run := range sc.Runs {
@@ -934,21 +959,16 @@ func Report(r *Results, plots map[string]string) string {
 							}
 						}
 					}
-					models := make([]string, 0, len(sc.Batches[p]))
-					for m := range sc.Batches[p] {
-						models = append(models, m)
-					}
-					sort.Strings(models)
-					if len(models) == 0 {
-						w("| %s | – | no batch above 1 | 1.00 | %d | %d |\n", PolicyLabel(p), checked, mixed)
-					}
-					for k, m := range models {
+					var lines, means []string
+					for _, m := range batchingModels(&sc) {
 						line, mean := batchLine(sc.Batches[p][m])
-						if k > 0 {
-							checked, mixed = 0, 0
+						if line == "" {
+							line, mean = "no batch above 1", 1
 						}
-						w("| %s | %s | %s | %.2f | %d | %d |\n", PolicyLabel(p), m, line, mean, checked, mixed)
+						lines = append(lines, fmt.Sprintf("`%s` %s", m, line))
+						means = append(means, fmt.Sprintf("%.2f", mean))
 					}
+					w("| %s | %s | %s | %d | %d |\n", PolicyLabel(p), strings.Join(lines, "; "), strings.Join(means, "; "), checked, mixed)
 				}
 			}
 			if mix := sc.httpMix(); len(mix) > 0 {

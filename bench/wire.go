@@ -842,7 +842,18 @@ func driveSensors(ctx context.Context, cfg *config.Config, offsets []time.Durati
 	// CLOCK_MONOTONIC from one pair of readings.
 	ref, refMono := time.Now(), clock.Monotonic()
 	mono := func(t time.Time) int64 { return refMono - int64(ref.Sub(t)) }
-	jobs := executions(mb.Timeline())
+	raw := mb.Timeline()
+	jobs := executions(raw)
+	if warm > 0 {
+		// The backend's inference_count includes the warm-up: count the rows
+		// that started after it instead.
+		clear(inferences)
+		for _, j := range raw {
+			if s := mono(j.Start); s >= start && s < end {
+				inferences[j.Model] += uint64(max(j.Rows, 1))
+			}
+		}
+	}
 	run.Idle, run.idle = idleWhileWaiting(jobs, mono, captures, start, end, cfg.Backend.Slots)
 	run.Busy = busyShare(jobs, mono, start, end, cfg.AcceleratorList())
 	run.Batches = batchCounts(jobs, mono, start, end)

@@ -136,3 +136,75 @@ func TestWireScenarioE(t *testing.T) {
 		t.Errorf("depth ran batches: %v", ws.Batches[PolicyDirect]["depth"])
 	}
 }
+
+// TestScenarioETargets judges made-up results: each target fails on the
+// stream that misses it and holds otherwise; the report shows the batches.
+func TestScenarioETargets(t *testing.T) {
+	streams := func(cov map[string]float64, checked, mixed uint64) []StreamResult {
+		var out []StreamResult
+		for _, n := range []string{"cam0", "cam1", "cam2", "cam3", "cam4", "cam5", "depth"} {
+			out = append(out, StreamResult{Stream: n, Coverage: cov[n], Checked: checked, Mixed: mixed})
+		}
+		return out
+	}
+	good := map[string]float64{"cam0": 1, "cam1": 0.995, "cam2": 0.98, "cam3": 0.98, "cam4": 0.975, "cam5": 0.97, "depth": 0.99}
+	direct := map[string]float64{"cam0": 0.93, "cam1": 0.78, "cam2": 0.89, "cam3": 0.975, "cam4": 0.96, "cam5": 0.92, "depth": 0.985}
+	short := func(m map[string]float64, stream string, by float64) map[string]float64 {
+		c := map[string]float64{}
+		for k, v := range m {
+			c[k] = v
+		}
+		c[stream] -= by
+		return c
+	}
+	results := func(vig, learnt, linVig, linUnb map[string]float64, mixed uint64) *Results {
+		e := WireScenario{Name: "E", Policies: PoliciesFor(loadScenario(t, "e").Config), Best: map[string][]StreamResult{
+			PolicyDirect: streams(direct, 0, 0), PolicyVig: streams(vig, 0, 0), PolicyVigLearnt: streams(learnt, 0, 0)},
+			Runs:    []WireRun{{Policy: PolicyVig, Streams: streams(vig, 100, mixed)}},
+			Streams: []StreamSpec{{Name: "cam0", Model: "detector", MaxBatch: 8, BatchExecMs: map[int]float64{1: 10, 8: 27.5}}},
+			Batches: map[string]map[string]map[int]int{PolicyDirect: {"detector": {1: 3, 4: 5}}}}
+		el := WireScenario{Name: "E-linear", Best: map[string][]StreamResult{PolicyVig: streams(linVig, 0, 0), PolicyVigUnbatched: streams(linUnb, 0, 0)}}
+		return &Results{Wire: &WireResult{Scenarios: []WireScenario{e, el}}}
+	}
+	status := func(r *Results) []string {
+		var out []string
+		for _, tg := range scenarioETargets(r) {
+			out = append(out, tg.Status)
+		}
+		return out
+	}
+	all := []string{Holds, Holds, Holds, Holds}
+	if got := status(results(good, short(good, "cam2", 0.015), good, short(good, "depth", 0.005), 0)); !slicesEqual(got, all) {
+		t.Errorf("good results: %v, want all to hold", got)
+	}
+	for _, tc := range []struct {
+		name string
+		r    *Results
+		fail int
+	}{
+		{"cam1 below 99 %", results(short(good, "cam1", 0.01), good, good, good, 0), 0},
+		{"cam3 below direct", results(short(good, "cam3", 0.006), good, good, good, 0), 0},
+		{"learnt 3 points short", results(good, short(good, "cam4", 0.03), good, good, 0), 1},
+		{"E-linear batching worse", results(good, good, short(good, "cam5", 0.02), good, 0), 2},
+		{"a mixed-up answer", results(good, good, good, good, 1), 3},
+	} {
+		got := status(tc.r)
+		for i, st := range got {
+			want := Holds
+			if i == tc.fail {
+				want = Fails
+			}
+			if st != want {
+				t.Errorf("%s: target %d %s, want %s", tc.name, i, st, want)
+			}
+		}
+	}
+	rep := Report(results(good, good, good, good, 0), nil)
+	for _, want := range []string{"`batch_exec_ms: {1: 10, 8: 27.5}`", "| direct | `detector` 1: 3, 4: 5 | 2.88 | 0 | 0 |", "| vig | `detector` no batch above 1 | 1.00 | 700 | 0 |"} {
+		if !strings.Contains(rep, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+}
+
+func slicesEqual(a, b []string) bool { return strings.Join(a, "\x00") == strings.Join(b, "\x00") }
