@@ -67,6 +67,18 @@ func (m *model) prior(n int) time.Duration {
 	return time.Duration(float64(y0) * (1 + defaultBatchSlope*float64(n-1)))
 }
 
+// BatchPrior is the prior execution time of a job of n rows of the model the
+// scheduler would start from: BatchExec interpolated (extrapolated beyond its
+// largest size along its last segment), else Exec × (1 + 0.5·(n−1)). doctor
+// prices batches with it.
+func BatchPrior(spec ModelSpec, n int) time.Duration {
+	if n <= 1 && (len(spec.BatchExec) == 0 || spec.BatchExec[0].Size != 1) {
+		return spec.Exec
+	}
+	m := model{spec: spec}
+	return m.prior(n)
+}
+
 // win is the estimator window of a job of n frames at occupancy occ.
 func (m *model) win(occ, n int) *window {
 	if n <= 1 {
@@ -543,4 +555,77 @@ func (s *Scheduler) batchSnapshot(dst []BatchStats) []BatchStats {
 		dst = append(dst, BatchStats{Model: m.spec.Name, MaxBatch: m.maxBatch, Sizes: slices.Clone(m.batches)})
 	}
 	return dst
+}
+
+// SetMaxBatch sets the most rows one job of model may carry, at run time: the
+// server's max_batch_size read when the config gives no max_batch (see
+// Batching in doc.go). 0 or 1 stops batching the model; jobs already at the
+// backend finish as they were dispatched. Its estimates of batch sizes start
+// again from the prior. It allocates (the model's estimator windows, and a
+// larger request table when batches grow), so it is called on a change of the
+// server's configuration, not per request. It reports false for an unknown
+// model or a size out of range (1..256).
+func (s *Scheduler) SetMaxBatch(model string, n int) bool {
+	if s.multi() {
+		if e := s.engineOf(model); e != nil {
+			return e.SetMaxBatch(model, n)
+		}
+		return false
+	}
+	mi, ok := s.modelByName[model]
+	if !ok || n < 0 || n > maxSlots {
+		return false
+	}
+	m := &s.models[mi]
+	if n <= 1 {
+		n = 0
+	}
+	if m.spec.MaxBatch == n || (m.spec.MaxBatch <= 1 && n == 0) {
+		return true
+	}
+	m.spec.MaxBatch = n
+	m.maxBatch, m.bat, m.bcost, m.batches, m.scratch = 0, nil, nil, nil, nil
+	m.initBatch(s.slots, s.cfg.EstimatorWindow)
+	m.refreshBatch(s.margin)
+	if n <= 1 {
+		for i := range s.streams {
+			if s.streams[i].model == mi {
+				for _, ri := range s.streams[i].q {
+					s.reqs[ri].key = 0
+				}
+			}
+		}
+	}
+	// Running and committed jobs may now hold up to n requests each.
+	maxB := 1
+	for i := range s.models {
+		maxB = max(maxB, s.models[i].maxBatch)
+	}
+	if need := 2*s.slots*maxB + 1 + s.queued(); need > len(s.reqs) {
+		old := len(s.reqs)
+		s.reqs = append(s.reqs, make([]request, need-old)...)
+		for i := old; i < need; i++ {
+			s.reqs[i].next = int32(i + 1)
+		}
+		s.reqs[need-1].next = s.free
+		s.free = int32(old)
+		tokens := newTokenIndex(need)
+		for i := range s.reqs {
+			if s.reqs[i].state != stFree {
+				tokens.put(s.reqs[i].token, int32(i))
+			}
+		}
+		s.tokens = tokens
+	}
+	return true
+}
+
+// queued is the request table's share for waiting requests: the sum of the
+// streams' queue capacities.
+func (s *Scheduler) queued() int {
+	n := 0
+	for i := range s.streams {
+		n += s.streams[i].capacity
+	}
+	return n
 }

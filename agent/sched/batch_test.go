@@ -411,3 +411,49 @@ func TestBatchEstimatorLearnsSizes(t *testing.T) {
 		t.Fatalf("cost of 7 %v not the estimate with margin", got)
 	}
 }
+
+// TestSetMaxBatch: a model configured without max_batch batches once the
+// server's max_batch_size is set at run time, with a request table large
+// enough for its batches, and stops when it is set back to 1.
+func TestSetMaxBatch(t *testing.T) {
+	cfg := batchConfig(0, nil, []StreamSpec{cam("a", High, 66*ms), cam("b", High, 66*ms), cam("c", High, 66*ms),
+		{Name: "blk", Model: "other", Class: High, Period: 100 * ms, MaxAge: 100 * ms, Queue: Latest}},
+		ModelSpec{Name: "other", Exec: 20 * ms})
+	h := newHarness(t, cfg)
+	if h.s.SetMaxBatch("nope", 4) || h.s.SetMaxBatch("det", -1) {
+		t.Fatal("SetMaxBatch accepted an unknown model or a negative size")
+	}
+	before := len(h.s.reqs)
+	if !h.s.SetMaxBatch("det", 8) {
+		t.Fatal("SetMaxBatch(det, 8) refused")
+	}
+	if len(h.s.reqs) <= before {
+		t.Fatalf("request table %d, was %d: too small for batches of 8", len(h.s.reqs), before)
+	}
+	for round := 0; round < 2; round++ {
+		blk, _ := h.arriveCam("blk", 0)
+		h.set(h.now.Add(ms))
+		var toks []uint64
+		for _, n := range []string{"a", "b", "c"} {
+			tok, _ := h.arriveCam(n, 0)
+			toks = append(toks, tok)
+		}
+		h.set(h.now.Add(20 * ms))
+		acts := h.complete(blk, true)
+		batched := 0
+		for _, a := range acts {
+			if a.Kind == Dispatch && a.Batch != 0 {
+				batched++
+			}
+		}
+		if round == 0 && batched != 3 || round == 1 && batched != 0 {
+			t.Fatalf("round %d: %d batched dispatches: %s", round, batched, fmtActs(acts))
+		}
+		for _, tok := range toks {
+			h.set(h.now.Add(30 * ms))
+			h.complete(tok, true)
+		}
+		h.set(h.now.Add(100 * ms))
+		h.s.SetMaxBatch("det", 1)
+	}
+}
