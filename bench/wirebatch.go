@@ -87,17 +87,21 @@ func batchCounts(jobs []mockbackend.Job, mono func(time.Time) int64, start, end 
 	return out
 }
 
-// executions keeps the first job of every execution on the timeline (jobs
-// ordered by slot and start): the requests of a batch share one execution, one
-// start and one end, and the slot ran it once.
+// executions keeps one job of every execution on the timeline (jobs ordered by
+// slot and start), the one queued first: the requests of a batch share one
+// execution, one start and one end, and the slot ran it once; the oldest of
+// them is the one the batch formed around.
 func executions(jobs []mockbackend.Job) []mockbackend.Job {
 	out := make([]mockbackend.Job, 0, len(jobs))
-	seen := map[uint64]bool{}
+	at := map[uint64]int{} // execution → its index in out
 	for _, j := range jobs {
-		if j.Execution != 0 && seen[j.Execution] {
+		if k, ok := at[j.Execution]; ok && j.Execution != 0 {
+			if j.Queued.Before(out[k].Queued) {
+				out[k] = j
+			}
 			continue
 		}
-		seen[j.Execution] = true
+		at[j.Execution] = len(out)
 		out = append(out, j)
 	}
 	return out

@@ -212,3 +212,32 @@ func TestScenarioETargets(t *testing.T) {
 }
 
 func slicesEqual(a, b []string) bool { return strings.Join(a, "\x00") == strings.Join(b, "\x00") }
+
+// TestExecutions: a batch's requests count as one execution, its oldest
+// request standing for it; jobs of executions of their own stay.
+func TestExecutions(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	jobs := []mockbackend.Job{
+		{ID: "a", Execution: 1, Queued: at(1), Start: at(2), End: at(5), Batch: 1, Rows: 1},
+		{ID: "c", Execution: 2, Queued: at(4), Start: at(5), End: at(9), Batch: 3, Rows: 1},
+		{ID: "b", Execution: 2, Queued: at(3), Start: at(5), End: at(9), Batch: 3, Rows: 2},
+		{ID: "d", Execution: 3, Queued: at(6), Start: at(9), End: at(10), Batch: 1, Rows: 1},
+	}
+	got := executions(jobs)
+	var ids []string
+	for _, j := range got {
+		ids = append(ids, j.ID)
+	}
+	if strings.Join(ids, ",") != "a,b,d" {
+		t.Errorf("executions %v, want a,b,d (b queued before c in their batch)", ids)
+	}
+	mono := func(t time.Time) int64 { return t.UnixNano() }
+	counts := batchCounts(got, mono, at(0).UnixNano(), at(20).UnixNano())
+	if counts["m"] != nil || counts[""][1] != 2 || counts[""][3] != 1 {
+		t.Errorf("batch counts %v, want 2 of 1 row and 1 of 3", counts)
+	}
+	if busy := busyShare(got, mono, at(0).UnixNano(), at(10).UnixNano(), []config.Accelerator{{Name: "", Slots: 1}}); busy[""] != 80 {
+		t.Errorf("busy %v %%, want 80 (the batch counted once)", busy[""])
+	}
+}
