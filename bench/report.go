@@ -946,7 +946,7 @@ func Report(r *Results, plots map[string]string) string {
 						s.Empty, s.Doubled, s.AoIP50, s.AoIP95, s.AoIP99, s.Delivered, s.Inferences, vigCols, s.Dropped, em)
 				}
 			}
-			if len(sc.Batches) > 0 || sc.checked() > 0 {
+			if len(batchingModels(&sc)) > 0 {
 				w("\nBatches the backend ran (its own timeline: executions by batch size, every depth pooled) and the answers checked (each client recomputed its frame's row; a mixed-up answer is another frame's row or id, and is not counted as delivered). triton-policy forwards one request at a time, so the backend never batches behind it.\n\n")
 				w("| policy | executions by batch size (rows) | mean batch | answers checked | mixed up |\n|---|---|---|---|---|\n")
 				for _, p := range sc.policies() {

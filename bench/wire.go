@@ -403,7 +403,9 @@ func RunWire(ctx context.Context, o WireOptions) (*WireResult, error) {
 			ws.Best[p] = BestDepth(runs)
 			ws.Busy[p] = busy
 			for _, r := range runs {
-				addBatches(ws.batchesOf(p), r.Batches)
+				if len(r.Batches) > 0 {
+					addBatches(ws.batchesOf(p), r.Batches)
+				}
 			}
 			pooled.Waited, pooled.P50Us, pooled.P90Us = idleQuantiles(samples)
 			ws.Idle[p] = pooled

@@ -203,6 +203,10 @@ func TestScenarioETargets(t *testing.T) {
 			}
 		}
 	}
+	b := &Results{Wire: &WireResult{Scenarios: []WireScenario{{Name: "B", Best: map[string][]StreamResult{PolicyVig: streams(good, 0, 0)}}}}}
+	if strings.Contains(Report(b, nil), "Batches the backend ran") {
+		t.Error("a scenario without a batching model reports batches")
+	}
 	rep := Report(results(good, good, good, good, 0), nil)
 	for _, want := range []string{"`batch_exec_ms: {1: 10, 8: 27.5}`", "| direct | `detector` 1: 3, 4: 5 | 2.88 | 0 | 0 |", "| vig | `detector` no batch above 1 | 1.00 | 700 | 0 |"} {
 		if !strings.Contains(rep, want) {
