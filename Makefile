@@ -2,7 +2,7 @@
 
 GO      ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 export PATH := $(dir $(GO)):$(HOME)/go/bin:$(PATH)
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+VERSION ?= $(shell ./build/version.sh 2>/dev/null || cat build/version/VERSION)
 LDFLAGS := -X github.com/vig-edge/vig/build/version.version=$(VERSION)
 BIN     := bin
 CONFIG  ?= examples/demo.yaml
