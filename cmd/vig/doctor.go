@@ -67,11 +67,9 @@ func doctorMain(ctx context.Context, args []string, stdout, stderr io.Writer, tt
 	cfg, err := config.Parse(path, data)
 	if err != nil {
 		// An invalid config is a finding like any other, in the same output format;
-		// the analysis needs a valid one, so it stops here.
+		// the analysis needs a valid one, so it stops here, and the header claims
+		// no slots it could not read.
 		r = doctor.Report{Findings: doctor.ConfigFindings(err)}
-		if cfg != nil {
-			r.Slots = cfg.Backend.Slots
-		}
 	} else {
 		r = doctor.Run(ctx, cfg, doctor.Options{Device: !*noDevice, Host: cpuHost(deviceHost())})
 	}
