@@ -50,8 +50,8 @@ arm64: ## static linux/arm64 binary for phones and Jetsons (bin/vig-linux-arm64)
 release: ## dist/: static linux/arm64 + amd64 binaries, SHA256SUMS, size report; fails above the size budget
 	GO="$(GO)" VERSION="$(VERSION)" GOTAGS="$(GOTAGS)" ./build/release.sh dist
 
-android-push: arm64 ## push bin/vig-linux-arm64 and CONFIG to the phone adb sees (then: android/vig-adb.sh start)
-	./android/vig-adb.sh push --binary $(BIN)/vig-linux-arm64 --config $(CONFIG)
+android-push: arm64 ## push bin/vig-linux-arm64 and examples/android.yaml (ANDROID_CONFIG=FILE, FORCE=1) to the phone adb sees
+	./android/vig-adb.sh push --binary $(BIN)/vig-linux-arm64 $(if $(ANDROID_CONFIG),--config $(ANDROID_CONFIG)) $(if $(FORCE),--force)
 
 proto: ## regenerate proto/inference from proto/inference.proto (protoc from Debian's protobuf-compiler)
 	@command -v protoc >/dev/null || { echo "protoc missing: apt-get install -y protobuf-compiler"; exit 1; }
