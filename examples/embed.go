@@ -1,5 +1,5 @@
 // Package examples holds vig's example configs and the benchmark scenarios
-// (SCENARIOS.md's workloads A–E), embedded so that commands which need one
+// (docs/benchmarks.md's workloads A–E), embedded so that commands which need one
 // (vig demo, vig bench wire) run from the binary alone, outside the source tree.
 package examples
 
