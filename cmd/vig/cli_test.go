@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -128,3 +129,36 @@ func filepathGlobFS(patterns ...string) ([]string, error) {
 }
 
 func examplesRead(name string) ([]byte, error) { return examples.FS.ReadFile(name) }
+
+// TestCLIDocumented: docs/cli.md shows every flag of every command, in the
+// command's own section.
+func TestCLIDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/cli.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sections := strings.Split(string(doc), "\n## vig ")
+	flagLine := regexp.MustCompile(`(?m)^  -([a-z0-9-]+)`)
+	for _, cmd := range []string{"serve", "doctor", "demo", "mock-backend", "profile", "topology", "bench"} {
+		out, _ := captureStd(t, func() int { return run([]string{cmd, "--help"}) })
+		flags := flagLine.FindAllStringSubmatch(out, -1)
+		if len(flags) == 0 {
+			t.Fatalf("vig %s --help lists no flags:\n%s", cmd, out)
+		}
+		var sec string
+		for _, s := range sections {
+			if strings.HasPrefix(s, cmd+"\n") {
+				sec = s
+			}
+		}
+		if sec == "" {
+			t.Errorf("docs/cli.md has no section \"## vig %s\"", cmd)
+			continue
+		}
+		for _, f := range flags {
+			if !strings.Contains(sec, "\n  -"+f[1]) {
+				t.Errorf("docs/cli.md, vig %s: flag -%s is not shown (paste vig %s --help)", cmd, f[1], cmd)
+			}
+		}
+	}
+}
