@@ -162,3 +162,20 @@ func TestCLIDocumented(t *testing.T) {
 		}
 	}
 }
+
+// TestDoctorInvalidConfigClaimsNoSlots: for a config it cannot read, doctor's
+// header names the file and claims no slots (slots: 0 there was shown as "(0 slots)").
+func TestDoctorInvalidConfigClaimsNoSlots(t *testing.T) {
+	for _, y := range []string{"backend: {slots: 0}\n", "backend: {slots: 2.7}\n", ""} {
+		path := filepath.Join(t.TempDir(), "bad.yaml")
+		if err := os.WriteFile(path, []byte(y), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var out, errb bytes.Buffer
+		code := doctorMain(context.Background(), []string{"-c", path, "--no-device-checks"}, &out, &errb, false)
+		first, _, _ := strings.Cut(out.String(), "\n")
+		if code != 2 || first != "vig doctor: "+path || !strings.Contains(out.String(), "CONFIG_INVALID") {
+			t.Errorf("%q: exit %d, header %q:\n%s%s", y, code, first, out.String(), errb.String())
+		}
+	}
+}
