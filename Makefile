@@ -60,7 +60,7 @@ proto: ## regenerate proto/inference from proto/inference.proto (protoc from Deb
 	protoc -I proto --go_out=proto/inference --go_opt=paths=source_relative \
 		--go-grpc_out=proto/inference --go-grpc_opt=paths=source_relative proto/inference.proto
 
-bench: build ## vig bench all --quick (a few minutes; results in bench/results/)
+bench: build ## vig bench all --quick (a few minutes; results in vig-bench-results/)
 	$(BIN)/vig bench all --quick
 
 bench-link: ## (root) gzip vs identity for a 1.2 MB frame over a veth shaped like a USB 2.0 tether
