@@ -2,7 +2,9 @@
 // gRPC message as the bytes that crossed the wire (Frame, and the raw codec that
 // moves it), and what vig reads of a ModelInferRequest without decoding its tensor
 // data (InferHeader: names, parameters, raw tensor spans), read straight out of the
-// transport's buffers.
+// transport's buffers; and the server's model configuration as vig reads it
+// (ModelConfig: batching, instance groups, tensors), the one place that holds
+// the format of Triton's model_config.proto.
 //
 // It is a leaf: the gateway, the ring adapters, the mock backend and the benchmarks
 // import it, and it imports nothing of vig but the generated protocol. A request's

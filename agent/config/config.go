@@ -195,6 +195,26 @@ type Model struct {
 	Line        int             `yaml:"-"`
 }
 
+// BatchFromServer is the max batch vig uses for a model whose config says cfg
+// (nil: absent) whose server says max_batch_size and whether it declares a sequence batcher, and, where they
+// disagree, what vig does about it and how to fix it.
+func BatchFromServer(cfg *int, maxBatchSize int32, sequence bool) (n int, why string) {
+	server := int(maxBatchSize)
+	switch {
+	case sequence && cfg != nil && *cfg > 1:
+		return 1, fmt.Sprintf("the server runs the model with a sequence batcher: vig does not batch it (max_batch %d ignored); remove max_batch", *cfg)
+	case sequence:
+		return 1, ""
+	case cfg == nil:
+		return min(max(server, 1), MaxBatch), ""
+	case *cfg > 1 && server == 0:
+		return 1, fmt.Sprintf("max_batch %d, but the server does not batch the model (max_batch_size 0) and would refuse a batch: vig sends its frames one by one; set max_batch: 1, or give the model a max_batch_size in its config.pbtxt", *cfg)
+	case *cfg > server && server > 0:
+		return server, fmt.Sprintf("max_batch %d is above the server's max_batch_size %d: vig batches at most %d; set max_batch: %d", *cfg, server, server, server)
+	}
+	return *cfg, ""
+}
+
 // BatchCosts returns batch_exec_ms in the scheduler's terms, by size.
 func (m Model) BatchCosts() []sched.BatchCost {
 	out := make([]sched.BatchCost, 0, len(m.BatchExecMs))

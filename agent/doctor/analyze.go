@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/vig-edge/vig/agent/config"
+	"github.com/vig-edge/vig/agent/sched"
 )
 
 // stream is a configured stream with the numbers the analysis uses.
@@ -17,6 +18,9 @@ type stream struct {
 	cfg   config.Stream
 	task  task
 	class int // 0 protected, 1 high, 2 best_effort
+	// batch is the model's max_batch when vig batches the model's frames
+	// (max_batch > 1 in the config), else 0.
+	batch int
 }
 
 // group is the set of streams that share an accelerator's slots, in priority
@@ -26,6 +30,7 @@ type group struct {
 	accel   string // the accelerator's name; "" for backend.slots
 	named   bool   // accelerators are declared: remedies name accelerators.<accel>
 	streams []stream
+	models  map[string]sched.ModelSpec // the models vig batches, by name
 }
 
 // slotsKey is the config setting that gives the group n slots.
@@ -52,18 +57,24 @@ func newGroup(c *config.Config) group {
 
 // newAccelGroup is the group of the streams whose models run on accelerator a.
 func newAccelGroup(c *config.Config, a config.Accelerator, named bool) group {
-	g := group{slots: max(a.Slots, 1), accel: a.Name, named: named}
+	g := group{slots: max(a.Slots, 1), accel: a.Name, named: named, models: map[string]sched.ModelSpec{}}
 	for _, s := range c.Streams {
 		if named && c.AcceleratorOf(s.Model) != a.Name {
 			continue
 		}
 		m := c.Models[s.Model]
+		batch := 0
+		if m.MaxBatch != nil && *m.MaxBatch > 1 {
+			batch = *m.MaxBatch
+			g.models[s.Model] = sched.ModelSpec{Name: s.Model, Exec: m.Exec(), MaxBatch: batch, BatchExec: m.BatchCosts()}
+		}
 		frame := s.FrameIntervalMs
 		if frame <= 0 {
 			frame = s.PeriodMs
 		}
 		g.streams = append(g.streams, stream{
 			cfg:   s,
+			batch: batch,
 			class: classRank(s.Class),
 			task: task{
 				name:  s.Name,
@@ -183,6 +194,23 @@ func (g group) utilization() (overbooked bool, fs []Finding) {
 			g.slots, plural(g.slots), pct(up), pct(uph), pct(uall)),
 		Formula: "U = Σ C_i/T_i ÷ slots, C = exec_ms of the stream's model, T = period_ms",
 	})
+	if len(g.models) > 0 {
+		// vig batches these models: their streams' demand is what their
+		// batches cost, and that is what must fit.
+		bp, bph, ball, f := g.batchedUtilization(up, uph, uall)
+		fs = append(fs, f...)
+		up, uph, uall = bp, bph, ball
+		nums = map[string]float64{"slots": m, "u_protected": round3(up), "u_protected_high": round3(uph), "u_all": round3(uall)}
+		terms = terms[:0]
+		for _, s := range g.streams {
+			if s.class == 0 && s.batch == 0 {
+				terms = append(terms, fmt.Sprintf("%s/%s", ms(s.task.c), fmtNum(s.cfg.PeriodMs)))
+			}
+		}
+		for _, b := range g.batches(0) {
+			terms = append(terms, fmt.Sprintf("%s/%s", ms(b.cost), fmtNum(msf(b.period))))
+		}
+	}
 	if up > 1 {
 		overbooked = true
 		fs = append(fs, Finding{
@@ -224,6 +252,18 @@ func (g group) sensorRate() []Finding {
 	}
 	demand /= float64(g.slots)
 	contract /= float64(g.slots)
+	if len(g.models) > 0 {
+		// Batched models: their frames cost what their batches do.
+		for _, s := range g.streams {
+			if s.batch > 0 {
+				demand -= float64(s.task.c) / float64(s.task.t) / float64(g.slots)
+			}
+		}
+		for _, b := range g.batches(2) {
+			demand += float64(b.cost) / float64(g.frameInterval(b.model)) / float64(g.slots)
+		}
+		_, contract, _, _ = g.batchedUtilization(0, contract, 0)
+	}
 	if demand <= 1 {
 		return nil
 	}
@@ -281,8 +321,17 @@ func (g group) responseTimes() []Finding {
 			break
 		}
 		i := s.task
-		hp := tasks(g.streams[:k])
-		lower := g.streams[k+1:]
+		hpS, lower := g.streams[:k], g.streams[k+1:]
+		if s.batch > 0 {
+			// Its frame runs in its model's batch, at worst of every
+			// stream of the model: that batch is its job, and the other
+			// streams of the model ride in it rather than before or
+			// after it.
+			i.c = g.batchCost(s.cfg.Model)
+			s.task = i
+			hpS, lower = othersThan(hpS, s.cfg.Model), othersThan(lower, s.cfg.Model)
+		}
+		hp := tasks(hpS)
 		b := blocking(i, tasks(lower), g.slots)
 		a := responseTime(i, hp, b, g.slots)
 		if a.unbounded {
@@ -546,6 +595,17 @@ func (g group) starvation() []Finding {
 		})
 	}
 	return fs
+}
+
+// othersThan returns the streams of ss that do not run model.
+func othersThan(ss []stream, model string) []stream {
+	var out []stream
+	for _, s := range ss {
+		if s.cfg.Model != model {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 func tasks(ss []stream) []task {

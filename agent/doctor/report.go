@@ -57,6 +57,7 @@ const (
 	CodeStreamStarves         = "STREAM_STARVES"
 	CodeSensorRateExceeds     = "SENSOR_RATE_EXCEEDS_CAPACITY"
 	CodeFrameSlowerThanPeriod = "FRAME_SLOWER_THAN_PERIOD"
+	CodeBatching              = "BATCHING"
 )
 
 // Finding is one result of the static analysis.

@@ -81,6 +81,8 @@ type Call struct {
 	cancel  context.CancelFunc // for a blocking Admitter only
 	done    func(error)        // for a blocking Admitter only
 	wake    chan sched.Action  // for Governor.Admit: the decision
+	batch   *batchRun          // the batch it runs in (batch.go)
+	left    bool               // a batch member whose client left
 }
 
 // SharedFrame is where a request's inputs lie in a sealed memory file.

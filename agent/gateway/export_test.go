@@ -50,3 +50,16 @@ func SetAnswerBudget(n int64) (restore func()) {
 	old := answerBudgetOverride.Swap(n)
 	return func() { answerBudgetOverride.Store(old) }
 }
+
+// LeftInBatches counts running batch members whose client left.
+func LeftInBatches(g *Governor) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := 0
+	for _, c := range g.calls {
+		if c.batch != nil && c.left {
+			n++
+		}
+	}
+	return n
+}

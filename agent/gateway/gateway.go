@@ -65,11 +65,12 @@ type Gateway struct {
 	opts    Options
 	log     *slog.Logger
 	m       *metrics.Registry
-	backend Backend    // chosen once: inference calls go here
-	relay   *h2Backend // the gRPC backend, for everything else; nil for a ring backend
-	gov     *Governor  // inline scheduling, when Admit is the freshness scheduler
-	exp     *expiry    // vig's deadline for calls on the backend (expiry.go)
-	stalls  stallWatch // started calls whose request bytes still arrive (cutthrough.go)
+	backend Backend      // chosen once: inference calls go here
+	relay   *h2Backend   // the gRPC backend, for everything else; nil for a ring backend
+	server  serverModels // the backend's model configuration (servermodels.go)
+	gov     *Governor    // inline scheduling, when Admit is the freshness scheduler
+	exp     *expiry      // vig's deadline for calls on the backend (expiry.go)
+	stalls  stallWatch   // started calls whose request bytes still arrive (cutthrough.go)
 	shm     shmRegistry
 
 	window, connWindow uint32
@@ -121,7 +122,10 @@ func New(opts Options) (*Gateway, error) {
 	if !ring {
 		g.relay = newH2Backend(opts.Config.Backend.Address, opts.Dial, g.window, g.maxMsg, g.readBuf, nowNs, g.log)
 		g.relay.gzip = opts.Config.Backend.Compression == "gzip"
-		g.relay.onConnect = g.reregisterShm
+		g.relay.onConnect = func() {
+			g.reregisterShm()
+			g.readServerModels()
+		}
 	}
 	g.backend = opts.Backend
 	g.m.BackendState("CONNECTING")

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -32,6 +33,10 @@ type Governor struct {
 	known  map[string]bool   // models with a prior; others pass ungoverned
 	names  map[string]string // configured stream and model names, interned
 	bound  map[string]string // configured stream → the model it runs
+	// maxBatch is each model's max_batch: above 1, its frames may be merged
+	// (batch.go). The map is fixed at construction; a value changes when the
+	// server's configuration is read (servermodels.go).
+	maxBatch map[string]*atomic.Int32
 
 	mu     sync.Mutex
 	s      *sched.Scheduler
@@ -55,6 +60,10 @@ type Observer interface {
 	Finished(stream int, wait, total, age time.Duration)
 	// Ungoverned counts a request for a model vig has no contract or prior for.
 	Ungoverned(model string)
+	// Alone counts a frame of a batching model that cannot join a batch, by
+	// why (wire's Alone* reasons, and the gateway's: streamed, ring,
+	// over_max_batch).
+	Alone(model, why string)
 }
 
 // GovernorOptions configures NewGovernor.
@@ -122,18 +131,23 @@ func NewGovernor(o GovernorOptions) (*Governor, error) {
 		o.Log = slog.Default()
 	}
 	g := &Governor{
-		clock: func() sched.Time { return sched.Time(o.Clock()) },
-		log:   o.Log,
-		known: map[string]bool{},
-		names: map[string]string{},
-		bound: map[string]string{},
-		s:     s,
-		calls: map[uint64]*Call{},
-		obs:   o.Observer,
+		clock:    func() sched.Time { return sched.Time(o.Clock()) },
+		log:      o.Log,
+		known:    map[string]bool{},
+		names:    map[string]string{},
+		bound:    map[string]string{},
+		maxBatch: map[string]*atomic.Int32{},
+		s:        s,
+		calls:    map[uint64]*Call{},
+		obs:      o.Observer,
 	}
 	if o.Config.Scheduler.CaptureClock == "realtime" {
 		wd := o.WallDiff
 		g.toMono = func(ns int64) int64 { return ns - wd() }
+	}
+	for _, m := range sc.Models {
+		g.maxBatch[m.Name] = new(atomic.Int32)
+		g.maxBatch[m.Name].Store(int32(m.MaxBatch))
 	}
 	for name := range o.Config.Models {
 		g.known[name] = true
@@ -211,6 +225,7 @@ func (g *Governor) submit(c *Call) {
 		g.gw.reply(c, nil, err)
 		return
 	}
+	g.batchKey(c, &req)
 	var buf [4]decision
 	g.mu.Lock()
 	now := g.clock()
@@ -237,6 +252,9 @@ func (g *Governor) collect(now sched.Time, ds []decision) []decision {
 			c.phase = phaseDone
 		} else {
 			c.phase, c.stream, c.capture, c.started = phaseRunning, a.Stream, a.Capture, now
+			if a.Batch != 0 && a.BatchSize > 1 && !g.group(c, a) {
+				continue // carried out with its batch's lead
+			}
 		}
 		ds = append(ds, decision{c, a})
 	}
@@ -273,14 +291,23 @@ func (g *Governor) complete(c *Call, err error) {
 	}
 }
 
-// cancel answers a call that still waits (CANCELLED) and reports true; a call
-// already on the backend is left to the backend (false).
-func (g *Governor) cancel(c *Call) bool {
+// cancel answers a call that still waits (CANCELLED) and reports true. For a
+// call already on the backend it reports false and the call to abort there: c
+// itself, or, for a member of a batch, nothing until every member has left,
+// then the batch's call.
+func (g *Governor) cancel(c *Call) (answered bool, abort *Call) {
 	var buf [4]decision
 	g.mu.Lock()
 	if c.token == 0 || c.phase != phaseWaiting { // ungoverned, running or answered
+		if c.batch == nil {
+			g.mu.Unlock()
+			return false, c
+		}
+		if c.phase == phaseRunning {
+			abort = g.leave(g.clock(), c)
+		}
 		g.mu.Unlock()
-		return false
+		return false, abort
 	}
 	now := g.clock()
 	// The scheduler forgets a cancelled waiting request without answering it
@@ -297,7 +324,7 @@ func (g *Governor) cancel(c *Call) bool {
 	} else {
 		g.gw.reply(c, nil, errCancelledWaiting)
 	}
-	return true
+	return true, nil
 }
 
 var errCancelledWaiting = status.Error(codes.Canceled, "vig: the client left while the request waited")

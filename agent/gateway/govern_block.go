@@ -56,7 +56,7 @@ func (g *Governor) admitWait(ctx context.Context, req sched.Request) (func(error
 	select {
 	case a = <-c.wake:
 	case <-ctx.Done():
-		if g.cancel(c) {
+		if answered, _ := g.cancel(c); answered {
 			a = <-c.wake
 			if a.Kind == sched.Answer {
 				return nil, status.FromContextError(ctx.Err()).Err()

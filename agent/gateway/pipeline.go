@@ -63,14 +63,18 @@ func (g *Gateway) admitBlocking(c *Call) {
 // Cancel tells the gateway that the client of a submitted call has left. The call
 // is still answered exactly once (its Replier may ignore the answer).
 func (g *Gateway) Cancel(c *Call) {
+	abort := c
 	if g.gov != nil {
-		if g.gov.cancel(c) {
+		var answered bool
+		if answered, abort = g.gov.cancel(c); answered {
 			return // it was waiting: answered CANCELLED
 		}
 	} else if c.cancel != nil {
 		c.cancel()
 	}
-	g.backend.Abort(c)
+	if abort != nil {
+		g.backend.Abort(abort)
+	}
 }
 
 // finish is Call.Finish: the backend's answer.
@@ -115,6 +119,10 @@ func (g *Gateway) carry(ds []decision) {
 		}
 		if d.a.Kind == sched.Answer {
 			g.reply(d.c, nil, answerError(d.a))
+			continue
+		}
+		if b := d.c.batch; b != nil {
+			g.startBatch(b)
 			continue
 		}
 		g.start(d.c)

@@ -139,3 +139,32 @@ vig_accelerator_slots{accelerator="default"} 1
 		t.Error(err)
 	}
 }
+
+func TestBatchMetrics(t *testing.T) {
+	r := New()
+	snap := sched.Snapshot{SafetyMargin: sched.DefaultMargin, Batches: []sched.BatchStats{
+		{Model: "detector", MaxBatch: 4, Sizes: []uint64{0, 3, 0, 2, 5}},
+	}}
+	s := r.NewSched(func(dst *sched.Snapshot) { *dst = snap })
+	s.Alone("detector", "shared_memory")
+	s.Alone("detector", "shared_memory")
+	s.Alone("detector", "streamed")
+	want := `
+# HELP vig_batch_alone_total Frames of a batching model (max_batch > 1) that could not join a batch and ran alone, by reason (docs/batching.md).
+# TYPE vig_batch_alone_total counter
+vig_batch_alone_total{model="detector",reason="shared_memory"} 2
+vig_batch_alone_total{model="detector",reason="streamed"} 1
+# HELP vig_batch_size_rows Jobs dispatched to the backend per batching model, by the rows (frames of one row each) they carried: 1 is a frame alone.
+# TYPE vig_batch_size_rows histogram
+vig_batch_size_rows_bucket{model="detector",le="1"} 3
+vig_batch_size_rows_bucket{model="detector",le="2"} 3
+vig_batch_size_rows_bucket{model="detector",le="3"} 5
+vig_batch_size_rows_bucket{model="detector",le="4"} 10
+vig_batch_size_rows_bucket{model="detector",le="+Inf"} 10
+vig_batch_size_rows_sum{model="detector"} 29
+vig_batch_size_rows_count{model="detector"} 10
+`
+	if err := testutil.GatherAndCompare(r.reg, strings.NewReader(want), "vig_batch_alone_total", "vig_batch_size_rows"); err != nil {
+		t.Error(err)
+	}
+}

@@ -25,6 +25,8 @@ type Sched struct {
 	total      []prometheus.Observer
 	age        []prometheus.Observer
 	ungoverned *prometheus.CounterVec
+	alone      *prometheus.CounterVec
+	batchSize  *prometheus.Desc
 
 	descs map[string]*prometheus.Desc
 }
@@ -55,6 +57,13 @@ func (r *Registry) NewSched(snapshot func(*sched.Snapshot)) *Sched {
 		Name: "vig_ungoverned_requests_total",
 		Help: "Inference requests for models without an exec_ms prior, forwarded without freshness scheduling.",
 	}, []string{"model"})
+	s.alone = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "vig_batch_alone_total",
+		Help: "Frames of a batching model (max_batch > 1) that could not join a batch and ran alone, by reason (docs/batching.md).",
+	}, []string{"model", "reason"})
+	s.batchSize = prometheus.NewDesc("vig_batch_size_rows",
+		"Jobs dispatched to the backend per batching model, by the rows (frames of one row each) they carried: 1 is a frame alone.",
+		[]string{"model"}, nil)
 	for name, help := range map[string]string{
 		"vig_stream_requests_total":          "Requests received per stream, by outcome (received counts every request; the others partition the finished ones).",
 		"vig_stream_deferred_total":          "Requests held back at least once because starting them would make a protected frame miss its deadline.",
@@ -90,7 +99,7 @@ func (r *Registry) NewSched(snapshot func(*sched.Snapshot)) *Sched {
 		}
 		s.descs[name] = prometheus.NewDesc(name, help, labels, nil)
 	}
-	r.reg.MustRegister(s, s.ungoverned)
+	r.reg.MustRegister(s, s.ungoverned, s.alone)
 	return s
 }
 
@@ -99,6 +108,7 @@ func (s *Sched) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range s.descs {
 		ch <- d
 	}
+	ch <- s.batchSize
 }
 
 // Collect implements prometheus.Collector.
@@ -153,6 +163,23 @@ func (s *Sched) Collect(ch chan<- prometheus.Metric) {
 	gauge("vig_scheduler_backend_down", b2f(s.snap.BackendDown))
 	gauge("vig_scheduler_draining", b2f(s.snap.Draining))
 	counter("vig_unrouted_requests_total", s.snap.Unrouted.Received)
+	for _, b := range s.snap.Batches {
+		ch <- batchHistogram(s.batchSize, b)
+	}
+}
+
+// batchHistogram is a model's jobs by size, one bucket per size up to its
+// max_batch.
+func batchHistogram(d *prometheus.Desc, b sched.BatchStats) prometheus.Metric {
+	buckets := make(map[float64]uint64, len(b.Sizes))
+	var count uint64
+	var sum float64
+	for n := 1; n < len(b.Sizes); n++ {
+		count += b.Sizes[n]
+		sum += float64(n) * float64(b.Sizes[n])
+		buckets[float64(n)] = count
+	}
+	return prometheus.MustNewConstHistogram(d, count, sum, buckets, b.Model)
 }
 
 // Finished observes a request the backend answered (gateway.Observer).
@@ -167,6 +194,9 @@ func (s *Sched) Finished(stream int, wait, total, age time.Duration) {
 
 // Ungoverned counts a request forwarded without scheduling (gateway.Observer).
 func (s *Sched) Ungoverned(model string) { s.ungoverned.WithLabelValues(model).Inc() }
+
+// Alone counts a frame of a batching model that ran alone (gateway.Observer).
+func (s *Sched) Alone(model, why string) { s.alone.WithLabelValues(model, why).Inc() }
 
 func b2f(b bool) float64 {
 	if b {

@@ -244,6 +244,7 @@ func (s *Scheduler) frontSnapshot(now Time, dst *Snapshot) {
 	dst.Streams = dst.Streams[:n]
 	dst.Estimates = dst.Estimates[:0]
 	dst.Accelerators = dst.Accelerators[:0]
+	dst.Batches = dst.Batches[:0]
 	for p := range s.accels {
 		a := &s.accels[p]
 		as := AcceleratorStats{Name: a.name, Slots: a.slots}
@@ -255,6 +256,7 @@ func (s *Scheduler) frontSnapshot(now Time, dst *Snapshot) {
 				dst.Streams[a.global[l]] = st
 			}
 			dst.Estimates = append(dst.Estimates, a.snap.Estimates...)
+			dst.Batches = append(dst.Batches, a.snap.Batches...)
 			u := &a.snap.Unrouted
 			dst.Unrouted.Received += u.Received
 			dst.Unrouted.Rejected += u.Rejected

@@ -37,7 +37,7 @@ func (s *Scheduler) admission(now, start Time, slot int, self int32, excl, guard
 		if s.cfg.Order == OrderLaxity {
 			cl = s.claimed(p)
 		}
-		if len(p.q) > 0 {
+		if len(p.q) > 0 && !(s.forming >= 0 && p.bmark == s.bid) { // a head in the batch is served by it
 			h := &s.reqs[p.q[0]]
 			if b, rc := s.guard(now, p, cl, h.capture, h.deadline, slot, endJ, excl); b {
 				blocked = true
@@ -153,7 +153,7 @@ func (s *Scheduler) lookahead(now, start Time, slot int, j *stream, excl bool, c
 	grace := s.cfg.CommitLead
 	for i := range s.streams {
 		p := &s.streams[i]
-		if p == j || p.adhoc || !p.seen || len(p.q) > 0 || (p.class == BestEffort && j.class != BestEffort) {
+		if p == j || p.adhoc || !p.seen || len(p.q) > 0 || (p.class == BestEffort && j.class != BestEffort) || s.batchPeer(p) {
 			continue
 		}
 		if now.Sub(p.lastCapture) > 2*p.interval+p.maxAge {
@@ -209,7 +209,7 @@ func (s *Scheduler) next(now Time, p, j *stream, jc Class) (a, capture Time, ok 
 func (s *Scheduler) dueBefore(now, t Time, j *stream) bool {
 	for i := range s.streams {
 		p := &s.streams[i]
-		if len(p.q) > 0 {
+		if len(p.q) > 0 || s.batchPeer(p) {
 			continue
 		}
 		if a, _, ok := s.next(now, p, j, j.class); ok && a < t {
@@ -253,7 +253,7 @@ func (s *Scheduler) lookaheadOne(now, start Time, j *stream, c time.Duration, jT
 		if n == len(fr) {
 			break
 		}
-		if p == j || p.adhoc || !p.seen || (p.class == BestEffort && j.class != BestEffort) {
+		if p == j || p.adhoc || !p.seen || (p.class == BestEffort && j.class != BestEffort) || s.batchPeer(p) {
 			continue
 		}
 		cp := s.cost(p.model, 0)
@@ -336,7 +336,7 @@ func (s *Scheduler) extraYields(now, start Time, slot int, j *stream, excl bool,
 	endJ := start.Add(c)
 	for i := range s.streams {
 		p := &s.streams[i]
-		if len(p.q) > 0 {
+		if len(p.q) > 0 || s.batchPeer(p) {
 			// Its head outranks the extra already, unless admission or
 			// the look-ahead holds it back, or it is an extra itself.
 			continue
@@ -360,3 +360,9 @@ func (s *Scheduler) extraYields(now, start Time, slot int, j *stream, excl bool,
 	}
 	return false, 0
 }
+
+// batchPeer reports whether p runs the batching model of the candidate being
+// decided: its frames join that model's batches rather than run as jobs of
+// their own, so the look-ahead, which prices every frame as a job alone, leaves
+// them to the batch's own rules (batch.go).
+func (s *Scheduler) batchPeer(p *stream) bool { return s.forming >= 0 && p.model == s.forming }

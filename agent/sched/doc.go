@@ -341,6 +341,68 @@
 // Accelerators, Slots is the one accelerator (the config's backend.slots
 // shorthand), and the Scheduler is its own engine.
 //
+// # Batching
+//
+// A model with MaxBatch > 1 (config max_batch, else the server's
+// max_batch_size) may run the frames of several of its streams as one job:
+// the caller merges them into one backend request along the first dimension,
+// as Triton's dynamic batcher would, and splits the answer. Only requests with
+// the same non-zero Request.BatchKey join (the caller sets it for requests
+// whose tensors can be merged); a batch carries at most MaxBatch rows. Its
+// Dispatches come together, the lead's first, each naming the lead's token as
+// Action.Batch; Complete of the lead finishes every member (Complete of a
+// member is ignored; Cancel of one marks it, and it counts cancelled).
+//
+// When the best candidate is batchable, the batch is formed from the waiting
+// heads of its model's other streams, tried largest first and shrunk from the
+// least urgent until:
+//
+//   - it pays: each added frame costs less in the batch than as a job of its
+//     own (by the medians of the estimates, with a 10 % margin for their
+//     noise), so a model whose batch of b costs b single runs never batches;
+//   - every member meets its target at the batch's end (its deadline, and the
+//     end of the window its result lands in), and every member but the lead
+//     lands in a window its stream needs — not an extra. A frame that would
+//     be stale at the batch's end, or that would only double a window, does
+//     not join. Largest first, because a small batch can end in a window its
+//     members already have when a larger one would end in the next;
+//   - admission holds: a batch with a member that is not protected (or is an
+//     extra) is admitted as that member would be, with the batch's cost, and
+//     shrinks until it no longer makes a protected frame miss.
+//
+// A batch may wait for a frame about to come (filling): when the next
+// predicted frame of another stream of its model can still join — the batch
+// started at its arrival instead, with it, meets every member's target and
+// its own — and waiting pays: the slot's idle time until then plus the frame's
+// added cost stay below what it would cost alone. So a batch never waits
+// longer than the smallest slack among its frames, and never on a model where
+// batching gains nothing. A frame is still expected until CommitLead plus four
+// mean deviations of its stream's arrival lag after it is due. While a batch
+// fills, its slot may run another job only if that job ends before the latest
+// start the batch can afford; StreamStats.BatchWaits counts requests that
+// waited so. A batch whose fastest plausible result would land in a window a
+// member's stream already has while its predicted one lands in the next is
+// held as a frame alone is (Landing in a window): cameras with one period,
+// batched together, otherwise settle on a phase whose results land on a
+// window boundary.
+//
+// The estimator keeps a window per (occupancy, batch size); a batch is learnt
+// under its rows. BatchExec seeds the sizes (interpolated between the sizes
+// given); without it a size's prior is exec × (1 + 0.5·(b−1)), optimistic so
+// that batches are tried. Sizes measured less than half a window are refit
+// after every measurement: from the per-frame slope of the size measured most
+// (medians), scaled from the estimate of a batch of one, or before any batch
+// is measured, the prior's shape scaled to that estimate. ObserveBackendStats
+// is ignored for a batching model (Triton reports compute time per batch, of
+// any size). Snapshot.Batches counts dispatched jobs by rows.
+//
+// In the simulation of scenario E (batchsim_test.go: six cameras at 30 Hz on
+// one detector whose batch of b costs 10 ms × (1 + 0.25·(b−1)), and a depth
+// model, on one slot) vig covers every window of every stream with the bench's
+// hops, where running one frame per job covers 11–43 % of the high cameras'
+// and the backend's own batcher 82–98 %; with the batch's cost linear in b
+// (E-linear) it batches nothing and matches the unbatched schedule.
+//
 // # Minimum rate budget
 //
 // On one slot, a 200 ms VLM job blocks every 50 ms protected detector frame,

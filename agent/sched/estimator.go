@@ -21,6 +21,8 @@ type window struct {
 	real   int // samples measured since the seeds (≤ len(ring))
 	p90    time.Duration
 	p10    time.Duration // the early end pipelined dispatch commits against
+	p50    time.Duration // what batching weighs a frame's added cost by
+	seedv  time.Duration // the value of its seeds
 }
 
 func (w *window) init(buf []int64, prior time.Duration) {
@@ -35,8 +37,8 @@ func (w *window) seed(prior time.Duration) {
 		w.ring[i] = int64(prior)
 		w.sorted[i] = int64(prior)
 	}
-	w.pos, w.real = 0, 0
-	w.p90, w.p10 = prior, prior
+	w.pos, w.real, w.seedv = 0, 0, prior
+	w.p90, w.p10, w.p50 = prior, prior, prior
 }
 
 func (w *window) add(d time.Duration) {
@@ -67,6 +69,7 @@ func (w *window) add(d time.Duration) {
 	}
 	w.p90 = time.Duration(s[p90Index(len(s))])
 	w.p10 = time.Duration(s[p10Index(len(s))])
+	w.p50 = time.Duration(s[len(s)/2])
 }
 
 // fastest is the shortest execution time in the window.

@@ -22,6 +22,7 @@ type request struct {
 	deferred  bool // counted as deferred (once per request)
 	yielded   bool // counted as yielded to a predicted frame (once per request)
 	held      bool // counted as held to land in its own window (once per request)
+	filled    bool // counted as waiting for its batch to fill (once per request)
 	budget    bool // running on a min_rate_hz budget
 	cancelled bool // the client went away while it ran
 	capture   Time
@@ -40,6 +41,11 @@ type request struct {
 	next      int32  // free-list link
 	deferPass uint64 // pass in which it was last deferred
 	recheck   Time   // when a deferral must be re-evaluated
+	key       uint64 // Request.BatchKey: 0 runs alone
+	rows      int32  // Request.Rows, at least 1
+	bsize     int32  // a dispatched lead's rows: the size its time is learnt under
+	bnext     int32  // next member of its batch, -1 at the end
+	blead     int32  // a member's lead, -1 for a lead or a request alone
 }
 
 type model struct {
@@ -47,6 +53,13 @@ type model struct {
 	est         []window        // indexed by occupancy at dispatch
 	costs       []time.Duration // estimate × margin per occupancy, kept current by refresh
 	backendMean time.Duration
+
+	// Batching (batch.go); empty when MaxBatch ≤ 1.
+	maxBatch int
+	bat      []window        // per (occupancy, size 2..maxBatch)
+	bcost    []time.Duration // their margin-scaled estimates
+	batches  []uint64        // jobs dispatched by rows
+	scratch  []int64
 }
 
 // estimate is the current execution-time estimate at occupancy occ,
@@ -78,12 +91,15 @@ type stream struct {
 	lastCapture Time // newest capture received (protected prediction)
 	seen        bool
 	lag         time.Duration // arrival − capture, smoothed: when a predicted frame reaches vig
+	lagDev      time.Duration // its mean deviation, smoothed: how late a frame may still come
 
 	minRate  time.Duration // budget interval, 1/min_rate_hz; 0 = no budget
 	anchor   Time          // last dispatch, or first deferral before any
 	anchored bool
 
 	pass       uint64 // pass in which the head was deferred
+	bmark      uint64 // pass in which it joined the batch being formed
+	lastKey    uint64 // batch key of its newest request: its next frame's, predicted
 	running    int
 	lateStreak int
 
@@ -94,6 +110,7 @@ type stream struct {
 	probes        uint64
 	yielded       uint64
 	held          uint64
+	batchWaits    uint64
 
 	// The coverage grid: windows [origin + k·period, …). Told by the
 	// config (gridKnown) or learnt at the first capture.
@@ -124,9 +141,12 @@ type Scheduler struct {
 	guarded      []int32 // protected, then high: what a best_effort job is admitted against
 
 	reqs     []request
+	batch    []int32 // the batch being formed (batch.go), lead first
+	bid      uint64  // the batch being formed: streams with bmark == bid are in it
+	forming  int32   // model of the batchable candidate being decided, or -1
 	free     int32
 	tokens   tokenIndex
-	slotRun  []int32 // request started on each slot, or -1
+	slotRun  []int32 // request started on each slot, or -1 (a batch: its lead)
 	slotNext []int32 // request committed behind it, or -1
 	commitQ  []int32 // committed requests in dispatch order (the backend's FIFO)
 
@@ -183,12 +203,14 @@ func New(cfg Config) (*Scheduler, error) {
 		commitQ:      make([]int32, 0, cfg.Slots),
 		wake:         Never,
 		accelName:    name,
+		forming:      -1,
 	}
 	for i := range s.slotRun {
 		s.slotRun[i], s.slotNext[i] = -1, -1
 	}
 	w := cfg.EstimatorWindow
 	estBuf := make([]int64, len(cfg.Models)*cfg.Slots*2*w)
+	maxB := 1
 	s.models = make([]model, len(cfg.Models))
 	for i, spec := range cfg.Models {
 		m := &s.models[i]
@@ -200,7 +222,10 @@ func New(cfg Config) (*Scheduler, error) {
 			estBuf = estBuf[2*w:]
 		}
 		m.refresh(cfg.SafetyMargin)
+		m.initBatch(cfg.Slots, w)
+		m.refreshBatch(cfg.SafetyMargin)
 		s.modelByName[spec.Name] = int32(i)
+		maxB = max(maxB, m.maxBatch)
 	}
 
 	nStreams := len(cfg.Streams)
@@ -214,7 +239,9 @@ func New(cfg Config) (*Scheduler, error) {
 		s.byModel[i], s.adhoc[i] = -1, -1
 	}
 	perModel := make([]int, len(cfg.Models))
-	tableSize := 2*cfg.Slots + 1 // running and committed jobs, plus an arrival before it supersedes
+	// Running and committed jobs (each of up to maxB requests), plus an
+	// arrival before it supersedes.
+	tableSize := 2*cfg.Slots*maxB + 1
 	for _, spec := range cfg.Streams {
 		mi := s.modelByName[spec.Model]
 		st := stream{
@@ -288,6 +315,7 @@ func New(cfg Config) (*Scheduler, error) {
 			st.cov.init(make([]uint64, (n+63)/64), n, st.spec.Period)
 		}
 	}
+	s.batch = make([]int32, 0, len(s.streams)+1)
 	s.reqs = make([]request, tableSize)
 	for i := range s.reqs {
 		s.reqs[i].next = int32(i + 1)
@@ -440,6 +468,11 @@ func (s *Scheduler) arrive(now Time, r Request, dup bool, acts []Action) []Actio
 	*q = request{
 		token: r.Token, stream: si, state: stWaiting, capture: capture, arrival: now,
 		deadline: Never, startBy: Never, seq: s.seq, next: -1, slot: -1,
+		rows: int32(max(r.Rows, 1)), bnext: -1, blead: -1,
+	}
+	if s.models[st.model].maxBatch > 1 {
+		q.key = r.BatchKey
+		st.lastKey = r.BatchKey
 	}
 	s.tokens.put(r.Token, ri)
 	if st.adhoc {
@@ -457,7 +490,9 @@ func (s *Scheduler) arrive(now Time, r Request, dup bool, acts []Action) []Actio
 		}
 		// An EWMA with gain 1/8 of how late frames reach vig after their
 		// capture; the look-ahead expects predicted frames that much later.
-		st.lag += (now.Sub(capture) - st.lag) / 8
+		d := now.Sub(capture) - st.lag
+		st.lag += d / 8
+		st.lagDev += (max(d, -d) - st.lagDev) / 4
 		if !st.gridSet {
 			// Learnt: the grid of every stream without a told one starts
 			// at the first capture vig sees on any of them (the session's
@@ -544,9 +579,11 @@ func (s *Scheduler) claimed(st *stream) int64 {
 			if x < 0 {
 				continue
 			}
-			r := &s.reqs[x]
-			if r.stream == st.idx && r.expEnd < r.deadline {
-				k = max(k, st.win(r.expEnd))
+			for ; x >= 0; x = s.reqs[x].bnext {
+				r := &s.reqs[x]
+				if r.stream == st.idx && r.expEnd < r.deadline {
+					k = max(k, st.win(r.expEnd))
+				}
 			}
 		}
 	}
@@ -607,15 +644,25 @@ func (s *Scheduler) before(a, b *stream, ka, kb rankKey) bool {
 // (start now), or — pipelined — a busy slot with nothing committed behind
 // it whose running job may end within CommitLead (start at its predicted
 // end). It returns slot -1 when nothing can be placed.
-func (s *Scheduler) place(now Time) (slot int, start Time, queued bool) {
+//
+// A slot held for a batch that fills (avoid, see Batching in doc.go) is
+// taken only when no other slot is.
+func (s *Scheduler) place(now Time, avoid int) (slot int, start Time, queued bool) {
 	if s.exclRunning && s.slots > 1 {
 		return -1, 0, false // the accelerator is reserved for the exclusive job
 	}
 	if s.busy < s.slots {
+		held := false
 		for i, x := range s.slotRun {
 			if x < 0 {
-				return i, now, false
+				if i != avoid {
+					return i, now, false
+				}
+				held = true
 			}
+		}
+		if held {
+			return avoid, now, false
 		}
 	}
 	if s.cfg.NoPipeline {
@@ -626,9 +673,16 @@ func (s *Scheduler) place(now Time) (slot int, start Time, queued bool) {
 		if x < 0 || s.slotNext[i] >= 0 || s.reqs[x].commitAt > now {
 			continue
 		}
-		if e := max(s.reqs[x].predEnd, now); e < start {
+		e := max(s.reqs[x].predEnd, now)
+		if i == avoid {
+			e = Never - 1 // last resort
+		}
+		if e < start {
 			slot, start = i, e
 		}
+	}
+	if slot == avoid && slot >= 0 {
+		start = max(s.reqs[s.slotRun[slot]].predEnd, now)
 	}
 	return slot, start, slot >= 0
 }
@@ -657,8 +711,10 @@ func (s *Scheduler) occAt(now, start Time, slot int) int {
 func (s *Scheduler) pass(now Time, acts []Action) []Action {
 	s.account(now)
 	s.passID++
+	holdSlot, holdAt := -1, Never // a slot held for a batch that fills, and until when
+	defer func() { s.forming = -1 }()
 	for !s.draining && !s.backendDown {
-		slot, start, queued := s.place(now)
+		slot, start, queued := s.place(now, holdSlot)
 		if slot < 0 {
 			break
 		}
@@ -673,7 +729,12 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 			if len(c.q) == 0 || c.pass == s.passID {
 				continue
 			}
-			ck := s.key(c, &s.reqs[c.q[0]], start, s.cost(c.model, occ))
+			h := &s.reqs[c.q[0]]
+			cc := s.cost(c.model, occ)
+			if s.batchable(c, h) {
+				cc = s.costN(c.model, occ, s.heads(c, h, occ))
+			}
+			ck := s.key(c, h, start, cc)
 			if st == nil || s.before(c, st, ck, sk) {
 				st, sk = c, ck
 			}
@@ -727,10 +788,69 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 				continue
 			}
 		}
+		// Batching: the waiting heads that join this one, or a wait for a
+		// frame about to come (see Batching in doc.go).
+		s.forming, s.bid = -1, s.bid+1
+		n, rows := 1, int(r.rows)
+		if !probe && s.batchable(st, r) {
+			s.forming = st.model
+			n, rows = s.gather(start, jobOcc, st)
+			if until, latest, ok := s.fill(now, start, jobOcc, st, n, rows); ok {
+				for _, ri := range s.batch[:n] {
+					b := &s.reqs[ri]
+					bs := &s.streams[b.stream]
+					if !b.filled {
+						b.filled = true
+						bs.batchWaits++
+					}
+					b.deferPass, b.recheck = s.passID, until
+					bs.pass = s.passID
+				}
+				if holdSlot < 0 {
+					holdSlot, holdAt = slot, latest
+				}
+				continue
+			}
+		}
+		if m.maxBatch > 1 && rows > 1 {
+			c = s.costN(st.model, jobOcc, min(rows, m.maxBatch))
+		} else {
+			s.forming = -1 // a job of one: the look-ahead prices its peers' frames as it always has
+		}
+		if slot == holdSlot && start.Add(c) > holdAt {
+			// The slot is held for a batch that fills; this job would
+			// still run when the batch is due.
+			st.pass = s.passID
+			continue
+		}
 		budget, cost := false, uint64(0)
-		guardHigh := st.class == BestEffort && !sk.extra
-		if (st.class != Protected || sk.extra) && (len(s.protected) > 0 || guardHigh && len(s.guarded) > 0) {
+		guarded, guardHigh := st.class != Protected || sk.extra, st.class == BestEffort && !sk.extra
+		if n > 1 {
+			guarded, guardHigh = s.batchGuards(start, c, n)
+		}
+		if guarded && (len(s.protected) > 0 || guardHigh && len(s.guarded) > 0) {
 			blocked, misses, recheck := s.admission(now, start, slot, st.idx, excl, guardHigh, c)
+			for blocked && n > 1 {
+				// A smaller batch may fit where this one blocks a
+				// protected frame: drop the least urgent.
+				n--
+				s.streams[s.reqs[s.batch[n]].stream].bmark = 0
+				s.batch = s.batch[:n]
+				rows = s.batchRows(n)
+				c = s.costN(st.model, jobOcc, rows)
+				if n > 1 {
+					guarded, guardHigh = s.batchGuards(start, c, n)
+				} else {
+					guarded, guardHigh = st.class != Protected || sk.extra, st.class == BestEffort && !sk.extra
+					c = s.cost(st.model, jobOcc)
+					s.forming = -1
+				}
+				if !guarded {
+					blocked = false
+					break
+				}
+				blocked, misses, recheck = s.admission(now, start, slot, st.idx, excl, guardHigh, c)
+			}
 			if blocked {
 				if !st.anchored {
 					// The budget starts with one run owed (a token bucket
@@ -756,7 +876,7 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 				cost = misses
 			}
 		}
-		if !budget && !probe && !wait && !sk.extra && s.cfg.Order == OrderLaxity && sk.lax != math.MaxInt64 {
+		if !budget && !probe && !wait && !sk.extra && rows == 1 && s.cfg.Order == OrderLaxity && sk.lax != math.MaxInt64 {
 			if until, ok := s.landsEarly(st, r, start, c, m.est[jobOcc].fastest()); ok {
 				if !r.held {
 					r.held = true
@@ -765,6 +885,24 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 				r.deferPass = s.passID
 				r.recheck = until
 				st.pass = s.passID
+				continue
+			}
+		}
+		if !budget && !wait && rows > 1 && n > 1 && s.cfg.Order == OrderLaxity {
+			if until, ok := s.batchLandsEarly(start, jobOcc, st, n, rows, c); ok {
+				for _, ri := range s.batch[:n] {
+					b := &s.reqs[ri]
+					bs := &s.streams[b.stream]
+					if !b.held {
+						b.held = true
+						bs.held++
+					}
+					b.deferPass, b.recheck = s.passID, until
+					bs.pass = s.passID
+				}
+				if holdSlot < 0 {
+					holdSlot, holdAt = slot, until
+				}
 				continue
 			}
 		}
@@ -795,6 +933,10 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 		if budget {
 			st.budgetRuns++
 			st.budgetCost += cost
+		}
+		if m.maxBatch > 1 && rows > 1 {
+			acts = s.dispatchBatch(now, n, rows, slot, start, queued, jobOcc, c, budget, acts)
+			continue
 		}
 		acts = s.dispatchHead(now, st, slot, start, queued, jobOcc, c, probe, budget, acts)
 	}
@@ -960,8 +1102,8 @@ func (s *Scheduler) Complete(now Time, token uint64, ok bool, acts []Action) []A
 		return s.frontComplete(now, token, ok, acts)
 	}
 	ri := s.tokens.get(token)
-	if ri < 0 || (s.reqs[ri].state != stRunning && s.reqs[ri].state != stCommitted) {
-		return acts
+	if ri < 0 || (s.reqs[ri].state != stRunning && s.reqs[ri].state != stCommitted) || s.reqs[ri].blead >= 0 {
+		return acts // not at the backend, or a member of a batch: its lead completes it
 	}
 	s.account(now)
 	r := &s.reqs[ri]
@@ -983,8 +1125,12 @@ func (s *Scheduler) Complete(now Time, token uint64, ok bool, acts []Action) []A
 			// From its observed start: the dispatch to a free slot, or
 			// the predecessor's Complete for a pipelined job — so the
 			// time it queued at the backend is not counted.
-			m.est[r.occ].add(now.Sub(r.start))
-			m.refresh(s.margin)
+			if m.maxBatch > 1 {
+				m.learnBatch(int(r.occ), max(int(r.bsize), 1), now.Sub(r.start), s.margin)
+			} else {
+				m.est[r.occ].add(now.Sub(r.start))
+				m.refresh(s.margin)
+			}
 		}
 		if len(s.commitQ) > 0 {
 			s.promote(now, s.commitQ[0], slot)
@@ -993,6 +1139,7 @@ func (s *Scheduler) Complete(now Time, token uint64, ok bool, acts []Action) []A
 	if r.budget {
 		s.budgetRunning--
 	}
+	s.finishMembers(now, ri, ok)
 	st.running--
 	switch {
 	case r.cancelled:
@@ -1032,9 +1179,11 @@ func (s *Scheduler) promote(now Time, ri int32, slot int) {
 	r.state = stRunning
 	r.slot = int32(slot)
 	r.start = now
-	r.predEnd = now.Add(s.cost(st.model, int(r.occ)))
-	r.expEnd = now.Add(m.estimate(int(r.occ)))
-	r.commitAt = s.commitAt(m, r.occ, now)
+	n := max(int(r.bsize), 1)
+	r.predEnd = now.Add(s.costN(st.model, int(r.occ), n))
+	r.expEnd = now.Add(m.estimateN(int(r.occ), n))
+	r.commitAt = now.Add(m.win(int(r.occ), n).p10 - s.cfg.CommitLead)
+	s.startMembers(ri)
 	s.slotRun[slot] = ri
 	s.busy++
 	if m.spec.Exclusive {
@@ -1172,7 +1321,9 @@ func (s *Scheduler) ObserveBackendStats(model string, computeInferNs, count uint
 		return
 	}
 	mi, ok := s.modelByName[model]
-	if !ok || count == 0 {
+	if !ok || count == 0 || s.models[mi].maxBatch > 1 {
+		// A batching model's compute time is per batch, of any size: it
+		// bounds no estimate of one size.
 		return
 	}
 	mean := computeInferNs / count

@@ -86,6 +86,9 @@ type StreamStats struct {
 	// would land inside the window it is for rather than double the one
 	// before (see doc.go, Landing in a window).
 	Held uint64
+	// BatchWaits counts requests that waited at least once for a frame of
+	// another stream to join their batch (see doc.go, Batching).
+	BatchWaits uint64
 }
 
 // EstimateStats is the estimator state of one (model, occupancy) pair.
@@ -121,6 +124,8 @@ type Snapshot struct {
 	// entry (named "" for the backend.slots shorthand) on one accelerator.
 	// Slots, Busy, Committed and Exclusive above are their totals.
 	Accelerators []AcceleratorStats
+	// Batches counts the jobs of every batching model by size.
+	Batches []BatchStats
 }
 
 // busyTimeAt is the slot time busy up to now (as far as vig can tell: from
@@ -165,6 +170,7 @@ func (s *Scheduler) Snapshot(now Time, dst *Snapshot) {
 			Probes:        st.probes,
 			Yielded:       st.yielded,
 			Held:          st.held,
+			BatchWaits:    st.batchWaits,
 		}
 		ss.Waiting = uint64(len(st.q))
 		ss.Running = uint64(st.running)
@@ -179,6 +185,7 @@ func (s *Scheduler) Snapshot(now Time, dst *Snapshot) {
 		}
 		dst.Streams = append(dst.Streams, ss)
 	}
+	dst.Batches = s.batchSnapshot(dst.Batches[:0])
 	dst.Estimates = dst.Estimates[:0]
 	for i := range s.models {
 		m := &s.models[i]

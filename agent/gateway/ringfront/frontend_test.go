@@ -42,6 +42,9 @@ streams:
   - {name: cam, model: det, class: protected, period_ms: 50, max_age_ms: 5000}
 `
 
+// rigConfig is the configuration a rig starts with.
+var rigConfig = testConfig
+
 // countingConn counts the bytes vig writes to the backend connection.
 type countingConn struct {
 	net.Conn
@@ -79,7 +82,7 @@ func newRigTB(t testing.TB, viaRing bool, srv shmring.ServerConfig) *rig {
 	if _, err := shmring.Probe(); err != nil {
 		t.Skipf("no shared memory for rings on this machine: %v", err)
 	}
-	cfg, err := config.Parse("ring.yaml", []byte(testConfig))
+	cfg, err := config.Parse("ring.yaml", []byte(rigConfig))
 	if err != nil {
 		t.Fatal(err)
 	}

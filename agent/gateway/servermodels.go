@@ -1,0 +1,129 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/vig-edge/vig/agent/config"
+	pb "github.com/vig-edge/vig/proto/inference"
+	"github.com/vig-edge/vig/wire"
+)
+
+// methodModelConfig is Triton's ModelConfig RPC.
+const methodModelConfig = "/" + wire.Service + "/ModelConfig"
+
+// serverModels is vig's one record of how the backend configured the models vig
+// governs (Triton's ModelConfig: max_batch_size, the batchers, the instance
+// groups), read each time vig connects to the backend. Batching takes a model's
+// max batch from it when the config gives none; doctor compares it with the
+// config. A backend without ModelConfig (a ring runtime, a minimal server)
+// leaves the config as the only source.
+type serverModels struct {
+	mu     sync.RWMutex
+	models map[string]*wire.ModelConfig
+	errs   map[string]error
+}
+
+// ServerModel returns the backend's configuration of model as last read, if
+// vig could read it.
+func (g *Gateway) ServerModel(model string) (*wire.ModelConfig, bool) {
+	g.server.mu.RLock()
+	defer g.server.mu.RUnlock()
+	mc, ok := g.server.models[model]
+	return mc, ok
+}
+
+// ReadModelConfig asks the backend for model's configuration.
+func (g *Gateway) ReadModelConfig(ctx context.Context, model string) (*wire.ModelConfig, error) {
+	req, _ := proto.Marshal(&pb.ModelConfigRequest{Name: model}) // cannot fail for this message
+	b, err := g.Invoke(ctx, methodModelConfig, req)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := modelConfigBytes(b)
+	if err != nil {
+		return nil, err
+	}
+	return wire.ParseModelConfig(cfg)
+}
+
+// modelConfigBytes returns the config field of a ModelConfigResponse.
+func modelConfigBytes(b []byte) ([]byte, error) {
+	var r pb.ModelConfigResponse
+	if err := proto.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("ModelConfigResponse: %w", err)
+	}
+	return r.Config, nil
+}
+
+// readServerModels reads the configuration of every model in vig's config from
+// the backend and applies what batching needs of it. It runs on its own
+// goroutine after each connection to the backend.
+func (g *Gateway) readServerModels() {
+	if g.gov == nil || g.relay == nil {
+		return
+	}
+	for _, name := range g.opts.Config.ModelNames() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		mc, err := g.ReadModelConfig(ctx, name)
+		cancel()
+		g.server.mu.Lock()
+		if g.server.models == nil {
+			g.server.models, g.server.errs = map[string]*wire.ModelConfig{}, map[string]error{}
+		}
+		if err != nil {
+			delete(g.server.models, name)
+			g.server.errs[name] = err
+		} else {
+			g.server.models[name] = mc
+			delete(g.server.errs, name)
+		}
+		g.server.mu.Unlock()
+		if err != nil {
+			if status.Code(err) == codes.Unimplemented || status.Code(err) == codes.NotFound {
+				g.log.Info("server model configuration unavailable: vig's config is the only source for it",
+					"model", name, "err", err)
+			} else {
+				g.log.Warn("cannot read the model's configuration from the backend; vig's config is the only source for it",
+					"model", name, "err", err)
+			}
+			continue
+		}
+		g.applyServerModel(name, mc)
+	}
+}
+
+// applyServerModel sets a model's max batch from the server's configuration:
+// the server's max_batch_size when the config gives no max_batch, never above
+// it (the server refuses a larger batch), and 1 for a model with a sequence
+// batcher (its requests must reach the model one by one, in order). Where the
+// config and the server disagree vig says so, with the fix.
+func (g *Gateway) applyServerModel(name string, mc *wire.ModelConfig) {
+	n, why := config.BatchFromServer(g.opts.Config.Models[name].MaxBatch, mc.MaxBatchSize, mc.SequenceBatching)
+	if why != "" {
+		g.log.Warn(why, "model", name, "server_max_batch_size", mc.MaxBatchSize, "sequence_batching", mc.SequenceBatching)
+	}
+	if g.gov.setMaxBatch(name, n) && n > 1 {
+		g.log.Info("batching the model's frames", "model", name, "max_batch", n)
+	}
+}
+
+// setMaxBatch sets model's max batch in the scheduler and for the batch keys;
+// false if the scheduler does not know the model.
+func (g *Governor) setMaxBatch(model string, n int) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.s.SetMaxBatch(model, n) {
+		return false
+	}
+	if p := g.maxBatch[model]; p != nil {
+		p.Store(int32(n))
+	}
+	return true
+}
