@@ -178,7 +178,7 @@ func evaluateMeasure(r *Results) []Target {
 			t.Status = NotMeasured // C (or vig, or direct) did not run
 		}
 		if !ok {
-			t.Detail += ". Coverage counts whole windows: a result 1–2 ms later can land in the next window and leave one empty (SCENARIOS.md); vig's requests pay a gateway hop that direct ones do not"
+			t.Detail += ". Coverage counts whole windows: a result 1–2 ms later can land in the next window and leave one empty (docs/benchmarks.md); vig's requests pay a gateway hop that direct ones do not"
 		}
 	}
 	ts = append(ts, t)
@@ -900,12 +900,12 @@ func Report(r *Results, plots map[string]string) string {
 	}
 
 	if wr := r.Wire; wr != nil {
-		w("## Wire: freshness under contention (SCENARIOS.md)\n\n")
+		w("## Wire: freshness under contention (docs/benchmarks.md)\n\n")
 		if wr.Rounds > 1 {
 			w("Each (policy, depth) run was split into %d rounds of %v: the whole sequence of runs was repeated round after round, and each run's rounds pooled (windows, deliveries and counters summed, so coverage is over all its windows; AoI percentiles and busy shares the mean over the rounds), so that every policy saw the same stretches of the machine's load.\n\n",
 				wr.Rounds, wr.Duration/time.Duration(wr.Rounds))
 		}
-		w("Open-loop sensors (each frame sent at its capture time on its own schedule, never slowed by answers; a frame that finds `depth` requests of its stream outstanding is dropped at the client), %v per run, payload %d B per frame, client buffer depths %v, and for each policy and stream the best depth (highest coverage, then lowest AoI p95). Runs interleave the policies (%s, …), each on a fresh mock backend; a frame's execution time is a pure function of (seed, stream, frame). Coverage = share of complete period windows with a result of age < max_age delivered inside (agent/sched.Coverage); AoI percentiles over time (agent/sched.AoI). Inferences = the backend's inference_count. vig's gateway (with the governor, or with the emulation) and the mock backend run in the bench process here: the wire benchmark is about scheduling, not process cost, and both non-direct policies pay the same gateway hop. VLM (best_effort, no `min_rate_hz` in A–C) is allowed to starve under vig by design: SCENARIOS.md says the VLM must starve or be given an explicit minimum rate; D gives it one (`min_rate_hz: 0.2`, one run per 5 s, the first at once).\n\n",
+		w("Open-loop sensors (each frame sent at its capture time on its own schedule, never slowed by answers; a frame that finds `depth` requests of its stream outstanding is dropped at the client), %v per run, payload %d B per frame, client buffer depths %v, and for each policy and stream the best depth (highest coverage, then lowest AoI p95). Runs interleave the policies (%s, …), each on a fresh mock backend; a frame's execution time is a pure function of (seed, stream, frame). Coverage = share of complete period windows with a result of age < max_age delivered inside (agent/sched.Coverage); AoI percentiles over time (agent/sched.AoI). Inferences = the backend's inference_count. vig's gateway (with the governor, or with the emulation) and the mock backend run in the bench process here: the wire benchmark is about scheduling, not process cost, and both non-direct policies pay the same gateway hop. VLM (best_effort, no `min_rate_hz` in A–C) is allowed to starve under vig by design: docs/benchmarks.md says the VLM must starve or be given an explicit minimum rate; D gives it one (`min_rate_hz: 0.2`, one run per 5 s, the first at once).\n\n",
 			wr.Duration, wr.Payload, wr.Depths, interleaved(wr))
 		if ranPolicy(wr, PolicyTriton) {
 			w("**triton-policy is an emulation** of Triton's dynamic-batcher queue policy (priority level by class, `timeout_action: REJECT` after a queue timeout equal to the stream's max_age, `max_queue_size: 1` per level) written for this benchmark as a gateway admitter; it is not Triton, and unlike Triton (one queue per model) it orders all streams in one queue.\n\n")
