@@ -149,7 +149,9 @@ func checkOwnAnswer(t *testing.T, req *pb.ModelInferRequest, resp *pb.ModelInfer
 func TestBatchSixStreams(t *testing.T) {
 	rb := &rowBackend{exec: 15 * time.Millisecond}
 	addr, _ := startRowBackend(t, rb)
-	e, gov, _ := governedAt(t, batchYAML, addr)
+	// A frame the scheduler holds for a batch that never comes (its peers'
+	// sensors stopped) is dropped late at its max_age: 1 s here.
+	e, gov, _ := governedAt(t, strings.ReplaceAll(batchYAML, "max_age_ms: 30000", "max_age_ms: 1000"), addr)
 	c := pb.NewGRPCInferenceServiceClient(e.dial(t, e.tcp))
 	ctx := ctxT(t)
 	const frames = 12
@@ -166,7 +168,9 @@ func TestBatchSixStreams(t *testing.T) {
 				resp, err := c.ModelInfer(ctx, req)
 				if err != nil {
 					// The scheduler may drop a frame it cannot deliver fresh.
-					if code := status.Code(err); code != codes.Aborted && code != codes.Unavailable {
+					s := status.Convert(err)
+					late := s.Code() == codes.DeadlineExceeded && strings.HasPrefix(s.Message(), "vig:")
+					if code := s.Code(); code != codes.Aborted && code != codes.Unavailable && !late {
 						t.Errorf("%s: %v", req.Id, err)
 					}
 					refused.Add(1)
