@@ -393,3 +393,46 @@ func TestBatchExactlyOnce(t *testing.T) {
 		checkBalanced(t, e.reg)
 	})
 }
+
+// Large frames of a batching model (above the cut-through size) arrive whole
+// and join batches: what batching saves is worth more than overlapping the
+// transfers.
+func TestBatchLargeFramesJoin(t *testing.T) {
+	rb := &rowBackend{hold: make(chan struct{}), entered: make(chan int, 16)}
+	addr, _ := startRowBackend(t, rb)
+	e, _, _ := governedAt(t, batchYAML, addr)
+	c := pb.NewGRPCInferenceServiceClient(e.dial(t, e.tcp))
+	ctx := ctxT(t)
+	big := func(cam int) *pb.ModelInferRequest {
+		r := frameRequest(cam, 0)
+		data := bytes.Repeat(r.RawInputContents[0], 200<<10/64)
+		r.RawInputContents[0], r.Inputs[0].Shape = data, []int64{1, int64(len(data))}
+		return r
+	}
+	results := make(chan error, 6)
+	for cam := range 6 {
+		req := big(cam)
+		go func() {
+			resp, err := c.ModelInfer(ctx, req, grpc.MaxCallRecvMsgSize(64<<20))
+			if err == nil {
+				checkOwnAnswer(t, req, resp)
+			}
+			results <- err
+		}()
+		if cam == 0 {
+			if n := <-rb.entered; n != 1 {
+				t.Fatalf("first request of %d rows", n)
+			}
+		}
+	}
+	eventuallyWaiting(t, e, 5)
+	close(rb.hold)
+	if n := <-rb.entered; n != 5 {
+		t.Fatalf("the five 200 KB frames that waited went as %d rows, want one batch of 5", n)
+	}
+	for range 6 {
+		if err := <-results; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

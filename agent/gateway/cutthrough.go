@@ -89,7 +89,10 @@ func (s *sstream) Early(got mem.BufferSlice, total int, compressed bool) (h2.Sin
 	}
 	call := s.c.g.NewCall()
 	head, ok := call.Header.ParseInferHead(got, total)
-	if !ok || call.Header.Shm {
+	if !ok || call.Header.Shm || s.c.g.batching(call.Header.Model) {
+		// A frame of a batching model arrives whole instead, so that it
+		// can join a batch: what batching saves on the accelerator is
+		// worth more than overlapping its transfers.
 		call.release()
 		return nil, !ok // the head may not be all there yet
 	}
