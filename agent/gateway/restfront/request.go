@@ -127,7 +127,7 @@ func parseInfer(model, version string, body []byte, headerLen int, root mem.Buff
 		ok     bool
 	}
 	convSpans := make([]span, len(req.Inputs))
-	anyRaw := false
+	inShm := make([]bool, len(req.Inputs))
 	for i := range req.Inputs {
 		in := &req.Inputs[i]
 		if in.Name == "" {
@@ -171,7 +171,6 @@ func parseInfer(model, version string, body []byte, headerLen int, root mem.Buff
 			}
 			bodyOff[i] = len(body) - len(bin)
 			raws[i], bin = bin[:binSize:binSize], bin[binSize:]
-			anyRaw = true
 		case hasData:
 			lo := len(conv)
 			var got int64
@@ -182,8 +181,8 @@ func parseInfer(model, version string, body []byte, headerLen int, root mem.Buff
 				return nil, badRequest("input '%s': 'data' has %d elements, but shape %v needs %d (Shape does not match true shape of 'data' field)", in.Name, got, in.Shape, n)
 			}
 			convSpans[i] = span{lo, len(conv), true}
-			anyRaw = true
 		case shm:
+			inShm[i] = true
 		default:
 			return nil, badRequest("input '%s' has no 'data', no binary_data_size and no shared-memory region", in.Name)
 		}
@@ -227,9 +226,16 @@ func parseInfer(model, version string, body []byte, headerLen int, root mem.Buff
 		}
 		m.Outputs = append(m.Outputs, t)
 	}
-	if !anyRaw {
-		raws = nil // all inputs in shared memory: no raw_input_contents at all
+	// Triton's rule: an input in shared memory takes no raw_input_contents
+	// entry; the others take one each, in input order.
+	k := 0
+	for i := range raws {
+		if !inShm[i] {
+			raws[k], bodyOff[k] = raws[i], bodyOff[i]
+			k++
+		}
 	}
+	raws, bodyOff = raws[:k], bodyOff[:k]
 	if root == nil {
 		bodyOff = nil
 	}
