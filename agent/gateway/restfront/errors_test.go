@@ -60,7 +60,7 @@ func TestBadRequests(t *testing.T) {
 		// above 1 MiB: without Expect, vig's close can reset the connection while the
 		// client is still writing, before it reads the 413 (seen once in a fresh clone).
 		{"over-long body", make([]byte, 2<<20), map[string]string{"Expect": "100-continue"}, 413, "limit"},
-		{"unknown encoding", good, map[string]string{"Content-Encoding": "br"}, 415, "Content-Encoding"},
+		{"unknown encoding", good, map[string]string{"Content-Encoding": "br"}, 501, "Content-Encoding"},
 		{"bad gzip", good, map[string]string{"Content-Encoding": "gzip"}, 400, "gzip"},
 	} {
 		before := r.toBack.Load()
@@ -71,6 +71,9 @@ func TestBadRequests(t *testing.T) {
 		}
 		if rep.code != c.code || !strings.Contains(e.Error, c.reason) {
 			t.Errorf("%s: HTTP %d %q, want %d naming %q", c.name, rep.code, e.Error, c.code, c.reason)
+		}
+		if c.code == 501 && rep.header.Get("Accept-Encoding") != "gzip, deflate" {
+			t.Errorf("%s: Accept-Encoding %q, want the encodings vig reads", c.name, rep.header.Get("Accept-Encoding"))
 		}
 		if d := r.toBack.Load() - before; d >= maxControlBytes {
 			t.Errorf("%s: %d bytes forwarded to the backend", c.name, d)

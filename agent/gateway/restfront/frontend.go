@@ -279,12 +279,16 @@ func method(w http.ResponseWriter, r *http.Request, want string) bool {
 	return false
 }
 
-// readBody reads the request body, decompressing it, bounded by MaxBody; a
-// body larger than that is refused before it is read when its length is
-// declared, and as soon as it passes the limit otherwise. A body of declared
-// length that is not compressed (the binary tensor case) is read into a buffer
-// of gRPC's pool, returned as root (not zeroed first, and reused once the
-// message to the backend is freed); the caller frees root when done with body.
+// readBody reads the request body, decompressing it, bounded by MaxBody (both
+// the bytes on the wire and the decompressed ones); a body larger than that is
+// refused before it is read when its length is declared, and as soon as it
+// passes the limit otherwise. Memory follows the bytes that arrived, not the
+// length declared: a body of declared length that is not compressed (the
+// binary tensor case) is read into a buffer of gRPC's pool that starts at
+// firstBodyBuf and doubles as it fills, up to the declared length (one copy of
+// what arrived per doubling, at most the body once over); it is returned as
+// root (not zeroed first, and reused once the message to the backend is
+// freed); the caller frees root when done with body.
 func (f *Frontend) readBody(w http.ResponseWriter, r *http.Request) (body []byte, root mem.Buffer, ok bool) {
 	limit := f.opts.MaxBody
 	if r.ContentLength > limit {
@@ -293,38 +297,40 @@ func (f *Frontend) readBody(w http.ResponseWriter, r *http.Request) (body []byte
 			fmt.Sprintf("request body of %d bytes is larger than vig's limit of %d bytes (grpc.max_message_mib)", r.ContentLength, limit))
 		return nil, nil, false
 	}
-	var src io.Reader = r.Body
+	wire := &capReader{r: r.Body, left: limit}
+	var src io.Reader = wire
 	enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding")))
 	switch enc {
 	case "", "identity":
 		if r.ContentLength > 0 {
-			pool := mem.DefaultBufferPool()
-			ptr := pool.Get(int(r.ContentLength))
-			if _, err := io.ReadFull(r.Body, *ptr); err != nil {
-				pool.Put(ptr)
-				failCode(w, http.StatusBadRequest, codes.InvalidArgument, "reading the request body: "+err.Error())
+			b, root, err := readDeclared(r.Body, int(r.ContentLength))
+			if err != nil {
+				f.bodyError(w, err)
 				return nil, nil, false
 			}
-			return *ptr, mem.NewBuffer(ptr, pool), true
+			return b, root, true
 		}
 	case "gzip":
-		zr, err := gzip.NewReader(r.Body)
+		zr, err := gzip.NewReader(src)
 		if err != nil {
-			failCode(w, http.StatusBadRequest, codes.InvalidArgument, "Content-Encoding gzip: "+err.Error())
+			f.bodyError(w, fmt.Errorf("Content-Encoding gzip: %w", err))
 			return nil, nil, false
 		}
 		defer zr.Close()
 		src = zr
 	case "deflate":
-		zr, err := zlib.NewReader(r.Body)
+		zr, err := zlib.NewReader(src)
 		if err != nil {
-			failCode(w, http.StatusBadRequest, codes.InvalidArgument, "Content-Encoding deflate: "+err.Error())
+			f.bodyError(w, fmt.Errorf("Content-Encoding deflate: %w", err))
 			return nil, nil, false
 		}
 		defer zr.Close()
 		src = zr
 	default:
-		failCode(w, http.StatusUnsupportedMediaType, codes.Unimplemented, fmt.Sprintf("Content-Encoding %q: vig reads gzip, deflate or identity", enc))
+		// Triton answers an encoding it does not read with 501 and the ones it
+		// does in Accept-Encoding.
+		w.Header().Set("Accept-Encoding", "gzip, deflate")
+		failCode(w, http.StatusNotImplemented, codes.Unimplemented, fmt.Sprintf("unsupported Content-Encoding %q: vig reads gzip, deflate or identity", enc))
 		return nil, nil, false
 	}
 	buf := bytes.NewBuffer(make([]byte, 0, bytes.MinRead))
@@ -336,10 +342,77 @@ func (f *Frontend) readBody(w http.ResponseWriter, r *http.Request) (body []byte
 		return nil, nil, false
 	}
 	if err != nil {
-		failCode(w, http.StatusBadRequest, codes.InvalidArgument, "reading the request body: "+err.Error())
+		f.bodyError(w, err)
 		return nil, nil, false
 	}
 	return buf.Bytes(), nil, true
+}
+
+// firstBodyBuf is the first buffer of a body of declared length.
+const firstBodyBuf = 32 << 10
+
+// readDeclared reads a body of n declared bytes into a pooled buffer grown as
+// the bytes arrive.
+func readDeclared(r io.Reader, n int) ([]byte, mem.Buffer, error) {
+	pool := mem.DefaultBufferPool()
+	ptr := pool.Get(min(n, firstBodyBuf))
+	got := 0
+	for got < n {
+		if got == len(*ptr) {
+			next := pool.Get(min(n, 2*len(*ptr)))
+			copy(*next, (*ptr)[:got])
+			pool.Put(ptr)
+			ptr = next
+		}
+		k, err := r.Read((*ptr)[got:])
+		got += k
+		if err != nil && got < n {
+			pool.Put(ptr)
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, nil, err
+		}
+	}
+	return *ptr, mem.NewBuffer(ptr, pool), nil
+}
+
+// capReader passes at most left bytes of the request's own (compressed) body.
+type capReader struct {
+	r    io.Reader
+	left int64
+}
+
+var errWireTooLarge = errors.New("the request body on the wire is larger than vig's limit")
+
+func (c *capReader) Read(p []byte) (int, error) {
+	if c.left <= 0 {
+		return 0, errWireTooLarge
+	}
+	n, err := c.r.Read(p[:min(int64(len(p)), c.left)])
+	c.left -= int64(n)
+	return n, err
+}
+
+// bodyError answers an error reading the body: without socket addresses (a
+// net.OpError names both ends), and with what to change.
+func (f *Frontend) bodyError(w http.ResponseWriter, err error) {
+	var ne net.Error
+	var op *net.OpError
+	switch {
+	case errors.Is(err, errWireTooLarge):
+		w.Header().Set("Connection", "close")
+		failCode(w, http.StatusRequestEntityTooLarge, codes.ResourceExhausted,
+			fmt.Sprintf("request body is larger than vig's limit of %d bytes (grpc.max_message_mib) on the wire", f.opts.MaxBody))
+		return
+	case errors.As(err, &ne) && ne.Timeout():
+		err = fmt.Errorf("the body did not arrive within vig's read timeout of %v (rest.read_timeout_s): send it whole and promptly", f.opts.ReadTimeout)
+	case errors.As(err, &op):
+		err = fmt.Errorf("the connection failed: %v", op.Err)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		err = errors.New("the body ended before its Content-Length")
+	}
+	failCode(w, http.StatusBadRequest, codes.InvalidArgument, "reading the request body: "+err.Error())
 }
 
 // headerLength reads Inference-Header-Content-Length: -1 when absent.
