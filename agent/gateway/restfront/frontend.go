@@ -61,9 +61,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/klauspost/compress/gzip"
@@ -82,6 +85,7 @@ const (
 	DefaultWriteTimeout  = 120 * time.Second // from the end of the headers to the end of the answer
 	DefaultIdleTimeout   = 120 * time.Second // between requests on a kept-alive connection
 	DefaultMaxHeaderKiB  = 64
+	DefaultMaxConns      = 1024
 )
 
 // Options configures a Frontend.
@@ -92,16 +96,29 @@ type Options struct {
 	// Timeouts and header limit; zero takes the defaults above.
 	HeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
 	MaxHeaderBytes                                        int
+	// MaxConns bounds the open connections (default DefaultMaxConns): one
+	// more is answered 503 and closed at once.
+	MaxConns int
+	// MaxJSONParses bounds the JSON request headers with tensors in them
+	// (and compressed bodies) read and parsed at once, each before
+	// governance; more wait for a turn (default GOMAXPROCS).
+	MaxJSONParses int
+	// ForwardHeaders: the request headers whose names match it are
+	// forwarded to the backend as string parameters (Triton's
+	// --http-header-forward-pattern); nil: none.
+	ForwardHeaders *regexp.Regexp
 	// Wrap, when set, wraps the handler (the bearer token check).
 	Wrap func(http.Handler) http.Handler
 }
 
 // Frontend serves Triton's HTTP protocol through a gateway.
 type Frontend struct {
-	gw   *gateway.Gateway
-	log  *slog.Logger
-	opts Options
-	srv  *http.Server
+	gw     *gateway.Gateway
+	log    *slog.Logger
+	opts   Options
+	srv    *http.Server
+	conns  atomic.Int64  // open connections
+	parses chan struct{} // a token per JSON parse at once
 }
 
 // New builds the frontend; Serve it on each listener.
@@ -124,7 +141,13 @@ func New(gw *gateway.Gateway, opts Options) *Frontend {
 	if opts.MaxHeaderBytes <= 0 {
 		opts.MaxHeaderBytes = DefaultMaxHeaderKiB << 10
 	}
-	f := &Frontend{gw: gw, log: opts.Log, opts: opts}
+	if opts.MaxConns <= 0 {
+		opts.MaxConns = DefaultMaxConns
+	}
+	if opts.MaxJSONParses <= 0 {
+		opts.MaxJSONParses = runtime.GOMAXPROCS(0)
+	}
+	f := &Frontend{gw: gw, log: opts.Log, opts: opts, parses: make(chan struct{}, opts.MaxJSONParses)}
 	reg := gw.Metrics()
 	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		metered(reg.HTTPMethod(rpcName(r.URL.Path)), w, r, f.serveHTTP)
@@ -141,7 +164,7 @@ func New(gw *gateway.Gateway, opts Options) *Frontend {
 
 // Serve answers HTTP requests on ln until Shutdown.
 func (f *Frontend) Serve(ln net.Listener) error {
-	err := f.srv.Serve(guardListener{ln, f.opts.MaxHeaderBytes})
+	err := f.srv.Serve(guardListener{ln, f.opts.MaxHeaderBytes, f})
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
@@ -431,6 +454,10 @@ func headerLength(r *http.Request) (int, error) {
 	return int(n), nil
 }
 
+// lightJSON: a JSON header up to this size is parsed without waiting for a
+// turn (the header of a binary request, a small tensor).
+const lightJSON = 16 << 10
+
 // infer runs one infer request through the gateway and answers it.
 func (f *Frontend) infer(w http.ResponseWriter, r *http.Request, model, version string) {
 	hlen, err := headerLength(r)
@@ -438,15 +465,43 @@ func (f *Frontend) infer(w http.ResponseWriter, r *http.Request, model, version 
 		fail(w, err)
 		return
 	}
+	// A JSON header with tensors in it, or a compressed body, costs CPU and
+	// memory before governance: a bounded number at once.
+	heavy := false
+	switch enc := strings.TrimSpace(r.Header.Get("Content-Encoding")); {
+	case enc != "" && !strings.EqualFold(enc, "identity"):
+		heavy = true
+	case hlen >= 0:
+		heavy = hlen > lightJSON
+	default:
+		heavy = r.ContentLength < 0 || r.ContentLength > lightJSON
+	}
+	if heavy {
+		select {
+		case f.parses <- struct{}{}:
+		case <-r.Context().Done():
+			return // the client left while waiting: nobody to answer
+		}
+	}
 	body, root, ok := f.readBody(w, r)
-	if !ok {
-		return
+	var req *inferRequest
+	if ok {
+		req, err = parseInfer(model, version, body, hlen, root)
+	}
+	if heavy {
+		<-f.parses
 	}
 	if root != nil {
 		defer root.Free() // the message's views keep their own references
 	}
-	req, err := parseInfer(model, version, body, hlen, root)
+	if !ok {
+		return
+	}
 	if err != nil {
+		fail(w, err)
+		return
+	}
+	if err := f.forwardHeaders(r, req); err != nil {
 		fail(w, err)
 		return
 	}

@@ -6,6 +6,8 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 )
 
 // The smuggling guard. A request that carries both Content-Length and
@@ -30,14 +32,31 @@ const maxChunkLine = 4096
 type guardListener struct {
 	net.Listener
 	maxHead int
+	f       *Frontend
 }
 
+// connsFull is the answer to a connection over Options.MaxConns.
+var connsFull = func() []byte {
+	body := `{"error":"vig has as many HTTP connections open as it takes (rest.max_conns): retry, or reuse a connection"}`
+	return []byte("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nVig-Code: UNAVAILABLE\r\n" +
+		"Connection: close\r\nRetry-After: 1\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body)
+}()
+
 func (l guardListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.f.conns.Add(1) > int64(l.f.opts.MaxConns) {
+			l.f.conns.Add(-1)
+			c.SetWriteDeadline(time.Now().Add(time.Second))
+			c.Write(connsFull)
+			c.Close()
+			continue
+		}
+		return &guardConn{Conn: c, maxHead: l.maxHead, f: l.f}, nil
 	}
-	return &guardConn{Conn: c, maxHead: l.maxHead}, nil
 }
 
 type guardState uint8
@@ -57,6 +76,8 @@ const (
 // requests its background read (one byte, ended by a read deadline).
 type guardConn struct {
 	net.Conn
+	f       *Frontend
+	closed  sync.Once
 	maxHead int
 	state   guardState
 	left    int64
@@ -258,6 +279,12 @@ func (c *guardConn) checkHead() {
 	default:
 		c.flushHead(stHead)
 	}
+}
+
+// Close gives the connection's place back (once).
+func (c *guardConn) Close() error {
+	c.closed.Do(func() { c.f.conns.Add(-1) })
+	return c.Conn.Close()
 }
 
 // CloseWrite passes the server's half-close through (net/http shuts the write

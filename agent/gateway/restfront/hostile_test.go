@@ -3,6 +3,7 @@ package restfront_test
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -80,5 +81,111 @@ func TestCompressedBytesBounded(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusRequestEntityTooLarge || !bytes.Contains(got, []byte("on the wire")) {
 		t.Errorf("%d bytes of empty gzip members: HTTP %d %s, want 413", len(body), resp.StatusCode, got)
+	}
+}
+
+// Connections over MaxConns are answered 503 with Triton's error body and
+// closed; a place comes back when a connection closes.
+func TestConnectionCap(t *testing.T) {
+	r := newRig(t, restfront.Options{MaxConns: 4}, nil)
+	for range 4 {
+		conn, _ := r.rawConn(t)
+		io.WriteString(conn, "GET /v2/health/live HTTP/1.1\r\nHost: vig\r\n") // half a head, held open
+	}
+	for deadline := time.Now().Add(30 * time.Second); r.accepted.Load() < 4; {
+		if time.Now().After(deadline) {
+			t.Fatalf("accepted %d connections, want 4", r.accepted.Load())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	extra, br := r.rawConn(t)
+	io.WriteString(extra, "GET /v2/health/live HTTP/1.1\r\nHost: vig\r\n\r\n")
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Content-Type") != "application/json" || !bytes.Contains(body, []byte(`"error":`)) ||
+		!bytes.Contains(body, []byte("rest.max_conns")) {
+		t.Errorf("connection over the cap: HTTP %d %s %s, want 503 with an error body", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+	}
+	if _, err := br.ReadByte(); err == nil {
+		t.Errorf("the connection over the cap stayed open")
+	}
+}
+
+// A place is given back when a connection closes: after the held ones close,
+// new clients are served (the close reaches vig asynchronously: polled, with
+// a hang guard).
+func TestConnectionCapFrees(t *testing.T) {
+	r := newRig(t, restfront.Options{MaxConns: 2}, nil)
+	live := func() int {
+		conn, br := r.rawConn(t)
+		defer conn.Close()
+		io.WriteString(conn, "GET /v2/health/live HTTP/1.1\r\nHost: vig\r\n\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for round := range 5 {
+		for deadline := time.Now().Add(30 * time.Second); live() != http.StatusOK; {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: no place came back after the connections closed", round)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
+// JSON parses are bounded: with one turn, a compressed body still arriving
+// holds it; a second JSON request with tensors waits for it, while a binary
+// request (its header small) is served meanwhile.
+func TestJSONParsesBounded(t *testing.T) {
+	r := newRig(t, restfront.Options{MaxJSONParses: 1}, nil)
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write([]byte(`{"id":"cam#1","inputs":[{"name":"INPUT0","datatype":"UINT8","shape":[1],"data":[1]}]}`))
+	zw.Close()
+	hold, holdBr := r.rawConn(t)
+	fmt.Fprintf(hold, "POST /v2/models/det/infer HTTP/1.1\r\nHost: vig\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n", gz.Len())
+	hold.Write(gz.Bytes()[:10])
+	for deadline := time.Now().Add(30 * time.Second); r.inFlight(t, "ModelInfer") != "1"; {
+		if time.Now().After(deadline) {
+			t.Fatal("the held request never started")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond) // into its body read, holding the turn
+
+	n := 20000 // 40 KB of JSON: over the size parsed without a turn
+	data := make([]int, n)
+	heavy, _ := json.Marshal(obj{"id": id(2), "inputs": []obj{{"name": "INPUT0", "datatype": "UINT8", "shape": []int{n}, "data": data}}})
+	done := make(chan reply, 1)
+	go func() { done <- r.do(t, "POST", "/v2/models/det/infer", heavy, nil) }()
+
+	body, h := binaryBody(t, obj{"id": id(3), "inputs": []obj{{"name": "INPUT0", "datatype": "UINT8", "shape": []int{4}, "parameters": obj{"binary_data_size": 4}}}}, []byte{1, 2, 3, 4})
+	if rep := r.do(t, "POST", "/v2/models/det/infer", body, h); rep.code != http.StatusOK {
+		t.Fatalf("binary request while the turn is held: HTTP %d %s", rep.code, rep.body)
+	}
+	select {
+	case rep := <-done:
+		t.Fatalf("a JSON request with tensors was parsed while the only turn was held: HTTP %d", rep.code)
+	case <-time.After(200 * time.Millisecond):
+	}
+	hold.Write(gz.Bytes()[10:])
+	resp, err := http.ReadResponse(holdBr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("held request: HTTP %d", resp.StatusCode)
+	}
+	if rep := <-done; rep.code != http.StatusOK {
+		t.Errorf("waiting request: HTTP %d %s", rep.code, rep.body)
 	}
 }

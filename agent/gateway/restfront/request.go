@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/http"
 	"slices"
 	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -364,4 +367,46 @@ func intParam(k string, v json.RawMessage) (int64, error) {
 		return 0, badRequest("parameter %s must be an integer", k)
 	}
 	return i, nil
+}
+
+// forwardHeaders adds the request headers whose names match
+// Options.ForwardHeaders to the message as string parameters, as Triton's
+// HTTP server does with --http-header-forward-pattern. Names are lower case
+// (as gRPC metadata keys are); several values of one header are joined by
+// ", ". The entries go first: a parameter of the same name in the JSON
+// header comes later and wins.
+func (f *Frontend) forwardHeaders(r *http.Request, req *inferRequest) error {
+	re := f.opts.ForwardHeaders
+	if re == nil {
+		return nil
+	}
+	names := make([]string, 0, len(r.Header))
+	for name := range r.Header {
+		if re.MatchString(strings.ToLower(name)) {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	slices.Sort(names)
+	var b []byte
+	for _, name := range names {
+		key, val := strings.ToLower(name), strings.Join(r.Header[name], ", ")
+		if !utf8.ValidString(val) {
+			return badRequest("header %s is forwarded to the backend as a string parameter and must be UTF-8", name)
+		}
+		var p []byte
+		p = protowire.AppendTag(p, 3, protowire.BytesType)
+		p = protowire.AppendString(p, val)
+		var e []byte
+		e = protowire.AppendTag(e, 1, protowire.BytesType)
+		e = protowire.AppendString(e, key)
+		e = protowire.AppendTag(e, 2, protowire.BytesType)
+		e = protowire.AppendBytes(e, p)
+		b = protowire.AppendTag(b, 4, protowire.BytesType)
+		b = protowire.AppendBytes(b, e)
+	}
+	req.msg = append(mem.BufferSlice{mem.SliceBuffer(b)}, req.msg...)
+	return nil
 }

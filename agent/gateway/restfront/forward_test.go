@@ -1,0 +1,56 @@
+package restfront_test
+
+import (
+	"context"
+	"encoding/binary"
+	"net/http"
+	"regexp"
+	"testing"
+
+	"google.golang.org/grpc"
+
+	"github.com/vig-edge/vig/agent/gateway/restfront"
+	pb "github.com/vig-edge/vig/proto/inference"
+)
+
+// recordingBackend answers ModelInfer and keeps the last request.
+type recordingBackend struct {
+	pb.UnimplementedGRPCInferenceServiceServer
+	last chan *pb.ModelInferRequest
+}
+
+func (b *recordingBackend) ModelInfer(_ context.Context, req *pb.ModelInferRequest) (*pb.ModelInferResponse, error) {
+	b.last <- req
+	return &pb.ModelInferResponse{ModelName: req.ModelName, Id: req.Id,
+		Outputs:           []*pb.ModelInferResponse_InferOutputTensor{{Name: "OUTPUT0", Datatype: "INT64", Shape: []int64{1}}},
+		RawOutputContents: [][]byte{binary.LittleEndian.AppendUint64(nil, 1)}}, nil
+}
+
+// Headers whose names match the forward pattern reach the backend as string
+// parameters (Triton's --http-header-forward-pattern); others do not.
+func TestForwardHeaders(t *testing.T) {
+	rb := &recordingBackend{last: make(chan *pb.ModelInferRequest, 1)}
+	r := newRig(t, restfront.Options{ForwardHeaders: regexp.MustCompile("^x-fwd-")},
+		func(s *grpc.Server) { pb.RegisterGRPCInferenceServiceServer(s, rb) })
+	body, h := binaryBody(t, obj{"id": id(1), "parameters": obj{"x-fwd-json": "from json"},
+		"inputs": []obj{{"name": "INPUT0", "datatype": "UINT8", "shape": []int{4}, "parameters": obj{"binary_data_size": 4}}}}, []byte{1, 2, 3, 4})
+	h["X-Fwd-User"] = "alice"
+	h["X-Fwd-Json"] = "from a header"
+	h["X-Other"] = "kept back"
+	if rep := r.do(t, "POST", "/v2/models/det/infer", body, h); rep.code != http.StatusOK {
+		t.Fatalf("HTTP %d %s", rep.code, rep.body)
+	}
+	req := <-rb.last
+	if p := req.Parameters["x-fwd-user"]; p.GetStringParam() != "alice" {
+		t.Errorf("x-fwd-user: %v, want string_param alice", p)
+	}
+	if p := req.Parameters["x-fwd-json"]; p.GetStringParam() != "from json" {
+		t.Errorf("x-fwd-json: %v, want the JSON header's own parameter to win", p)
+	}
+	if _, ok := req.Parameters["x-other"]; ok {
+		t.Errorf("x-other forwarded: it does not match the pattern")
+	}
+	if len(req.RawInputContents) != 1 || len(req.RawInputContents[0]) != 4 {
+		t.Errorf("raw entries %d, want the one binary input's", len(req.RawInputContents))
+	}
+}
