@@ -133,6 +133,8 @@ func TestHostileHTTP(t *testing.T) {
 		{"bad request line", "GET\r\n\r\n", 400},
 		{"header without colon", "GET /v2 HTTP/1.1\r\nHost: vig\r\nbroken\r\n\r\n", 400},
 		{"chunked over the limit", "POST /v2/models/det/infer HTTP/1.1\r\nHost: vig\r\nTransfer-Encoding: chunked\r\n\r\n" + chunks(2<<20), 413},
+		{"unsupported Transfer-Encoding", "POST /v2/models/det/infer HTTP/1.1\r\nHost: vig\r\nTransfer-Encoding: gzip\r\n\r\n", 501},
+		{"no Host", "GET /v2 HTTP/1.1\r\n\r\n", 400},
 	} {
 		conn, br := r.rawConn(t)
 		io.WriteString(conn, c.req)
@@ -145,6 +147,11 @@ func TestHostileHTTP(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != c.code {
 			t.Errorf("%s: HTTP %d %s, want %d", c.name, resp.StatusCode, body, c.code)
+		}
+		// Go's own answers too: Triton's JSON error body.
+		var e struct{ Error string }
+		if err := json.Unmarshal(body, &e); err != nil || e.Error == "" || resp.Header.Get("Content-Type") != "application/json" {
+			t.Errorf("%s: %s body %q, want {\"error\": …} as application/json", c.name, resp.Header.Get("Content-Type"), body)
 		}
 	}
 }

@@ -155,6 +155,13 @@ func New(gw *gateway.Gateway, opts Options) *Frontend {
 	if opts.Wrap != nil {
 		h = opts.Wrap(h)
 	}
+	inner := h
+	h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if c, ok := r.Context().Value(connKey{}).(*guardConn); ok {
+			c.handled.Store(true) // its answer is a handler's, never rewritten
+		}
+		inner.ServeHTTP(w, r)
+	})
 	f.srv = &http.Server{Handler: h, ReadHeaderTimeout: opts.HeaderTimeout, ReadTimeout: opts.ReadTimeout,
 		WriteTimeout: opts.WriteTimeout, IdleTimeout: opts.IdleTimeout, MaxHeaderBytes: opts.MaxHeaderBytes,
 		ErrorLog:    slog.NewLogLogger(opts.Log.Handler(), slog.LevelDebug),
@@ -243,8 +250,11 @@ func codeName(c codes.Code) string {
 func (f *Frontend) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get(smuggledHeader) != "" {
 		w.Header().Set("Connection", "close")
-		failCode(w, http.StatusBadRequest, codes.InvalidArgument,
-			"the request has both Content-Length and Transfer-Encoding (a request-smuggling pattern, RFC 9112 section 6.3): send one of them")
+		msg := "the request has both Content-Length and Transfer-Encoding (a request-smuggling pattern, RFC 9112 section 6.3): send one of them"
+		if len(r.TransferEncoding) == 0 {
+			msg = "the request has Content-Length more than once (a request-smuggling pattern, RFC 9112 section 6.3): send it once"
+		}
+		failCode(w, http.StatusBadRequest, codes.InvalidArgument, msg)
 		return
 	}
 	path := r.URL.Path
