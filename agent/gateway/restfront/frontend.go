@@ -1,10 +1,11 @@
 // Package restfront is the HTTP/REST frontend of vig serve: Triton's HTTP
 // protocol (KServe v2, with Triton's binary tensor data extension and its
-// system shared memory extension) in front of the same governor. An infer
-// request becomes a gateway Call, scheduled by the same rules as a gRPC
+// system and CUDA shared memory extensions) in front of the same governor. An
+// infer request becomes a gateway Call, scheduled by the same rules as a gRPC
 // client's and sent over the same backend leg; the other endpoints are the
 // Triton gRPC RPCs of the same name, made on the backend with Gateway.Invoke, so
-// that their answers are the backend's.
+// that their answers are the backend's. Liveness is vig's own (200 while vig
+// answers); readiness is the backend's.
 //
 // # What is copied
 //
@@ -263,7 +264,9 @@ func (f *Frontend) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	seg := strings.Split(strings.TrimPrefix(path, "/v2"), "/")[1:] // "/v2/a/b" → [a b]
-	if len(seg) > 0 && seg[0] == "models" && len(seg) >= 2 && seg[1] != "stats" {
+	// /v2/models/stats is every model's statistics; a model named stats is
+	// reached by its longer paths (/v2/models/stats/infer, …).
+	if len(seg) > 0 && seg[0] == "models" && len(seg) >= 2 && !(len(seg) == 2 && seg[1] == "stats") {
 		f.model(w, r, seg[1:])
 		return
 	}
