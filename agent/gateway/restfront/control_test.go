@@ -199,10 +199,10 @@ func TestStatisticsWhole(t *testing.T) {
 	var st struct {
 		ModelStats []struct {
 			Name           string
-			InferenceCount uint64 `json:"inference_count"`
+			InferenceCount uint64                                `json:"inference_count"`
 			InferenceStats map[string]struct{ Count, Ns uint64 } `json:"inference_stats"`
 			BatchStats     []struct {
-				BatchSize    uint64                   `json:"batch_size"`
+				BatchSize    uint64                     `json:"batch_size"`
 				ComputeInfer struct{ Count, Ns uint64 } `json:"compute_infer"`
 			} `json:"batch_stats"`
 			MemoryUsage []struct {
