@@ -42,6 +42,8 @@ func TestBadRequests(t *testing.T) {
 		{"object in data", []byte(`{"inputs":[{"name":"I","datatype":"INT32","shape":[1],"data":[{"a":1}]}]}`), nil, 400, "object"},
 		{"unknown datatype", j(obj{"inputs": []obj{{"name": "I", "datatype": "FP8", "shape": []int{1}, "data": []int{1}}}}), nil, 400, "datatype"},
 		{"no data", j(obj{"inputs": []obj{{"name": "I", "datatype": "INT32", "shape": []int{1}}}}), nil, 400, "no 'data'"},
+		{"null data", []byte(`{"inputs":[{"name":"I","datatype":"UINT8","shape":[0],"data":null}]}`), nil, 400, "'data' is null"},
+		{"null data beside binary", []byte(`{"inputs":[{"name":"I","datatype":"UINT8","shape":[4],"data":null,"parameters":{"binary_data_size":4}}]}`), nil, 400, "'data' is null"},
 		{"negative dim", j(obj{"inputs": []obj{{"name": "I", "datatype": "INT32", "shape": []int{-1}, "data": []int{1}}}}), nil, 400, "negative"},
 		{"no inputs", []byte(`{}`), nil, 400, "no inputs"},
 		{"bad json", []byte(`{"inputs": [`), nil, 400, "JSON"},

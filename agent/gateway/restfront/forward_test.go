@@ -54,3 +54,20 @@ func TestForwardHeaders(t *testing.T) {
 		t.Errorf("raw entries %d, want the one binary input's", len(req.RawInputContents))
 	}
 }
+
+// A sequence_id above 2^63-1 reaches the backend as the int64_param of the
+// same bits (Triton's gRPC refuses a uint64_param sequence_id; its
+// correlation id is the uint64 of those bits).
+func TestLargeSequenceID(t *testing.T) {
+	rb := &recordingBackend{last: make(chan *pb.ModelInferRequest, 1)}
+	r := newRig(t, restfront.Options{}, func(s *grpc.Server) { pb.RegisterGRPCInferenceServiceServer(s, rb) })
+	body := []byte(`{"id":"cam#1","parameters":{"sequence_id":18446744073709551615,"sequence_start":true},` +
+		`"inputs":[{"name":"INPUT0","datatype":"UINT8","shape":[1],"data":[1]}]}`)
+	if rep := r.do(t, "POST", "/v2/models/det/infer", body, nil); rep.code != http.StatusOK {
+		t.Fatalf("HTTP %d %s", rep.code, rep.body)
+	}
+	p := (<-rb.last).Parameters["sequence_id"]
+	if v, ok := p.GetParameterChoice().(*pb.InferParameter_Int64Param); !ok || uint64(v.Int64Param) != 18446744073709551615 {
+		t.Errorf("sequence_id %v, want int64_param -1 (the bits of 2^64-1)", p)
+	}
+}

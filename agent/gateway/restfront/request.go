@@ -120,6 +120,14 @@ func parseInfer(model, version string, body []byte, headerLen int, root mem.Buff
 	}); err != nil {
 		return nil, err
 	}
+	// Triton's gRPC takes sequence_id as int64_param or string_param; its
+	// correlation id is a uint64, set from the int64's bits: an id above
+	// 2^63-1 goes as the int64 of the same bits, which Triton reads back.
+	if p, ok := m.Parameters["sequence_id"]; ok {
+		if u, ok := p.ParameterChoice.(*pb.InferParameter_Uint64Param); ok {
+			p.ParameterChoice = &pb.InferParameter_Int64Param{Int64Param: int64(u.Uint64Param)}
+		}
+	}
 
 	bin := body[headerLen:]
 	raws := make([][]byte, len(req.Inputs))
@@ -162,8 +170,10 @@ func parseInfer(model, version string, body []byte, headerLen int, root mem.Buff
 		}); err != nil {
 			return nil, err
 		}
-		hasData := len(in.Data) > 0 && string(in.Data) != "null"
+		hasData := len(in.Data) > 0
 		switch {
+		case string(in.Data) == "null":
+			return nil, badRequest("input '%s': 'data' is null: give an array, or no 'data' with binary_data_size or a shared-memory region", in.Name)
 		case binSize >= 0 && hasData:
 			return nil, badRequest("input '%s' has both 'data' and the binary_data_size parameter", in.Name)
 		case shm && (binSize >= 0 || hasData):
@@ -220,6 +230,9 @@ func parseInfer(model, version string, body []byte, headerLen int, root mem.Buff
 		}
 		if set { // else binary_data_output decides, as for outputs not named
 			out.binaryOut[o.Name] = binary
+		}
+		if _, ok := t.Parameters["shared_memory_region"]; ok && binary {
+			return nil, badRequest("output '%s' names a shared-memory region and asks for binary_data: it is written to one place, ask for one", o.Name)
 		}
 		if _, ok := t.Parameters["shared_memory_region"]; ok {
 			if out.shmOut == nil {
