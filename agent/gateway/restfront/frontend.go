@@ -498,7 +498,10 @@ func (f *Frontend) infer(w http.ResponseWriter, r *http.Request, model, version 
 	}
 	body, root, ok := f.readBody(w, r)
 	var req *inferRequest
-	if ok {
+	switch {
+	case ok && hlen == 0:
+		req, err = f.parseRaw(r, model, version, body, root)
+	case ok:
 		req, err = parseInfer(model, version, body, hlen, root)
 	}
 	if heavy {
