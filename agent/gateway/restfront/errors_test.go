@@ -204,3 +204,25 @@ func isClosed(err error) bool {
 }
 
 func errorsAs(err error, target any) bool { return errors.As(err, target) }
+
+// Member names are matched exactly, as Triton's parser does: "Inputs" is not
+// "inputs" (encoding/json alone takes it for it), so the request has none.
+func TestCaseSensitiveKeys(t *testing.T) {
+	r := newRig(t, restfront.Options{}, nil)
+	for _, c := range []struct {
+		name, body string
+		code       int
+	}{
+		{"Inputs", `{"Inputs":[{"name":"INPUT0","datatype":"UINT8","shape":[1],"data":[1]}]}`, 400},
+		{"escaped Inputs", `{"\u0049nputs":[{"name":"INPUT0","datatype":"UINT8","shape":[1],"data":[1]}]}`, 400},
+		{"NAME", `{"inputs":[{"NAME":"INPUT0","datatype":"UINT8","shape":[1],"data":[1]}]}`, 400},
+		{"Data", `{"inputs":[{"name":"INPUT0","datatype":"UINT8","shape":[1],"Data":[1]}]}`, 400},
+		{"exact names, a value that folds to one", `{"id":"cam#1","parameters":{"vig_stream":"cam","x":"DATA"},"inputs":[{"name":"INPUT0","datatype":"UINT8","shape":[1],"data":[1]}]}`, 200},
+		{"escaped exact name", `{"id":"cam#2","parameters":{"vig_stream":"cam"},"\u0069nputs":[{"name":"INPUT0","datatype":"UINT8","shape":[1],"data":[1]}]}`, 200},
+	} {
+		rep := r.do(t, "POST", "/v2/models/det/infer", []byte(c.body), nil)
+		if rep.code != c.code {
+			t.Errorf("%s: HTTP %d %s, want %d", c.name, rep.code, rep.body, c.code)
+		}
+	}
+}

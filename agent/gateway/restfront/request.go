@@ -98,7 +98,7 @@ func parseInfer(model, version string, body []byte, headerLen int, root mem.Buff
 		return nil, badRequest("Inference-Header-Content-Length %d is larger than the %d-byte body", headerLen, len(body))
 	}
 	var req jsonRequest
-	if err := json.Unmarshal(body[:headerLen], &req); err != nil {
+	if err := decodeRequest(body[:headerLen], &req); err != nil {
 		return nil, badRequest("failed to parse the request JSON header (is Inference-Header-Content-Length right?): %v", err)
 	}
 	if len(req.Inputs) == 0 {
@@ -422,4 +422,102 @@ func (f *Frontend) forwardHeaders(r *http.Request, req *inferRequest) error {
 	}
 	req.msg = append(mem.BufferSlice{mem.SliceBuffer(b)}, req.msg...)
 	return nil
+}
+
+// decodeRequest decodes the JSON header of an infer request with its member
+// names matched exactly, as Triton's parser matches them: encoding/json
+// matches them regardless of case ("Inputs" would be taken for "inputs",
+// which Triton ignores). The header is decoded once by encoding/json, unless
+// a string in it equals a member name under case folding without being it:
+// then it is decoded member by member, taking exact names only.
+func decodeRequest(b []byte, req *jsonRequest) error {
+	if !foldedName(b) {
+		return json.Unmarshal(b, req)
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(b, &top); err != nil {
+		return err
+	}
+	*req = jsonRequest{}
+	var ins, outs []map[string]json.RawMessage
+	for _, f := range []struct {
+		key string
+		dst any
+	}{{"id", &req.ID}, {"parameters", &req.Parameters}, {"inputs", &ins}, {"outputs", &outs}} {
+		if v, ok := top[f.key]; ok {
+			if err := json.Unmarshal(v, f.dst); err != nil {
+				return fmt.Errorf("%q: %w", f.key, err)
+			}
+		}
+	}
+	for i, in := range ins {
+		var t jsonInput
+		for _, f := range []struct {
+			key string
+			dst any
+		}{{"name", &t.Name}, {"shape", &t.Shape}, {"datatype", &t.Datatype}, {"parameters", &t.Parameters}, {"data", &t.Data}} {
+			if v, ok := in[f.key]; ok {
+				if err := json.Unmarshal(v, f.dst); err != nil {
+					return fmt.Errorf("input %d %q: %w", i, f.key, err)
+				}
+			}
+		}
+		req.Inputs = append(req.Inputs, t)
+	}
+	for i, out := range outs {
+		var t jsonOutput
+		for _, f := range []struct {
+			key string
+			dst any
+		}{{"name", &t.Name}, {"parameters", &t.Parameters}} {
+			if v, ok := out[f.key]; ok {
+				if err := json.Unmarshal(v, f.dst); err != nil {
+					return fmt.Errorf("output %d %q: %w", i, f.key, err)
+				}
+			}
+		}
+		req.Outputs = append(req.Outputs, t)
+	}
+	return nil
+}
+
+// requestNames are the member names of the infer request's objects.
+var requestNames = []string{"id", "parameters", "inputs", "outputs", "name", "shape", "datatype", "data"}
+
+// foldedName reports whether a JSON string in b equals one of requestNames
+// under case folding but not exactly. One pass over the bytes; a string with
+// an escape is decoded first (encoding/json matches the decoded name).
+func foldedName(b []byte) bool {
+	for i := 0; i < len(b); i++ {
+		if b[i] != '"' {
+			continue
+		}
+		start, esc := i, false
+		for i++; i < len(b) && b[i] != '"'; i++ {
+			if b[i] == '\\' {
+				esc = true
+				i++
+			}
+		}
+		if i >= len(b) {
+			return false
+		}
+		if i-start-1 > 40 {
+			continue // longer than any name, however folded
+		}
+		name := b[start+1 : i]
+		if esc {
+			var s string
+			if json.Unmarshal(b[start:i+1], &s) != nil {
+				continue
+			}
+			name = []byte(s)
+		}
+		for _, k := range requestNames {
+			if string(name) != k && bytes.EqualFold(name, []byte(k)) {
+				return true
+			}
+		}
+	}
+	return false
 }
