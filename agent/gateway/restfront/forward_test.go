@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/vig-edge/vig/agent/gateway/restfront"
 	pb "github.com/vig-edge/vig/proto/inference"
@@ -17,9 +18,11 @@ import (
 type recordingBackend struct {
 	pb.UnimplementedGRPCInferenceServiceServer
 	last chan *pb.ModelInferRequest
+	md   metadata.MD // of the last request
 }
 
-func (b *recordingBackend) ModelInfer(_ context.Context, req *pb.ModelInferRequest) (*pb.ModelInferResponse, error) {
+func (b *recordingBackend) ModelInfer(ctx context.Context, req *pb.ModelInferRequest) (*pb.ModelInferResponse, error) {
+	b.md, _ = metadata.FromIncomingContext(ctx)
 	b.last <- req
 	return &pb.ModelInferResponse{ModelName: req.ModelName, Id: req.Id,
 		Outputs:           []*pb.ModelInferResponse_InferOutputTensor{{Name: "OUTPUT0", Datatype: "INT64", Shape: []int64{1}}},
@@ -27,7 +30,8 @@ func (b *recordingBackend) ModelInfer(_ context.Context, req *pb.ModelInferReque
 }
 
 // Headers whose names match the forward pattern reach the backend as string
-// parameters (Triton's --http-header-forward-pattern); others do not.
+// parameters (Triton's --http-header-forward-pattern); others do not. The
+// trace context (traceparent) goes on as gRPC metadata.
 func TestForwardHeaders(t *testing.T) {
 	rb := &recordingBackend{last: make(chan *pb.ModelInferRequest, 1)}
 	r := newRig(t, restfront.Options{ForwardHeaders: regexp.MustCompile("^x-fwd-")},
@@ -37,6 +41,7 @@ func TestForwardHeaders(t *testing.T) {
 	h["X-Fwd-User"] = "alice"
 	h["X-Fwd-Json"] = "from a header"
 	h["X-Other"] = "kept back"
+	h["Traceparent"] = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	if rep := r.do(t, "POST", "/v2/models/det/infer", body, h); rep.code != http.StatusOK {
 		t.Fatalf("HTTP %d %s", rep.code, rep.body)
 	}
@@ -49,6 +54,9 @@ func TestForwardHeaders(t *testing.T) {
 	}
 	if _, ok := req.Parameters["x-other"]; ok {
 		t.Errorf("x-other forwarded: it does not match the pattern")
+	}
+	if tp := rb.md.Get("traceparent"); len(tp) != 1 || tp[0] != h["Traceparent"] {
+		t.Errorf("traceparent metadata at the backend %q, want %q", tp, h["Traceparent"])
 	}
 	if len(req.RawInputContents) != 1 || len(req.RawInputContents[0]) != 4 {
 		t.Errorf("raw entries %d, want the one binary input's", len(req.RawInputContents))

@@ -527,6 +527,13 @@ func (f *Frontend) infer(w http.ResponseWriter, r *http.Request, model, version 
 		fail(w, err)
 		return
 	}
+	// The W3C trace context goes on as gRPC metadata, where Triton's gRPC
+	// server reads it (as a gRPC client's does through vig).
+	for _, name := range []string{"traceparent", "tracestate"} {
+		if v := r.Header.Values(name); len(v) > 0 {
+			c.Meta = append(c.Meta, name, strings.Join(v, ","))
+		}
+	}
 	p := &pending{done: make(chan struct{})}
 	c.Replier = p
 	f.gw.Submit(c)

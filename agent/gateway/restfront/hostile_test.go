@@ -189,3 +189,20 @@ func TestJSONParsesBounded(t *testing.T) {
 		t.Errorf("waiting request: HTTP %d %s", rep.code, rep.body)
 	}
 }
+
+// A body that stops arriving is answered when the read timeout passes, with
+// the setting to change and without the connection's socket addresses.
+func TestSlowBodyError(t *testing.T) {
+	r := newRig(t, restfront.Options{ReadTimeout: 300 * time.Millisecond}, nil)
+	conn, br := r.rawConn(t)
+	io.WriteString(conn, "POST /v2/models/det/infer HTTP/1.1\r\nHost: vig\r\nContent-Length: 100\r\n\r\n{\"inputs\"")
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !bytes.Contains(body, []byte("read_timeout_s")) || bytes.Contains(body, []byte("127.0.0.1")) {
+		t.Errorf("slow body: HTTP %d %s, want 400 naming the setting and no address", resp.StatusCode, body)
+	}
+}
