@@ -208,7 +208,7 @@ type duration struct {
 
 // decodeDuration reads a StatisticDuration{count = 1, ns = 2}.
 func decodeDuration(b []byte) (d duration, err error) {
-	err = eachField(b, func(num protowire.Number, _ []byte, x uint64) error {
+	err = fields(b, func(num protowire.Number, _ []byte, x uint64) error {
 		switch num {
 		case 1:
 			d.Count = x
@@ -227,7 +227,7 @@ func durations(b []byte, names ...string) (map[string]duration, error) {
 	for _, n := range names {
 		out[n] = duration{}
 	}
-	err := eachField(b, func(num protowire.Number, v []byte, _ uint64) error {
+	err := fields(b, func(num protowire.Number, v []byte, _ uint64) error {
 		if v == nil || num < 1 || int(num) > len(names) {
 			return nil
 		}
@@ -263,7 +263,7 @@ type memoryUsage struct {
 func decodeModelStats(b []byte) (m modelStats, err error) {
 	m.ResponseStats, m.BatchStats, m.MemoryUsage = map[string]map[string]duration{}, []map[string]any{}, []memoryUsage{}
 	m.InferenceStats, _ = durations(nil, inferNames...)
-	err = eachField(b, func(num protowire.Number, v []byte, x uint64) error {
+	err = fields(b, func(num protowire.Number, v []byte, x uint64) error {
 		switch num {
 		case 1:
 			m.Name = string(v)
@@ -281,7 +281,7 @@ func decodeModelStats(b []byte) (m modelStats, err error) {
 			return err
 		case 7: // InferBatchStatistics{batch_size = 1, compute_input = 2, compute_infer = 3, compute_output = 4}
 			var size uint64
-			if err := eachField(v, func(num protowire.Number, _ []byte, x uint64) error {
+			if err := fields(v, func(num protowire.Number, _ []byte, x uint64) error {
 				if num == 1 {
 					size = x
 				}
@@ -298,7 +298,7 @@ func decodeModelStats(b []byte) (m modelStats, err error) {
 			return err
 		case 8: // MemoryUsage{type = 1, id = 2, byte_size = 3}
 			var u memoryUsage
-			err := eachField(v, func(num protowire.Number, v []byte, x uint64) error {
+			err := fields(v, func(num protowire.Number, v []byte, x uint64) error {
 				switch num {
 				case 1:
 					u.Type = string(v)
@@ -314,7 +314,7 @@ func decodeModelStats(b []byte) (m modelStats, err error) {
 		case 9: // map<string, InferResponseStatistics>
 			var key string
 			var val []byte
-			if err := eachField(v, func(num protowire.Number, v []byte, _ uint64) error {
+			if err := fields(v, func(num protowire.Number, v []byte, _ uint64) error {
 				switch num {
 				case 1:
 					key = string(v)
@@ -348,7 +348,7 @@ func (f *Frontend) stats(w http.ResponseWriter, r *http.Request, model, version 
 	out := struct {
 		ModelStats []modelStats `json:"model_stats"`
 	}{ModelStats: []modelStats{}}
-	err = eachField(resp, func(num protowire.Number, v []byte, _ uint64) error {
+	err = fields(resp, func(num protowire.Number, v []byte, _ uint64) error {
 		if num != 1 || v == nil {
 			return nil
 		}

@@ -123,11 +123,11 @@ func cudaRegion(entry []byte) (s struct {
 	DeviceID uint64 `json:"device_id"`
 	ByteSize uint64 `json:"byte_size"`
 }, err error) {
-	err = eachField(entry, func(num protowire.Number, v []byte, x uint64) error {
+	err = fields(entry, func(num protowire.Number, v []byte, x uint64) error {
 		if num != 2 || v == nil {
 			return nil
 		}
-		return eachField(v, func(num protowire.Number, v []byte, x uint64) error {
+		return fields(v, func(num protowire.Number, v []byte, x uint64) error {
 			switch num {
 			case 1:
 				s.Name = string(v)
@@ -140,43 +140,4 @@ func cudaRegion(entry []byte) (s struct {
 		})
 	})
 	return s, err
-}
-
-// eachField calls fn for each field of a message: v for a length-delimited
-// one (nil otherwise), x for a varint or fixed one.
-func eachField(b []byte, fn func(num protowire.Number, v []byte, x uint64) error) error {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		b = b[n:]
-		var v []byte
-		var x uint64
-		switch typ {
-		case protowire.BytesType:
-			v, n = protowire.ConsumeBytes(b)
-			if v == nil && n >= 0 {
-				v = []byte{}
-			}
-		case protowire.VarintType:
-			x, n = protowire.ConsumeVarint(b)
-		case protowire.Fixed64Type:
-			x, n = protowire.ConsumeFixed64(b)
-		case protowire.Fixed32Type:
-			var y uint32
-			y, n = protowire.ConsumeFixed32(b)
-			x = uint64(y)
-		default:
-			n = protowire.ConsumeFieldValue(num, typ, b)
-		}
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		b = b[n:]
-		if err := fn(num, v, x); err != nil {
-			return err
-		}
-	}
-	return nil
 }
