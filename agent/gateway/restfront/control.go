@@ -365,13 +365,12 @@ func (f *Frontend) stats(w http.ResponseWriter, r *http.Request, model, version 
 
 // repositoryIndex serves POST /v2/repository/index ({"ready": bool} optional).
 func (f *Frontend) repositoryIndex(w http.ResponseWriter, r *http.Request) {
-	body, root, good := f.readBody(w, r)
+	src, good := f.readBody(w, r)
 	if !good {
 		return
 	}
-	if root != nil {
-		defer root.Free()
-	}
+	defer src.free()
+	body := src.bytes()
 	var in struct {
 		Ready bool `json:"ready"`
 	}
@@ -476,13 +475,12 @@ func (f *Frontend) systemShm(w http.ResponseWriter, r *http.Request, seg []strin
 			}
 			return
 		}
-		body, root, good := f.readBody(w, r)
+		src, good := f.readBody(w, r)
 		if !good {
 			return
 		}
-		if root != nil {
-			defer root.Free()
-		}
+		defer src.free()
+		body := src.bytes()
 		var in struct {
 			Key      *string `json:"key"`
 			Offset   uint64  `json:"offset"`

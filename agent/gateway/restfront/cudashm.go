@@ -68,13 +68,12 @@ func (f *Frontend) cudaShm(w http.ResponseWriter, r *http.Request, seg []string)
 			failCode(w, http.StatusNotFound, codes.NotFound, "register: use /v2/cudasharedmemory/region/{name}/register")
 			return
 		}
-		body, root, good := f.readBody(w, r)
+		src, good := f.readBody(w, r)
 		if !good {
 			return
 		}
-		if root != nil {
-			defer root.Free()
-		}
+		defer src.free()
+		body := src.bytes()
 		var in struct {
 			RawHandle *struct {
 				B64 *string `json:"b64"`

@@ -320,18 +320,21 @@ func method(w http.ResponseWriter, r *http.Request, want string) bool {
 // refused before it is read when its length is declared, and as soon as it
 // passes the limit otherwise. Memory follows the bytes that arrived, not the
 // length declared: a body of declared length that is not compressed (the
-// binary tensor case) is read into a buffer of gRPC's pool that starts at
-// firstBodyBuf and doubles as it fills, up to the declared length (one copy of
-// what arrived per doubling, at most the body once over); it is returned as
-// root (not zeroed first, and reused once the message to the backend is
-// freed); the caller frees root when done with body.
-func (f *Frontend) readBody(w http.ResponseWriter, r *http.Request) (body []byte, root mem.Buffer, ok bool) {
+// binary tensor case) is read into buffers of gRPC's pool taken as bytes
+// arrive: of firstBodyBuf bytes up to smallBody, then each as large as all
+// before it (up to what is left). Nothing is copied, and what is held is at
+// most twice what arrived above 1 MiB (gRPC's pool rounds a buffer up to its
+// 1 MiB tier below that).
+// The buffers are not zeroed first, and return to the pool once the message
+// to the backend (whose tensors view them) is freed; the caller frees the
+// body (bodySrc.free) when done with it.
+func (f *Frontend) readBody(w http.ResponseWriter, r *http.Request) (*bodySrc, bool) {
 	limit := f.opts.MaxBody
 	if r.ContentLength > limit {
 		w.Header().Set("Connection", "close")
 		failCode(w, http.StatusRequestEntityTooLarge, codes.ResourceExhausted,
 			fmt.Sprintf("request body of %d bytes is larger than vig's limit of %d bytes (grpc.max_message_mib)", r.ContentLength, limit))
-		return nil, nil, false
+		return nil, false
 	}
 	wire := &capReader{r: r.Body, left: limit}
 	var src io.Reader = wire
@@ -339,18 +342,18 @@ func (f *Frontend) readBody(w http.ResponseWriter, r *http.Request) (body []byte
 	switch enc {
 	case "", "identity":
 		if r.ContentLength > 0 {
-			b, root, err := readDeclared(r.Body, int(r.ContentLength))
+			b, err := readDeclared(r.Body, int(r.ContentLength))
 			if err != nil {
 				f.bodyError(w, err)
-				return nil, nil, false
+				return nil, false
 			}
-			return b, root, true
+			return b, true
 		}
 	case "gzip":
 		zr, err := gzip.NewReader(src)
 		if err != nil {
 			f.bodyError(w, fmt.Errorf("Content-Encoding gzip: %w", err))
-			return nil, nil, false
+			return nil, false
 		}
 		defer zr.Close()
 		src = zr
@@ -358,7 +361,7 @@ func (f *Frontend) readBody(w http.ResponseWriter, r *http.Request) (body []byte
 		zr, err := zlib.NewReader(src)
 		if err != nil {
 			f.bodyError(w, fmt.Errorf("Content-Encoding deflate: %w", err))
-			return nil, nil, false
+			return nil, false
 		}
 		defer zr.Close()
 		src = zr
@@ -367,7 +370,7 @@ func (f *Frontend) readBody(w http.ResponseWriter, r *http.Request) (body []byte
 		// does in Accept-Encoding.
 		w.Header().Set("Accept-Encoding", "gzip, deflate")
 		failCode(w, http.StatusNotImplemented, codes.Unimplemented, fmt.Sprintf("unsupported Content-Encoding %q: vig reads gzip, deflate or identity", enc))
-		return nil, nil, false
+		return nil, false
 	}
 	buf := bytes.NewBuffer(make([]byte, 0, bytes.MinRead))
 	n, err := buf.ReadFrom(io.LimitReader(src, limit+1))
@@ -375,42 +378,56 @@ func (f *Frontend) readBody(w http.ResponseWriter, r *http.Request) (body []byte
 		w.Header().Set("Connection", "close")
 		failCode(w, http.StatusRequestEntityTooLarge, codes.ResourceExhausted,
 			fmt.Sprintf("request body is larger than vig's limit of %d bytes (grpc.max_message_mib), after decompression", limit))
-		return nil, nil, false
+		return nil, false
 	}
 	if err != nil {
 		f.bodyError(w, err)
-		return nil, nil, false
+		return nil, false
 	}
-	return buf.Bytes(), nil, true
+	return &bodySrc{b: buf.Bytes(), n: buf.Len()}, true
 }
 
-// firstBodyBuf is the first buffer of a body of declared length.
-const firstBodyBuf = 32 << 10
+// firstBodyBuf is the first buffer of a body of declared length, and each
+// next one while less than smallBody has arrived.
+const (
+	firstBodyBuf = 32 << 10
+	smallBody    = 256 << 10
+)
 
-// readDeclared reads a body of n declared bytes into a pooled buffer grown as
+// readDeclared reads a body of n declared bytes into pooled buffers taken as
 // the bytes arrive.
-func readDeclared(r io.Reader, n int) ([]byte, mem.Buffer, error) {
+func readDeclared(r io.Reader, n int) (*bodySrc, error) {
 	pool := mem.DefaultBufferPool()
-	ptr := pool.Get(min(n, firstBodyBuf))
+	s := &bodySrc{n: n}
 	got := 0
 	for got < n {
-		if got == len(*ptr) {
-			next := pool.Get(min(n, 2*len(*ptr)))
-			copy(*next, (*ptr)[:got])
-			pool.Put(ptr)
-			ptr = next
+		// Below smallBody, buffers of firstBodyBuf (a tier of gRPC's pool):
+		// a larger request there is rounded up to the 1 MiB tier.
+		next := max(got, firstBodyBuf)
+		if got < smallBody {
+			next = firstBodyBuf
 		}
-		k, err := r.Read((*ptr)[got:])
-		got += k
-		if err != nil && got < n {
+		ptr := pool.Get(min(n-got, next))
+		k, err := io.ReadFull(r, *ptr)
+		if k > 0 {
+			*ptr = (*ptr)[:k]
+			s.bufs = append(s.bufs, mem.NewBuffer(ptr, pool))
+			got += k
+		} else {
 			pool.Put(ptr)
+		}
+		if err != nil && got < n {
+			s.free()
 			if err == io.EOF {
 				err = io.ErrUnexpectedEOF
 			}
-			return nil, nil, err
+			return nil, err
 		}
 	}
-	return *ptr, mem.NewBuffer(ptr, pool), nil
+	if len(s.bufs) == 1 {
+		s.b = s.bufs[0].ReadOnlyData()
+	}
+	return s, nil
 }
 
 // capReader passes at most left bytes of the request's own (compressed) body.
@@ -496,19 +513,19 @@ func (f *Frontend) infer(w http.ResponseWriter, r *http.Request, model, version 
 			return // the client left while waiting: nobody to answer
 		}
 	}
-	body, root, ok := f.readBody(w, r)
+	body, ok := f.readBody(w, r)
 	var req *inferRequest
 	switch {
 	case ok && hlen == 0:
-		req, err = f.parseRaw(r, model, version, body, root)
+		req, err = f.parseRaw(r, model, version, body)
 	case ok:
-		req, err = parseInfer(model, version, body, hlen, root)
+		req, err = parseInferSrc(model, version, body, hlen)
 	}
 	if heavy {
 		<-f.parses
 	}
-	if root != nil {
-		defer root.Free() // the message's views keep their own references
+	if ok {
+		defer body.free() // the message's views keep their own references
 	}
 	if !ok {
 		return

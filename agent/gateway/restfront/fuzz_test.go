@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/grpc/mem"
+
 	"github.com/vig-edge/vig/internal/fuzztest"
 	"github.com/vig-edge/vig/wire"
 )
@@ -203,5 +205,50 @@ func TestGuardTimeoutMidHead(t *testing.T) {
 	want := in[:len(in)-len("Content-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n")] + smuggledHeader + ": 1\r\nTransfer-Encoding: chunked\r\n\r\n"
 	if string(out) != want {
 		t.Errorf("guard passed\n%q\nwant\n%q", out, want)
+	}
+}
+
+// A body read in several buffers (readDeclared): the header may span them
+// (read from a copy), the tensors are views of the buffers, and the message
+// is the one a contiguous body gives.
+func TestParseInferAcrossBuffers(t *testing.T) {
+	hdr := []byte(`{"inputs":[{"name":"A","datatype":"UINT8","shape":[70000],"parameters":{"binary_data_size":70000}},` +
+		`{"name":"B","datatype":"UINT8","shape":[3],"parameters":{"binary_data_size":3}}]}`)
+	body := append([]byte(nil), hdr...)
+	for i := range 70003 {
+		body = append(body, byte(i*7))
+	}
+	whole, err := parseInfer("m", "", body, len(hdr), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cuts := range [][]int{{40}, {len(hdr) + 10, 40000}, {len(hdr) + 70000, len(hdr) + 70001}} {
+		src := &bodySrc{n: len(body)}
+		prev := 0
+		for _, c := range append(cuts, len(body)) {
+			src.bufs = append(src.bufs, mem.SliceBuffer(body[prev:c]))
+			prev = c
+		}
+		req, err := parseInferSrc("m", "", src, len(hdr))
+		if err != nil {
+			t.Fatalf("cuts %v: %v", cuts, err)
+		}
+		if !bytes.Equal(req.msg.Materialize(), whole.msg.Materialize()) {
+			t.Errorf("cuts %v: the message differs from the contiguous body's", cuts)
+		}
+		for _, b := range req.msg {
+			if d := b.ReadOnlyData(); len(d) > 1000 && &d[0] != &body[len(hdr)] && &d[0] != &body[len(hdr)+10] && &d[0] != &body[40000] {
+				t.Errorf("cuts %v: a tensor buffer of %d bytes is not a view of the body", cuts, len(d))
+			}
+		}
+	}
+	// readDeclared takes a body in several buffers.
+	src, err := readDeclared(bytes.NewReader(body), len(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.free()
+	if len(src.bufs) < 2 || !bytes.Equal(src.bytes(), body) {
+		t.Errorf("readDeclared: %d buffers, same bytes %v", len(src.bufs), bytes.Equal(src.bytes(), body))
 	}
 }

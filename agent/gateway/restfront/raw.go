@@ -6,8 +6,6 @@ import (
 	"net/http"
 	"strings"
 
-	"google.golang.org/grpc/mem"
-
 	pb "github.com/vig-edge/vig/proto/inference"
 )
 
@@ -32,7 +30,7 @@ type rawConfig struct {
 	} `json:"input"`
 }
 
-func (f *Frontend) parseRaw(r *http.Request, model, version string, body []byte, root mem.Buffer) (*inferRequest, error) {
+func (f *Frontend) parseRaw(r *http.Request, model, version string, src *bodySrc) (*inferRequest, error) {
 	var resp pb.ModelConfigResponse
 	if err := f.call(r, "ModelConfig", &pb.ModelConfigRequest{Name: model, Version: version}, &resp); err != nil {
 		return nil, err
@@ -73,28 +71,23 @@ func (f *Frontend) parseRaw(r *http.Request, model, version string, body []byte,
 		}
 		shape = append(shape, d)
 	}
-	data, off := body, 0
+	raw := entry{off: 0, n: src.n}
 	switch {
 	case dt == "BYTES":
 		if dynamic >= 0 || count != 1 {
 			return nil, badRequest("for BYTE datatype raw input '%s', the model must have input shape [1]", in.Name)
 		}
-		data = binary.LittleEndian.AppendUint32(make([]byte, 0, 4+len(body)), uint32(len(body)))
-		data = append(data, body...)
-		off = -1
+		b := binary.LittleEndian.AppendUint32(make([]byte, 0, 4+src.n), uint32(src.n))
+		raw = entry{off: -1, b: append(b, src.bytes()...)}
 	case dynamic >= 0:
-		if count == 0 || int64(len(body))%(count*int64(size)) != 0 {
-			return nil, badRequest("raw input '%s': %d bytes are not a whole number of %s elements of the configured shape %v", in.Name, len(body), dt, in.Dims)
+		if count == 0 || int64(src.n)%(count*int64(size)) != 0 {
+			return nil, badRequest("raw input '%s': %d bytes are not a whole number of %s elements of the configured shape %v", in.Name, src.n, dt, in.Dims)
 		}
-		shape[dynamic] = int64(len(body)) / count / int64(size)
+		shape[dynamic] = int64(src.n) / count / int64(size)
 	}
 	m := &pb.ModelInferRequest{ModelName: model, ModelVersion: version,
 		Inputs: []*pb.ModelInferRequest_InferInputTensor{{Name: in.Name, Datatype: dt, Shape: shape}}}
-	bodyOff := []int{off}
-	if root == nil {
-		bodyOff = nil
-	}
-	msg, err := encode(m, [][]byte{data}, root, bodyOff)
+	msg, err := encode(m, []entry{raw}, src)
 	if err != nil {
 		return nil, err
 	}

@@ -36,13 +36,12 @@ func servedExtensions(backend []string) []string {
 // does: a boolean, an integer or a string; a "file:" key's string is base64,
 // passed as bytes (the model file it overrides). No body: no parameters.
 func (f *Frontend) repositoryParams(w http.ResponseWriter, r *http.Request, what string) ([][]byte, bool) {
-	body, root, good := f.readBody(w, r)
+	src, good := f.readBody(w, r)
 	if !good {
 		return nil, false
 	}
-	if root != nil {
-		defer root.Free()
-	}
+	defer src.free()
+	body := src.bytes()
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, true
 	}

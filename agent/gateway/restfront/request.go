@@ -91,14 +91,26 @@ func badRequest(format string, args ...any) error {
 // own reference, so that the buffer returns to its pool once the message is
 // freed.
 func parseInfer(model, version string, body []byte, headerLen int, root mem.Buffer) (*inferRequest, error) {
+	src := &bodySrc{b: body, n: len(body)}
+	if root != nil {
+		src.bufs = []mem.Buffer{root}
+	}
+	return parseInferSrc(model, version, src, headerLen)
+}
+
+// parseInferSrc is parseInfer of a body as read (bodySrc): the JSON header is
+// read from contiguous bytes (copied only when it spans the body's buffers);
+// binary tensors are views of the body's buffers, never copied.
+func parseInferSrc(model, version string, src *bodySrc, headerLen int) (*inferRequest, error) {
 	if headerLen < 0 {
-		headerLen = len(body)
+		headerLen = src.n
 	}
-	if headerLen > len(body) {
-		return nil, badRequest("Inference-Header-Content-Length %d is larger than the %d-byte body", headerLen, len(body))
+	if headerLen > src.n {
+		return nil, badRequest("Inference-Header-Content-Length %d is larger than the %d-byte body", headerLen, src.n)
 	}
+	header := src.contiguous(0, headerLen)
 	var req jsonRequest
-	if err := decodeRequest(body[:headerLen], &req); err != nil {
+	if err := decodeRequest(header, &req); err != nil {
 		return nil, badRequest("failed to parse the request JSON header (is Inference-Header-Content-Length right?): %v", err)
 	}
 	if len(req.Inputs) == 0 {
@@ -129,10 +141,9 @@ func parseInfer(model, version string, body []byte, headerLen int, root mem.Buff
 		}
 	}
 
-	bin := body[headerLen:]
-	raws := make([][]byte, len(req.Inputs))
-	bodyOff := make([]int, len(req.Inputs)) // where raws[i] lies in body; -1: not there
-	var conv []byte                         // the converted JSON tensors, one after the other
+	binOff, binLeft := headerLen, int64(src.n-headerLen) // the binary part not yet taken
+	raws := make([]entry, len(req.Inputs))
+	var conv []byte // the converted JSON tensors, one after the other
 	type span struct {
 		lo, hi int
 		ok     bool
@@ -179,11 +190,12 @@ func parseInfer(model, version string, body []byte, headerLen int, root mem.Buff
 		case shm && (binSize >= 0 || hasData):
 			return nil, badRequest("input '%s' names a shared-memory region and also carries data", in.Name)
 		case binSize >= 0:
-			if binSize > int64(len(bin)) {
-				return nil, badRequest("input '%s': binary_data_size %d is past the end of the body (%d bytes of binary data left)", in.Name, binSize, len(bin))
+			if binSize > binLeft {
+				return nil, badRequest("input '%s': binary_data_size %d is past the end of the body (%d bytes of binary data left)", in.Name, binSize, binLeft)
 			}
-			bodyOff[i] = len(body) - len(bin)
-			raws[i], bin = bin[:binSize:binSize], bin[binSize:]
+			raws[i] = entry{off: binOff, n: int(binSize)}
+			binOff += int(binSize)
+			binLeft -= binSize
 		case hasData:
 			lo := len(conv)
 			var got int64
@@ -201,13 +213,12 @@ func parseInfer(model, version string, body []byte, headerLen int, root mem.Buff
 		}
 		m.Inputs = append(m.Inputs, t)
 	}
-	if len(bin) > 0 {
-		return nil, badRequest("%d bytes of binary data after the last input's (check the inputs' binary_data_size and Inference-Header-Content-Length)", len(bin))
+	if binLeft > 0 {
+		return nil, badRequest("%d bytes of binary data after the last input's (check the inputs' binary_data_size and Inference-Header-Content-Length)", binLeft)
 	}
 	for i := range convSpans {
 		if s := convSpans[i]; s.ok {
-			raws[i] = conv[s.lo:s.hi:s.hi]
-			bodyOff[i] = -1
+			raws[i] = entry{off: -1, b: conv[s.lo:s.hi:s.hi]}
 		}
 	}
 	for i := range req.Outputs {
@@ -247,24 +258,90 @@ func parseInfer(model, version string, body []byte, headerLen int, root mem.Buff
 	k := 0
 	for i := range raws {
 		if !inShm[i] {
-			raws[k], bodyOff[k] = raws[i], bodyOff[i]
+			raws[k] = raws[i]
 			k++
 		}
 	}
-	raws, bodyOff = raws[:k], bodyOff[:k]
-	if root == nil {
-		bodyOff = nil
-	}
-	out.msg, err = encode(m, raws, root, bodyOff)
+	out.msg, err = encode(m, raws[:k], src)
 	return out, err
+}
+
+// entry is a raw_input_contents entry: n bytes of the body at off, or, when
+// off is -1, b (converted JSON data).
+type entry struct {
+	off, n int
+	b      []byte
+}
+
+func (e entry) len() int {
+	if e.off < 0 {
+		return len(e.b)
+	}
+	return e.n
+}
+
+// bodySrc is a request body as read: the buffers it arrived in (each a
+// pooled buffer the caller frees), or b alone.
+type bodySrc struct {
+	bufs []mem.Buffer // nil: b
+	b    []byte       // the whole body, when it is one buffer or plain
+	n    int
+}
+
+// contiguous returns the body's bytes [off, off+n) as one slice: a view when
+// they lie in one buffer, else a copy.
+func (s *bodySrc) contiguous(off, n int) []byte {
+	if s.bufs == nil || len(s.bufs) == 1 {
+		return s.b[off : off+n : off+n]
+	}
+	out := make([]byte, 0, n)
+	for _, v := range s.view(off, n) {
+		out = append(out, v.ReadOnlyData()...)
+		v.Free()
+	}
+	return out
+}
+
+// view returns the body's bytes [off, off+n) as views of its buffers, each
+// with its own reference.
+func (s *bodySrc) view(off, n int) mem.BufferSlice {
+	if s.bufs == nil {
+		return mem.BufferSlice{mem.SliceBuffer(s.b[off : off+n : off+n])}
+	}
+	var out mem.BufferSlice
+	pos := 0
+	for _, b := range s.bufs {
+		l := b.Len()
+		lo, hi := max(off-pos, 0), min(off+n-pos, l)
+		if lo < hi {
+			out = append(out, b.Slice(lo, hi))
+		}
+		pos += l
+		if pos >= off+n {
+			break
+		}
+	}
+	return out
+}
+
+// bytes returns the whole body as one slice (copied once when it came in
+// several buffers).
+func (s *bodySrc) bytes() []byte { return s.contiguous(0, s.n) }
+
+// free returns the body's buffers to their pools.
+func (s *bodySrc) free() {
+	for _, b := range s.bufs {
+		b.Free()
+	}
+	s.bufs = nil
 }
 
 // maxTensors bounds the tensors of one request (as wire's parser does).
 const maxTensors = 4096
 
-// encode marshals m and appends raws as its raw_input_contents: the tensor bytes
-// are views, not copies (of root at bodyOff[i], when given and not -1).
-func encode(m *pb.ModelInferRequest, raws [][]byte, root mem.Buffer, bodyOff []int) (mem.BufferSlice, error) {
+// encode marshals m and appends raws as its raw_input_contents: the tensor
+// bytes are views of the body (src), not copies.
+func encode(m *pb.ModelInferRequest, raws []entry, src *bodySrc) (mem.BufferSlice, error) {
 	head, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
 	if err != nil {
 		return nil, badRequest("encoding the request: %v", err)
@@ -277,7 +354,7 @@ func encode(m *pb.ModelInferRequest, raws [][]byte, root mem.Buffer, bodyOff []i
 	ends := make([]int, len(raws))
 	for i, r := range raws {
 		head = protowire.AppendTag(head, 7, protowire.BytesType)
-		head = protowire.AppendVarint(head, uint64(len(r)))
+		head = protowire.AppendVarint(head, uint64(r.len()))
 		ends[i] = len(head)
 	}
 	msg := make(mem.BufferSlice, 0, 2*len(raws))
@@ -286,11 +363,11 @@ func encode(m *pb.ModelInferRequest, raws [][]byte, root mem.Buffer, bodyOff []i
 	for i, r := range raws {
 		msg = append(msg, mem.SliceBuffer(head[lo:hi]))
 		switch {
-		case len(r) == 0:
-		case bodyOff != nil && bodyOff[i] >= 0:
-			msg = append(msg, root.Slice(bodyOff[i], bodyOff[i]+len(r)))
+		case r.len() == 0:
+		case r.off >= 0:
+			msg = append(msg, src.view(r.off, r.n)...)
 		default:
-			msg = append(msg, mem.SliceBuffer(r))
+			msg = append(msg, mem.SliceBuffer(r.b))
 		}
 		if i+1 < len(raws) {
 			lo, hi = ends[i], ends[i+1]
