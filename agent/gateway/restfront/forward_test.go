@@ -1,14 +1,17 @@
 package restfront_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"net/http"
 	"regexp"
+	"slices"
 	"testing"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/vig-edge/vig/agent/gateway/restfront"
 	pb "github.com/vig-edge/vig/proto/inference"
@@ -77,5 +80,88 @@ func TestLargeSequenceID(t *testing.T) {
 	p := (<-rb.last).Parameters["sequence_id"]
 	if v, ok := p.GetParameterChoice().(*pb.InferParameter_Int64Param); !ok || uint64(v.Int64Param) != 18446744073709551615 {
 		t.Errorf("sequence_id %v, want int64_param -1 (the bits of 2^64-1)", p)
+	}
+}
+
+// configBackend is a recordingBackend whose models have the configuration
+// cfg (Triton's ModelConfig message).
+type configBackend struct {
+	recordingBackend
+	cfg []byte
+}
+
+func (b *configBackend) ModelConfig(context.Context, *pb.ModelConfigRequest) (*pb.ModelConfigResponse, error) {
+	return &pb.ModelConfigResponse{Config: b.cfg}, nil
+}
+
+// modelConfig encodes a ModelConfig{max_batch_size = 4, input = 5
+// {name = 1, data_type = 2, dims = 4}} with the given inputs.
+func modelConfig(maxBatch uint64, inputs ...struct {
+	name     string
+	dataType uint64
+	dims     []int64
+}) []byte {
+	var b []byte
+	b = protowire.AppendTag(b, 4, protowire.VarintType)
+	b = protowire.AppendVarint(b, maxBatch)
+	for _, in := range inputs {
+		var m, dims []byte
+		m = protowire.AppendTag(m, 1, protowire.BytesType)
+		m = protowire.AppendString(m, in.name)
+		m = protowire.AppendTag(m, 2, protowire.VarintType)
+		m = protowire.AppendVarint(m, in.dataType)
+		for _, d := range in.dims {
+			dims = protowire.AppendVarint(dims, uint64(d))
+		}
+		m = protowire.AppendTag(m, 4, protowire.BytesType)
+		m = protowire.AppendBytes(m, dims)
+		b = protowire.AppendTag(b, 5, protowire.BytesType)
+		b = protowire.AppendBytes(b, m)
+	}
+	return b
+}
+
+// The raw binary request takes its input's name, datatype and shape from the
+// configuration as Triton's AddRawInput does.
+func TestRawBinaryShapes(t *testing.T) {
+	type input = struct {
+		name     string
+		dataType uint64
+		dims     []int64
+	}
+	const typeFP32, typeString = 11, 13
+	for _, c := range []struct {
+		name  string
+		cfg   []byte
+		body  []byte
+		code  int
+		dt    string
+		shape []int64
+		raw   []byte
+	}{
+		{"batching, one variable dim", modelConfig(8, input{"X", typeFP32, []int64{3, -1}}), make([]byte, 24), 200, "FP32", []int64{1, 3, 2}, make([]byte, 24)},
+		{"fixed dims", modelConfig(0, input{"X", typeFP32, []int64{2}}), make([]byte, 8), 200, "FP32", []int64{2}, make([]byte, 8)},
+		{"BYTES of one element", modelConfig(0, input{"S", typeString, []int64{1}}), []byte("hello"), 200, "BYTES", []int64{1}, []byte("\x05\x00\x00\x00hello")},
+		{"BYTES of a variable dim", modelConfig(0, input{"S", typeString, []int64{-1}}), []byte("hello"), 400, "", nil, nil},
+		{"two variable dims", modelConfig(0, input{"X", typeFP32, []int64{-1, -1}}), make([]byte, 8), 400, "", nil, nil},
+		{"not whole elements", modelConfig(0, input{"X", typeFP32, []int64{-1}}), make([]byte, 7), 400, "", nil, nil},
+		{"two inputs", modelConfig(0, input{"X", typeFP32, []int64{-1}}, input{"Y", typeFP32, []int64{-1}}), make([]byte, 8), 400, "", nil, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cb := &configBackend{recordingBackend: recordingBackend{last: make(chan *pb.ModelInferRequest, 1)}, cfg: c.cfg}
+			r := newRig(t, restfront.Options{}, func(s *grpc.Server) { pb.RegisterGRPCInferenceServiceServer(s, cb) })
+			rep := r.do(t, "POST", "/v2/models/det/infer", c.body, map[string]string{"Inference-Header-Content-Length": "0"})
+			if rep.code != c.code {
+				t.Fatalf("HTTP %d %s, want %d", rep.code, rep.body, c.code)
+			}
+			if c.code != 200 {
+				return
+			}
+			req := <-cb.last
+			in := req.Inputs[0]
+			if len(req.Inputs) != 1 || in.Datatype != c.dt || !slices.Equal(in.Shape, c.shape) || len(req.RawInputContents) != 1 || !bytes.Equal(req.RawInputContents[0], c.raw) {
+				t.Errorf("backend got input %v with raw %q, want %s %v with %q", in, req.RawInputContents, c.dt, c.shape, c.raw)
+			}
+		})
 	}
 }
