@@ -315,20 +315,37 @@ func method(w http.ResponseWriter, r *http.Request, want string) bool {
 	return false
 }
 
-// readBody reads the request body, decompressing it, bounded by MaxBody (both
-// the bytes on the wire and the decompressed ones); a body larger than that is
-// refused before it is read when its length is declared, and as soon as it
-// passes the limit otherwise. Memory follows the bytes that arrived, not the
-// length declared: a body of declared length that is not compressed (the
-// binary tensor case) is read into buffers of gRPC's pool taken as bytes
-// arrive: of firstBodyBuf bytes up to smallBody, then each as large as all
-// before it (up to what is left). Nothing is copied, and what is held is at
-// most twice what arrived above 1 MiB (gRPC's pool rounds a buffer up to its
-// 1 MiB tier below that).
-// The buffers are not zeroed first, and return to the pool once the message
-// to the backend (whose tensors view them) is freed; the caller frees the
-// body (bodySrc.free) when done with it.
+// readBody reads the request body and decompresses it (readWire, decode).
 func (f *Frontend) readBody(w http.ResponseWriter, r *http.Request) (*bodySrc, bool) {
+	wire, ok := f.readWire(w, r)
+	if !ok {
+		return nil, false
+	}
+	return f.decode(w, r, wire)
+}
+
+// contentEncoding is the request's Content-Encoding, lower case; "" for
+// identity.
+func contentEncoding(r *http.Request) string {
+	enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding")))
+	if enc == "identity" {
+		return ""
+	}
+	return enc
+}
+
+// readWire reads the body's bytes as they come on the wire (compressed or
+// not), at most MaxBody of them: a larger declared Content-Length is refused
+// before it is read, a larger body without one as soon as it passes the
+// limit. Memory follows the bytes that arrived, not the length declared: a
+// body of declared length is read into buffers of gRPC's pool taken as bytes
+// arrive, of firstBodyBuf bytes up to smallBody, then each as large as all
+// before it (up to what is left). Nothing is copied, and what is held is at
+// most twice what arrived above 1 MiB (gRPC's pool rounds a buffer below that
+// up to its 1 MiB tier). The buffers are not zeroed first, and return to the
+// pool once the message to the backend (whose tensors view them) is freed;
+// the caller frees the body (bodySrc.free) when done with it.
+func (f *Frontend) readWire(w http.ResponseWriter, r *http.Request) (*bodySrc, bool) {
 	limit := f.opts.MaxBody
 	if r.ContentLength > limit {
 		w.Header().Set("Connection", "close")
@@ -336,35 +353,8 @@ func (f *Frontend) readBody(w http.ResponseWriter, r *http.Request) (*bodySrc, b
 			fmt.Sprintf("request body of %d bytes is larger than vig's limit of %d bytes (grpc.max_message_mib)", r.ContentLength, limit))
 		return nil, false
 	}
-	wire := &capReader{r: r.Body, left: limit}
-	var src io.Reader = wire
-	enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding")))
-	switch enc {
-	case "", "identity":
-		if r.ContentLength > 0 {
-			b, err := readDeclared(r.Body, int(r.ContentLength))
-			if err != nil {
-				f.bodyError(w, err)
-				return nil, false
-			}
-			return b, true
-		}
-	case "gzip":
-		zr, err := gzip.NewReader(src)
-		if err != nil {
-			f.bodyError(w, fmt.Errorf("Content-Encoding gzip: %w", err))
-			return nil, false
-		}
-		defer zr.Close()
-		src = zr
-	case "deflate":
-		zr, err := zlib.NewReader(src)
-		if err != nil {
-			f.bodyError(w, fmt.Errorf("Content-Encoding deflate: %w", err))
-			return nil, false
-		}
-		defer zr.Close()
-		src = zr
+	switch enc := contentEncoding(r); enc {
+	case "", "gzip", "deflate":
 	default:
 		// Triton answers an encoding it does not read with 501 and the ones it
 		// does in Accept-Encoding.
@@ -372,6 +362,52 @@ func (f *Frontend) readBody(w http.ResponseWriter, r *http.Request) (*bodySrc, b
 		failCode(w, http.StatusNotImplemented, codes.Unimplemented, fmt.Sprintf("unsupported Content-Encoding %q: vig reads gzip, deflate or identity", enc))
 		return nil, false
 	}
+	if r.ContentLength > 0 {
+		b, err := readDeclared(r.Body, int(r.ContentLength))
+		if err != nil {
+			f.bodyError(w, err)
+			return nil, false
+		}
+		return b, true
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, bytes.MinRead))
+	if _, err := buf.ReadFrom(&capReader{r: r.Body, left: limit}); err != nil {
+		f.bodyError(w, err)
+		return nil, false
+	}
+	return &bodySrc{b: buf.Bytes(), n: buf.Len()}, true
+}
+
+// decode decompresses the body read off the wire when it came with
+// Content-Encoding gzip or deflate, at most MaxBody bytes of it; wire is then
+// freed. An uncompressed body is wire itself.
+func (f *Frontend) decode(w http.ResponseWriter, r *http.Request, wire *bodySrc) (*bodySrc, bool) {
+	enc := contentEncoding(r)
+	if enc == "" {
+		return wire, true
+	}
+	defer wire.free()
+	var src io.Reader = wire.reader()
+	var err error
+	switch enc {
+	case "gzip":
+		var zr *gzip.Reader
+		if zr, err = gzip.NewReader(src); err == nil {
+			defer zr.Close()
+			src = zr
+		}
+	case "deflate":
+		var zr io.ReadCloser
+		if zr, err = zlib.NewReader(src); err == nil {
+			defer zr.Close()
+			src = zr
+		}
+	}
+	if err != nil {
+		f.bodyError(w, fmt.Errorf("Content-Encoding %s: %w", enc, err))
+		return nil, false
+	}
+	limit := f.opts.MaxBody
 	buf := bytes.NewBuffer(make([]byte, 0, bytes.MinRead))
 	n, err := buf.ReadFrom(io.LimitReader(src, limit+1))
 	if n > limit {
@@ -381,7 +417,7 @@ func (f *Frontend) readBody(w http.ResponseWriter, r *http.Request) (*bodySrc, b
 		return nil, false
 	}
 	if err != nil {
-		f.bodyError(w, err)
+		f.bodyError(w, fmt.Errorf("Content-Encoding %s: %w", enc, err))
 		return nil, false
 	}
 	return &bodySrc{b: buf.Bytes(), n: buf.Len()}, true
@@ -495,25 +531,31 @@ func (f *Frontend) infer(w http.ResponseWriter, r *http.Request, model, version 
 		fail(w, err)
 		return
 	}
-	// A JSON header with tensors in it, or a compressed body, costs CPU and
-	// memory before governance: a bounded number at once.
+	wire, ok := f.readWire(w, r)
+	if !ok {
+		return
+	}
+	// Decompressing a body, or parsing a JSON header with tensors in it,
+	// costs CPU and memory before governance: a bounded number at once, each
+	// once its bytes are all here (a slow client holds no turn).
 	heavy := false
-	switch enc := strings.TrimSpace(r.Header.Get("Content-Encoding")); {
-	case enc != "" && !strings.EqualFold(enc, "identity"):
+	switch {
+	case contentEncoding(r) != "":
 		heavy = true
 	case hlen >= 0:
 		heavy = hlen > lightJSON
 	default:
-		heavy = r.ContentLength < 0 || r.ContentLength > lightJSON
+		heavy = wire.n > lightJSON
 	}
 	if heavy {
 		select {
 		case f.parses <- struct{}{}:
 		case <-r.Context().Done():
+			wire.free()
 			return // the client left while waiting: nobody to answer
 		}
 	}
-	body, ok := f.readBody(w, r)
+	body, ok := f.decode(w, r, wire)
 	var req *inferRequest
 	switch {
 	case ok && hlen == 0:

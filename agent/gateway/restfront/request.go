@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"slices"
@@ -327,6 +328,18 @@ func (s *bodySrc) view(off, n int) mem.BufferSlice {
 // bytes returns the whole body as one slice (copied once when it came in
 // several buffers).
 func (s *bodySrc) bytes() []byte { return s.contiguous(0, s.n) }
+
+// reader reads the body's bytes in order.
+func (s *bodySrc) reader() io.Reader {
+	if s.bufs == nil {
+		return bytes.NewReader(s.b)
+	}
+	rs := make([]io.Reader, len(s.bufs))
+	for i, b := range s.bufs {
+		rs[i] = bytes.NewReader(b.ReadOnlyData())
+	}
+	return io.MultiReader(rs...)
+}
 
 // free returns the body's buffers to their pools.
 func (s *bodySrc) free() {
