@@ -247,7 +247,6 @@ func (c *guardConn) checkHead() {
 	unfold(h)
 	clAt, clCount := -1, 0
 	var cl string
-	clSame := true
 	te := ""
 	lines := bytes.Split(h, []byte("\n"))
 	off := 0
@@ -263,9 +262,7 @@ func (c *guardConn) checkHead() {
 		}
 		switch {
 		case strings.EqualFold(string(name), "Content-Length"):
-			v := strings.TrimSpace(string(value))
-			clSame = clSame && (clCount == 0 || v == cl)
-			clAt, cl = start, v
+			clAt, cl = start, strings.TrimSpace(string(value))
 			clCount++
 		case strings.EqualFold(string(name), "Transfer-Encoding"):
 			te = strings.ToLower(strings.TrimSpace(string(value)))
@@ -307,8 +304,11 @@ const goErrorHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConnectio
 // writes itself to a request no handler took (a malformed head, a header
 // block over the limit, an unsupported Transfer-Encoding): that becomes
 // Triton's {"error": …} JSON body with the same status. Go writes such an
-// answer whole in one Write, and only after the guard passed it a head no
-// handler marked; a handler's bytes are never rewritten.
+// answer whole in one Write, after the guard passed it a head no handler
+// took. A handler's answer starts with its own headers (never these), so it
+// is left alone; the one exception would be a pipelined head read while a
+// handler still writes, and that handler's body flushed in a Write that
+// begins exactly as Go's error does: the bytes of a tensor in that form.
 func (c *guardConn) Write(p []byte) (int, error) {
 	if c.handled.Load() || !bytes.HasPrefix(p, []byte("HTTP/1.1 ")) || len(p) < 13 {
 		return c.Conn.Write(p)
