@@ -9,10 +9,12 @@
 //
 // # What is copied
 //
-// The body is read once into one buffer (decompressed first when it came with
-// Content-Encoding gzip or deflate). Binary tensor data is not copied again: the
-// raw_input_contents entries of the message to the backend are views of that
-// buffer, written to the backend connection as they are. JSON "data" arrays are
+// The body is read once, into pooled buffers taken as its bytes arrive (and
+// decompressed into one buffer when it came with Content-Encoding gzip or
+// deflate). Binary tensor data is not copied again: the raw_input_contents
+// entries of the message to the backend are views of those buffers, written
+// to the backend connection as they are; the JSON header is copied only when
+// it spans two of them. JSON "data" arrays are
 // converted once, element by element, into the same little-endian bytes. The
 // backend's answer is decoded once (its output bytes copied out of the
 // transport's buffers) and written to the client as binary parts or converted
