@@ -375,7 +375,7 @@ func (f *Frontend) repositoryIndex(w http.ResponseWriter, r *http.Request) {
 		Ready bool `json:"ready"`
 	}
 	if len(body) > 0 {
-		if err := json.Unmarshal(body, &in); err != nil {
+		if err := exactUnmarshal(body, &in); err != nil {
 			failCode(w, http.StatusBadRequest, codes.InvalidArgument, "repository index request: "+err.Error())
 			return
 		}
@@ -486,7 +486,7 @@ func (f *Frontend) systemShm(w http.ResponseWriter, r *http.Request, seg []strin
 			Offset   uint64  `json:"offset"`
 			ByteSize *uint64 `json:"byte_size"`
 		}
-		if err := json.Unmarshal(body, &in); err != nil || in.Key == nil || in.ByteSize == nil {
+		if err := exactUnmarshal(body, &in); err != nil || in.Key == nil || in.ByteSize == nil {
 			msg := "shared memory register request needs \"key\" (string) and \"byte_size\" (integer); \"offset\" is optional"
 			if err != nil {
 				msg += ": " + err.Error()

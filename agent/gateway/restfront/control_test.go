@@ -151,6 +151,13 @@ func TestRepositoryLoadParameters(t *testing.T) {
 	if got := params(t, (<-cb.unloads).Parameters); got["unload_dependents"] != "t:true" {
 		t.Errorf("unload parameters %q", got)
 	}
+	// Member names match exactly, as at Triton: "Parameters" is not "parameters".
+	if rep := r.do(t, "POST", "/v2/repository/models/det/unload", []byte(`{"Parameters": {"unload_dependents": true}}`), nil); rep.code != http.StatusOK {
+		t.Fatalf("unload: HTTP %d %s", rep.code, rep.body)
+	}
+	if got := params(t, (<-cb.unloads).Parameters); len(got) != 0 {
+		t.Errorf("unload with \"Parameters\": parameters %q, want none", got)
+	}
 	if rep := r.do(t, "POST", "/v2/repository/models/det/load", []byte(`{"parameters": {"file:x": "not base64!"}}`), nil); rep.code != http.StatusBadRequest {
 		t.Errorf("bad base64: HTTP %d %s, want 400", rep.code, rep.body)
 	}
@@ -272,6 +279,10 @@ func TestCudaSharedMemory(t *testing.T) {
 	}
 	if rep := r.do(t, "POST", "/v2/cudasharedmemory/region/gpu0/register", []byte(`{"device_id": 0}`), nil); rep.code != http.StatusBadRequest {
 		t.Errorf("register without a handle: HTTP %d %s, want 400", rep.code, rep.body)
+	}
+	upper := strings.ReplaceAll(body, `"b64"`, `"B64"`)
+	if rep := r.do(t, "POST", "/v2/cudasharedmemory/region/gpu0/register", []byte(upper), nil); rep.code != http.StatusBadRequest {
+		t.Errorf("register with \"B64\": HTTP %d %s, want 400 (member names match exactly)", rep.code, rep.body)
 	}
 }
 

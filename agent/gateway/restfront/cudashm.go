@@ -2,7 +2,6 @@ package restfront
 
 import (
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -81,7 +80,7 @@ func (f *Frontend) cudaShm(w http.ResponseWriter, r *http.Request, seg []string)
 			DeviceID *int64  `json:"device_id"`
 			ByteSize *uint64 `json:"byte_size"`
 		}
-		err := json.Unmarshal(body, &in)
+		err := exactUnmarshal(body, &in)
 		if err != nil || in.RawHandle == nil || in.RawHandle.B64 == nil || in.DeviceID == nil || in.ByteSize == nil {
 			msg := `CUDA shared memory register request needs "raw_handle": {"b64": <base64 of the cudaIpcMemHandle_t>}, "device_id" and "byte_size" (integers)`
 			if err != nil {

@@ -165,6 +165,9 @@ func TestSystemSharedMemory(t *testing.T) {
 	if rep := reg("bad", `{"key": "no-slash", "byte_size": 8}`); rep.code != http.StatusBadRequest {
 		t.Errorf("bad key: HTTP %d %s, want 400", rep.code, rep.body)
 	}
+	if rep := reg("bad", fmt.Sprintf(`{"Key": %q, "byte_size": 8}`, key)); rep.code != http.StatusBadRequest {
+		t.Errorf("register with \"Key\": HTTP %d %s, want 400 (member names match exactly)", rep.code, rep.body)
+	}
 	if rep := reg("bad", `{"offset": 3}`); rep.code != http.StatusBadRequest {
 		t.Errorf("register without key: HTTP %d %s, want 400", rep.code, rep.body)
 	}

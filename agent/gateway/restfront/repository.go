@@ -48,7 +48,7 @@ func (f *Frontend) repositoryParams(w http.ResponseWriter, r *http.Request, what
 	var in struct {
 		Parameters map[string]json.RawMessage `json:"parameters"`
 	}
-	if err := json.Unmarshal(body, &in); err != nil {
+	if err := exactUnmarshal(body, &in); err != nil {
 		failCode(w, http.StatusBadRequest, codes.InvalidArgument, "model "+what+" request: "+err.Error())
 		return nil, false
 	}

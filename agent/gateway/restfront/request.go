@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -610,4 +611,45 @@ func foldedName(b []byte) bool {
 		}
 	}
 	return false
+}
+
+// exactUnmarshal decodes the JSON object b into the struct v points to with
+// member names matched exactly, as Triton's parser matches them (encoding/json
+// alone matches them regardless of case); members of other names are
+// ignored. Nested structs (and pointers to them) are decoded the same way.
+func exactUnmarshal(b []byte, v any) error {
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(b, &members); err != nil {
+		return err
+	}
+	rv := reflect.ValueOf(v).Elem()
+	rt := rv.Type()
+	for i := 0; i < rt.NumField(); i++ {
+		name, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
+		raw, ok := members[name]
+		if name == "" || !ok {
+			continue
+		}
+		f := rv.Field(i)
+		st := f.Type()
+		if st.Kind() == reflect.Pointer {
+			st = st.Elem()
+		}
+		if st.Kind() != reflect.Struct || string(bytes.TrimSpace(raw)) == "null" {
+			if err := json.Unmarshal(raw, f.Addr().Interface()); err != nil {
+				return fmt.Errorf("%q: %w", name, err)
+			}
+			continue
+		}
+		p := reflect.New(st)
+		if err := exactUnmarshal(raw, p.Interface()); err != nil {
+			return fmt.Errorf("%q: %w", name, err)
+		}
+		if f.Kind() == reflect.Pointer {
+			f.Set(p)
+		} else {
+			f.Set(p.Elem())
+		}
+	}
+	return nil
 }
