@@ -30,6 +30,7 @@ type Config struct {
 	// name → slots (accel.go). Absent: one accelerator of backend.slots.
 	Accelerators map[string]int   `yaml:"accelerators"`
 	GRPC         GRPC             `yaml:"grpc"`
+	REST         REST             `yaml:"rest"` // rest.go
 	Log          Log              `yaml:"log"`
 	Scheduler    Scheduler        `yaml:"scheduler"`
 	Models       map[string]Model `yaml:"models"`

@@ -80,6 +80,7 @@ func (c *Config) validate(file string) error {
 		bad(0, "backend.slots", "%d: an accelerator runs 1 to 256 jobs at once (a GPU without MPS: 1)", c.Backend.Slots)
 	}
 	c.validateAccelerators(bad)
+	c.REST.validate(bad)
 	for key, v := range map[string]int{"grpc.max_message_mib": c.GRPC.MaxMessageMiB, "grpc.window_mib": c.GRPC.WindowMiB,
 		"grpc.read_buffer_kib": c.GRPC.ReadBufferKiB, "grpc.write_buffer_kib": c.GRPC.WriteBufferKiB} {
 		if v < 1 {

@@ -29,7 +29,8 @@ import (
 //
 // What is forwarded has been checked first, so the backend is never sent a
 // whole request vig would refuse: the bytes after the head must be
-// raw_input_contents entries, one per input (wire.RawScan). A request that is
+// raw_input_contents entries, one per input not in shared memory
+// (wire.RawScan, Triton's rule). A request that is
 // not is answered INVALID_ARGUMENT, and a backend stream that had started is
 // reset before its last byte. If the client leaves or ends the stream inside
 // the message, the call is cancelled and the backend stream reset, as for any

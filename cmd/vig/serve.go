@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"regexp"
 	"sort"
 	"strings"
 	"syscall"
@@ -327,7 +328,15 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready chan
 	for _, l := range listeners {
 		if l.name == "http" || l.name == "http_unix" {
 			if rest == nil {
+				rc := cfg.REST
+				var fwd *regexp.Regexp
+				if rc.ForwardHeaders != "" {
+					fwd = regexp.MustCompile(rc.ForwardHeaders) // validated by config
+				}
+				sec := func(n int) time.Duration { return time.Duration(n) * time.Second }
 				rest = restfront.New(gw, restfront.Options{Log: log, MaxBody: int64(cfg.GRPC.MaxMessageMiB) << 20,
+					HeaderTimeout: sec(rc.HeaderTimeoutS), ReadTimeout: sec(rc.ReadTimeoutS), WriteTimeout: sec(rc.WriteTimeoutS),
+					IdleTimeout: sec(rc.IdleTimeoutS), MaxConns: rc.MaxConns, MaxJSONParses: rc.MaxJSONParses, ForwardHeaders: fwd,
 					Wrap: func(h http.Handler) http.Handler { return exp.httpHandler(h, log, reg) }})
 			}
 			go func() { errc <- rest.Serve(l.ln) }()

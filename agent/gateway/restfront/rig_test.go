@@ -79,6 +79,7 @@ type rig struct {
 	toBack   atomic.Int64
 	accepted atomic.Int64
 	client   *http.Client
+	fe       *restfront.Frontend
 }
 
 func newRig(t *testing.T, opts restfront.Options, register func(*grpc.Server)) *rig {
@@ -146,6 +147,7 @@ func newRig(t *testing.T, opts restfront.Options, register func(*grpc.Server)) *
 		opts.MaxBody = int64(cfg.GRPC.MaxMessageMiB) << 20
 	}
 	fe := restfront.New(gw, opts)
+	r.fe = fe
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
