@@ -135,6 +135,11 @@ func newRig(t *testing.T, opts restfront.Options, register func(*grpc.Server)) *
 	if _, err := gw.Invoke(ctx, "/inference.GRPCInferenceService/ServerLive", nil); err != nil && register == nil {
 		t.Fatalf("backend: %v", err)
 	}
+	// vig reads the backend's model configuration when it connects: done
+	// before a test counts what vig writes to the backend.
+	for until := time.Now().Add(5 * time.Second); gw.ServerModelReads() == 0 && time.Now().Before(until); {
+		time.Sleep(time.Millisecond)
+	}
 	gln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
