@@ -40,8 +40,8 @@ CFG
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
 trap cleanup EXIT
-mock() { "$vig" mock-backend -c vig.yaml --listen 127.0.0.1:19801 2>>mock.log & mockpid=$!; }
-serve() { "$vig" serve -c vig.yaml --log-format json 2>>vig.log & vigpid=$!; }
+mock() { "$vig" mock-backend -c vig.yaml --listen 127.0.0.1:19801 2>>mock.log & mockpid=$!; pids+=($mockpid); }
+serve() { "$vig" serve -c vig.yaml --log-format json 2>>vig.log & vigpid=$!; pids+=($vigpid); }
 mock; serve
 prometheus --config.file=prometheus.yml --storage.tsdb.path=tsdb --web.listen-address=127.0.0.1:19091 2>prometheus.log & pids+=($!)
 sleep 2
@@ -51,12 +51,20 @@ sensor() {
 	timeout "$4" curl -s -o /dev/null --rate "$3/s" -X POST -H 'Content-Type: application/json' --data "$body" \
 		"http://127.0.0.1:19002/v2/models/$2/infer?frame=[1-1000000]" || true
 }
-contracted() { # SECONDS
-	sensor detector detector_small 20 "$1" & sensor pose pose 30 "$1" & sensor depth depth 30 "$1" & sensor vlm vlm 1 "$1" & wait
+# sensors POSE_RATE SECONDS: the four sensors, waiting for them alone (not for vig,
+# the mock or Prometheus, which also run in the background).
+sensors() {
+	local s=()
+	sensor detector detector_small 20 "$2" & s+=($!)
+	sensor pose pose "$1" "$2" & s+=($!)
+	sensor depth depth 30 "$2" & s+=($!)
+	sensor vlm vlm 1 "$2" & s+=($!)
+	wait "${s[@]}"
 }
+contracted() { sensors 30 "$1"; }
 echo "$(date -u +%T) contracted rates"; contracted 240
 echo "$(date -u +%T) pose floods at 10x"
-sensor detector detector_small 20 120 & sensor pose pose 300 120 & sensor depth depth 30 120 & sensor vlm vlm 1 120 & wait
+sensors 300 120
 echo "$(date -u +%T) Triton gone"; kill "$mockpid"; wait "$mockpid" || true
 contracted 120
 echo "$(date -u +%T) Triton back"; mock; contracted 60
