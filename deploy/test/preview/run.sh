@@ -4,7 +4,7 @@
 # process), four open-loop HTTP/REST sensors (curl --rate), and Prometheus scraping
 # vig every 5 s with deploy/prometheus/vig-rules.yaml loaded. Timeline:
 #   0-4 min   every sensor at its contracted frame rate
-#   4-6 min   pose floods at 10x its rate
+#   4-6 min   pose floods: ten sensors ask for 10x its rate together
 #   6-8 min   Triton (the mock) is gone: VigBackendDown fires after 1 minute
 #   8-9 min   Triton back
 #   9 min     vig restarts (SIGTERM: drain, then a new process)
@@ -56,7 +56,7 @@ sensor() {
 sensors() {
 	local s=()
 	sensor detector detector_small 20 "$2" & s+=($!)
-	sensor pose pose "$1" "$2" & s+=($!)
+	if [ "$1" != 0 ]; then sensor pose pose "$1" "$2" & s+=($!); fi
 	sensor depth depth 30 "$2" & s+=($!)
 	sensor vlm vlm 1 "$2" & s+=($!)
 	wait "${s[@]}"
@@ -64,7 +64,10 @@ sensors() {
 contracted() { sensors 30 "$1"; }
 echo "$(date -u +%T) contracted rates"; contracted 240
 echo "$(date -u +%T) pose floods at 10x"
-sensors 300 120
+# One curl sends serially, so ten of them at 30/s each ask for 300 frames/s.
+flood=()
+for _ in $(seq 10); do sensor pose pose 30 120 & flood+=($!); done
+sensors 0 120; wait "${flood[@]}"
 echo "$(date -u +%T) Triton gone"; kill "$mockpid"; wait "$mockpid" || true
 contracted 120
 echo "$(date -u +%T) Triton back"; mock; contracted 60
