@@ -6,7 +6,7 @@
 #                                 VERSION-linux-ARCH: each image)
 #   DIST/vig-image-VERSION.tar    the same layout as one archive
 # Load it with: skopeo copy oci-archive:DIST/vig-image-VERSION.tar:VERSION docker://REGISTRY/vig:VERSION
-# or, on a k3s node: k3s ctr images import DIST/vig-image-VERSION.tar
+# or import one architecture on a k3s node (docs/fleet.md, "The image").
 #
 #   VERSION=v0.3.0 build/image.sh [DIST_DIR]
 set -eu

@@ -3,7 +3,7 @@
 // static vig binary and a small base layer (CA certificates, a non-root user, the
 // default configuration for a Triton beside vig). It writes an OCI image layout
 // directory and, optionally, that directory as a tar archive (what `skopeo copy
-// oci-archive:…` and `k3s ctr images import` read).
+// oci-archive:…` reads).
 //
 //	go run . -version v0.3.0 -arm64 ../../dist/vig-v0.3.0-linux-arm64 \
 //	    -amd64 ../../dist/vig-v0.3.0-linux-amd64 -config ../../deploy/vig.yaml \
@@ -215,8 +215,8 @@ func Build(o Options) (v1.ImageIndex, error) {
 }
 
 // plainImage is an image whose descriptor carries no artifactType: it is an
-// image, not an OCI 1.1 artifact, and older runtimes (containerd on a Jetson's
-// k3s) need not know the field.
+// image, not an OCI 1.1 artifact, and the index then reads the same to runtimes
+// that predate the field.
 type plainImage struct{ v1.Image }
 
 func (plainImage) ArtifactType() (string, error) { return "", nil }
