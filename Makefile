@@ -19,7 +19,7 @@ AARCH64_CC   ?= aarch64-linux-gnu-gcc
 PROTOC_GEN_GO      := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 PROTOC_GEN_GO_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.0
 
-.PHONY: help build run test fuzz h2spec lint arm64 android-push release proto bench bench-link demo ring-c ring-c-arm64 clean
+.PHONY: help build run test fuzz h2spec lint arm64 android-push release image proto bench bench-link demo ring-c ring-c-arm64 clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-13s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -47,8 +47,12 @@ arm64: ## static linux/arm64 binary for phones and Jetsons (bin/vig-linux-arm64)
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -trimpath -tags "$(GOTAGS)" -ldflags "-s -w $(LDFLAGS)" -o $(BIN)/vig-linux-arm64 ./cmd/vig
 	@echo "$(BIN)/vig-linux-arm64: $$(stat -c %s $(BIN)/vig-linux-arm64) bytes ($$(du -h $(BIN)/vig-linux-arm64 | cut -f1))"
 
-release: ## dist/: static linux/arm64 + amd64 binaries, SHA256SUMS, size report; fails above the size budget
+release: ## dist/: static linux/arm64 + amd64 binaries, SHA256SUMS, size report (fails above the size budget), the image
 	GO="$(GO)" VERSION="$(VERSION)" GOTAGS="$(GOTAGS)" ./build/release.sh dist
+	GO="$(GO)" VERSION="$(VERSION)" GOTAGS="$(GOTAGS)" ./build/image.sh dist
+
+image: ## dist/image + dist/vig-image-VERSION.tar: OCI index of linux/arm64 + amd64, no container engine needed
+	GO="$(GO)" VERSION="$(VERSION)" GOTAGS="$(GOTAGS)" ./build/image.sh dist
 
 android-push: arm64 ## push bin/vig-linux-arm64 and examples/android.yaml (ANDROID_CONFIG=FILE, FORCE=1) to the phone adb sees
 	./android/vig-adb.sh push --binary $(BIN)/vig-linux-arm64 $(if $(ANDROID_CONFIG),--config $(ANDROID_CONFIG)) $(if $(FORCE),--force)

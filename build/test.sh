@@ -60,6 +60,12 @@ if ! command -v qemu-aarch64 >/dev/null; then
 	fi
 fi
 
+step "deployment: the container image (skopeo, umoci, arm64 under qemu), the Helm chart, alert rules and dashboard"
+# Modules of their own (build/image, deploy/test), so ./... above does not reach them.
+for mod in build/image deploy/test; do
+	(cd "$mod" && "$GO" vet ./... && "$GO" test -count=1 -timeout 10m ./...)
+done
+
 step "vig version (arm64 binary under qemu)"
 got=$(qemu-aarch64 bin/vig-linux-arm64 version)
 echo "$got"
