@@ -121,6 +121,9 @@ func (c *Config) validate(file string) error {
 		if m.MaxBatch != nil && (*m.MaxBatch < 1 || *m.MaxBatch > MaxBatch) {
 			bad(m.Line, key+".max_batch", "%d: give the most frames one request of the model may carry, 1 to %d (Triton's max_batch_size; 1 turns batching off)", *m.MaxBatch, MaxBatch)
 		}
+		if !oneOf(m.Hand(), HandAuto, HandOn, HandOff) {
+			bad(m.Line, key+".hand_deadline", "%q is not one of auto, on, off (auto: hand the deadline and class on where the server's model configuration says they act)", m.HandDeadline)
+		}
 		for size, v := range m.BatchExecMs {
 			limit := MaxBatch
 			if m.MaxBatch != nil {
