@@ -356,6 +356,22 @@ func (s *Scheduler) StreamName(i int) string {
 	return s.streams[i].name
 }
 
+// StreamClass returns the class of stream i (as in Action.Stream), or
+// BestEffort for an index out of range such as -1 (unrouted).
+func (s *Scheduler) StreamClass(i int) Class {
+	if s.multi() {
+		if i < 0 || i >= len(s.streamAt) {
+			return BestEffort
+		}
+		ref := s.streamAt[i]
+		return s.accels[ref.part].e.streams[ref.local].class
+	}
+	if i < 0 || i >= len(s.streams) {
+		return BestEffort
+	}
+	return s.streams[i].class
+}
+
 // Margin returns the configured safety margin.
 func (s *Scheduler) Margin() Margin { return s.margin }
 
