@@ -98,7 +98,7 @@ func (s *Server) infer(ctx context.Context, req *inference.ModelInferRequest) (*
 	if !ok {
 		stream, frame = m.Name, m.arrivals.Add(1)-1
 	}
-	resp, st, err := s.run(ctx, m, req, stream, frame, arrival)
+	resp, st, err := s.runInSequence(ctx, m, req, stream, frame, arrival)
 	done := time.Now()
 	m.mu.Lock()
 	if err != nil {
@@ -137,9 +137,9 @@ func (s *Server) run(ctx context.Context, m *model, req *inference.ModelInferReq
 	queued := time.Now()
 	ph.input = queued.Sub(arrival)
 
-	g, err := m.pool.acquire(ctx, queued)
+	g, err := s.acquire(ctx, m, req, queued)
 	if err != nil {
-		return nil, ph, status.FromContextError(err).Err()
+		return nil, ph, err
 	}
 	if h := s.grantHook.Load(); h != nil {
 		(*h)(req.Id, grant{slot: m.base + g.slot, start: g.start})

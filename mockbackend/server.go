@@ -21,6 +21,7 @@ import (
 
 	"github.com/vig-edge/vig/agent/config"
 	"github.com/vig-edge/vig/proto/inference"
+	"github.com/vig-edge/vig/wire"
 )
 
 // Model is one model the mock serves.
@@ -32,6 +33,13 @@ type Model struct {
 	// On names the accelerator the model runs on, one of Config.Accelerators;
 	// empty without accelerators.
 	On string
+	// Sequence, when set, puts the model behind Triton's sequence batcher
+	// (sequence.go).
+	Sequence *SequenceBatching
+	// Queue, when set, is the model's dynamic batcher as far as its queue
+	// policy and priority levels go: request timeouts are applied as Triton
+	// does (queuetimeout.go) and its ModelConfig says so.
+	Queue *wire.DynamicBatching
 }
 
 // Accelerator is one kind of accelerator: Slots jobs at once, and its own FIFO.
@@ -103,6 +111,7 @@ type Server struct {
 	accels []string // their names
 	shm    registry
 	health *health.Server
+	qlog   queueLog // requests of models with a queue policy (queuetimeout.go)
 
 	timeline *timeline // nil unless Config.Timeline
 
@@ -116,6 +125,7 @@ type model struct {
 	Model
 	arrivals atomic.Uint64 // frame counter for requests whose id names no frame
 	pool     *slots        // its accelerator
+	seq      *seqBatcher   // its sequence batcher, nil without (sequence.go)
 	base     int           // the global number of its accelerator's slot 0
 	accel    string
 
@@ -199,6 +209,9 @@ func New(cfg Config) (*Server, error) {
 			}
 		}
 		s.models[m.Name] = &model{Model: m, pool: s.pools[p], base: bases[s.accels[p]], accel: s.accels[p]}
+		if m.Sequence != nil {
+			s.models[m.Name].seq = newSeqBatcher(*m.Sequence)
+		}
 		s.names = append(s.names, m.Name)
 	}
 	sort.Strings(s.names)
@@ -297,7 +310,7 @@ func (s *Server) ModelConfig(_ context.Context, req *inference.ModelConfigReques
 	if err != nil {
 		return nil, err
 	}
-	return &inference.ModelConfigResponse{Config: EncodeModelConfig(m.Name)}, nil
+	return &inference.ModelConfigResponse{Config: modelConfigExtra(m, EncodeModelConfig(m.Name))}, nil
 }
 
 // Triton's model_config.proto: ModelConfig{name=1, platform=2, max_batch_size=4,
