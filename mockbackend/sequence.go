@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/vig-edge/vig/agent/config"
 	"github.com/vig-edge/vig/proto/inference"
 )
 
@@ -230,4 +231,14 @@ func (b *seqBatcher) free(id string) {
 	delete(b.active, id)
 	close(b.freed)
 	b.freed = make(chan struct{})
+}
+
+// sequencesFromConfig puts the models of backend.sequence_batching behind the
+// sequence batcher.
+func sequencesFromConfig(models []Model, c *config.Config) {
+	for i := range models {
+		if sq, ok := c.Backend.SequenceBatching[models[i].Name]; ok {
+			models[i].Sequence = &SequenceBatching{MaxIdle: time.Duration(sq.MaxIdleMs) * time.Millisecond, Slots: sq.Slots}
+		}
+	}
 }

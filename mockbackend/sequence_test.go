@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/vig-edge/vig/agent/config"
 	"github.com/vig-edge/vig/proto/inference"
 	"github.com/vig-edge/vig/wire"
 )
@@ -183,5 +184,22 @@ func TestQueueTimeout(t *testing.T) {
 	if err != nil || parsed.DynamicBatching == nil ||
 		parsed.DynamicBatching.PriorityLevels != 3 || parsed.DynamicBatching.DefaultQueuePolicy == nil || !parsed.DynamicBatching.DefaultQueuePolicy.AllowTimeoutOverride {
 		t.Fatalf("ModelConfig: %+v, %v; want its dynamic batcher and queue policy", parsed, err)
+	}
+}
+
+// backend.sequence_batching puts a model of the config behind the sequence
+// batcher, and only that one.
+func TestSequencesFromConfig(t *testing.T) {
+	c, err := config.Parse("t.yaml", []byte("models: {trk: {exec_ms: 5}, det: {exec_ms: 5}}\nbackend: {sequence_batching: {trk: {max_idle_ms: 250, slots: 2}}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range FromConfig(c).Models {
+		switch {
+		case m.Name == "trk" && (m.Sequence == nil || *m.Sequence != SequenceBatching{MaxIdle: 250 * time.Millisecond, Slots: 2}):
+			t.Errorf("trk: sequence batcher %+v, want max idle 250ms and 2 slots", m.Sequence)
+		case m.Name == "det" && m.Sequence != nil:
+			t.Errorf("det: sequence batcher %+v, want none", m.Sequence)
+		}
 	}
 }

@@ -82,6 +82,7 @@ func FromConfig(c *config.Config) Config {
 		cfg.Models = append(cfg.Models, Model{Name: name, Exec: m.Exec(), On: c.AcceleratorOf(name)})
 	}
 	sort.Slice(cfg.Models, func(i, j int) bool { return cfg.Models[i].Name < cfg.Models[j].Name })
+	sequencesFromConfig(cfg.Models, c)
 	return cfg
 }
 

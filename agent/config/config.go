@@ -101,6 +101,20 @@ type Backend struct {
 	// on the backend, its slot freed, and answered DEADLINE_EXCEEDED: a wedged
 	// backend cannot hold a slot forever.
 	CallTimeoutMs int `yaml:"call_timeout_ms"`
+	// SequenceBatching names the models the embedded mock backend (and `vig
+	// mock-backend -c`) serves behind Triton's sequence batcher. It describes
+	// the mock only: vig reads a real server's batchers from its model
+	// configuration.
+	SequenceBatching map[string]MockSequence `yaml:"sequence_batching"`
+}
+
+// MockSequence is the mock's sequence batcher for one model.
+type MockSequence struct {
+	// MaxIdleMs frees the slot of a sequence idle this long
+	// (max_sequence_idle_microseconds); 0: Triton's default, 1000.
+	MaxIdleMs int `yaml:"max_idle_ms"`
+	// Slots is how many sequences hold a slot at once; 0: 1.
+	Slots int `yaml:"slots"`
 }
 
 // CallTimeout is backend.call_timeout_ms as a duration.

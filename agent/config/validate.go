@@ -110,6 +110,15 @@ func (c *Config) validate(file string) error {
 	if c.Scheduler.CommitLeadMs < 0 {
 		bad(0, "scheduler.commit_lead_ms", "%g must not be negative", c.Scheduler.CommitLeadMs)
 	}
+	for name, sq := range c.Backend.SequenceBatching {
+		key := "backend.sequence_batching." + name
+		if _, ok := c.Models[name]; !ok {
+			bad(0, key, "unknown model %q: name one of models (known: %s)", name, listShort(c.ModelNames()))
+		}
+		if sq.MaxIdleMs < 0 || sq.Slots < 0 {
+			bad(0, key, "max_idle_ms %d, slots %d: give 0 (the default) or more", sq.MaxIdleMs, sq.Slots)
+		}
+	}
 	for name, m := range c.Models {
 		key := "models." + name
 		if name == "" {
