@@ -436,7 +436,7 @@
 // one sequence are never at the backend together, with any number of slots
 // (two frames in flight on separate backend streams may be started in either
 // order). A frame of a sequence never joins a batch. Sequences are told
-// apart by id alone, whatever their stream.
+// apart by model and id, as in Triton, whatever their stream.
 //
 // # Deadlines handed on
 //

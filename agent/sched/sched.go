@@ -753,7 +753,7 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 				continue
 			}
 			h := &s.reqs[c.q[0]]
-			if s.seqBusy(h.seqID) {
+			if s.seqBusy(c.model, h.seqID) {
 				continue // its sequence's previous frame is still at the backend
 			}
 			cc := s.cost(c.model, occ)

@@ -12,16 +12,17 @@ const pinSlots = 2
 // never superseded nor late-dropped (it runs, even stale).
 func (r *request) pinned() bool { return r.seqStart || r.seqEnd }
 
-// seqBusy reports whether a request of sequence id is at the backend
-// (running or committed): the next frame of the sequence waits for its
-// answer, so that the backend sees the frames one at a time, in order.
-func (s *Scheduler) seqBusy(id uint64) bool {
+// seqBusy reports whether a request of sequence id of model mi is at the
+// backend (running or committed): the next frame of the sequence waits for
+// its answer, so that the backend sees the frames one at a time, in order.
+// Sequence ids are per model, as in Triton.
+func (s *Scheduler) seqBusy(mi int32, id uint64) bool {
 	if id == 0 {
 		return false
 	}
 	for i := range s.slotRun {
 		for _, x := range [2]int32{s.slotRun[i], s.slotNext[i]} {
-			if x >= 0 && s.reqs[x].seqID == id {
+			if x >= 0 && s.reqs[x].seqID == id && s.streams[s.reqs[x].stream].model == mi {
 				return true
 			}
 		}
