@@ -1,12 +1,16 @@
 package bench
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/vig-edge/vig/agent/config"
 )
@@ -15,11 +19,14 @@ import (
 const DefaultScenarioDir = "examples/scenarios"
 
 // DefaultWireScenarios are the SCENARIOS.md workloads the wire benchmark runs:
-// A–C on one accelerator, D on a GPU and two DLA cores.
-var DefaultWireScenarios = []string{"a", "b", "c", "d"}
+// A–C on one accelerator, D on a GPU and two DLA cores, E and E-linear with six
+// cameras on one batched detector.
+var DefaultWireScenarios = []string{"a", "b", "c", "d", "e", "e-linear"}
 
-// LoadScenarios reads <dir>/<name>.yaml for each name ("a", "b", "c") and names
-// each scenario by its upper-case letter.
+// LoadScenarios reads <dir>/<name>.yaml for each name ("a", "b", "e-linear"),
+// and the sensors' phases from <dir>/<name>.sensors.yaml when there is one, and
+// names each scenario by its name with the first letter upper-case ("A",
+// "E-linear").
 func LoadScenarios(dir string, names []string) ([]Scenario, error) {
 	var out []Scenario
 	for _, n := range names {
@@ -35,7 +42,56 @@ func LoadScenarios(dir string, names []string) ([]Scenario, error) {
 		if err != nil {
 			return nil, fmt.Errorf("scenario %s: %w", n, err)
 		}
-		out = append(out, Scenario{Name: strings.ToUpper(n), Config: cfg})
+		sc := Scenario{Name: strings.ToUpper(n[:1]) + n[1:], Config: cfg}
+		spath := filepath.Join(dir, n+".sensors.yaml")
+		switch b, err := os.ReadFile(spath); {
+		case err == nil:
+			if sc.Phases, err = parsePhases(spath, b, cfg); err != nil {
+				return nil, fmt.Errorf("scenario %s: %w", n, err)
+			}
+		case !errors.Is(err, fs.ErrNotExist):
+			return nil, err
+		}
+		out = append(out, sc)
+	}
+	return out, nil
+}
+
+// sensorsFile is <scenario>.sensors.yaml: what the benchmark's sensors do that is
+// no part of vig's configuration. phase_ms is each stream's first capture after
+// the run's start (ms), for every stream of the scenario.
+type sensorsFile struct {
+	PhaseMs map[string]float64 `yaml:"phase_ms"`
+}
+
+// parsePhases reads a sensors file against the scenario's streams.
+func parsePhases(path string, b []byte, cfg *config.Config) (map[string]time.Duration, error) {
+	var f sensorsFile
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("%s: %w (want phase_ms: {stream: ms, …})", path, err)
+	}
+	out := map[string]time.Duration{}
+	for _, s := range cfg.Streams {
+		ms, ok := f.PhaseMs[s.Name]
+		if !ok {
+			return nil, fmt.Errorf("%s: phase_ms: no phase for stream %s (give every stream's)", path, s.Name)
+		}
+		frame := s.FrameInterval()
+		if frame <= 0 {
+			frame = s.Period()
+		}
+		d := time.Duration(ms * float64(time.Millisecond))
+		if !(ms >= 0) || d >= frame {
+			return nil, fmt.Errorf("%s: phase_ms.%s: %g: give a phase from 0 to below the stream's frame interval (%v)", path, s.Name, ms, frame)
+		}
+		out[s.Name] = d
+	}
+	for name := range f.PhaseMs {
+		if _, ok := out[name]; !ok {
+			return nil, fmt.Errorf("%s: phase_ms.%s: the scenario has no such stream", path, name)
+		}
 	}
 	return out, nil
 }

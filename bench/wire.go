@@ -37,6 +37,16 @@ const (
 // Policies lists the policies in the order runs interleave them.
 var Policies = []string{PolicyDirect, PolicyTriton, PolicyVig}
 
+// The ablations of a scenario with a batching model (max_batch above 1): vig
+// with batching off (every model max_batch: 1), and vig given only max_batch
+// (no batch_exec_ms: the batch costs learnt online) whose first
+// learnWarmUp is not counted.
+const (
+	PolicyVigUnbatched = "vig-unbatched"
+	PolicyVigLearnt    = "vig-learnt"
+	learnWarmUp        = 5 * time.Second
+)
+
 // The ablation of a scenario with more than one kind of accelerator: vig
 // configured as one pool of N slots (backend.slots: N, no accelerators), in
 // front of the same device.
@@ -44,11 +54,43 @@ const policyOnePool = "vig-one-pool-"
 
 // PoliciesFor lists the policies of a scenario: Policies, and with more than one
 // accelerator declared vig as one pool of 1 slot and of all the slots.
+// With a batching model, vig-unbatched, and vig-learnt if batch_exec_ms is given.
 func PoliciesFor(cfg *config.Config) []string {
-	if len(cfg.Accelerators) < 2 {
-		return Policies
+	out := Policies
+	if len(cfg.Accelerators) >= 2 {
+		out = append(slices.Clone(out), policyOnePool+"1", fmt.Sprintf("%s%d", policyOnePool, cfg.Backend.Slots))
 	}
-	return append(slices.Clone(Policies), policyOnePool+"1", fmt.Sprintf("%s%d", policyOnePool, cfg.Backend.Slots))
+	batching, costs := false, false
+	for _, m := range cfg.Models {
+		if m.MaxBatch != nil && *m.MaxBatch > 1 {
+			batching = true
+			costs = costs || len(m.BatchExecMs) > 0
+		}
+	}
+	if batching {
+		out = append(slices.Clone(out), PolicyVigUnbatched)
+		if costs {
+			out = append(out, PolicyVigLearnt)
+		}
+	}
+	return out
+}
+
+// batchAblation is cfg as a batching ablation policy configures vig: every model
+// max_batch: 1 (vig-unbatched), or without batch_exec_ms (vig-learnt). Only the
+// governor sees it; the backend keeps its batcher.
+func batchAblation(cfg *config.Config, policy string) *config.Config {
+	c := *cfg
+	c.Models = map[string]config.Model{}
+	one := 1
+	for name, m := range cfg.Models {
+		m.BatchExecMs = nil
+		if policy == PolicyVigUnbatched {
+			m.MaxBatch = &one
+		}
+		c.Models[name] = m
+	}
+	return &c
 }
 
 // onePool returns the slots of a one-pool ablation policy, or 0.
@@ -68,14 +110,21 @@ func PolicyLabel(p string) string {
 	if n := onePool(p); n > 0 {
 		return fmt.Sprintf("vig as one pool, `slots: %d`", n)
 	}
-	if p == PolicyVigHTTP {
+	switch p {
+	case PolicyVigHTTP:
 		return "vig, HTTP + gRPC sensors"
+	case PolicyVigUnbatched:
+		return "vig, `max_batch: 1`"
+	case PolicyVigLearnt:
+		return "vig, only `max_batch` (costs learnt)"
 	}
 	return p
 }
 
 // governed reports whether policy runs vig's governor (its counters apply).
-func governed(p string) bool { return p == PolicyVig || p == PolicyVigHTTP || onePool(p) > 0 }
+func governed(p string) bool {
+	return p == PolicyVig || p == PolicyVigHTTP || p == PolicyVigUnbatched || p == PolicyVigLearnt || onePool(p) > 0
+}
 
 // wirePayload is the input tensor each frame carries on the wire benchmark: small,
 // because this benchmark is about scheduling, not bytes.
@@ -110,6 +159,22 @@ type WireOptions struct {
 type Scenario struct {
 	Name   string
 	Config *config.Config
+	// Phases are the sensors' first captures after a run's start, by stream
+	// (<name>.sensors.yaml); without them stream i starts at i × 7 ms.
+	Phases map[string]time.Duration
+}
+
+// offsets is each stream's phase, in config order.
+func (sc Scenario) offsets() []time.Duration {
+	out := make([]time.Duration, len(sc.Config.Streams))
+	for i, s := range sc.Config.Streams {
+		if d, ok := sc.Phases[s.Name]; ok {
+			out[i] = d
+		} else {
+			out[i] = streamOffset(i)
+		}
+	}
+	return out
 }
 
 // StreamResult is one stream's figures in one run (or the best run of its policy).
@@ -134,6 +199,12 @@ type StreamResult struct {
 	// (superseded, late-dropped, rejected, cancelled at the end of the run).
 	Delivered uint64 `json:"delivered"`
 	Errors    uint64 `json:"errors"`
+	// Checked counts answers of a batching model whose rows the client
+	// recomputed (each frame's content is its own); Mixed those that were not
+	// the frame's own (another frame's row or id). A mixed-up answer is not a
+	// delivery.
+	Checked uint64 `json:"checked,omitempty"`
+	Mixed   uint64 `json:"mixed_up,omitempty"`
 	SensorStats
 	// Inferences is the backend's inference_count for the stream's model.
 	Inferences uint64 `json:"inferences"`
@@ -158,17 +229,27 @@ type StreamSpec struct {
 	PeriodMs float64 `json:"period_ms"`
 	MaxAgeMs float64 `json:"max_age_ms"`
 	ExecMs   float64 `json:"exec_ms"`
+	PhaseMs  float64 `json:"phase_ms"`
+	// MaxBatch and BatchExecMs are the model's batching as configured.
+	MaxBatch    int             `json:"max_batch,omitempty"`
+	BatchExecMs map[int]float64 `json:"batch_exec_ms,omitempty"`
 }
 
-func specsOf(cfg *config.Config) []StreamSpec {
+func specsOf(sc Scenario) []StreamSpec {
 	var out []StreamSpec
-	for _, s := range cfg.Streams {
+	off := sc.offsets()
+	for i, s := range sc.Config.Streams {
 		frame := s.FrameInterval()
 		if frame <= 0 {
 			frame = s.Period()
 		}
-		out = append(out, StreamSpec{Name: s.Name, Class: s.Class, Model: s.Model, FrameMs: ms(frame),
-			PeriodMs: ms(s.Period()), MaxAgeMs: ms(s.MaxAge()), ExecMs: cfg.Models[s.Model].ExecMs})
+		m := sc.Config.Models[s.Model]
+		spec := StreamSpec{Name: s.Name, Class: s.Class, Model: s.Model, FrameMs: ms(frame),
+			PeriodMs: ms(s.Period()), MaxAgeMs: ms(s.MaxAge()), ExecMs: m.ExecMs, PhaseMs: ms(off[i]), BatchExecMs: m.BatchExecMs}
+		if m.MaxBatch != nil {
+			spec.MaxBatch = *m.MaxBatch
+		}
+		out = append(out, spec)
 	}
 	return out
 }
@@ -182,6 +263,9 @@ type WireRun struct {
 	// Busy is each accelerator's busy share of its slot time in the run (%),
 	// from the mock backend's timeline.
 	Busy map[string]float64 `json:"busy_share_pct"`
+	// Batches counts the backend's executions by model and batch size (rows),
+	// from its timeline, when a model ran a batch of more than one row.
+	Batches map[string]map[int]int `json:"batches,omitempty"`
 
 	idle []time.Duration // the samples of Idle, pooled per policy
 }
@@ -226,6 +310,9 @@ type WireScenario struct {
 	Busy         map[string]map[string]float64 `json:"busy_share_pct"`
 	// HTTPStreams are the streams whose sensors used HTTP/REST under vig-http.
 	HTTPStreams []string `json:"http_streams,omitempty"`
+	// Batches is each policy's executions by model and batch size, every depth
+	// pooled (see WireRun.Batches).
+	Batches map[string]map[string]map[int]int `json:"batches,omitempty"`
 }
 
 // WireResult is the wire benchmark's output.
@@ -265,7 +352,7 @@ func RunWire(ctx context.Context, o WireOptions) (*WireResult, error) {
 	}
 	for i, sc := range o.Scenarios {
 		httpStreams := httpOf[i]
-		ws := WireScenario{Name: sc.Name, Slots: sc.Config.Backend.Slots, Streams: specsOf(sc.Config),
+		ws := WireScenario{Name: sc.Name, Slots: sc.Config.Backend.Slots, Streams: specsOf(sc),
 			Policies: policiesOf[i], Busy: map[string]map[string]float64{}, HTTPStreams: httpStreams}
 		for _, a := range sc.Config.AcceleratorList() {
 			ws.Accelerators = append(ws.Accelerators, AcceleratorSpec{Name: a.Name, Slots: a.Slots})
@@ -281,7 +368,7 @@ func RunWire(ctx context.Context, o WireOptions) (*WireResult, error) {
 						}
 						o.Progress("wire %s: %s, depth %d (%v%s)", sc.Name, PolicyLabel(p), d, piece, of)
 					}
-					run, err := runWireOnce(ctx, sc.Config, p, d, piece, httpStreams)
+					run, err := runWireOnce(ctx, sc, p, d, piece, httpStreams)
 					if err != nil {
 						return nil, fmt.Errorf("wire %s %s depth %d: %w", sc.Name, p, d, err)
 					}
@@ -315,6 +402,11 @@ func RunWire(ctx context.Context, o WireOptions) (*WireResult, error) {
 			}
 			ws.Best[p] = BestDepth(runs)
 			ws.Busy[p] = busy
+			for _, r := range runs {
+				if len(r.Batches) > 0 {
+					addBatches(ws.batchesOf(p), r.Batches)
+				}
+			}
 			pooled.Waited, pooled.P50Us, pooled.P90Us = idleQuantiles(samples)
 			ws.Idle[p] = pooled
 		}
@@ -327,6 +419,29 @@ func RunWire(ctx context.Context, o WireOptions) (*WireResult, error) {
 		res.Scenarios = append(res.Scenarios, ws)
 	}
 	return res, nil
+}
+
+// batchesOf is policy p's batch counts, made on first use.
+func (ws *WireScenario) batchesOf(p string) map[string]map[int]int {
+	if ws.Batches == nil {
+		ws.Batches = map[string]map[string]map[int]int{}
+	}
+	if ws.Batches[p] == nil {
+		ws.Batches[p] = map[string]map[int]int{}
+	}
+	return ws.Batches[p]
+}
+
+// addBatches adds the executions of from to into.
+func addBatches(into, from map[string]map[int]int) {
+	for model, sizes := range from {
+		if into[model] == nil {
+			into[model] = map[int]int{}
+		}
+		for size, n := range sizes {
+			into[model][size] += n
+		}
+	}
 }
 
 // poolRun adds round n (counted from 0) of a run to the rounds before it in
@@ -358,6 +473,8 @@ func poolRun(into, r *WireRun, n int) {
 		}
 		a.Delivered += b.Delivered
 		a.Errors += b.Errors
+		a.Checked += b.Checked
+		a.Mixed += b.Mixed
 		a.Scheduled += b.Scheduled
 		a.Sent += b.Sent
 		a.Dropped += b.Dropped
@@ -369,6 +486,10 @@ func poolRun(into, r *WireRun, n int) {
 		a.QueueFull += b.QueueFull
 		a.TimedOut += b.TimedOut
 	}
+	if len(r.Batches) > 0 && into.Batches == nil {
+		into.Batches = map[string]map[int]int{}
+	}
+	addBatches(into.Batches, r.Batches)
 	into.idle = append(into.idle, r.idle...)
 	into.Idle.Jobs += r.Idle.Jobs
 	into.Idle.SumMs += r.Idle.SumMs
@@ -477,8 +598,8 @@ func better(a, b StreamResult) bool {
 
 // runWireOnce runs one policy at one depth on a fresh mock backend; under
 // vig-http the sensors of httpStreams use vig's HTTP/REST frontend.
-func runWireOnce(ctx context.Context, scenario *config.Config, policy string, depth int, dur time.Duration, httpStreams []string) (*WireRun, error) {
-	cfg := *scenario // shallow: the backend address is the only field written
+func runWireOnce(ctx context.Context, sc Scenario, policy string, depth int, dur time.Duration, httpStreams []string) (*WireRun, error) {
+	cfg := *sc.Config // shallow: the backend address is the only field written
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	mcfg := mockbackend.FromConfig(&cfg)
@@ -494,11 +615,15 @@ func runWireOnce(ctx context.Context, scenario *config.Config, policy string, de
 	target, httpTarget := mb.Addr(), ""
 	var gov *gateway.Governor
 	var tp *TritonPolicy
+	gwCfg := &cfg
+	if policy == PolicyVigUnbatched || policy == PolicyVigLearnt {
+		gwCfg = batchAblation(&cfg, policy)
+	}
 	if policy != PolicyDirect {
 		var admit gateway.Admitter
 		quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 		if governed(policy) {
-			gcfg := &cfg
+			gcfg := gwCfg
 			if n := onePool(policy); n > 0 {
 				gcfg = onePoolConfig(&cfg, n)
 			}
@@ -512,7 +637,7 @@ func runWireOnce(ctx context.Context, scenario *config.Config, policy string, de
 			admit = tp
 		}
 		var sockets netopt.Stats
-		gw, err := gateway.New(gateway.Options{Config: &cfg, Dial: sockets.DialAddr, Admit: admit, Log: quiet})
+		gw, err := gateway.New(gateway.Options{Config: gwCfg, Dial: sockets.DialAddr, Admit: admit, Log: quiet})
 		if err != nil {
 			return nil, err
 		}
@@ -545,7 +670,11 @@ func runWireOnce(ctx context.Context, scenario *config.Config, policy string, de
 	if httpTarget == "" {
 		httpStreams = nil
 	}
-	return driveSensors(ctx, &cfg, policy, depth, dur, target, httpTarget, httpStreams, mb, gov, tp)
+	var warm time.Duration
+	if policy == PolicyVigLearnt {
+		warm = learnWarmUp
+	}
+	return driveSensors(ctx, &cfg, sc.offsets(), policy, depth, warm, dur, target, httpTarget, httpStreams, mb, gov, tp)
 }
 
 // onePoolConfig is cfg as vig was configured before accelerators: one pool of
@@ -567,13 +696,15 @@ func onePoolConfig(cfg *config.Config, slots int) *config.Config {
 // every policy): real cameras are not phase-locked.
 func streamOffset(i int) time.Duration { return time.Duration(i) * 7 * time.Millisecond }
 
-func driveSensors(ctx context.Context, cfg *config.Config, policy string, depth int, dur time.Duration,
+// driveSensors runs the sensors for warm + dur and counts the last dur.
+func driveSensors(ctx context.Context, cfg *config.Config, offsets []time.Duration, policy string, depth int, warm, dur time.Duration,
 	target, httpTarget string, httpStreams []string, mb *mockbackend.Running, gov *gateway.Governor, tp *TritonPolicy) (*WireRun, error) {
 	type streamState struct {
-		mu         sync.Mutex
-		deliveries []sched.Delivery
-		errors     uint64
-		stats      SensorStats
+		mu             sync.Mutex
+		deliveries     []sched.Delivery
+		errors         uint64
+		checked, mixed uint64
+		stats          SensorStats
 	}
 	n := len(cfg.Streams)
 	states := make([]streamState, n)
@@ -621,25 +752,49 @@ func driveSensors(ctx context.Context, cfg *config.Config, policy string, depth 
 				_, err := client.ModelInfer(ctx, frameRequest(model, name, frame, capture, payload))
 				return err
 			}
+			if batchingModel(cfg, model) {
+				st := &states[i]
+				send = func(ctx context.Context, frame uint64, capture int64) error {
+					row := framePayload(name, frame)
+					resp, err := client.ModelInfer(ctx, batchFrameRequest(model, name, frame, capture, row))
+					if err != nil {
+						return err
+					}
+					if ownAnswer(resp, name, frame, row) {
+						st.mu.Lock()
+						st.checked++
+						st.mu.Unlock()
+						return nil
+					}
+					st.mu.Lock()
+					st.checked++
+					st.mixed++
+					st.mu.Unlock()
+					return errMixedUp
+				}
+			}
 		}
 		st := &states[i]
 		interval := s.FrameInterval()
 		if interval <= 0 {
 			interval = s.Period()
 		}
-		sensors[i] = &Sensor{Interval: interval, Offset: streamOffset(i), Depth: depth, Clock: Monotonic,
+		sensors[i] = &Sensor{Interval: interval, Offset: offsets[i], Depth: depth, Clock: Monotonic,
 			Send: send,
 			OnResult: func(_ uint64, capture, at int64, err error) {
 				st.mu.Lock()
 				defer st.mu.Unlock()
 				if err != nil {
-					st.errors++
+					if err != errMixedUp {
+						st.errors++
+					}
 					return
 				}
 				st.deliveries = append(st.deliveries, sched.Delivery{At: sched.Time(at), Capture: sched.Time(capture)})
 			}}
 	}
-	start := clock.Monotonic() + int64(50*time.Millisecond)
+	first := clock.Monotonic() + int64(50*time.Millisecond) // the sensors' clock starts
+	start := first + int64(warm)                            // the counts start
 	end := start + int64(dur)
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -650,7 +805,7 @@ func driveSensors(ctx context.Context, cfg *config.Config, policy string, depth 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			st := sensors[i].Run(runCtx, start)
+			st := sensors[i].Run(runCtx, first)
 			states[i].mu.Lock()
 			states[i].stats = st
 			states[i].mu.Unlock()
@@ -682,24 +837,39 @@ func driveSensors(ctx context.Context, cfg *config.Config, policy string, depth 
 	run := &WireRun{Policy: policy, Depth: depth}
 	captures := map[string]func(frame uint64) int64{}
 	for i, s := range cfg.Streams {
-		off, iv := int64(streamOffset(i)), int64(sensors[i].Interval)
-		captures[s.Name] = func(frame uint64) int64 { return start + off + int64(frame)*iv }
+		off, iv := int64(offsets[i]), int64(sensors[i].Interval)
+		captures[s.Name] = func(frame uint64) int64 { return first + off + int64(frame)*iv }
 	}
 	// The timeline is in time.Time (with Go's monotonic reading): place it on
 	// CLOCK_MONOTONIC from one pair of readings.
 	ref, refMono := time.Now(), clock.Monotonic()
 	mono := func(t time.Time) int64 { return refMono - int64(ref.Sub(t)) }
-	jobs := mb.Timeline()
+	raw := mb.Timeline()
+	jobs := executions(raw)
+	if warm > 0 {
+		// The backend's inference_count includes the warm-up: count the rows
+		// that started after it instead.
+		clear(inferences)
+		for _, j := range raw {
+			if s := mono(j.Start); s >= start && s < end {
+				inferences[j.Model] += uint64(max(j.Rows, 1))
+			}
+		}
+	}
 	run.Idle, run.idle = idleWhileWaiting(jobs, mono, captures, start, end, cfg.Backend.Slots)
 	run.Busy = busyShare(jobs, mono, start, end, cfg.AcceleratorList())
+	run.Batches = batchCounts(jobs, mono, start, end)
 	for i, s := range cfg.Streams {
 		st := &states[i]
+		if warm > 0 {
+			st.deliveries = slices.DeleteFunc(st.deliveries, func(d sched.Delivery) bool { return int64(d.At) < start })
+		}
 		cov := sched.Coverage(sched.Time(start), sched.Time(end), s.Period(), s.MaxAge(), st.deliveries)
 		aoi := sched.AoI(sched.Time(start), sched.Time(end), st.deliveries)
 		r := StreamResult{Stream: s.Name, Class: s.Class, Depth: depth,
 			Coverage: cov.Ratio(), Windows: cov.Windows, Covered: cov.Covered, Empty: cov.Empty(), Doubled: cov.Doubled,
 			AoIP50: ms(aoi.P50), AoIP95: ms(aoi.P95), AoIP99: ms(aoi.P99),
-			Delivered: uint64(len(st.deliveries)), Errors: st.errors, SensorStats: st.stats,
+			Delivered: uint64(len(st.deliveries)), Errors: st.errors, Checked: st.checked, Mixed: st.mixed, SensorStats: st.stats,
 			Inferences: inferences[s.Model],
 			AoICDF:     AoIQuantiles(sched.Time(start), sched.Time(end), st.deliveries)}
 		if slices.Contains(httpStreams, s.Name) {

@@ -33,8 +33,28 @@
 // Every model accepts any number of input tensors of any name, type and shape, and
 // produces one output: OUTPUT0, INT64, shape [2] = [Digest(inputs), frame], little
 // endian in raw_output_contents. ModelMetadata describes the inputs as INPUT0 UINT8
-// [-1]; ModelConfig returns EncodeModelConfig. Each model has the single version "1"
-// (a request for version "" or "1" runs it; the response names version "1").
+// [-1]; ModelConfig returns ModelConfigOf, encoded (wire.AppendModelConfig): name,
+// platform, max_batch_size, one KIND_GPU instance group of count 1 and the dynamic
+// batcher. Each model has the single version "1" (a request for version "" or "1"
+// runs it; the response names version "1").
+//
+// # Batching
+//
+// A model with Model.MaxBatch above 0 has a batch dimension, as a Triton model
+// with max_batch_size > 0: every input's first dimension is the request's batch
+// size b, 1 ≤ b ≤ MaxBatch (else INVALID_ARGUMENT in Triton's words, "inference
+// request batch-size must be <= 8 for 'detector'"), and OUTPUT0 is UINT8 [b, 16]
+// whose row i is RowOutput of the inputs' row i alone (fixed-size datatypes split
+// by bytes, BYTES by elements; `contents` is refused), so a client can tell
+// whose row it got. With Model.Batcher the model has Triton's dynamic batcher:
+// when a slot frees, the oldest queued request takes the queued requests of its
+// model with it in arrival order, up to MaxBatch rows (the largest preferred
+// batch size it can form, if any); with a queue delay an incomplete batch waits
+// up to that long from its oldest request's arrival, and other models' requests
+// run meanwhile. The batch runs as one execution (Job.Execution) and every
+// request gets its own rows back. An execution of b rows lasts the mean of its
+// rows' times × (1 + BatchGain·(b − 1)): a one-row request's row takes ExecTime,
+// a row of a request that came with several Exec × 1.1.
 //
 // Request checks follow Triton: an unknown model or version is NOT_FOUND;
 // raw_input_contents[i] belongs to inputs[i] and is given for all inputs or none;
@@ -62,12 +82,13 @@
 //
 // # Statistics
 //
-// ModelStatistics reports, per model: inference_count and execution_count (equal:
-// no batching), last_inference (ms since the epoch), success and fail (count and
+// ModelStatistics reports, per model: inference_count (rows) and execution_count
+// (executions: a batch counts once), last_inference (ms since the epoch), success and fail (count and
 // total ns from arrival to answer), queue (waiting for a slot), compute_input
 // (resolving and hashing the inputs, before queueing), compute_infer (start of the
 // slot's timeline to the job's end) and compute_output. Cancelled or invalid
-// requests for a known model count as fail.
+// requests for a known model count as fail. Server.BatchSizes counts the
+// executions of each batch size (Triton's batch_stats, which vig's protocol omits).
 //
 // # Features the mock lacks
 //

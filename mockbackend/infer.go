@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -76,16 +78,19 @@ func (s *Server) ModelStreamInfer(stream grpc.BidiStreamingServer[inference.Mode
 
 // job is one request being served.
 type job struct {
-	inputs  [][]byte  // one per input tensor: raw bytes, encoded contents, or a view into shm
-	names   []string  // input names
-	outputs []*output // outputs to produce
-	regions []*region // regions held until the job ends
+	inputs  [][]byte   // one per input tensor: raw bytes, encoded contents, or a view into shm
+	names   []string   // input names
+	rows    int        // batch size: the inputs' first dimension (1 for a model without one)
+	split   [][][]byte // a batching model's inputs by row: split[i][k] is input k's row i
+	rowOut  []byte     // a batching model's OUTPUT0: RowOutput of each row
+	outputs []*output  // outputs to produce
+	regions []*region  // regions held until the job ends
 }
 
 type output struct {
 	name   string
 	region *region // nil: raw_output_contents
-	data   []byte  // the 16 bytes in the region when region != nil
+	data   []byte  // the output's bytes in the region when region != nil
 }
 
 func (s *Server) infer(ctx context.Context, req *inference.ModelInferRequest) (*inference.ModelInferResponse, error) {
@@ -105,8 +110,14 @@ func (s *Server) infer(ctx context.Context, req *inference.ModelInferRequest) (*
 		m.st.fail.add(done.Sub(arrival))
 	} else {
 		m.st.last = done
-		m.st.inferences++
-		m.st.executions++
+		m.st.inferences += uint64(st.rows)
+		if st.leader {
+			m.st.executions++
+			if m.st.batches == nil {
+				m.st.batches = map[int]uint64{}
+			}
+			m.st.batches[st.batch]++
+		}
 		m.st.success.add(done.Sub(arrival))
 		m.st.queue.add(st.queue)
 		m.st.input.add(st.input)
@@ -117,7 +128,11 @@ func (s *Server) infer(ctx context.Context, req *inference.ModelInferRequest) (*
 	return resp, err
 }
 
-type phases struct{ queue, input, infer, output time.Duration }
+type phases struct {
+	queue, input, infer, output time.Duration
+	rows, batch                 int  // the request's rows, its execution's
+	leader                      bool // the request held the slot (counts the execution)
+}
 
 func (s *Server) run(ctx context.Context, m *model, req *inference.ModelInferRequest, stream string, frame uint64, arrival time.Time) (*inference.ModelInferResponse, phases, error) {
 	var ph phases
@@ -134,36 +149,71 @@ func (s *Server) run(ctx context.Context, m *model, req *inference.ModelInferReq
 	if err != nil {
 		return nil, ph, err
 	}
+	if m.MaxBatch > 0 {
+		if err := readShared("reading inputs from", func() {
+			j.rowOut = make([]byte, 0, RowBytes*j.rows)
+			for _, row := range j.split {
+				j.rowOut = append(j.rowOut, RowOutput(row)...)
+			}
+		}); err != nil {
+			return nil, ph, err
+		}
+	}
 	queued := time.Now()
 	ph.input = queued.Sub(arrival)
 
-	g, err := s.acquire(ctx, m, req, queued)
+	wk := work{rows: j.rows, policy: m.policy}
+	if j.rows == 1 {
+		wk.exec = ExecTime(s.cfg.Seed, stream, frame, m.Exec)
+	} else {
+		wk.exec = time.Duration(math.Round(float64(m.Exec) * meanFactor * float64(j.rows)))
+	}
+	g, err := s.acquire(ctx, m, req, queued, wk)
 	if err != nil {
 		return nil, ph, err
 	}
 	if h := s.grantHook.Load(); h != nil {
-		(*h)(req.Id, grant{slot: m.base + g.slot, start: g.start})
+		(*h)(req.Id, grant{slot: m.base + g.slot, start: g.start, end: g.end, exec: g.exec, leader: g.leader})
 	}
-	end := g.start.Add(ExecTime(s.cfg.Seed, stream, frame, m.Exec))
+	end := g.end
 	if s.timeline != nil {
 		s.timeline.add(Job{ID: req.Id, Model: m.Name, Stream: stream, Frame: frame, Slot: m.base + g.slot, Accelerator: m.accel,
-			Queued: queued, Start: g.start, End: end})
+			Queued: queued, Start: g.start, End: end, Execution: g.exec.id, Rows: j.rows, Batch: g.exec.rows})
 	}
-	if s.spin >= 0 {
-		waitUntil(end, s.spin)
+	if g.leader {
+		if s.spin >= 0 {
+			waitUntil(end, s.spin)
+		} else {
+			time.Sleep(time.Until(end))
+		}
+		m.pool.release(g.slot, end)
+		close(g.exec.done)
 	} else {
-		time.Sleep(time.Until(end))
+		<-g.exec.done
 	}
 	finished := time.Now()
-	m.pool.release(g.slot, end)
 	ph.queue = g.start.Sub(queued)
 	ph.infer = finished.Sub(g.start)
+	ph.rows, ph.batch, ph.leader = j.rows, g.exec.rows, g.leader
 
 	resp := &inference.ModelInferResponse{ModelName: m.Name, ModelVersion: modelVersion, Id: req.Id}
 	if IsDetector(m.Name) {
 		for _, o := range detectorOutputs(j, digest, frame) {
 			resp.Outputs = append(resp.Outputs, &inference.ModelInferResponse_InferOutputTensor{Name: o.Name, Datatype: o.Datatype, Shape: o.Shape})
 			resp.RawOutputContents = append(resp.RawOutputContents, o.Data)
+		}
+		ph.output = time.Since(finished)
+		return resp, ph, nil
+	}
+	if m.MaxBatch > 0 {
+		out := j.rowOut
+		for _, o := range j.outputs {
+			resp.Outputs = append(resp.Outputs, &inference.ModelInferResponse_InferOutputTensor{
+				Name: o.name, Datatype: rowDatatype, Shape: []int64{int64(j.rows), RowBytes},
+			})
+			if err := answer(resp, o, out); err != nil {
+				return nil, ph, err
+			}
 		}
 		ph.output = time.Since(finished)
 		return resp, ph, nil
@@ -175,20 +225,32 @@ func (s *Server) run(ctx context.Context, m *model, req *inference.ModelInferReq
 		resp.Outputs = append(resp.Outputs, &inference.ModelInferResponse_InferOutputTensor{
 			Name: o.name, Datatype: outputDatatype, Shape: []int64{2},
 		})
-		if o.region == nil {
-			resp.RawOutputContents = append(resp.RawOutputContents, out[:])
-			continue
-		}
-		if err := writeShared(o.data, out[:]); err != nil {
+		if err := answer(resp, o, out[:]); err != nil {
 			return nil, ph, err
 		}
-		// Triton answers a shared-memory output with an empty raw entry, so that
-		// raw_output_contents[i] still belongs to outputs[i].
-		resp.RawOutputContents = append(resp.RawOutputContents, []byte{})
 	}
 	ph.output = time.Since(finished)
 	return resp, ph, nil
 }
+
+// answer places an output's bytes: in raw_output_contents, or in its
+// shared-memory region with an empty raw entry, as Triton answers one, so that
+// raw_output_contents[i] still belongs to outputs[i].
+func answer(resp *inference.ModelInferResponse, o *output, data []byte) error {
+	if o.region == nil {
+		resp.RawOutputContents = append(resp.RawOutputContents, data)
+		return nil
+	}
+	if err := writeShared(o.data, data); err != nil {
+		return err
+	}
+	resp.RawOutputContents = append(resp.RawOutputContents, []byte{})
+	return nil
+}
+
+// meanFactor is the mean of ExecTime's factor: a row of a request that came
+// with several rows takes Exec × meanFactor.
+const meanFactor = (minFactor + maxFactor) / 2
 
 // prepare checks the request as Triton does and resolves every tensor's bytes.
 func (s *Server) prepare(j *job, m *model, req *inference.ModelInferRequest) error {
@@ -236,8 +298,16 @@ func (s *Server) prepare(j *job, m *model, req *inference.ModelInferRequest) err
 		j.names = append(j.names, in.Name)
 		j.inputs = append(j.inputs, data)
 	}
+	j.rows = 1
 	if IsDetector(m.Name) {
 		return prepareDetector(j, m, req)
+	}
+	outBytes := uint64(outputBytes)
+	if m.MaxBatch > 0 {
+		if err := splitRows(j, m, req); err != nil {
+			return err
+		}
+		outBytes = uint64(RowBytes * j.rows)
 	}
 	if len(req.Outputs) == 0 {
 		j.outputs = []*output{{name: OutputName}}
@@ -253,15 +323,15 @@ func (s *Server) prepare(j *job, m *model, req *inference.ModelInferRequest) err
 		}
 		out := &output{name: o.Name}
 		if sh.region != "" {
-			if sh.size < outputBytes {
+			if sh.size < outBytes {
 				return status.Errorf(codes.InvalidArgument,
 					"shared memory size specified with the request for output '%s' (%d bytes) should be at least %d bytes to hold the results",
-					o.Name, sh.size, outputBytes)
+					o.Name, sh.size, outBytes)
 			}
 			if out.data, err = s.sharedSlice(j, o.Name, sh); err != nil {
 				return err
 			}
-			out.data = out.data[:outputBytes]
+			out.data = out.data[:outBytes]
 			out.region = j.regions[len(j.regions)-1]
 		}
 		j.outputs = append(j.outputs, out)
@@ -389,13 +459,123 @@ func digestInputs(j *job) (d uint64, err error) {
 }
 
 // writeShared copies an output into a region with the same fault protection.
-func writeShared(dst, src []byte) (err error) {
+func writeShared(dst, src []byte) error {
+	return readShared("writing output to", func() { copy(dst, src) })
+}
+
+// readShared runs f, which touches shared memory, with a fault turned into an
+// error saying what it was doing.
+func readShared(doing string, f func()) (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			err = status.Errorf(codes.Internal, "writing output to shared memory: %v (was the object truncated?)", r)
+			err = status.Errorf(codes.Internal, "%s shared memory: %v (was the object truncated?)", doing, r)
 		}
 	}()
-	copy(dst, src)
+	f()
 	return nil
+}
+
+// splitRows reads a batching model's batch size, the first dimension every input
+// must share, and splits each input's bytes into its rows, as Triton checks and
+// batches them: fixed-size datatypes by bytes, BYTES by their length-prefixed
+// elements.
+func splitRows(j *job, m *model, req *inference.ModelInferRequest) error {
+	if len(req.Inputs) == 0 {
+		return status.Errorf(codes.InvalidArgument, "inference request to model '%s' has no inputs: a batching model reads its batch size from the inputs' first dimension", m.Name)
+	}
+	b := int64(-1)
+	for _, in := range req.Inputs {
+		if len(in.Shape) == 0 {
+			return status.Errorf(codes.InvalidArgument,
+				"input '%s' for model '%s' has shape []: the model has max_batch_size %d, so every input's first dimension is the batch size (send [1, …] for one frame)", in.Name, m.Name, m.MaxBatch)
+		}
+		if in.Contents != nil {
+			return status.Errorf(codes.InvalidArgument,
+				"input '%s' for model '%s': the mock's batching models read raw_input_contents or shared memory; send the tensor as raw bytes", in.Name, m.Name)
+		}
+		switch d := in.Shape[0]; {
+		case d < 1:
+			return status.Errorf(codes.InvalidArgument, "inference request batch-size must be >= 1 for '%s' (input '%s' has shape %v)", m.Name, in.Name, in.Shape)
+		case d > int64(m.MaxBatch):
+			return status.Errorf(codes.InvalidArgument, "inference request batch-size must be <= %d for '%s'", m.MaxBatch, m.Name)
+		case b >= 0 && d != b:
+			return status.Errorf(codes.InvalidArgument,
+				"input '%s' for model '%s' has batch size %d, another input %d: every input's first dimension is the same batch size", in.Name, m.Name, d, b)
+		default:
+			b = d
+		}
+	}
+	j.rows = int(b)
+	j.split = make([][][]byte, j.rows)
+	for i := range j.split {
+		j.split[i] = make([][]byte, len(j.inputs))
+	}
+	for k, in := range req.Inputs {
+		rows, err := rowsOf(j.inputs[k], in, j.rows)
+		if err != nil {
+			return status.Errorf(codes.InvalidArgument, "input '%s' for model '%s': %v", in.Name, m.Name, err)
+		}
+		for i, r := range rows {
+			j.split[i][k] = r
+		}
+	}
+	return nil
+}
+
+// rowsOf splits one input's bytes into its b rows.
+func rowsOf(data []byte, in *inference.ModelInferRequest_InferInputTensor, b int) ([][]byte, error) {
+	out := make([][]byte, b)
+	if in.Datatype != "BYTES" {
+		if len(data)%b != 0 {
+			return nil, fmt.Errorf("%d bytes do not split into %d rows", len(data), b)
+		}
+		n := len(data) / b
+		for i := range out {
+			out[i] = data[i*n : (i+1)*n]
+		}
+		return out, nil
+	}
+	elems := int64(1)
+	for _, d := range in.Shape {
+		if d < 0 || d > 1<<31 || elems*d > 1<<31 {
+			return nil, fmt.Errorf("shape %v is not a BYTES tensor the mock splits", in.Shape)
+		}
+		elems *= d
+	}
+	per, off := elems/int64(b), 0
+	for i := range out {
+		start := off
+		for range per {
+			if len(data)-off < 4 {
+				return nil, fmt.Errorf("BYTES element at byte %d: want a 4-byte length prefix", off)
+			}
+			n := int(binary.LittleEndian.Uint32(data[off:]))
+			if n > len(data)-off-4 {
+				return nil, fmt.Errorf("BYTES element at byte %d: length %d runs past the tensor's %d bytes", off, n, len(data))
+			}
+			off += 4 + n
+		}
+		out[i] = data[start:off]
+	}
+	if off != len(data) {
+		return nil, fmt.Errorf("BYTES tensor of shape %v has %d bytes after its %d elements", in.Shape, len(data)-off, elems)
+	}
+	return out, nil
+}
+
+// RowOutput is a batching model's OUTPUT0 row for an input row (one slice per
+// input tensor, in request order): Digest(row) and FNV-1a over the row's bytes,
+// 8 bytes each, little endian. It depends on that row alone, so a client can
+// recompute it and tell whether it got its own frame's answer.
+func RowOutput(row [][]byte) []byte {
+	out := make([]byte, RowBytes)
+	binary.LittleEndian.PutUint64(out, Digest(row))
+	h := uint64(fnvOffset)
+	for _, b := range row {
+		h = fnvUint64(h, uint64(len(b)))
+		h = fnvBytes(h, b)
+	}
+	binary.LittleEndian.PutUint64(out[8:], h)
+	return out
 }

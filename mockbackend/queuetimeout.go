@@ -14,13 +14,15 @@ import (
 )
 
 // Queue timeouts, as Triton's dynamic batcher applies them: a model whose
-// Model.Queue has a default queue policy takes a request's `timeout` (µs)
+// dynamic batcher (Model.Batcher, else Model.Queue) has a default queue
+// policy takes a request's `timeout` (µs)
 // where the policy allows it (allow_timeout_override) and it is below the
 // default timeout, else the default; a request still queued when its timeout
 // passes is answered UNAVAILABLE "Request timeout expired" (timeout_action
 // REJECT; DELAY runs it anyway). This is Triton's
 // PriorityQueue::PolicyQueue::Enqueue and its rejection in
-// dynamic_batch_scheduler.cc. The mock does not merge requests for it.
+// dynamic_batch_scheduler.cc. Model.Queue gives a model the policy without
+// merging its requests (Batcher does both).
 
 // timeoutMsg is Triton's message for a request rejected at its timeout.
 const timeoutMsg = "Request timeout expired"
@@ -86,27 +88,40 @@ func effectiveTimeout(p *wire.QueuePolicy, asked time.Duration) time.Duration {
 	return t
 }
 
+// queuePolicy is the queue policy of the model's dynamic batcher, nil
+// without one.
+func (m *model) queuePolicy() *wire.QueuePolicy {
+	if m.Batcher != nil && m.Batcher.DefaultQueuePolicy != nil {
+		return m.Batcher.DefaultQueuePolicy
+	}
+	if m.Queue != nil {
+		return m.Queue.DefaultQueuePolicy
+	}
+	return nil
+}
+
 // acquire waits for a slot for req as the model's queue policy says; the
 // error is a gRPC status.
-func (s *Server) acquire(ctx context.Context, m *model, req *inference.ModelInferRequest, queued time.Time) (grant, error) {
-	if m.Queue == nil {
-		g, err := m.pool.acquire(ctx, queued)
+func (s *Server) acquire(ctx context.Context, m *model, req *inference.ModelInferRequest, queued time.Time, wk work) (grant, error) {
+	policy := m.queuePolicy()
+	if m.Queue == nil && m.Batcher == nil {
+		g, err := m.pool.acquireWork(ctx, queued, wk)
 		if err != nil {
 			err = status.FromContextError(err).Err()
 		}
 		return g, err
 	}
-	policy := m.Queue.DefaultQueuePolicy
 	rec := QueueRecord{ID: req.Id, Arrival: queued, Asked: requestTimeout(req)}
 	rec.Timeout = effectiveTimeout(policy, rec.Asked)
 	qctx := ctx
 	reject := rec.Timeout > 0 && policy.TimeoutAction == wire.TimeoutReject
+	deadline := queued.Add(rec.Timeout)
 	if reject {
 		var cancel context.CancelFunc
-		qctx, cancel = context.WithDeadline(ctx, queued.Add(rec.Timeout))
+		qctx, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
 	}
-	g, err := m.pool.acquire(qctx, queued)
+	g, err := m.pool.acquireWork(qctx, queued, wk)
 	if err != nil {
 		if reject && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 			rec.Expired = true
@@ -116,21 +131,37 @@ func (s *Server) acquire(ctx context.Context, m *model, req *inference.ModelInfe
 		s.record(rec)
 		return g, status.FromContextError(err).Err()
 	}
+	if reject && g.start.After(deadline) && g.exec.requests == 1 {
+		// Granted a start on the slot's timeline past its timeout (the timer
+		// fired late): Triton finds it expired when it reaches it.
+		if g.leader {
+			m.pool.release(g.slot, g.start) // it never ran: the timeline is unchanged
+		}
+		rec.Expired = true
+		s.record(rec)
+		return grant{}, status.Error(codes.Unavailable, timeoutMsg)
+	}
 	rec.Start = g.start
-	rec.Late = rec.Timeout > 0 && g.start.After(queued.Add(rec.Timeout))
+	rec.Late = rec.Timeout > 0 && g.start.After(deadline)
 	s.record(rec)
 	return g, nil
 }
 
-// modelConfigExtra is what a model's ModelConfig says beyond the mock's fixed
-// interface: its dynamic batcher's queue policy and priority levels, and its
-// sequence batcher, as fields appended to the message (a parser merges them).
-func modelConfigExtra(m *model, b []byte) []byte {
-	var c wire.ModelConfig
-	c.DynamicBatching = m.Queue
-	c.SequenceBatching = m.seq != nil
-	if c.DynamicBatching == nil && !c.SequenceBatching {
-		return b
+// withTritonRules adds to a model's reported configuration its queue policy
+// and priority levels (Model.Queue, where its batcher gives none) and its
+// sequence batcher.
+func (m *model) withTritonRules(c *wire.ModelConfig) *wire.ModelConfig {
+	if q := m.Queue; q != nil {
+		if c.DynamicBatching == nil {
+			c.DynamicBatching = &wire.DynamicBatching{}
+		}
+		if c.DynamicBatching.DefaultQueuePolicy == nil {
+			c.DynamicBatching.DefaultQueuePolicy = q.DefaultQueuePolicy
+		}
+		if c.DynamicBatching.PriorityLevels == 0 {
+			c.DynamicBatching.PriorityLevels = q.PriorityLevels
+		}
 	}
-	return append(b, wire.AppendModelConfig(nil, &c)...)
+	c.SequenceBatching = m.seq != nil
+	return c
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -33,6 +35,20 @@ type Model struct {
 	// On names the accelerator the model runs on, one of Config.Accelerators;
 	// empty without accelerators.
 	On string
+	// MaxBatch is the model's max_batch_size. Above 0 every input's first
+	// dimension is the request's batch size b (1 ≤ b ≤ MaxBatch) and OUTPUT0 has
+	// one row per input row (see RowOutput); 0 keeps the batch-free interface.
+	MaxBatch int
+	// Batcher, with MaxBatch above 0, is Triton's dynamic batcher for the model
+	// (preferred_batch_size and max_queue_delay_microseconds are used): queued
+	// requests of the model run together as one execution. nil: every request
+	// runs as it came.
+	Batcher *wire.DynamicBatching
+	// BatchGain g prices an execution of b rows: the mean of its rows' times ×
+	// (1 + g·(b − 1)). A row of a one-row request takes ExecTime; a row of a
+	// request that came with b > 1 rows takes Exec × 1.1 (the mean factor).
+	// 1 is no gain (b rows cost b single runs); 0 a batch costs one row.
+	BatchGain float64
 	// Sequence, when set, puts the model behind Triton's sequence batcher
 	// (sequence.go).
 	Sequence *SequenceBatching
@@ -79,11 +95,34 @@ func FromConfig(c *config.Config) Config {
 		}
 	}
 	for name, m := range c.Models {
-		cfg.Models = append(cfg.Models, Model{Name: name, Exec: m.Exec(), On: c.AcceleratorOf(name)})
+		mm := Model{Name: name, Exec: m.Exec(), On: c.AcceleratorOf(name)}
+		if m.MaxBatch != nil && *m.MaxBatch > 1 {
+			mm.MaxBatch = *m.MaxBatch
+			mm.Batcher = &wire.DynamicBatching{}
+			mm.BatchGain = gainOf(m)
+		}
+		cfg.Models = append(cfg.Models, mm)
 	}
 	sort.Slice(cfg.Models, func(i, j int) bool { return cfg.Models[i].Name < cfg.Models[j].Name })
 	sequencesFromConfig(cfg.Models, c)
 	return cfg
+}
+
+// gainOf is the batch gain that reproduces a model's batch_exec_ms: from the cost
+// of one row (batch_exec_ms[1], else exec_ms) to that of the largest batch given,
+// linearly. Without batch_exec_ms a batch costs its rows' single runs (gain 1).
+func gainOf(m config.Model) float64 {
+	one, big := m.ExecMs, 0
+	if v, ok := m.BatchExecMs[1]; ok {
+		one = v
+	}
+	for size := range m.BatchExecMs {
+		big = max(big, size)
+	}
+	if big < 2 || one <= 0 {
+		return 1
+	}
+	return max((m.BatchExecMs[big]/one-1)/float64(big-1), 0)
 }
 
 // The mock's fixed model interface, reported by ModelMetadata and ModelConfig. Any
@@ -96,6 +135,9 @@ const (
 	OutputName     = "OUTPUT0"
 	outputDatatype = "INT64"
 	outputBytes    = 16 // two int64
+	// A batching model's OUTPUT0 is UINT8 [b, RowBytes] (see RowOutput).
+	rowDatatype = "UINT8"
+	RowBytes    = 16
 )
 
 // Server is a Triton-protocol inference server whose models sleep instead of
@@ -126,6 +168,7 @@ type model struct {
 	Model
 	arrivals atomic.Uint64 // frame counter for requests whose id names no frame
 	pool     *slots        // its accelerator
+	policy   *batchPolicy  // nil unless MaxBatch > 0
 	seq      *seqBatcher   // its sequence batcher, nil without (sequence.go)
 	base     int           // the global number of its accelerator's slot 0
 	accel    string
@@ -137,6 +180,7 @@ type model struct {
 type stats struct {
 	last                              time.Time
 	inferences, executions            uint64
+	batches                           map[int]uint64 // executions by batch size
 	success, fail, queue, input, comp duration
 	output                            duration
 }
@@ -202,6 +246,10 @@ func New(cfg Config) (*Server, error) {
 		if _, dup := s.models[m.Name]; dup {
 			return nil, fmt.Errorf("mockbackend: model %q listed twice", m.Name)
 		}
+		policy, err := policyOf(m)
+		if err != nil {
+			return nil, err
+		}
 		p := 0
 		if len(cfg.Accelerators) > 0 || m.On != "" {
 			p = slices.Index(s.accels, m.On)
@@ -209,7 +257,7 @@ func New(cfg Config) (*Server, error) {
 				return nil, fmt.Errorf("mockbackend: model %q: accelerator %q is not configured (have %v)", m.Name, m.On, s.accels)
 			}
 		}
-		s.models[m.Name] = &model{Model: m, pool: s.pools[p], base: bases[s.accels[p]], accel: s.accels[p]}
+		s.models[m.Name] = &model{Model: m, pool: s.pools[p], base: bases[s.accels[p]], accel: s.accels[p], policy: policy}
 		if m.Sequence != nil {
 			s.models[m.Name].seq = newSeqBatcher(*m.Sequence)
 		}
@@ -225,6 +273,37 @@ func New(cfg Config) (*Server, error) {
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	s.health.SetServingStatus(inference.GRPCInferenceService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	return s, nil
+}
+
+// policyOf checks a model's batching options and returns its policy (nil for a
+// model without a batch dimension).
+func policyOf(m Model) (*batchPolicy, error) {
+	switch {
+	case m.MaxBatch < 0:
+		return nil, fmt.Errorf("mockbackend: model %q: max batch %d: give 0 (no batch dimension) or the most rows one execution takes", m.Name, m.MaxBatch)
+	case m.MaxBatch == 0 && m.Batcher != nil:
+		return nil, fmt.Errorf("mockbackend: model %q: a dynamic batcher needs a max batch size above 0, as in Triton", m.Name)
+	case m.MaxBatch == 0:
+		return nil, nil
+	case IsDetector(m.Name):
+		return nil, fmt.Errorf("mockbackend: model %q: the mock's %s models do not batch; drop its max batch", m.Name, DetectorSuffix)
+	case m.BatchGain < 0 || math.IsNaN(m.BatchGain) || math.IsInf(m.BatchGain, 0):
+		return nil, fmt.Errorf("mockbackend: model %q: batch gain %g: give 0 or more (1: a batch costs its rows' single runs)", m.Name, m.BatchGain)
+	}
+	p := &batchPolicy{max: m.MaxBatch, gain: m.BatchGain}
+	if b := m.Batcher; b != nil {
+		p.merge = true
+		p.delay = time.Duration(min(b.MaxQueueDelayMicroseconds, uint64(time.Hour/time.Microsecond))) * time.Microsecond
+		for _, v := range b.PreferredBatchSize {
+			if v < 1 || int(v) > m.MaxBatch {
+				return nil, fmt.Errorf("mockbackend: model %q: preferred batch size %d: sizes run from 1 to the max batch size %d", m.Name, v, m.MaxBatch)
+			}
+			p.preferred = append(p.preferred, int(v))
+		}
+		slices.Sort(p.preferred)
+		p.preferred = slices.Compact(p.preferred)
+	}
+	return p, nil
 }
 
 // Register adds the inference service and grpc.health.v1 to g.
@@ -295,6 +374,15 @@ func (s *Server) ModelMetadata(_ context.Context, req *inference.ModelMetadataRe
 	if err != nil {
 		return nil, err
 	}
+	if m.MaxBatch > 0 {
+		return &inference.ModelMetadataResponse{
+			Name:     m.Name,
+			Versions: []string{modelVersion},
+			Platform: platform,
+			Inputs:   []*inference.ModelMetadataResponse_TensorMetadata{{Name: inputName, Datatype: inputDatatype, Shape: []int64{-1, -1}}},
+			Outputs:  []*inference.ModelMetadataResponse_TensorMetadata{{Name: OutputName, Datatype: rowDatatype, Shape: []int64{-1, RowBytes}}},
+		}, nil
+	}
 	return &inference.ModelMetadataResponse{
 		Name:     m.Name,
 		Versions: []string{modelVersion},
@@ -305,53 +393,43 @@ func (s *Server) ModelMetadata(_ context.Context, req *inference.ModelMetadataRe
 }
 
 // ModelConfig returns the model's configuration encoded as Triton's ModelConfig
-// message (see EncodeModelConfig).
+// message (see ModelConfigOf).
 func (s *Server) ModelConfig(_ context.Context, req *inference.ModelConfigRequest) (*inference.ModelConfigResponse, error) {
 	m, err := s.lookup(req.Name, req.Version)
 	if err != nil {
 		return nil, err
 	}
-	return &inference.ModelConfigResponse{Config: modelConfigExtra(m, EncodeModelConfig(m.Name))}, nil
+	return &inference.ModelConfigResponse{Config: wire.AppendModelConfig(nil, m.withTritonRules(ModelConfigOf(m.Model)))}, nil
 }
 
-// Triton's model_config.proto: ModelConfig{name=1, platform=2, max_batch_size=4,
-// input=5, output=6}, ModelInput{name=1, data_type=2, dims=4},
-// ModelOutput{name=1, data_type=2, dims=3}; DataType TYPE_UINT8=2, TYPE_INT64=9.
-const (
-	typeUINT8 = 2
-	typeINT64 = 9
-)
+// ModelConfigOf is the configuration the mock reports for a model: name,
+// platform, max_batch_size, one instance group of KIND_GPU with count 1, the
+// dynamic batcher if it has one, and its tensors: without a batch dimension one
+// UINT8 input INPUT0 of dims [-1] and one INT64 output OUTPUT0 of dims [2];
+// with one (MaxBatch > 0) INPUT0 UINT8 [-1] and OUTPUT0 UINT8 [16] per row.
+func ModelConfigOf(m Model) *wire.ModelConfig {
+	c := &wire.ModelConfig{
+		Name:           m.Name,
+		Platform:       platform,
+		MaxBatchSize:   int32(m.MaxBatch),
+		Inputs:         []wire.TensorConfig{{Name: inputName, DataType: wire.TypeUint8, Dims: []int64{-1}}},
+		Outputs:        []wire.TensorConfig{{Name: OutputName, DataType: wire.TypeInt64, Dims: []int64{2}}},
+		InstanceGroups: []wire.InstanceGroup{{Name: m.Name, Kind: wire.KindGPU, Count: 1}},
+	}
+	if m.MaxBatch > 0 {
+		c.Outputs = []wire.TensorConfig{{Name: OutputName, DataType: wire.TypeUint8, Dims: []int64{RowBytes}}}
+		if m.Batcher != nil {
+			b := *m.Batcher
+			c.DynamicBatching = &b
+		}
+	}
+	return c
+}
 
-// EncodeModelConfig is the ModelConfig the mock reports for a model: deterministic
-// bytes in Triton's model_config.proto encoding (name, platform, max_batch_size 0,
-// one UINT8 input INPUT0 of dims [-1], one INT64 output OUTPUT0 of dims [2]).
+// EncodeModelConfig is the ModelConfig the mock reports for a model of that
+// name without a batch dimension (ModelConfigOf, encoded).
 func EncodeModelConfig(name string) []byte {
-	var in, out, b []byte
-	in = protowire.AppendTag(in, 1, protowire.BytesType)
-	in = protowire.AppendString(in, inputName)
-	in = protowire.AppendTag(in, 2, protowire.VarintType)
-	in = protowire.AppendVarint(in, typeUINT8)
-	in = protowire.AppendTag(in, 4, protowire.BytesType)
-	in = protowire.AppendBytes(in, protowire.AppendVarint(nil, ^uint64(0))) // packed [-1]: int64 -1 as a varint
-
-	out = protowire.AppendTag(out, 1, protowire.BytesType)
-	out = protowire.AppendString(out, OutputName)
-	out = protowire.AppendTag(out, 2, protowire.VarintType)
-	out = protowire.AppendVarint(out, typeINT64)
-	out = protowire.AppendTag(out, 3, protowire.BytesType)
-	out = protowire.AppendBytes(out, protowire.AppendVarint(nil, 2))
-
-	b = protowire.AppendTag(b, 1, protowire.BytesType)
-	b = protowire.AppendString(b, name)
-	b = protowire.AppendTag(b, 2, protowire.BytesType)
-	b = protowire.AppendString(b, platform)
-	b = protowire.AppendTag(b, 4, protowire.VarintType)
-	b = protowire.AppendVarint(b, 0)
-	b = protowire.AppendTag(b, 5, protowire.BytesType)
-	b = protowire.AppendBytes(b, in)
-	b = protowire.AppendTag(b, 6, protowire.BytesType)
-	b = protowire.AppendBytes(b, out)
-	return b
+	return wire.AppendModelConfig(nil, ModelConfigOf(Model{Name: name}))
 }
 
 // ModelStatistics reports one model (by name) or all of them (empty name).
@@ -467,4 +545,20 @@ func (s *Server) TraceSetting(context.Context, *inference.TraceSettingRequest) (
 
 func (s *Server) LogSettings(context.Context, *inference.LogSettingsRequest) (*inference.LogSettingsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "log settings are not supported by vig's mock backend")
+}
+
+// BatchSizes reports, per model that ran, how many executions ran each batch
+// size (rows). Triton reports this as ModelStatistics.batch_stats, which vig's
+// protocol omits.
+func (s *Server) BatchSizes() map[string]map[int]uint64 {
+	out := map[string]map[int]uint64{}
+	for _, n := range s.names {
+		m := s.models[n]
+		m.mu.Lock()
+		if len(m.st.batches) > 0 {
+			out[n] = maps.Clone(m.st.batches)
+		}
+		m.mu.Unlock()
+	}
+	return out
 }

@@ -3,6 +3,7 @@ package mockbackend
 import (
 	"container/list"
 	"context"
+	"math"
 	"runtime"
 	"slices"
 	"sync"
@@ -10,58 +11,101 @@ import (
 	"time"
 )
 
-// slots is the accelerator: at most len(end) jobs run at once and the others wait in
-// arrival order. This FIFO is the "direct" baseline vig is compared against.
+// slots is the accelerator: at most len(end) executions run at once and the others
+// wait in arrival order. This FIFO is the "direct" baseline vig is compared against.
 //
-// Each slot keeps its own timeline: a job starts at max(its arrival, the scheduled
-// end of the previous job on that slot), not when the previous job's goroutine
-// happened to wake up, so one late wake-up does not shift every job queued behind it.
+// Each slot keeps its own timeline: an execution starts at max(its arrival, the
+// scheduled end of the previous execution on that slot), not when the previous
+// job's goroutine happened to wake up, so one late wake-up does not shift every job
+// queued behind it.
+//
+// A model with Triton's dynamic batcher (batchPolicy.merge) runs several queued
+// requests as one execution: when a slot frees, the oldest waiting request takes
+// the queued requests of its model with it, in arrival order, up to the model's
+// max batch size (see take). The execution's members share its slot, start and
+// end; the first member (the leader) holds the slot and releases it, the others
+// wait for the execution's done.
 type slots struct {
 	mu    sync.Mutex
-	end   []time.Time // scheduled end of the last job granted on each slot
+	end   []time.Time // scheduled end of the last execution granted on each slot
 	busy  []bool
 	queue list.List // *waiter, oldest first
+	execs uint64    // executions granted, numbering them
 
-	running    atomic.Int64 // jobs holding a slot now
-	maxRunning atomic.Int64 // most jobs that ever held a slot at once
+	timer   *time.Timer // wakes the batcher when a delayed batch's wait ends
+	timerAt time.Time
+
+	running    atomic.Int64 // executions holding a slot now
+	maxRunning atomic.Int64 // most executions that ever held a slot at once
+}
+
+// work is what a request brings to the accelerator: its rows and their summed
+// execution time, and its model's batching policy (nil: it runs as it came).
+type work struct {
+	rows   int
+	exec   time.Duration
+	policy *batchPolicy
+}
+
+// batchPolicy is a batching model's max_batch_size, its dynamic batcher
+// (merge, preferred sizes ascending, queue delay) and its cost's batch gain.
+type batchPolicy struct {
+	max       int
+	merge     bool
+	preferred []int
+	delay     time.Duration
+	gain      float64
 }
 
 type waiter struct {
+	work
 	arrival time.Time
-	ready   chan grant // buffered: release never blocks on a waiter
+	ready   chan grant // buffered: a grant never blocks on a waiter
 	elem    *list.Element
 }
 
-// grant is a slot handed to a job, with the time the job starts on the slot's timeline.
+// grant is a slot handed to a request, with the time its execution starts and
+// ends on the slot's timeline.
 type grant struct {
-	slot  int
-	start time.Time
+	slot       int
+	start, end time.Time
+	exec       *execution
+	leader     bool // holds the slot: releases it at end
+}
+
+// execution is one run on a slot: one request, or a batch of them.
+type execution struct {
+	id       uint64
+	rows     int // rows of all its requests: the batch size the model ran
+	requests int
+	done     chan struct{} // closed when the leader released the slot
 }
 
 func newSlots(n int) *slots {
 	return &slots{end: make([]time.Time, n), busy: make([]bool, n)}
 }
 
-// acquire waits for a free slot in FIFO order. A job whose context ends while it
-// waits leaves the queue and gets the context's error.
+// acquire waits for a free slot in FIFO order for a job whose length the caller
+// decides (it passes the end to release).
 func (s *slots) acquire(ctx context.Context, arrival time.Time) (grant, error) {
+	return s.acquireWork(ctx, arrival, work{rows: 1})
+}
+
+// acquireWork queues w and waits for its execution: alone, or in a batch its
+// model's batcher forms. A request whose context ends while it waits leaves the
+// queue and gets the context's error; one that a batch took runs with it.
+func (s *slots) acquireWork(ctx context.Context, arrival time.Time, wk work) (grant, error) {
+	w := &waiter{work: wk, arrival: arrival, ready: make(chan grant, 1)}
 	s.mu.Lock()
-	if s.queue.Len() == 0 {
-		if i := slices.Index(s.busy, false); i >= 0 {
-			s.busy[i] = true
-			g := grant{slot: i, start: later(arrival, s.end[i])}
-			s.mu.Unlock()
-			s.enter()
-			return g, nil
-		}
-	}
-	w := &waiter{arrival: arrival, ready: make(chan grant, 1)}
 	w.elem = s.queue.PushBack(w)
+	s.dispatchLocked(time.Now())
 	s.mu.Unlock()
 
 	select {
 	case g := <-w.ready:
-		s.enter()
+		if g.leader {
+			s.enter()
+		}
 		return g, nil
 	case <-ctx.Done():
 	}
@@ -73,9 +117,17 @@ func (s *slots) acquire(ctx context.Context, arrival time.Time) (grant, error) {
 		return grant{}, ctx.Err()
 	}
 	s.mu.Unlock()
-	// Granted while cancelling: give the slot on without running; the slot's
-	// timeline is unchanged because this job never ran.
 	g := <-w.ready
+	if g.exec.requests > 1 {
+		// Taken into a batch while cancelling: the batch runs with its other
+		// requests, as an accelerator runs a batch it was given.
+		if g.leader {
+			s.enter()
+		}
+		return g, nil
+	}
+	// Granted alone while cancelling: give the slot on without running; the
+	// slot's timeline is unchanged because this job never ran.
 	s.handOff(g.slot, s.endOf(g.slot))
 	return grant{}, ctx.Err()
 }
@@ -90,8 +142,8 @@ func (s *slots) enter() {
 	}
 }
 
-// release ends the job on slot i, scheduled to end at end, and hands the slot to the
-// oldest waiter.
+// release ends the execution on slot i, scheduled to end at end, and hands the
+// slot on.
 func (s *slots) release(i int, end time.Time) {
 	s.running.Add(-1)
 	s.handOff(i, end)
@@ -101,14 +153,140 @@ func (s *slots) handOff(i int, end time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.end[i] = end
-	front := s.queue.Front()
-	if front == nil {
-		s.busy[i] = false
+	s.busy[i] = false
+	s.dispatchLocked(time.Now())
+}
+
+// dispatchLocked grants free slots to the next executions the queue holds.
+func (s *slots) dispatchLocked(now time.Time) {
+	for {
+		i := slices.Index(s.busy, false)
+		if i < 0 || s.queue.Len() == 0 {
+			return
+		}
+		members, start, wake := s.nextLocked(s.end[i], now)
+		if members == nil {
+			if !wake.IsZero() {
+				s.wakeAtLocked(wake)
+			}
+			return
+		}
+		s.busy[i] = true
+		s.execs++
+		x := &execution{id: s.execs, requests: len(members), done: make(chan struct{})}
+		var sum time.Duration
+		for _, w := range members {
+			x.rows += w.rows
+			sum += w.exec
+		}
+		end := start.Add(batchCost(sum, x.rows, members[0].policy))
+		for k, w := range members {
+			s.queue.Remove(w.elem)
+			w.elem = nil
+			w.ready <- grant{slot: i, start: start, end: end, exec: x, leader: k == 0}
+		}
+	}
+}
+
+// batchCost is an execution's length: the mean of its rows' execution times ×
+// (1 + gain·(rows − 1)).
+func batchCost(sum time.Duration, rows int, p *batchPolicy) time.Duration {
+	if rows <= 1 || p == nil {
+		return sum
+	}
+	mean := float64(sum) / float64(rows)
+	return time.Duration(math.Round(mean * (1 + p.gain*float64(rows-1))))
+}
+
+// nextLocked picks the next execution for a slot whose last execution ends at
+// slotEnd: the oldest request that can run now, with its batch. A batching model
+// whose batch is not yet complete and whose oldest request has waited less than
+// the model's queue delay lets the requests behind it go first, and wake is when
+// its wait ends.
+func (s *slots) nextLocked(slotEnd, now time.Time) (members []*waiter, start, wake time.Time) {
+	var delayed []*batchPolicy
+	for e := s.queue.Front(); e != nil; e = e.Next() {
+		w := e.Value.(*waiter)
+		p := w.policy
+		if p == nil || !p.merge {
+			return []*waiter{w}, later(w.arrival, slotEnd), time.Time{}
+		}
+		if slices.Contains(delayed, p) {
+			continue
+		}
+		start := later(w.arrival, slotEnd)
+		deadline := w.arrival.Add(p.delay)
+		if p.delay > 0 {
+			// The batch forms now, or when the wait ends if the batcher ran late.
+			start = later(start, earlier(now, deadline))
+		}
+		// The requests that had arrived by the batch's start, up to max rows.
+		var cands []*waiter
+		rows := 0
+		for f := e; f != nil; f = f.Next() {
+			v := f.Value.(*waiter)
+			if v.policy != p || v.arrival.After(start) {
+				continue
+			}
+			if rows+v.rows > p.max {
+				break
+			}
+			cands = append(cands, v)
+			rows += v.rows
+		}
+		if p.delay > 0 && now.Before(deadline) && !p.complete(rows) {
+			delayed = append(delayed, p)
+			if wake.IsZero() || deadline.Before(wake) {
+				wake = deadline
+			}
+			continue
+		}
+		want, taken := p.take(rows), 0
+		for k, v := range cands {
+			if k > 0 && taken+v.rows > want {
+				cands = cands[:k]
+				break
+			}
+			taken += v.rows
+		}
+		return cands, start, time.Time{}
+	}
+	return nil, time.Time{}, wake
+}
+
+// complete reports whether a batch of n rows runs without waiting longer: it
+// reaches the max batch size or a preferred size (Triton's dynamic batcher,
+// docs/user_guide/batcher.md).
+func (p *batchPolicy) complete(n int) bool {
+	return n >= p.max || len(p.preferred) > 0 && n >= p.preferred[0]
+}
+
+// take is how many of n available rows a batch takes: the largest preferred
+// size it can form, else all of them (Triton's dynamic batcher).
+func (p *batchPolicy) take(n int) int {
+	for k := len(p.preferred) - 1; k >= 0; k-- {
+		if p.preferred[k] <= n {
+			return p.preferred[k]
+		}
+	}
+	return n
+}
+
+// wakeAtLocked has the batcher run again at t (the earliest end of a delayed
+// batch's wait).
+func (s *slots) wakeAtLocked(t time.Time) {
+	if s.timer != nil && !s.timerAt.After(t) && s.timerAt.After(time.Now()) {
 		return
 	}
-	w := s.queue.Remove(front).(*waiter)
-	w.elem = nil
-	w.ready <- grant{slot: i, start: later(w.arrival, end)}
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	s.timerAt = t
+	s.timer = time.AfterFunc(time.Until(t), func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.dispatchLocked(time.Now())
+	})
 }
 
 func (s *slots) endOf(i int) time.Time {
@@ -117,11 +295,18 @@ func (s *slots) endOf(i int) time.Time {
 	return s.end[i]
 }
 
-// waiting is the number of queued jobs.
+// waiting is the number of queued requests.
 func (s *slots) waiting() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.queue.Len()
+}
+
+func earlier(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 func later(a, b time.Time) time.Time {

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Job is one job as the accelerator ran it, from the slot timelines: when it
+// Job is one request as the accelerator ran it, from the slot timelines: when it
 // joined the slot queue (after its inputs were resolved), when it started on
 // its slot (max of that and the end of the slot's previous job) and when it
 // ended. Benchmarks compare Start with the previous End on the same slot to see
@@ -23,6 +23,12 @@ type Job struct {
 	Queued      time.Time
 	Start       time.Time
 	End         time.Time
+	// Execution numbers the runs on the accelerator (from 1): the requests one
+	// batch ran share it, and their slot, Start and End. Rows are this
+	// request's rows (1 without a batch dimension), Batch the execution's.
+	Execution uint64
+	Rows      int
+	Batch     int
 }
 
 // timeline records jobs when Config.Timeline is set (off by default: `vig

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -242,11 +243,14 @@ func eventuallyWaiting(t *testing.T, e *env, n int) {
 }
 
 func TestBatchExactlyOnce(t *testing.T) {
-	newEnv := func(t *testing.T) (*rowBackend, *env, *gateway.Governor, *grpc.Server, pb.GRPCInferenceServiceClient) {
+	newEnvYAML := func(t *testing.T, yaml string) (*rowBackend, *env, *gateway.Governor, *grpc.Server, pb.GRPCInferenceServiceClient) {
 		rb := &rowBackend{hold: make(chan struct{}), entered: make(chan int, 16)}
 		addr, srv := startRowBackend(t, rb)
-		e, gov, _ := governedAt(t, batchYAML, addr)
+		e, gov, _ := governedAt(t, yaml, addr)
 		return rb, e, gov, srv, pb.NewGRPCInferenceServiceClient(e.dial(t, e.tcp))
+	}
+	newEnv := func(t *testing.T) (*rowBackend, *env, *gateway.Governor, *grpc.Server, pb.GRPCInferenceServiceClient) {
+		return newEnvYAML(t, batchYAML)
 	}
 	ctxs := func(t *testing.T) ([]context.Context, []context.CancelFunc) {
 		var cs []context.Context
@@ -333,6 +337,32 @@ func TestBatchExactlyOnce(t *testing.T) {
 				t.Fatalf("member of a failed batch: %v, want the backend's status", err)
 			}
 		}
+		drained(t, e.gw)
+		eventually(t, "the batch's outcomes", func() bool {
+			f, _, failed := outcomes(t, gov)
+			return f == 1 && failed == 5
+		})
+		checkBalanced(t, e.reg)
+	})
+
+	t.Run("vig gives up on the batch", func(t *testing.T) {
+		// The backend holds the batch past backend.call_timeout_ms: vig's
+		// expiry stops it, and every member hears DEADLINE_EXCEEDED. The
+		// clients set no deadline (with one, it is what vig gives up at).
+		rb, e, gov, _, c := newEnvYAML(t, strings.Replace(batchYAML, "stats_interval_ms: -1", "stats_interval_ms: -1, call_timeout_ms: 300", 1))
+		cs := make([]context.Context, 6)
+		for i := range cs {
+			ctx, cancel := context.WithCancel(context.Background())
+			t.Cleanup(cancel)
+			cs[i] = ctx
+		}
+		results, _ := heldBatch(t, e, rb, c, cs)
+		for range 5 {
+			if err := <-results; status.Code(err) != codes.DeadlineExceeded {
+				t.Fatalf("member of a batch vig gave up on: %v", err)
+			}
+		}
+		eventually(t, "the batch stopped at the backend", func() bool { return rb.ended.Load() == 1 })
 		drained(t, e.gw)
 		eventually(t, "the batch's outcomes", func() bool {
 			f, _, failed := outcomes(t, gov)

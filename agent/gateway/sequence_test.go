@@ -189,7 +189,12 @@ func testConfigYAML(t *testing.T, yaml string) *config.Config {
 // it at the timeout vig gave, and vig answers it late); without, some do.
 func TestDeadlineHandOffUnderFlood(t *testing.T) {
 	const maxAge = 40 * time.Millisecond
-	run := func(t *testing.T, hand string) (lateStarts, started, handed int, late float64) {
+	// run counts the frames that started at the backend more than slack after
+	// their deadline. The backend counts the timeout vig hands it from its own
+	// arrival, one hop after vig's send: with the hand-off a frame may start
+	// up to that hop late, and never after the timeout as the backend sees it
+	// (QueueRecord.Late, checked exactly).
+	run := func(t *testing.T, hand string, slack time.Duration) (lateStarts, started, handed int, late float64) {
 		cfg := testConfigYAML(t, fmt.Sprintf(`
 listen: {metrics: "off"}
 backend: {slots: 1, seed: 7}
@@ -232,13 +237,17 @@ streams:
 		var wg sync.WaitGroup
 		for i := range 40 {
 			id := fmt.Sprintf("cam#%d", i)
+			// Captured now: vig's deadline for the frame is exactly maxAge
+			// after the time recorded.
+			req := seqFrameRequest("det", "cam", id, map[string]*pb.InferParameter{
+				wire.ParamCapture: {ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: clock.Monotonic()}}})
 			mu.Lock()
 			sent[id] = time.Now()
 			mu.Unlock()
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				_, err := c.ModelInfer(ctx, seqFrameRequest("det", "cam", id, nil))
+				_, err := c.ModelInfer(ctx, req)
 				if code := status.Code(err); code != codes.OK && code != codes.DeadlineExceeded && code != codes.Aborted {
 					t.Errorf("frame %s: %v", id, err)
 				}
@@ -260,7 +269,7 @@ streams:
 				continue
 			}
 			started++
-			if r.Start.After(at.Add(maxAge)) {
+			if r.Start.After(at.Add(maxAge + slack)) {
 				lateStarts++
 			}
 			if r.Late {
@@ -273,19 +282,19 @@ streams:
 		return lateStarts, started, handed, late
 	}
 	t.Run("handed on", func(t *testing.T) {
-		lateStarts, _, handed, late := run(t, "auto")
+		lateStarts, _, handed, late := run(t, "auto", 2*time.Millisecond)
 		if handed == 0 {
 			t.Fatal("no frame reached the backend with a timeout: the hand-off was not exercised")
 		}
 		if lateStarts != 0 {
-			t.Errorf("%d frames started at the backend after their deadline", lateStarts)
+			t.Errorf("%d frames started at the backend more than 2 ms (a hop) after their deadline", lateStarts)
 		}
 		if late == 0 {
 			t.Errorf("no frame counted late_dropped under a flood that delays them past their deadline")
 		}
 	})
 	t.Run("off", func(t *testing.T) {
-		lateStarts, _, handed, _ := run(t, "off")
+		lateStarts, _, handed, _ := run(t, "off", 0)
 		if handed != 0 {
 			t.Errorf("%d frames carried a timeout with hand_deadline: off", handed)
 		}

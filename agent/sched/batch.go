@@ -319,6 +319,18 @@ func (s *Scheduler) gather(start Time, occ int, st *stream) (n, rows int) {
 	return n, rows
 }
 
+// hasPeers reports whether another stream of st's model sends frames that
+// could batch with st's (its sensor has not stopped).
+func (s *Scheduler) hasPeers(st *stream) bool {
+	for i := range s.streams {
+		p := &s.streams[i]
+		if p != st && p.model == st.model && !p.adhoc && p.seen && p.lastKey == st.lastKey {
+			return true
+		}
+	}
+	return false
+}
+
 // batchRows is the rows of the first n members of the batch.
 func (s *Scheduler) batchRows(n int) int {
 	rows := 0

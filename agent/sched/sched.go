@@ -843,6 +843,14 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 		if m.maxBatch > 1 && rows > 1 {
 			c = s.costN(st.model, jobOcc, min(rows, m.maxBatch))
 		} else {
+			if n == 1 && sk.extra && s.batchable(st, r) && s.hasPeers(st) {
+				// An extra of a batching model alone would only double
+				// a window, on slot time its model's next batch needs:
+				// it waits to join that batch (or is superseded).
+				r.deferPass, r.recheck = s.passID, Never
+				st.pass = s.passID
+				continue
+			}
 			s.forming = -1 // a job of one: the look-ahead prices its peers' frames as it always has
 		}
 		if slot == holdSlot && start.Add(c) > holdAt {

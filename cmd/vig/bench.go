@@ -31,10 +31,12 @@ plots into DIR (default bench/results/<date>-<host>/):
             proxy (vig and nginx run as their own processes in their default
             configuration; the TCP rows are repeated with both pinned to one
             CPU with taskset when there is a second CPU)
-  wire      coverage and age of information for the SCENARIOS.md workloads A, B, C
-            and D (examples/scenarios; --only picks some) with open-loop sensors:
-            direct, an emulation of Triton's queue policy, and vig; on D's GPU
-            and two DLA cores also vig configured as one pool (the ablation);
+  wire      coverage and age of information for the SCENARIOS.md workloads A–D, E
+            and E-linear (examples/scenarios; --only picks some) with open-loop
+            sensors: direct, an emulation of Triton's queue policy, and vig; on
+            D's GPU and two DLA cores also vig configured as one pool (the
+            ablation); on E's batched detector also vig with max_batch: 1 and
+            vig with only max_batch (vig-unbatched, vig-learnt);
             --http-streams LIST adds vig with those sensors on HTTP/REST beside
             the others on gRPC (vig-http); --policies, --rounds, --duration
   idle      vig's CPU with 1, 5 and 10 idle gRPC clients and as many idle ring
@@ -63,8 +65,8 @@ func runBench(args []string) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	quick := fs.Bool("quick", false, "shorter runs (fewer rounds, 5 s wire runs, 3 s idle samples)")
 	out := fs.String("out", "", "output `DIR` (default bench/results/<date>-<host>)")
-	scen := fs.String("scenarios", bench.DefaultScenarioDir, "`DIR` holding the scenario configs a.yaml … d.yaml")
-	only := fs.String("only", strings.Join(bench.DefaultWireScenarios, ","), "wire: the scenarios to run, a `LIST` such as d or a,b,c")
+	scen := fs.String("scenarios", bench.DefaultScenarioDir, "`DIR` holding the scenario configs a.yaml … e-linear.yaml (and their sensors' phases, e.sensors.yaml)")
+	only := fs.String("only", strings.Join(bench.DefaultWireScenarios, ","), "wire: the scenarios to run, a `LIST` such as d, a,b,c or e,e-linear")
 	noPin := fs.Bool("no-pin", false, "skip the datapath rows that pin vig and nginx to CPU 1 with taskset, and do not pin vig in idle")
 	vigBin := fs.String("vig", "", "vig `BINARY` to measure as its own process (default: this executable)")
 	duration := fs.Duration("duration", 0, "overload: length of each case (default 60s); soak: length of the run (default 10m); wire: length of each run (default 15s, --quick 5s)")

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,6 +21,7 @@ import (
 	"github.com/vig-edge/vig/mockbackend"
 	"github.com/vig-edge/vig/netopt"
 	"github.com/vig-edge/vig/shmring"
+	"github.com/vig-edge/vig/wire"
 )
 
 const mockBackendUsage = `Usage: vig mock-backend [flags]
@@ -30,9 +33,13 @@ mockbackend). It runs until SIGINT or SIGTERM, then stops gracefully.
 Models come from --model flags, from a vig config (-c: its models, backend.slots,
 backend.seed, backend.address and grpc sizing), or both (--model adds or overrides).
 A request id "<stream>#<frame>" selects the frame whose execution time is used.
+--batch gives a model Triton's max_batch_size with its dynamic batcher: an
+execution of b rows costs the mean of their times x (1 + gain·(b − 1)). From -c, a
+model with max_batch > 1 batches so, at the gain its batch_exec_ms implies.
 
 Examples:
   vig mock-backend --model detector=8 --model vlm=200 --slots 1
+  vig mock-backend --model detector=10 --batch detector=8,gain=0.25 --model depth=6
   vig mock-backend -c examples/demo.yaml --listen unix:/tmp/mock.sock
 
 Flags:
@@ -62,6 +69,54 @@ func (m *mockModelFlags) Set(v string) error {
 	return nil
 }
 
+// mockBatchFlags collects repeated --batch NAME=MAX[,gain=G][,delay_us=N][,preferred=P/P…].
+type mockBatchFlags []mockbackend.Model
+
+func (m *mockBatchFlags) String() string { return fmt.Sprint(len(*m), " batching models") }
+
+func (m *mockBatchFlags) Set(v string) error {
+	const want = "want NAME=MAX[,gain=G][,delay_us=N][,preferred=P/P…], e.g. detector=8,gain=0.25"
+	name, rest, ok := strings.Cut(v, "=")
+	if !ok || name == "" {
+		return fmt.Errorf("%q: %s", v, want)
+	}
+	parts := strings.Split(rest, ",")
+	n, err := strconv.Atoi(parts[0])
+	if err != nil || n < 1 || n > config.MaxBatch {
+		return fmt.Errorf("%q: MAX must be a batch size from 1 to %d (Triton's max_batch_size); %s", v, config.MaxBatch, want)
+	}
+	mb := mockbackend.Model{Name: name, MaxBatch: n, Batcher: &wire.DynamicBatching{}, BatchGain: 1}
+	for _, p := range parts[1:] {
+		key, val, _ := strings.Cut(p, "=")
+		switch key {
+		case "gain":
+			g, err := strconv.ParseFloat(val, 64)
+			if err != nil || g < 0 || math.IsInf(g, 0) {
+				return fmt.Errorf("%q: gain %q: give a number, 0 or more (1: a batch costs its rows' single runs)", v, val)
+			}
+			mb.BatchGain = g
+		case "delay_us":
+			d, err := strconv.ParseUint(val, 10, 64)
+			if err != nil {
+				return fmt.Errorf("%q: delay_us %q: give Triton's max_queue_delay_microseconds, a whole number", v, val)
+			}
+			mb.Batcher.MaxQueueDelayMicroseconds = d
+		case "preferred":
+			for _, ps := range strings.Split(val, "/") {
+				p, err := strconv.Atoi(ps)
+				if err != nil || p < 1 || p > n {
+					return fmt.Errorf("%q: preferred batch size %q: sizes from 1 to MAX (%d), separated by /", v, ps, n)
+				}
+				mb.Batcher.PreferredBatchSize = append(mb.Batcher.PreferredBatchSize, int32(p))
+			}
+		default:
+			return fmt.Errorf("%q: unknown option %q; %s", v, key, want)
+		}
+	}
+	*m = append(*m, mb)
+	return nil
+}
+
 // runMockBackend is `vig mock-backend`. It returns the process exit code: 0 after a
 // graceful stop, 1 when serving fails, 2 for bad flags or config.
 func runMockBackend(args []string) int {
@@ -85,6 +140,8 @@ func mockBackend(ctx context.Context, args []string, stdout, stderr io.Writer, r
 		ringAddr  = fs.String("ring", "", "also serve shared-memory ring clients on the Unix socket `ADDR` (@name: abstract namespace), as an on-device runtime without gRPC")
 	)
 	fs.Var(&models, "model", "a model as `NAME=EXEC_MS` (base execution time in ms); repeatable")
+	var batches mockBatchFlags
+	fs.Var(&batches, "batch", "a model's batching as `NAME=MAX[,gain=G][,delay_us=N][,preferred=P/P…]`: Triton's max_batch_size with its dynamic batcher, the batch gain (default 1: no gain); repeatable")
 	seqs, queues := mockSequenceFlags{}, mockQueueFlags{}
 	fs.Var(seqs, "sequence", "serve model NAME behind Triton's sequence batcher: `NAME[=MAX_IDLE_MS[,SLOTS]]`; repeatable")
 	fs.Var(queues, "queue-timeout", "give model NAME a dynamic batcher queue policy that honours request timeouts below its default: `NAME=DEFAULT_TIMEOUT_MS[,PRIORITY_LEVELS]`; repeatable")
@@ -156,6 +213,14 @@ func mockBackend(ctx context.Context, args []string, stdout, stderr io.Writer, r
 		fmt.Fprintf(stderr, "vig mock-backend: %v\n", err)
 		return 2
 	}
+	for _, b := range batches {
+		i := slices.IndexFunc(cfg.Models, func(m mockbackend.Model) bool { return m.Name == b.Name })
+		if i < 0 {
+			fmt.Fprintf(stderr, "vig mock-backend: --batch %s: no such model; give it with --model %s=EXEC_MS or in -c's models:\n", b.Name, b.Name)
+			return 2
+		}
+		cfg.Models[i].MaxBatch, cfg.Models[i].Batcher, cfg.Models[i].BatchGain = b.MaxBatch, b.Batcher, b.BatchGain
+	}
 
 	var h slog.Handler
 	switch *logFormat {
@@ -177,7 +242,11 @@ func mockBackend(ctx context.Context, args []string, stdout, stderr io.Writer, r
 	}
 	var desc []string
 	for _, m := range cfg.Models {
-		desc = append(desc, fmt.Sprintf("%s=%v", m.Name, m.Exec))
+		d := fmt.Sprintf("%s=%v", m.Name, m.Exec)
+		if m.MaxBatch > 0 {
+			d += fmt.Sprintf(" (batch %d, gain %g)", m.MaxBatch, m.BatchGain)
+		}
+		desc = append(desc, d)
 	}
 	if *ringAddr != "" {
 		region, err := shmring.Probe()

@@ -44,6 +44,11 @@ func TestMockBackendFlagErrors(t *testing.T) {
 		{[]string{"--model", "a=1", "--sequence", "a=10,0"}, "SLOTS"},
 		{[]string{"--model", "a=1", "--queue-timeout", "a=0"}, "DEFAULT_TIMEOUT_MS"},
 		{[]string{"--model", "a=1", "--queue-timeout", "b=5"}, "--queue-timeout b: no such model"},
+		{[]string{"--model", "a=1", "--batch", "b=8"}, "--batch b: no such model"},
+		{[]string{"--model", "a=1", "--batch", "a=0"}, "MAX must be a batch size"},
+		{[]string{"--model", "a=1", "--batch", "a=8,gain=-1"}, "gain"},
+		{[]string{"--model", "a=1", "--batch", "a=8,preferred=9"}, "preferred batch size"},
+		{[]string{"--model", "a=1", "--batch", "a=8,speed=2"}, "unknown option"},
 		{[]string{"-c", filepath.Join(dir, "missing.yaml")}, "no such file"},
 		{[]string{"-c", badCfg}, "bad.yaml:2: models.a.bogus: unknown key"},
 		{[]string{"-c", filepath.Join("..", "..", "examples", "scenarios", "d.yaml"), "--slots", "2"}, "declares accelerators with their slots; drop --slots"},
@@ -92,7 +97,7 @@ func TestMockBackendServes(t *testing.T) {
 	codec := make(chan int, 1)
 	var stderr syncBuffer
 	go func() {
-		codec <- mockBackend(ctx, []string{"-c", cfgFile, "--listen", sock, "--model", "vlm=0.5", "--model", "extra=0"},
+		codec <- mockBackend(ctx, []string{"-c", cfgFile, "--listen", sock, "--model", "vlm=0.5", "--model", "extra=0", "--batch", "det=4,gain=0.5,delay_us=0,preferred=2/4"},
 			&bytes.Buffer{}, &stderr, func(a string) { addrc <- a })
 	}()
 	var addr string
@@ -105,11 +110,25 @@ func TestMockBackendServes(t *testing.T) {
 		t.Errorf("serving on %s, want %s", addr, sock)
 	}
 	c := dialMock(t, addr)
-	for _, m := range []string{"det", "vlm", "extra"} {
+	for _, m := range []string{"vlm", "extra"} {
 		resp, err := c.ModelInfer(context.Background(), &pb.ModelInferRequest{ModelName: m, Id: mockbackend.FrameID("s", 1)})
 		if err != nil || resp.Id != "s#1" {
 			t.Errorf("%s: %v, %v", m, resp, err)
 		}
+	}
+	// det batches (--batch): a request carries [b, …] and its config says so.
+	resp, err := c.ModelInfer(context.Background(), &pb.ModelInferRequest{ModelName: "det", Id: mockbackend.FrameID("s", 1),
+		Inputs:           []*pb.ModelInferRequest_InferInputTensor{{Name: "INPUT0", Datatype: "UINT8", Shape: []int64{2, 3}}},
+		RawInputContents: [][]byte{{1, 2, 3, 4, 5, 6}}})
+	if err != nil || len(resp.RawOutputContents) != 1 || len(resp.RawOutputContents[0]) != 2*mockbackend.RowBytes {
+		t.Errorf("det, 2 rows: %v, %v", resp, err)
+	}
+	mc, err := c.ModelConfig(context.Background(), &pb.ModelConfigRequest{Name: "det"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err := wire.ParseModelConfig(mc.Config); err != nil || cfg.MaxBatchSize != 4 || cfg.DynamicBatching == nil || len(cfg.DynamicBatching.PreferredBatchSize) != 2 {
+		t.Errorf("det's config: %+v, %v; want max_batch_size 4 with a dynamic batcher preferring 2 and 4", cfg, err)
 	}
 	st, err := c.ModelStatistics(context.Background(), &pb.ModelStatisticsRequest{})
 	if err != nil || len(st.ModelStats) != 3 {
@@ -119,7 +138,7 @@ func TestMockBackendServes(t *testing.T) {
 	if code := <-codec; code != 0 {
 		t.Errorf("exit %d after stop; log:\n%s", code, stderr.String())
 	}
-	for _, want := range []string{"mock backend serving", "slots=2", "seed=3", "vlm=500µs", "mock backend stopped"} {
+	for _, want := range []string{"mock backend serving", "slots=2", "seed=3", "vlm=500µs", "det=1ms (batch 4, gain 0.5)", "mock backend stopped"} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("log lacks %q:\n%s", want, stderr.String())
 		}
