@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/vig-edge/vig/agent/config"
 	"github.com/vig-edge/vig/agent/gateway"
@@ -302,4 +304,93 @@ streams:
 			t.Errorf("no frame started after its deadline without the hand-off: the flood does not delay them, so the test shows nothing")
 		}
 	})
+}
+
+// A large frame is forwarded as it arrives (cut-through): the hand-off follows
+// its last byte, and the backend decodes the message whole with vig's timeout
+// and priority.
+func TestDeadlineHandOffCutThrough(t *testing.T) {
+	cfg := testConfigYAML(t, `
+listen: {metrics: "off"}
+backend: {slots: 1, seed: 7}
+models:
+  det: {exec_ms: 5, hand_deadline: on}
+streams:
+  - {name: cam, model: det, class: protected, period_ms: 50, max_age_ms: 500}
+`)
+	e := startEnvMock(t, cfg, func(mc *mockbackend.Config) {
+		mc.Models[0].Queue = &wire.DynamicBatching{PriorityLevels: 3,
+			DefaultQueuePolicy: &wire.QueuePolicy{AllowTimeoutOverride: true, DefaultTimeoutMicroseconds: 10_000_000}}
+	})
+	c := pb.NewGRPCInferenceServiceClient(e.dial(t, e.tcp))
+	big := make([]byte, 1<<20)
+	for i := range big {
+		big[i] = byte(i)
+	}
+	for i := range 3 {
+		req := seqFrameRequest("det", "cam", fmt.Sprintf("cam#%d", i), nil)
+		req.Inputs[0].Shape = []int64{int64(len(big))}
+		req.RawInputContents = [][]byte{big}
+		resp, err := c.ModelInfer(ctxT(t), req)
+		if err != nil || resp.Id != req.Id {
+			t.Fatalf("frame %d: %v, %v", i, resp, err)
+		}
+	}
+	recs := e.backend.Server.QueueRecords()
+	if len(recs) != 3 {
+		t.Fatalf("%d records, want 3", len(recs))
+	}
+	for _, r := range recs {
+		if r.Asked <= 0 || r.Asked > 500*time.Millisecond {
+			t.Errorf("frame %s reached the backend with timeout %v, want the frame's budget left (0, 500ms]", r.ID, r.Asked)
+		}
+	}
+}
+
+// The hand-off on a request whose bytes reach the backend in two parts (the
+// second after the client sent it): the length vig declared covers it, and the
+// backend decodes the request with vig's timeout and priority.
+func TestCutThroughHandOffSplit(t *testing.T) {
+	rb, a := startArrivalsBackend(t)
+	e, _, _ := governedAt(t, `
+listen: {metrics: "off"}
+backend: {slots: 1, stats_interval_ms: -1}
+models:
+  detector: {exec_ms: 5, hand_deadline: on}
+streams:
+  - {name: cam0, model: detector, class: protected, period_ms: 50, max_age_ms: 500}
+`, rb.ln.Addr().String())
+	h := dialH2(t, e.tcp)
+	req := inferRequest("detector", "through", 1<<20)
+	msg := grpcMessage(mustMarshal(t, req))
+	if err := h.headers(1, h.block("/inference.GRPCInferenceService/ModelInfer"), false); err != nil {
+		t.Fatal(err)
+	}
+	first, rest := msg[:600<<10], msg[600<<10:]
+	sendFrames(h, 1, first, false)
+	waitArrived(t, a, "the first 500 KiB before the client sent the rest", func(n int, ended, rst bool) bool { return n >= 500<<10 })
+	sendFrames(h, 1, rest, true)
+	if _, err := h.read(1); err != nil {
+		t.Fatal(err)
+	}
+	stream, _, _, _ := a.get()
+	a.mu.Lock()
+	got := a.ended[stream]
+	a.mu.Unlock()
+	if len(got) < 5 || int(uint32(got[1])<<24|uint32(got[2])<<16|uint32(got[3])<<8|uint32(got[4])) != len(got)-5 {
+		t.Fatal("the length prefix vig declared is not the length it sent")
+	}
+	var fwd pb.ModelInferRequest
+	if err := proto.Unmarshal(got[5:], &fwd); err != nil {
+		t.Fatalf("the backend got a message that does not decode: %v", err)
+	}
+	if fwd.Id != "through" || len(fwd.RawInputContents) != 1 || !bytes.Equal(fwd.RawInputContents[0], req.RawInputContents[0]) {
+		t.Fatalf("the backend got id %q and %d raw inputs, not the request", fwd.Id, len(fwd.RawInputContents))
+	}
+	if to := fwd.Parameters["timeout"].GetInt64Param(); to <= 0 || to > 500_000 {
+		t.Errorf("timeout %d µs, want the frame's budget left, in (0, 500000]", to)
+	}
+	if p := fwd.Parameters["priority"].GetUint64Param(); p != 1 {
+		t.Errorf("priority %d, want 1 (protected)", p)
+	}
 }
