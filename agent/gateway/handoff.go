@@ -147,3 +147,26 @@ func lateAtBackend(c *Call, err error) error {
 	return status.Errorf(codes.DeadlineExceeded, "vig: %s (%s): the backend's queue held it to the deadline vig handed on",
 		sched.ReasonLate, sched.LateDropped)
 }
+
+// noteHandOff says, once per read of the server's configuration, what vig
+// hands on for a model under hand_deadline auto, and warns where "on" hands
+// on what the server ignores.
+func (g *Gateway) noteHandOff(name string, mc *wire.ModelConfig) {
+	m, ok := g.opts.Config.Models[name]
+	if !ok || g.gov == nil {
+		return
+	}
+	timeout := timeoutActs(mc)
+	priority := mc.DynamicBatching != nil && mc.DynamicBatching.PriorityLevels > 0
+	switch m.Hand() {
+	case config.HandAuto:
+		if timeout || priority {
+			g.log.Info("handing the frames' deadline and class on to the server", "model", name, "timeout", timeout, "priority", priority)
+		}
+	case config.HandOn:
+		if !timeout {
+			g.log.Warn("hand_deadline: on, but the server keeps no request timeout for the model: give its dynamic_batching a default_queue_policy with allow_timeout_override: true and a default_timeout_microseconds, or set hand_deadline: auto",
+				"model", name)
+		}
+	}
+}
