@@ -101,6 +101,9 @@ type DatapathRun struct {
 	// BackendRequests is, on a batch row, the backend's executions per VIA
 	// round (its frames merged into fewer requests).
 	BackendRequests float64 `json:"backend_requests,omitempty"`
+	// Dropped counts, on a batch row, the frames vig's scheduler dropped in
+	// measured rounds; those rounds are not timed.
+	Dropped int `json:"dropped,omitempty"`
 }
 
 // DatapathRow is one (path, payload) row: medians of its runs.
@@ -114,6 +117,7 @@ type DatapathRow struct {
 	// each stream); its latencies are per round, its cost per frame.
 	Frames          int     `json:"frames,omitempty"`
 	BackendRequests float64 `json:"backend_requests,omitempty"` // per VIA round, median of the runs
+	Dropped         int     `json:"dropped,omitempty"`          // frames vig dropped, all runs
 	// BackendConns is how many connections the proxy opened to the mock
 	// backend over all runs of the path (the backend's accepted connections
 	// minus DIRECT's one): 1 for a proxy that keeps its backend connection.
@@ -495,6 +499,7 @@ func (row *DatapathRow) summarize() {
 		a99 = append(a99, r.Via.P99-r.Direct.P99)
 		pm = append(pm, r.PairMedian)
 		breq = append(breq, r.BackendRequests)
+		row.Dropped += r.Dropped
 		if r.Cost != nil {
 			costs = append(costs, r.Cost)
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/vig-edge/vig/agent/config"
@@ -28,10 +29,16 @@ const (
 	PathBatch8 = "grpc-tcp-batch8" // PathTCP, 8 streams of a batching model
 )
 
-// batchPeriod is the streams' period and the rounds' pace: frames of a
-// stream that come faster than its windows are not needed, and the scheduler
-// runs them alone rather than batch them.
+// batchPeriod is the streams' period. Rounds are paced at two periods: a
+// frame whose result would land in a window its stream already has is held
+// for its model's next batch (agent/sched, Batching), and with one round in
+// flight that batch only comes with the next round; two periods apart, a
+// round's results land in windows of their own.
 const batchPeriod = 20 * time.Millisecond
+
+// batchMaxAge bounds how long the scheduler may hold a frame: one it drops
+// (late, or superseded) fails its round, which is not timed but counted.
+const batchMaxAge = 200 * time.Millisecond
 
 // batchMaxPayload is the largest frame the batch rows measure (8 × 1.2 MB a
 // round).
@@ -57,7 +64,7 @@ func batchStream(i int) string { return fmt.Sprintf("b%d", i) }
 func vigBatchConfig(listenGRPC, backend string, exec time.Duration, k int) string {
 	var streams strings.Builder
 	for i := range k {
-		fmt.Fprintf(&streams, "  - {name: %s, model: %s, class: high, period_ms: %d, max_age_ms: 60000}\n", batchStream(i), benchModel, batchPeriod.Milliseconds())
+		fmt.Fprintf(&streams, "  - {name: %s, model: %s, class: high, period_ms: %d, max_age_ms: %d}\n", batchStream(i), benchModel, batchPeriod.Milliseconds(), batchMaxAge.Milliseconds())
 	}
 	ms := float64(exec) / 1e6
 	return fmt.Sprintf(`listen: {grpc: %q, unix: "off", metrics: "off"}
@@ -98,8 +105,9 @@ func batchRequest(i int, frame uint64, data []byte) rawMsg {
 	return b
 }
 
-// callAll times k calls sent at once: until the last answer.
-func callAll(ctx context.Context, cc *grpc.ClientConn, msgs []rawMsg) (time.Duration, error) {
+// callAll times k calls sent at once: until the last answer. refused counts
+// the calls vig's scheduler answered itself (dropped, not run).
+func callAll(ctx context.Context, cc *grpc.ClientConn, msgs []rawMsg) (d time.Duration, refused int, err error) {
 	var wg sync.WaitGroup
 	errs := make([]error, len(msgs))
 	t0 := time.Now()
@@ -111,13 +119,17 @@ func callAll(ctx context.Context, cc *grpc.ClientConn, msgs []rawMsg) (time.Dura
 		}()
 	}
 	wg.Wait()
-	d := time.Since(t0)
-	for _, err := range errs {
-		if err != nil {
-			return d, err
+	d = time.Since(t0)
+	for _, e := range errs {
+		switch {
+		case e == nil:
+		case strings.HasPrefix(status.Convert(e).Message(), "vig: "):
+			refused++
+		default:
+			return d, refused, e
 		}
 	}
-	return d, nil
+	return d, refused, nil
 }
 
 // mockExecutions reads the mock backend's execution count of the bench model
@@ -155,6 +167,7 @@ func measureBatchRow(ctx context.Context, o *DatapathOptions, e *pathEnv, payloa
 		}
 	}()
 	var viaExec uint64
+	dropped := 0
 	total := o.Warmup + o.Rounds
 	start := time.Now()
 	msgs := make([]rawMsg, k)
@@ -166,42 +179,54 @@ func measureBatchRow(ctx context.Context, o *DatapathOptions, e *pathEnv, payloa
 		for s := range msgs {
 			msgs[s] = batchRequest(s, frame, datas[s])
 		}
-		time.Sleep(time.Until(start.Add(time.Duration(i) * batchPeriod)))
+		time.Sleep(time.Until(start.Add(time.Duration(i) * 2 * batchPeriod)))
 		var td, tv time.Duration
 		var err error
+		refused := 0
 		via := func() error {
 			before, err := mockExecutions(ctx, e.direct)
 			if err != nil {
 				return err
 			}
-			if tv, err = callAll(ctx, e.via, msgs); err != nil {
+			if tv, refused, err = callAll(ctx, e.via, msgs); err != nil {
 				return err
 			}
 			after, err := mockExecutions(ctx, e.direct)
-			if i >= o.Warmup {
+			if i >= o.Warmup && refused == 0 {
 				viaExec += after - before
 			}
 			return err
 		}
+		direct := func() (err error) {
+			td, _, err = callAll(ctx, e.direct, msgs)
+			return err
+		}
 		if i%2 == 0 {
-			if td, err = callAll(ctx, e.direct, msgs); err == nil {
+			if err = direct(); err == nil {
 				err = via()
 			}
 		} else {
 			if err = via(); err == nil {
-				td, err = callAll(ctx, e.direct, msgs)
+				err = direct()
 			}
 		}
 		if err != nil {
 			return nil, err
+		}
+		if i >= o.Warmup && refused > 0 {
+			dropped += refused
+			continue
 		}
 		if i >= o.Warmup {
 			d, v = append(d, ms(td)), append(v, ms(tv))
 			diff = append(diff, ms(tv)-ms(td))
 		}
 	}
+	if len(v) == 0 {
+		return nil, fmt.Errorf("vig dropped a frame in every round (%d frames)", dropped)
+	}
 	r := &DatapathRun{Direct: Summarize(d), Via: Summarize(v), PairMedian: Median(diff),
-		BackendRequests: float64(viaExec) / float64(o.Rounds)}
+		BackendRequests: float64(viaExec) / float64(len(v)), Dropped: dropped}
 	switch {
 	case sess != nil:
 		rep, err := sess.Stop()

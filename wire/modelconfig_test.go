@@ -1,6 +1,8 @@
 package wire
 
 import (
+	"github.com/vig-edge/vig/internal/fuzztest"
+
 	"reflect"
 	"strings"
 	"testing"
@@ -244,6 +246,7 @@ func FuzzParseModelConfig(f *testing.F) {
 	f.Add(AppendModelConfig(nil, &ModelConfig{Name: "seq", SequenceBatching: true}))
 	f.Add(cat(msg(5, cat(vint(4, 3), vint(4, 224))), msg(11, msg(6, vint(4, 1)))))
 	f.Fuzz(func(t *testing.T, b []byte) {
+		defer fuzztest.Bound(t)()
 		c, err := ParseModelConfig(b)
 		if err != nil {
 			return

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -28,7 +29,13 @@ type serverModels struct {
 	mu     sync.RWMutex
 	models map[string]*wire.ModelConfig
 	errs   map[string]error
+	reads  atomic.Uint64 // reads of every model's configuration finished
 }
+
+// ServerModelReads counts the times vig finished reading the backend's model
+// configuration (once per connection), for tests that must not count its
+// calls as theirs.
+func (g *Gateway) ServerModelReads() uint64 { return g.server.reads.Load() }
 
 // ServerModel returns the backend's configuration of model as last read, if
 // vig could read it.
@@ -69,6 +76,7 @@ func (g *Gateway) readServerModels() {
 	if g.gov == nil || g.relay == nil {
 		return
 	}
+	defer g.server.reads.Add(1)
 	for _, name := range g.opts.Config.ModelNames() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		mc, err := g.ReadModelConfig(ctx, name)

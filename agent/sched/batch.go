@@ -320,11 +320,20 @@ func (s *Scheduler) gather(start Time, occ int, st *stream) (n, rows int) {
 }
 
 // hasPeers reports whether another stream of st's model sends frames that
-// could batch with st's (its sensor has not stopped).
-func (s *Scheduler) hasPeers(st *stream) bool {
+// could batch with st's: one with a waiting frame of st's key, or whose sensor
+// sent one recently (within two frame intervals and its max_age, the rule by
+// which a stopped sensor's frames are no longer predicted).
+func (s *Scheduler) hasPeers(now Time, st *stream) bool {
+	key := s.reqs[st.q[0]].key
 	for i := range s.streams {
 		p := &s.streams[i]
-		if p != st && p.model == st.model && !p.adhoc && p.seen && p.lastKey == st.lastKey {
+		if p == st || p.model != st.model || p.adhoc || !p.seen {
+			continue
+		}
+		if len(p.q) > 0 && s.reqs[p.q[0]].key == key {
+			return true
+		}
+		if p.lastKey == key && now.Sub(p.lastCapture) <= 2*p.interval+p.maxAge {
 			return true
 		}
 	}
