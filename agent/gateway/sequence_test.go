@@ -18,6 +18,7 @@ import (
 	"github.com/vig-edge/vig/agent/config"
 	"github.com/vig-edge/vig/agent/gateway"
 	"github.com/vig-edge/vig/agent/metrics"
+	"github.com/vig-edge/vig/agent/sched"
 	"github.com/vig-edge/vig/mockbackend"
 	"github.com/vig-edge/vig/netopt"
 	"github.com/vig-edge/vig/platform/clock"
@@ -117,10 +118,36 @@ streams:
 			}()
 			time.Sleep(20 * time.Millisecond) // the slow model is running
 
+			// One ModelStreamInfer stream carries the sequence, so that its
+			// frames reach vig in order (unary calls from goroutines need
+			// not); vig forwards each as a call of its own.
 			const n = 100
-			codesSeen := map[codes.Code]int{}
-			var mu sync.Mutex
-			var wg sync.WaitGroup
+			s, err := c.ModelStreamInfer(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			answers := map[string]int{}
+			recvd := make(chan error, 1)
+			go func() {
+				for range n {
+					r, err := s.Recv()
+					if err != nil {
+						recvd <- err
+						return
+					}
+					switch msg := r.ErrorMessage; {
+					case msg == "":
+						answers["ok"]++
+					case strings.Contains(msg, sched.Superseded.String()):
+						answers["superseded"]++
+					case strings.Contains(msg, sched.LateDropped.String()):
+						answers["late_dropped"]++
+					default:
+						t.Errorf("frame %s: %s", r.InferResponse.GetId(), msg)
+					}
+				}
+				recvd <- nil
+			}()
 			for i := range n {
 				params := map[string]*pb.InferParameter{
 					"sequence_id": {ParameterChoice: &pb.InferParameter_Uint64Param{Uint64Param: 42}},
@@ -131,27 +158,21 @@ streams:
 				if i == n-1 {
 					params["sequence_end"] = &pb.InferParameter{ParameterChoice: &pb.InferParameter_BoolParam{BoolParam: true}}
 				}
-				req := seqFrameRequest("trk", "cam", fmt.Sprintf("cam#%d", i), params)
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					_, err := c.ModelInfer(ctx, req)
-					mu.Lock()
-					codesSeen[status.Code(err)]++
-					mu.Unlock()
-					if code := status.Code(err); code != codes.OK && code != codes.Aborted && code != codes.DeadlineExceeded {
-						t.Errorf("frame %s: %v", req.Id, err)
-					}
-				}()
+				if err := s.Send(seqFrameRequest("trk", "cam", fmt.Sprintf("cam#%d", i), params)); err != nil {
+					t.Fatal(err)
+				}
 				time.Sleep(time.Millisecond)
 			}
-			wg.Wait()
+			if err := <-recvd; err != nil {
+				t.Fatal(err)
+			}
+			s.CloseSend()
 			close(stop)
 			bg.Wait()
 
 			log, _ := e.backend.Server.Sequences("trk")
 			frames := log.Frames["42"]
-			t.Logf("answers %v; the backend saw %d of %d frames", codesSeen, len(frames), n)
+			t.Logf("answers %v; the backend saw %d of %d frames", answers, len(frames), n)
 			if log.StartMissing != 0 {
 				t.Errorf("%d requests refused for a missing START", log.StartMissing)
 			}
@@ -169,7 +190,7 @@ streams:
 					t.Errorf("frame %s reached the backend while the sequence's previous frame ran", f.ID)
 				}
 			}
-			if codesSeen[codes.OK] == n {
+			if answers["ok"] == n {
 				t.Errorf("every frame ran: no overload, the test shows nothing")
 			}
 		})
@@ -191,12 +212,10 @@ func testConfigYAML(t *testing.T, yaml string) *config.Config {
 // it at the timeout vig gave, and vig answers it late); without, some do.
 func TestDeadlineHandOffUnderFlood(t *testing.T) {
 	const maxAge = 40 * time.Millisecond
-	// run counts the frames that started at the backend more than slack after
-	// their deadline. The backend counts the timeout vig hands it from its own
-	// arrival, one hop after vig's send: with the hand-off a frame may start
-	// up to that hop late, and never after the timeout as the backend sees it
-	// (QueueRecord.Late, checked exactly).
-	run := func(t *testing.T, hand string, slack time.Duration) (lateStarts, started, handed int, late float64) {
+	// run counts the frames that started at the backend after their deadline
+	// (vig's: capture + max_age) and checks that none started past the
+	// timeout it carried, as the backend counts it.
+	run := func(t *testing.T, hand string) (lateStarts, atBackend, handed int, late float64) {
 		cfg := testConfigYAML(t, fmt.Sprintf(`
 listen: {metrics: "off"}
 backend: {slots: 1, seed: 7}
@@ -259,6 +278,7 @@ streams:
 		wg.Wait()
 		close(stop)
 		flood.Wait()
+		started := 0
 		for _, r := range e.backend.Server.QueueRecords() {
 			at, ok := sent[r.ID]
 			if !ok {
@@ -266,12 +286,16 @@ streams:
 			}
 			if r.Asked > 0 {
 				handed++
+				if r.Asked > maxAge {
+					t.Errorf("frame %s carried timeout %v, more than its whole budget %v", r.ID, r.Asked, maxAge)
+				}
 			}
+			atBackend++
 			if r.Start.IsZero() {
 				continue
 			}
 			started++
-			if r.Start.After(at.Add(maxAge + slack)) {
+			if r.Start.After(at.Add(maxAge)) {
 				lateStarts++
 			}
 			if r.Late {
@@ -279,24 +303,26 @@ streams:
 			}
 		}
 		late = streamCounters(t, e.reg)["cam"]["late_dropped"]
-		t.Logf("hand_deadline %s: %d flood requests; of vig's frames %d carried a timeout, %d started at the backend, %d of them after their deadline; late_dropped %v",
-			hand, floodN.Load(), handed, started, lateStarts, late)
-		return lateStarts, started, handed, late
+		t.Logf("hand_deadline %s: %d flood requests; of vig's frames %d reached the backend, %d with a timeout, %d started there, %d of them after their deadline; late_dropped %v",
+			hand, floodN.Load(), atBackend, handed, started, lateStarts, late)
+		return lateStarts, atBackend, handed, late
 	}
 	t.Run("handed on", func(t *testing.T) {
-		lateStarts, _, handed, late := run(t, "auto", 2*time.Millisecond)
-		if handed == 0 {
-			t.Fatal("no frame reached the backend with a timeout: the hand-off was not exercised")
-		}
-		if lateStarts != 0 {
-			t.Errorf("%d frames started at the backend more than 2 ms (a hop) after their deadline", lateStarts)
+		// Every frame reaches the backend with its budget left as timeout;
+		// none starts past it as the backend counts it (from its own
+		// arrival, one hop after vig's send: QueueRecord.Late, checked in
+		// run). lateStarts, counted from vig's deadline, is logged only: it
+		// may count a start within that hop.
+		_, atBackend, handed, late := run(t, "auto")
+		if handed == 0 || handed != atBackend {
+			t.Fatalf("%d of the %d frames at the backend carried a timeout: want every one", handed, atBackend)
 		}
 		if late == 0 {
 			t.Errorf("no frame counted late_dropped under a flood that delays them past their deadline")
 		}
 	})
 	t.Run("off", func(t *testing.T) {
-		lateStarts, _, handed, _ := run(t, "off", 0)
+		lateStarts, _, handed, _ := run(t, "off")
 		if handed != 0 {
 			t.Errorf("%d frames carried a timeout with hand_deadline: off", handed)
 		}
