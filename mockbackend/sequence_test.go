@@ -99,7 +99,7 @@ func TestSequenceBatcher(t *testing.T) {
 
 // Two requests of one sequence at once are recorded as overlapping.
 func TestSequenceOverlapRecorded(t *testing.T) {
-	cfg := Config{Models: []Model{{Name: "trk", Exec: 30 * time.Millisecond, Sequence: &SequenceBatching{}}}, Slots: 2}
+	cfg := Config{Models: []Model{{Name: "trk", Exec: 300 * time.Millisecond, Sequence: &SequenceBatching{}}}, Slots: 2} // long enough to overlap on a loaded machine
 	r, c, _ := serve(t, "127.0.0.1:0", cfg)
 	ctx := context.Background()
 	if _, err := c.ModelInfer(ctx, seqRequest("s", i64(1), true, false)); err != nil {
@@ -147,7 +147,11 @@ func TestQueueTimeout(t *testing.T) {
 				t.Error(err)
 			}
 		}()
-		time.Sleep(20 * time.Millisecond) // liveness: the busy request is in first
+		for deadline := time.Now().Add(5 * time.Second); r.Server.models[model].pool.running.Load() == 0; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) { // liveness
+				t.Fatal("the busy request never started")
+			}
+		}
 		req := rawRequest(model, model+"-late", []byte{1})
 		req.Parameters = map[string]*inference.InferParameter{"timeout": i64(10_000)} // 10 ms
 		_, err := c.ModelInfer(ctx, req)
