@@ -64,6 +64,20 @@
 // other than OUTPUT0. BYTES tensors and unknown datatypes are not checked.
 // Request parameters (priority, timeout, …) are accepted and ignored.
 //
+// # Sequences and queue timeouts
+//
+// With Model.Sequence the model is behind an emulation of Triton's sequence
+// batcher (sequence.go): START required for an unknown sequence (Triton's
+// INVALID_ARGUMENT text), one slot per sequence freed by END or the idle
+// timeout, a START waiting for a free slot; Server.Sequences records each
+// sequence's requests in order. A model whose dynamic batcher (Model.Batcher,
+// or Model.Queue for the queue policy alone) has a default queue policy
+// applies a request's timeout as Triton does (queuetimeout.go): still queued
+// at its timeout, it is answered UNAVAILABLE "Request timeout expired";
+// Server.QueueRecords has every request's arrival, start and timeout.
+// ModelConfig reports both. `vig mock-backend` takes them as --sequence and
+// --queue-timeout, a config as backend.sequence_batching.
+//
 // # System shared memory
 //
 // SystemSharedMemoryRegister opens the object /dev/shm/<key> (what shm_open does on

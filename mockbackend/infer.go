@@ -103,7 +103,7 @@ func (s *Server) infer(ctx context.Context, req *inference.ModelInferRequest) (*
 	if !ok {
 		stream, frame = m.Name, m.arrivals.Add(1)-1
 	}
-	resp, st, err := s.run(ctx, m, req, stream, frame, arrival)
+	resp, st, err := s.runInSequence(ctx, m, req, stream, frame, arrival)
 	done := time.Now()
 	m.mu.Lock()
 	if err != nil {
@@ -168,9 +168,9 @@ func (s *Server) run(ctx context.Context, m *model, req *inference.ModelInferReq
 	} else {
 		wk.exec = time.Duration(math.Round(float64(m.Exec) * meanFactor * float64(j.rows)))
 	}
-	g, err := m.pool.acquireWork(ctx, queued, wk)
+	g, err := s.acquire(ctx, m, req, queued, wk)
 	if err != nil {
-		return nil, ph, status.FromContextError(err).Err()
+		return nil, ph, err
 	}
 	if h := s.grantHook.Load(); h != nil {
 		(*h)(req.Id, grant{slot: m.base + g.slot, start: g.start, end: g.end, exec: g.exec, leader: g.leader})

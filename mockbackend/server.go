@@ -49,6 +49,13 @@ type Model struct {
 	// request that came with b > 1 rows takes Exec × 1.1 (the mean factor).
 	// 1 is no gain (b rows cost b single runs); 0 a batch costs one row.
 	BatchGain float64
+	// Sequence, when set, puts the model behind Triton's sequence batcher
+	// (sequence.go).
+	Sequence *SequenceBatching
+	// Queue, when set, is the model's dynamic batcher as far as its queue
+	// policy and priority levels go: request timeouts are applied as Triton
+	// does (queuetimeout.go) and its ModelConfig says so.
+	Queue *wire.DynamicBatching
 }
 
 // Accelerator is one kind of accelerator: Slots jobs at once, and its own FIFO.
@@ -97,6 +104,7 @@ func FromConfig(c *config.Config) Config {
 		cfg.Models = append(cfg.Models, mm)
 	}
 	sort.Slice(cfg.Models, func(i, j int) bool { return cfg.Models[i].Name < cfg.Models[j].Name })
+	sequencesFromConfig(cfg.Models, c)
 	return cfg
 }
 
@@ -146,6 +154,7 @@ type Server struct {
 	accels []string // their names
 	shm    registry
 	health *health.Server
+	qlog   queueLog // requests of models with a queue policy (queuetimeout.go)
 
 	timeline *timeline // nil unless Config.Timeline
 
@@ -160,6 +169,7 @@ type model struct {
 	arrivals atomic.Uint64 // frame counter for requests whose id names no frame
 	pool     *slots        // its accelerator
 	policy   *batchPolicy  // nil unless MaxBatch > 0
+	seq      *seqBatcher   // its sequence batcher, nil without (sequence.go)
 	base     int           // the global number of its accelerator's slot 0
 	accel    string
 
@@ -248,6 +258,9 @@ func New(cfg Config) (*Server, error) {
 			}
 		}
 		s.models[m.Name] = &model{Model: m, pool: s.pools[p], base: bases[s.accels[p]], accel: s.accels[p], policy: policy}
+		if m.Sequence != nil {
+			s.models[m.Name].seq = newSeqBatcher(*m.Sequence)
+		}
 		s.names = append(s.names, m.Name)
 	}
 	sort.Strings(s.names)
@@ -386,7 +399,7 @@ func (s *Server) ModelConfig(_ context.Context, req *inference.ModelConfigReques
 	if err != nil {
 		return nil, err
 	}
-	return &inference.ModelConfigResponse{Config: wire.AppendModelConfig(nil, ModelConfigOf(m.Model))}, nil
+	return &inference.ModelConfigResponse{Config: wire.AppendModelConfig(nil, m.withTritonRules(ModelConfigOf(m.Model)))}, nil
 }
 
 // ModelConfigOf is the configuration the mock reports for a model: name,

@@ -518,9 +518,10 @@ func (h *InferHeader) checkTensorShm(t *Tensor) error {
 	return nil
 }
 
-// Param returns the request-level parameter named key.
+// Param returns the request-level parameter named key: the last entry of that
+// key, the one a protobuf parser keeps.
 func (h *InferHeader) Param(key string) (*Param, bool) {
-	for i := range h.Params {
+	for i := len(h.Params) - 1; i >= 0; i-- {
 		if string(h.Params[i].Key) == key {
 			return &h.Params[i], true
 		}

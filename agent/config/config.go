@@ -111,6 +111,20 @@ type Backend struct {
 	// on the backend, its slot freed, and answered DEADLINE_EXCEEDED: a wedged
 	// backend cannot hold a slot forever.
 	CallTimeoutMs int `yaml:"call_timeout_ms"`
+	// SequenceBatching names the models the embedded mock backend (and `vig
+	// mock-backend -c`) serves behind Triton's sequence batcher. It describes
+	// the mock only: vig reads a real server's batchers from its model
+	// configuration.
+	SequenceBatching map[string]MockSequence `yaml:"sequence_batching"`
+}
+
+// MockSequence is the mock's sequence batcher for one model.
+type MockSequence struct {
+	// MaxIdleMs frees the slot of a sequence idle this long
+	// (max_sequence_idle_microseconds); 0: Triton's default, 1000.
+	MaxIdleMs int `yaml:"max_idle_ms"`
+	// Slots is how many sequences hold a slot at once; 0: 1.
+	Slots int `yaml:"slots"`
 }
 
 // CallTimeout is backend.call_timeout_ms as a duration.
@@ -193,7 +207,29 @@ type Model struct {
 	// {1: 10, 8: 27.5}; sizes between are interpolated, and the estimator
 	// learns each size online either way.
 	BatchExecMs map[int]float64 `yaml:"batch_exec_ms"`
-	Line        int             `yaml:"-"`
+	// HandDeadline says whether vig hands each dispatched frame's remaining
+	// freshness budget to the server as Triton's `timeout` (µs) and its
+	// class as `priority` (protected 1, high 2, best_effort 3): auto (the
+	// default) where the server's model configuration says they act (timeout:
+	// a dynamic batcher whose queue policy allows a request's timeout;
+	// priority: priority_levels above 0), on always, off never.
+	HandDeadline string `yaml:"hand_deadline"`
+	Line         int    `yaml:"-"`
+}
+
+// The values of models.X.hand_deadline.
+const (
+	HandAuto = "auto"
+	HandOn   = "on"
+	HandOff  = "off"
+)
+
+// Hand returns the model's hand_deadline, auto when absent.
+func (m Model) Hand() string {
+	if m.HandDeadline == "" {
+		return HandAuto
+	}
+	return m.HandDeadline
 }
 
 // BatchFromServer is the max batch vig uses for a model whose config says cfg

@@ -97,9 +97,11 @@ func TestParseErrors(t *testing.T) {
 		want       []string // substrings of the error
 	}{
 		{"unknown top key", "listen: {grpc: \":1\"}\nbakend: {slots: 2}\n", 2, []string{`unknown key "bakend"`, "backend"}},
-		{"unknown nested key", "backend:\n  slots: 1\n  slot: 2\n", 3, []string{"backend.slot", `unknown key "slot"`, "known keys here: address, call_timeout_ms, compression, embedded, ring, seed, slots, stats_interval_ms"}},
+		{"unknown nested key", "backend:\n  slots: 1\n  slot: 2\n", 3, []string{"backend.slot", `unknown key "slot"`, "known keys here: address, call_timeout_ms, compression, embedded, ring, seed, sequence_batching, slots, stats_interval_ms"}},
 		{"unknown stream key", "models: {m: {exec_ms: 1}}\nstreams:\n  - name: a\n    model: m\n    class: high\n    period_ms: 10\n    max_age_ms: 10\n    maxage: 3\n", 8, []string{"streams[0].maxage"}},
 		{"unknown model key", "models:\n  m: {exec_ms: 1, exec: 2}\n", 2, []string{"models.m.exec"}},
+		{"sequence of an unknown model", "models: {m: {exec_ms: 1}}\nbackend: {sequence_batching: {trk: {}}}\n", 2, []string{"backend.sequence_batching.trk", `unknown model "trk"`}},
+		{"bad hand_deadline", "models:\n  m: {exec_ms: 1, hand_deadline: yes}\n", 2, []string{"models.m.hand_deadline", "auto, on, off"}},
 		{"wrong type", "backend:\n  slots: many\n", 2, []string{"backend.slots", `"many" is not a whole number`, "slots: 1"}},
 		{"bad class", "models: {m: {exec_ms: 1}}\nstreams:\n  - {name: a, model: m, class: besteffort, period_ms: 10, max_age_ms: 10}\n", 3, []string{"streams[0] (a).class", "best_effort"}},
 		{"unknown model", "models: {m: {exec_ms: 1}}\nstreams:\n  - {name: a, model: n, class: high, period_ms: 10, max_age_ms: 10}\n", 3, []string{`unknown model "n"`, "known: m"}},

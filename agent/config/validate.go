@@ -114,6 +114,15 @@ func (c *Config) validate(file string) error {
 	if c.Scheduler.CommitLeadMs < 0 {
 		bad(0, "scheduler.commit_lead_ms", "%g must not be negative", c.Scheduler.CommitLeadMs)
 	}
+	for name, sq := range c.Backend.SequenceBatching {
+		key := "backend.sequence_batching." + name
+		if _, ok := c.Models[name]; !ok {
+			bad(0, key, "unknown model %q: name one of models (known: %s)", name, listShort(c.ModelNames()))
+		}
+		if sq.MaxIdleMs < 0 || sq.Slots < 0 {
+			bad(0, key, "max_idle_ms %d, slots %d: give 0 (the default) or more", sq.MaxIdleMs, sq.Slots)
+		}
+	}
 	for name, m := range c.Models {
 		key := "models." + name
 		if name == "" {
@@ -124,6 +133,9 @@ func (c *Config) validate(file string) error {
 		}
 		if m.MaxBatch != nil && (*m.MaxBatch < 1 || *m.MaxBatch > MaxBatch) {
 			bad(m.Line, key+".max_batch", "%d: give the most frames one request of the model may carry, 1 to %d (Triton's max_batch_size; 1 turns batching off)", *m.MaxBatch, MaxBatch)
+		}
+		if !oneOf(m.Hand(), HandAuto, HandOn, HandOff) {
+			bad(m.Line, key+".hand_deadline", "%q is not one of auto, on, off (auto: hand the deadline and class on where the server's model configuration says they act)", m.HandDeadline)
 		}
 		for size, v := range m.BatchExecMs {
 			limit := MaxBatch

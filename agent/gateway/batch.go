@@ -161,10 +161,12 @@ func (g *Gateway) startBatch(b *batchRun) {
 	}
 	lead := b.members[0]
 	bc.Meta = append(bc.Meta[:0], lead.Meta...)
+	bc.hand.deadline, bc.hand.class = sched.Never, sched.BestEffort
 	for _, m := range b.members {
 		if m.Deadline != 0 && (bc.Deadline == 0 || m.Deadline < bc.Deadline) {
 			bc.Deadline = m.Deadline
 		}
+		bc.hand.deadline, bc.hand.class = min(bc.hand.deadline, m.hand.deadline), min(bc.hand.class, m.hand.class)
 	}
 	g.start(bc)
 }
@@ -241,7 +243,11 @@ func (g *Governor) completeBatch(b *batchRun, err error) {
 			g.acts = g.s.Cancel(now, m.token, g.acts)
 		}
 	}
-	g.acts = g.s.Complete(now, b.members[0].token, err == nil, g.acts)
+	if b.call.hand.late {
+		g.acts = g.s.CompleteLate(now, b.members[0].token, g.acts)
+	} else {
+		g.acts = g.s.Complete(now, b.members[0].token, err == nil, g.acts)
+	}
 	ds := g.collect(now, buf[:0])
 	g.mu.Unlock()
 	g.carryTo(ds)

@@ -83,6 +83,7 @@ type Call struct {
 	wake    chan sched.Action  // for Governor.Admit: the decision
 	batch   *batchRun          // the batch it runs in (batch.go)
 	left    bool               // a batch member whose client left
+	hand    handOn             // what vig hands on to the backend (handoff.go)
 }
 
 // SharedFrame is where a request's inputs lie in a sealed memory file.

@@ -131,6 +131,18 @@
 // grpc-timeout nor RST_STREAM cannot hold a slot forever. One timer serves all
 // calls.
 //
+// # Sequences and deadlines handed on
+//
+// The governor reads a request's sequence_id, sequence_start and sequence_end
+// (wire.InferHeader.Sequence) into the scheduler's request, which keeps a
+// sequence whole for Triton's sequence batcher (agent/sched, Sequences). On
+// the gRPC backend path vig appends Triton's timeout (the frame's freshness
+// budget left) and priority (from its class) to the message it forwards,
+// after its last field, where the server's model configuration says they act
+// (models.X.hand_deadline); a frame the backend drops at that timeout is
+// answered DEADLINE_EXCEEDED and counted late_dropped (handoff.go). A ring
+// backend gets neither: it has no queue of its own beyond vig's.
+//
 // # Batching
 //
 // For a model with max_batch above 1, the governor gives each frame a batch
@@ -162,7 +174,8 @@
 //
 // ModelInfer is the one RPC vig reads: it scans the header fields it needs straight
 // out of the received message, never the tensor data, removes its own vig_*
-// parameters by splicing buffer views, and forwards the rest. ModelStreamInfer
+// parameters by splicing buffer views, and forwards the rest, with the
+// deadline and class it hands on appended. ModelStreamInfer
 // requests are forwarded one by one as ModelInfer calls and their answers spliced
 // into ModelStreamInferResponse messages, so that each can be scheduled on its own.
 // System shared-memory registration is mirrored (shm.go) so that tensor references

@@ -193,6 +193,11 @@ func (g *Governor) request(h *wire.InferHeader) (sched.Request, error) {
 		}
 		req.Timeout = time.Duration(p.Int) * time.Microsecond // negative: the scheduler refuses it
 	}
+	seq, err := h.Sequence()
+	if err != nil {
+		return req, status.Error(codes.InvalidArgument, err.Error())
+	}
+	req.SequenceID, req.SequenceStart, req.SequenceEnd = seq.ID, seq.Start, seq.End
 	return req, nil
 }
 
@@ -226,6 +231,7 @@ func (g *Governor) submit(c *Call) {
 		return
 	}
 	g.batchKey(c, &req)
+	c.hand.pinned = req.SequenceID != 0 && (req.SequenceStart || req.SequenceEnd)
 	var buf [4]decision
 	g.mu.Lock()
 	now := g.clock()
@@ -252,6 +258,7 @@ func (g *Governor) collect(now sched.Time, ds []decision) []decision {
 			c.phase = phaseDone
 		} else {
 			c.phase, c.stream, c.capture, c.started = phaseRunning, a.Stream, a.Capture, now
+			c.hand.deadline, c.hand.class = a.Deadline, g.s.StreamClass(a.Stream)
 			if a.Batch != 0 && a.BatchSize > 1 && !g.group(c, a) {
 				continue // carried out with its batch's lead
 			}
@@ -282,7 +289,11 @@ func (g *Governor) complete(c *Call, err error) {
 		// counted cancelled, and its truncated run teaches the estimator nothing.
 		g.acts = g.s.Cancel(now, c.token, g.acts)
 	}
-	g.acts = g.s.Complete(now, c.token, err == nil, g.acts)
+	if c.hand.late {
+		g.acts = g.s.CompleteLate(now, c.token, g.acts)
+	} else {
+		g.acts = g.s.Complete(now, c.token, err == nil, g.acts)
+	}
 	ds := g.collect(now, buf[:0])
 	g.mu.Unlock()
 	g.carryTo(ds)

@@ -298,6 +298,7 @@ func (b *h2Backend) Start(call *Call) {
 		call.Finish(nil, err)
 		return
 	}
+	msg = call.gw.withHandOff(call, msg)
 	if b.gzip {
 		if msg, err = gzipMessage(msg); err != nil {
 			call.Finish(nil, status.Errorf(codes.Internal, "compressing the request: %v", err))
@@ -340,7 +341,8 @@ func (b *h2Backend) startArriving(c *bconn, call *Call) {
 	// registered, the call may be finished (client gone, expired, connection
 	// lost) and recycled on another goroutine.
 	p, head := call.body, call.Msg
-	head.Ref() // the Call keeps its own references (its header views them)
+	extra := call.gw.handParams(call) // vig's hand-off follows the last byte
+	head.Ref()                        // the Call keeps its own references (its header views them)
 	bs, ok := c.openCall(call, head)
 	if !ok {
 		return
@@ -353,10 +355,18 @@ func (b *h2Backend) startArriving(c *bconn, call *Call) {
 		c.abort(bs, http2.ErrCodeCancel) // the request will not be complete: its call is being cancelled
 		return
 	}
-	if !c.cc.SendStart(&bs.ClientStream, p.size, head, arrived, end) || end {
+	if end && extra != nil {
+		arrived = append(arrived, mem.SliceBuffer(extra))
+	}
+	if !c.cc.SendStart(&bs.ClientStream, p.size+len(extra), head, arrived, end) || end {
 		return // finished meanwhile, or sent whole
 	}
-	if !p.attach(func(m mem.BufferSlice, end bool) bool { return c.cc.SendMore(&bs.ClientStream, m, end) }) {
+	if !p.attach(func(m mem.BufferSlice, end bool) bool {
+		if end && extra != nil {
+			return c.cc.SendMore(&bs.ClientStream, m, false) && c.cc.SendMore(&bs.ClientStream, mem.BufferSlice{mem.SliceBuffer(extra)}, true)
+		}
+		return c.cc.SendMore(&bs.ClientStream, m, end)
+	}) {
 		c.abort(bs, http2.ErrCodeCancel)
 	}
 }

@@ -86,6 +86,7 @@ func (g *Gateway) finish(c *Call, resp mem.BufferSlice, err error) {
 		err = g.exp.errFor(c)
 		g.m.BackendExpired()
 	}
+	err = lateAtBackend(c, err)
 	switch {
 	case g.gov != nil && c.token != 0:
 		g.gov.complete(c, err) // may start the next call before this one is answered

@@ -120,6 +120,7 @@ func (g *Gateway) applyServerModel(name string, mc *wire.ModelConfig) {
 	if g.gov.setMaxBatch(name, n) && n > 1 {
 		g.log.Info("batching the model's frames", "model", name, "max_batch", n)
 	}
+	g.noteHandOff(name, mc)
 }
 
 // setMaxBatch sets model's max batch in the scheduler and for the batch keys;

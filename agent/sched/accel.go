@@ -199,13 +199,13 @@ func (s *Scheduler) frontArrive(now Time, r Request, acts []Action) []Action {
 	return s.due(now, s.translate(p, n0, s.accels[p].e.arrive(now, r, dup, acts)))
 }
 
-func (s *Scheduler) frontComplete(now Time, token uint64, ok bool, acts []Action) []Action {
+func (s *Scheduler) frontFinish(now Time, token uint64, out Outcome, acts []Action) []Action {
 	p := s.partOfToken(token)
 	if p < 0 {
 		return s.due(now, acts)
 	}
 	n0 := len(acts)
-	return s.due(now, s.translate(p, n0, s.accels[p].e.Complete(now, token, ok, acts)))
+	return s.due(now, s.translate(p, n0, s.accels[p].e.finish(now, token, out, acts)))
 }
 
 func (s *Scheduler) frontCancel(now Time, token uint64, acts []Action) []Action {

@@ -514,7 +514,7 @@ func (s *Scheduler) dispatchBatch(now Time, n, rows, slot int, start Time, queue
 		st.running++
 		st.lateStreak = 0
 		st.anchor, st.anchored = now, true
-		acts = append(acts, Action{Kind: Dispatch, Token: r.token, Stream: int(r.stream), Slot: slot, Busy: occ,
+		acts = append(acts, Action{Kind: Dispatch, Token: r.token, Stream: int(r.stream), Slot: slot, Busy: occ, Deadline: r.deadline,
 			Capture: r.capture, Waited: now.Sub(r.arrival), Budget: budget, Queued: queued, Start: start,
 			Batch: lead.token, BatchSize: n})
 	}
@@ -524,7 +524,7 @@ func (s *Scheduler) dispatchBatch(now Time, n, rows, slot int, start Time, queue
 
 // finishMembers ends the members of the batch led by li (its Complete): each
 // is counted and delivered as the lead is, and released.
-func (s *Scheduler) finishMembers(now Time, li int32, ok bool) {
+func (s *Scheduler) finishMembers(now Time, li int32, out Outcome) {
 	for ri := s.reqs[li].bnext; ri >= 0; {
 		r := &s.reqs[ri]
 		next := r.bnext
@@ -533,11 +533,11 @@ func (s *Scheduler) finishMembers(now Time, li int32, ok bool) {
 		switch {
 		case r.cancelled:
 			st.c.Cancelled++
-		case ok:
+		case out == Forwarded:
 			st.c.Forwarded++
 			s.deliver(now, st, r.capture)
 		default:
-			st.c.BackendError++
+			st.c.add(out)
 		}
 		r.bnext, r.blead = -1, -1
 		s.release(ri)

@@ -73,7 +73,8 @@
 // A Latest queue holds one waiting request. A newer frame supersedes the
 // waiting one, which is answered Aborted at once (superseded); if the
 // arrival's capture is older than the waiting frame's, the arrival is the
-// one superseded. A FIFO queue holds up to Capacity requests in arrival
+// one superseded. Frames carrying a sequence's START or END are the
+// exception (see Sequences). A FIFO queue holds up to Capacity requests in arrival
 // order; an arrival finding it full is answered ResourceExhausted (rejected).
 //
 // # Dispatch
@@ -408,6 +409,48 @@
 // 80–99 %; with 1 ms of jitter 98–100 % of the cameras' and 89 % of depth's,
 // and it breaks down at 2 ms. With the batch's cost linear in b (E-linear) it
 // batches nothing and matches the unbatched schedule.
+//
+// # Sequences
+//
+// A stateful model behind Triton's sequence batcher (a tracker) takes
+// requests that carry sequence_id, sequence_start and sequence_end
+// (Request.SequenceID, SequenceStart, SequenceEnd). The backend must never
+// see a sequence without its START (it refuses every later frame: "must
+// specify the START flag"), must not lose its END (the sequence slot stays
+// taken until its idle timeout), and must see its frames in order. Freshness
+// still applies to the frames in between: a stale middle frame is
+// superseded or late-dropped as any other.
+//
+// A frame carrying START or END (with a non-zero id) is pinned: it is never
+// superseded nor late-dropped, it runs even stale, and a newer frame of its
+// stream waits behind it. The alternative — passing its flags to the frame
+// that supersedes it — was rejected: a START late-dropped with no frame
+// behind it would have nobody to pass to, an END superseded by the START of
+// the next sequence cannot pass at all, and vig would have to rewrite the
+// flags in the forwarded message. Pinning changes nothing in the message and
+// costs one stale run per sequence boundary. A Latest queue therefore holds,
+// besides its one latest frame, up to two pinned ones (the END of a sequence
+// and the START of the next); a pinned arrival supersedes an unpinned waiting
+// frame, and one that finds both places taken is answered ResourceExhausted
+// (rejected) — the client learns it, nothing is lost silently. FIFO queues
+// keep their capacity. A client's own Triton timeout still applies under
+// the default contract. Drain and a backend marked down answer pinned frames
+// Unavailable like the others.
+//
+// Order: a head whose sequence has a request at the backend (running or
+// committed) is not a candidate until that request completes, so frames of
+// one sequence are never at the backend together, with any number of slots
+// (two frames in flight on separate backend streams may be started in either
+// order). A frame of a sequence never joins a batch. Sequences are told
+// apart by model and id, as in Triton, whatever their stream.
+//
+// # Deadlines handed on
+//
+// A Dispatch carries its Deadline (capture + max_age; Never under the default
+// contract) so that the caller can hand the backend the time that remains as
+// its queue timeout. A request the backend then drops for that timeout is
+// ended with CompleteLate: counted late_dropped, like vig's own late frames,
+// and nothing is learnt from it.
 //
 // # Minimum rate budget
 //

@@ -67,6 +67,7 @@ type eventChecker struct {
 	capture map[uint64]Time
 	running []uint64
 	live    []uint64
+	pinned  map[uint64]bool // carries a sequence's START or END
 }
 
 func (c *eventChecker) apply(acts []Action) {
@@ -91,10 +92,13 @@ func (c *eventChecker) apply(acts []Action) {
 			if a.Capture != c.capture[a.Token] || a.Waited < 0 {
 				t.Fatalf("token %d dispatched with capture %v (sent %v), waited %v", a.Token, a.Capture, c.capture[a.Token], a.Waited)
 			}
-			if dl <= c.h.now {
+			if a.Deadline != dl {
+				t.Fatalf("token %d dispatched with deadline %v, want %v", a.Token, a.Deadline, dl)
+			}
+			if dl <= c.h.now && !c.pinned[a.Token] {
 				t.Fatalf("stale token %d dispatched at %v, deadline %v", a.Token, c.h.now, dl)
 			}
-			if !a.Probe && a.Start.Add(e.cost(str.model, a.Busy)) > dl {
+			if !a.Probe && !c.pinned[a.Token] && a.Start.Add(e.cost(str.model, a.Busy)) > dl {
 				t.Fatalf("token %d dispatched to miss its deadline", a.Token)
 			}
 			if (!a.Queued && a.Start != c.h.now) || a.Start < c.h.now {
@@ -120,6 +124,9 @@ func (c *eventChecker) apply(acts []Action) {
 			}
 			if st != tokWaiting && st != tokNone {
 				t.Fatalf("answer to token %d in state %d", a.Token, st)
+			}
+			if c.pinned[a.Token] && (a.Outcome == Superseded || a.Reason == ReasonLate) {
+				t.Fatalf("token %d carrying a sequence's START or END answered %v (%v)", a.Token, a.Outcome, a.Reason)
 			}
 			c.state[a.Token] = tokDone
 		default:
@@ -154,6 +161,25 @@ func (c *eventChecker) apply(acts []Action) {
 		}
 		if n != e.busy+e.committed || started != e.busy {
 			t.Fatalf("accelerator %q: caller sees %d at the backend (%d started), scheduler %d + %d committed", e.accelName, n, started, e.busy, e.committed)
+		}
+	}
+	// At most one request of a sequence (of a model) at the backend.
+	type seqKey struct {
+		model string
+		id    uint64
+	}
+	atBackend := map[seqKey]uint64{}
+	for _, tok := range c.running {
+		if c.state[tok] != tokRunning {
+			continue
+		}
+		e := engineOfToken(s, tok)
+		r := &e.reqs[e.tokens.get(tok)]
+		if k := (seqKey{e.streams[r.stream].spec.Model, r.seqID}); k.id != 0 {
+			if other, dup := atBackend[k]; dup {
+				t.Fatalf("tokens %d and %d of sequence %d of model %s at the backend together", other, tok, k.id, k.model)
+			}
+			atBackend[k] = tok
 		}
 	}
 }
@@ -239,6 +265,7 @@ func runEvents(t testing.TB, data []byte) {
 		h:       newHarness(t, cfg),
 		state:   map[uint64]tokState{},
 		capture: map[uint64]Time{},
+		pinned:  map[uint64]bool{},
 	}
 	h := c.h
 	h.set(Time(time.Hour)) // room for old captures
@@ -280,8 +307,12 @@ func runEvents(t testing.TB, data []byte) {
 				r.Priority, r.HasPriority = uint64(b-200), true
 			} else if b < 8 {
 				r.Timeout = time.Duration(int(b)-1) * ms
+			} else if b < 40 {
+				// Frames of three sequences, some carrying START or END.
+				r.SequenceID, r.SequenceStart, r.SequenceEnd = uint64(b%3)+1, b&8 != 0, b&16 != 0
 			}
 			if !dup {
+				c.pinned[r.Token] = r.SequenceStart || r.SequenceEnd
 				c.state[r.Token] = tokWaiting
 				cap := r.Capture
 				if cap == 0 || cap > h.now {

@@ -46,6 +46,9 @@ type request struct {
 	bsize     int32  // a dispatched lead's rows: the size its time is learnt under
 	bnext     int32  // next member of its batch, -1 at the end
 	blead     int32  // a member's lead, -1 for a lead or a request alone
+	seqID     uint64 // Request.SequenceID: 0 belongs to no sequence
+	seqStart  bool   // carries the sequence's START (sequence.go)
+	seqEnd    bool   // carries its END
 }
 
 type model struct {
@@ -262,6 +265,9 @@ func New(cfg Config) (*Scheduler, error) {
 		if st.interval == 0 {
 			st.interval = spec.Period
 		}
+		if spec.Queue == Latest {
+			st.capacity = 1 + pinSlots // room for frames carrying START or END (sequence.go)
+		}
 		if spec.MinRateHz > 0 {
 			st.minRate = time.Duration(math.Ceil(float64(time.Second) / spec.MinRateHz))
 		}
@@ -348,6 +354,22 @@ func (s *Scheduler) StreamName(i int) string {
 		return ""
 	}
 	return s.streams[i].name
+}
+
+// StreamClass returns the class of stream i (as in Action.Stream), or
+// BestEffort for an index out of range such as -1 (unrouted).
+func (s *Scheduler) StreamClass(i int) Class {
+	if s.multi() {
+		if i < 0 || i >= len(s.streamAt) {
+			return BestEffort
+		}
+		ref := s.streamAt[i]
+		return s.accels[ref.part].e.streams[ref.local].class
+	}
+	if i < 0 || i >= len(s.streams) {
+		return BestEffort
+	}
+	return s.streams[i].class
 }
 
 // Margin returns the configured safety margin.
@@ -452,6 +474,8 @@ func (s *Scheduler) arrive(now Time, r Request, dup bool, acts []Action) []Actio
 		code, reason = InvalidArgument, ReasonCaptureTooOld
 	case st.spec.Queue == FIFO && len(st.q) == st.capacity:
 		code, reason = ResourceExhausted, ReasonQueueFull
+	case st.spec.Queue == Latest && s.latestFull(st):
+		code, reason = ResourceExhausted, ReasonQueueFull
 	case s.free < 0:
 		code, reason = ResourceExhausted, ReasonTableFull
 	}
@@ -469,8 +493,11 @@ func (s *Scheduler) arrive(now Time, r Request, dup bool, acts []Action) []Actio
 		token: r.Token, stream: si, state: stWaiting, capture: capture, arrival: now,
 		deadline: Never, startBy: Never, seq: s.seq, next: -1, slot: -1,
 		rows: int32(max(r.Rows, 1)), bnext: -1, blead: -1,
+		seqID: r.SequenceID, seqStart: r.SequenceStart && r.SequenceID != 0, seqEnd: r.SequenceEnd && r.SequenceID != 0,
 	}
-	if s.models[st.model].maxBatch > 1 {
+	if s.models[st.model].maxBatch > 1 && r.SequenceID == 0 {
+		// A frame of a sequence runs alone: its state lives in the
+		// backend's sequence slot.
 		q.key = r.BatchKey
 		st.lastKey = r.BatchKey
 	}
@@ -505,15 +532,11 @@ func (s *Scheduler) arrive(now Time, r Request, dup bool, acts []Action) []Actio
 		st.cov.start(st.windowStart(st.win(capture)))
 	}
 
-	if st.spec.Queue == Latest && len(st.q) == 1 {
-		old := st.q[0]
-		if s.reqs[old].capture > capture {
-			// The arrival is older than the waiting frame: it is the
-			// one superseded.
-			return s.pass(now, s.answer(ri, Aborted, Superseded, ReasonSuperseded, acts))
+	if st.spec.Queue == Latest {
+		var gone bool
+		if acts, gone = s.latestArrive(st, ri, acts); gone {
+			return s.pass(now, acts)
 		}
-		st.q = st.q[:0]
-		acts = s.answer(old, Aborted, Superseded, ReasonSuperseded, acts)
 	}
 	if st.adhoc {
 		// Triton's priority levels: FIFO within a level, lower levels
@@ -730,6 +753,9 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 				continue
 			}
 			h := &s.reqs[c.q[0]]
+			if s.seqBusy(c.model, h.seqID) {
+				continue // its sequence's previous frame is still at the backend
+			}
 			cc := s.cost(c.model, occ)
 			if s.batchable(c, h) {
 				cc = s.costN(c.model, occ, s.heads(c, h, occ))
@@ -779,7 +805,9 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 				st.pass = s.passID
 				continue
 			}
-			if r.deadline > now && s.cfg.ProbeAfter > 0 && st.lateStreak >= s.cfg.ProbeAfter && !wait {
+			if r.pinned() {
+				// A sequence's START or END runs even stale (sequence.go).
+			} else if r.deadline > now && s.cfg.ProbeAfter > 0 && st.lateStreak >= s.cfg.ProbeAfter && !wait {
 				probe = true
 			} else {
 				s.countStarved(st, r, c, now)
@@ -1055,7 +1083,7 @@ func (s *Scheduler) dispatchHead(now Time, st *stream, slot int, start Time, que
 	if probe {
 		st.probes++
 	}
-	return append(acts, Action{Kind: Dispatch, Token: r.token, Stream: int(r.stream), Slot: slot, Busy: occ,
+	return append(acts, Action{Kind: Dispatch, Token: r.token, Stream: int(r.stream), Slot: slot, Busy: occ, Deadline: r.deadline,
 		Capture: r.capture, Waited: now.Sub(r.arrival), Probe: probe, Budget: budget, Queued: queued, Start: start})
 }
 
@@ -1079,7 +1107,7 @@ func (s *Scheduler) expire(now Time, acts []Action) []Action {
 				}
 				s.wake = min(s.wake, r.startBy+1)
 			}
-			if r.deadline != Never {
+			if r.deadline != Never && !r.pinned() {
 				c := s.cost(st.model, s.busy)
 				if now.Add(c) > r.deadline {
 					s.countStarved(st, r, c, now)
@@ -1114,9 +1142,28 @@ func (s *Scheduler) expire(now Time, acts []Action) []Action {
 // oldest committed request is taken to have started now (the backend's
 // queue is FIFO). A token that is not at the backend is ignored.
 func (s *Scheduler) Complete(now Time, token uint64, ok bool, acts []Action) []Action {
-	if s.multi() {
-		return s.frontComplete(now, token, ok, acts)
+	out := Forwarded
+	if !ok {
+		out = BackendError
 	}
+	return s.finish(now, token, out, acts)
+}
+
+// CompleteLate reports that the backend dropped a dispatched request for the
+// timeout vig handed it (see Deadlines handed on in doc.go): like Complete
+// with !ok, but the request (every member of its batch) is counted
+// late_dropped, as vig's own late frames are.
+func (s *Scheduler) CompleteLate(now Time, token uint64, acts []Action) []Action {
+	return s.finish(now, token, LateDropped, acts)
+}
+
+// finish ends a dispatched request with outcome out: Forwarded,
+// BackendError or LateDropped.
+func (s *Scheduler) finish(now Time, token uint64, out Outcome, acts []Action) []Action {
+	if s.multi() {
+		return s.frontFinish(now, token, out, acts)
+	}
+	ok := out == Forwarded
 	ri := s.tokens.get(token)
 	if ri < 0 || (s.reqs[ri].state != stRunning && s.reqs[ri].state != stCommitted) || s.reqs[ri].blead >= 0 {
 		return acts // not at the backend, or a member of a batch: its lead completes it
@@ -1155,7 +1202,7 @@ func (s *Scheduler) Complete(now Time, token uint64, ok bool, acts []Action) []A
 	if r.budget {
 		s.budgetRunning--
 	}
-	s.finishMembers(now, ri, ok)
+	s.finishMembers(now, ri, out)
 	st.running--
 	switch {
 	case r.cancelled:
@@ -1164,7 +1211,7 @@ func (s *Scheduler) Complete(now Time, token uint64, ok bool, acts []Action) []A
 		st.c.Forwarded++
 		s.deliver(now, st, r.capture)
 	default:
-		st.c.BackendError++
+		st.c.add(out)
 	}
 	s.release(ri)
 	return s.pass(now, acts)

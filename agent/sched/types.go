@@ -228,6 +228,13 @@ type Request struct {
 	// dimension); 0 means 1. A batch's rows never exceed the model's
 	// MaxBatch.
 	Rows int
+	// SequenceID names the sequence the request belongs to (Triton's
+	// sequence_id; a string id is hashed by the caller); 0: none.
+	// SequenceStart and SequenceEnd are its sequence_start and
+	// sequence_end flags (see Sequences in doc.go).
+	SequenceID    uint64
+	SequenceStart bool
+	SequenceEnd   bool
 }
 
 // ActionKind says what the caller must do with an Action.
@@ -269,6 +276,10 @@ type Action struct {
 	// latency and age for its histograms.
 	Capture Time
 	Waited  time.Duration
+	// Deadline is a Dispatch's freshness deadline (capture + max_age), or
+	// Never under the default contract: what the caller hands on to the
+	// backend as its timeout (see Deadlines handed on in doc.go).
+	Deadline Time
 	// Code, Outcome and Reason describe an Answer.
 	Code    Code
 	Outcome Outcome

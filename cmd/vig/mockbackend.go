@@ -142,6 +142,9 @@ func mockBackend(ctx context.Context, args []string, stdout, stderr io.Writer, r
 	fs.Var(&models, "model", "a model as `NAME=EXEC_MS` (base execution time in ms); repeatable")
 	var batches mockBatchFlags
 	fs.Var(&batches, "batch", "a model's batching as `NAME=MAX[,gain=G][,delay_us=N][,preferred=P/P…]`: Triton's max_batch_size with its dynamic batcher, the batch gain (default 1: no gain); repeatable")
+	seqs, queues := mockSequenceFlags{}, mockQueueFlags{}
+	fs.Var(seqs, "sequence", "serve model NAME behind Triton's sequence batcher: `NAME[=MAX_IDLE_MS[,SLOTS]]`; repeatable")
+	fs.Var(queues, "queue-timeout", "give model NAME a dynamic batcher queue policy that honours request timeouts below its default: `NAME=DEFAULT_TIMEOUT_MS[,PRIORITY_LEVELS]`; repeatable")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), mockBackendUsage)
 		fs.PrintDefaults()
@@ -204,6 +207,10 @@ func mockBackend(ctx context.Context, args []string, stdout, stderr io.Writer, r
 	cfg.Models = mergeMockModels(cfg.Models, models)
 	if len(cfg.Models) == 0 {
 		fmt.Fprintln(stderr, "vig mock-backend: no models: give --model NAME=EXEC_MS (e.g. --model detector=8) or -c FILE with a models: section")
+		return 2
+	}
+	if err := applyMockModelFlags(cfg.Models, seqs, queues); err != nil {
+		fmt.Fprintf(stderr, "vig mock-backend: %v\n", err)
 		return 2
 	}
 	for _, b := range batches {

@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/vig-edge/vig/mockbackend"
 	"github.com/vig-edge/vig/netopt"
@@ -37,6 +39,11 @@ func TestMockBackendFlagErrors(t *testing.T) {
 		{[]string{"--model", "a=1", "--log-format", "xml"}, "text or json"},
 		{[]string{"--model", "a=1", "extra"}, "unexpected arguments"},
 		{[]string{"--nope"}, "flag provided but not defined"},
+		{[]string{"--model", "a=1", "--sequence", "b"}, "--sequence b: no such model"},
+		{[]string{"--model", "a=1", "--sequence", "a=x"}, "MAX_IDLE_MS"},
+		{[]string{"--model", "a=1", "--sequence", "a=10,0"}, "SLOTS"},
+		{[]string{"--model", "a=1", "--queue-timeout", "a=0"}, "DEFAULT_TIMEOUT_MS"},
+		{[]string{"--model", "a=1", "--queue-timeout", "b=5"}, "--queue-timeout b: no such model"},
 		{[]string{"--model", "a=1", "--batch", "b=8"}, "--batch b: no such model"},
 		{[]string{"--model", "a=1", "--batch", "a=0"}, "MAX must be a batch size"},
 		{[]string{"--model", "a=1", "--batch", "a=8,gain=-1"}, "gain"},
@@ -186,4 +193,52 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// --sequence and --queue-timeout give a model Triton's sequence batcher and a
+// queue policy: its ModelConfig says so, and a request of an unknown sequence
+// without START is refused.
+func TestMockBackendSequenceFlags(t *testing.T) {
+	sock := "unix:" + filepath.Join(t.TempDir(), "mock.sock")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	addrc := make(chan string, 1)
+	codec := make(chan int, 1)
+	var stderr syncBuffer
+	go func() {
+		codec <- mockBackend(ctx, []string{"--listen", sock, "--model", "trk=1", "--model", "det=1", "--sequence", "trk=500,2", "--queue-timeout", "det=1000,3"},
+			&bytes.Buffer{}, &stderr, func(a string) { addrc <- a })
+	}()
+	var addr string
+	select {
+	case addr = <-addrc:
+	case code := <-codec:
+		t.Fatalf("exited %d before serving: %s", code, stderr.String())
+	}
+	c := dialMock(t, addr)
+	_, err := c.ModelInfer(context.Background(), &pb.ModelInferRequest{ModelName: "trk", Id: "x",
+		Parameters: map[string]*pb.InferParameter{"sequence_id": {ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: 3}}}})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "must specify the START flag") {
+		t.Errorf("a sequence without START: %v, want INVALID_ARGUMENT", err)
+	}
+	for model, check := range map[string]func(*wire.ModelConfig) bool{
+		"trk": func(m *wire.ModelConfig) bool { return m.SequenceBatching },
+		"det": func(m *wire.ModelConfig) bool {
+			db := m.DynamicBatching
+			return db != nil && db.PriorityLevels == 3 && db.DefaultQueuePolicy != nil &&
+				db.DefaultQueuePolicy.AllowTimeoutOverride && db.DefaultQueuePolicy.DefaultTimeoutMicroseconds == 1_000_000
+		},
+	} {
+		resp, err := c.ModelConfig(context.Background(), &pb.ModelConfigRequest{Name: model})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mc, err := wire.ParseModelConfig(resp.Config); err != nil || !check(mc) {
+			t.Errorf("%s: ModelConfig %+v, %v", model, mc, err)
+		}
+	}
+	cancel()
+	if code := <-codec; code != 0 {
+		t.Errorf("exit %d after stop; log:\n%s", code, stderr.String())
+	}
 }
