@@ -11,6 +11,8 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/dynamicpb"
+
+	"github.com/vig-edge/vig/internal/fuzztest"
 )
 
 // scenarioE is the detector of SCENARIOS.md's scenario E as Triton would report
@@ -244,6 +246,7 @@ func FuzzParseModelConfig(f *testing.F) {
 	f.Add(AppendModelConfig(nil, &ModelConfig{Name: "seq", SequenceBatching: true}))
 	f.Add(cat(msg(5, cat(vint(4, 3), vint(4, 224))), msg(11, msg(6, vint(4, 1)))))
 	f.Fuzz(func(t *testing.T, b []byte) {
+		defer fuzztest.Bound(t)()
 		c, err := ParseModelConfig(b)
 		if err != nil {
 			return
