@@ -2,7 +2,7 @@
 
 GO      ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 export PATH := $(dir $(GO)):$(HOME)/go/bin:$(PATH)
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+VERSION ?= $(shell ./build/version.sh 2>/dev/null || cat build/version/VERSION)
 LDFLAGS := -X github.com/vig-edge/vig/build/version.version=$(VERSION)
 BIN     := bin
 CONFIG  ?= examples/demo.yaml
@@ -50,8 +50,8 @@ arm64: ## static linux/arm64 binary for phones and Jetsons (bin/vig-linux-arm64)
 release: ## dist/: static linux/arm64 + amd64 binaries, SHA256SUMS, size report; fails above the size budget
 	GO="$(GO)" VERSION="$(VERSION)" GOTAGS="$(GOTAGS)" ./build/release.sh dist
 
-android-push: arm64 ## push bin/vig-linux-arm64 and CONFIG to the phone adb sees (then: android/vig-adb.sh start)
-	./android/vig-adb.sh push --binary $(BIN)/vig-linux-arm64 --config $(CONFIG)
+android-push: arm64 ## push bin/vig-linux-arm64 and examples/android.yaml (ANDROID_CONFIG=FILE, FORCE=1) to the phone adb sees
+	./android/vig-adb.sh push --binary $(BIN)/vig-linux-arm64 $(if $(ANDROID_CONFIG),--config $(ANDROID_CONFIG)) $(if $(FORCE),--force)
 
 proto: ## regenerate proto/inference from proto/inference.proto (protoc from Debian's protobuf-compiler)
 	@command -v protoc >/dev/null || { echo "protoc missing: apt-get install -y protobuf-compiler"; exit 1; }
@@ -60,7 +60,7 @@ proto: ## regenerate proto/inference from proto/inference.proto (protoc from Deb
 	protoc -I proto --go_out=proto/inference --go_opt=paths=source_relative \
 		--go-grpc_out=proto/inference --go-grpc_opt=paths=source_relative proto/inference.proto
 
-bench: build ## vig bench all --quick (a few minutes; results in bench/results/)
+bench: build ## vig bench all --quick (a few minutes; results in vig-bench-results/)
 	$(BIN)/vig bench all --quick
 
 bench-link: ## (root) gzip vs identity for a 1.2 MB frame over a veth shaped like a USB 2.0 tether

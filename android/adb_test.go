@@ -110,7 +110,7 @@ func TestADBScript(t *testing.T) {
 	if err != nil {
 		t.Fatalf("push: %v\n%s", err, out)
 	}
-	p.want("push", p.calls(), "-s R5CT12345AB shell mkdir -p DIR", "push "+p.binary+" DIR/vig", "push ../examples/demo.yaml DIR/vig.yaml", "shell chmod 755 DIR/vig")
+	p.want("push", p.calls(), "-s R5CT12345AB shell mkdir -p DIR", "push "+p.binary+" DIR/vig", "shell chmod 755 DIR/vig", "push ../examples/demo.yaml DIR/vig.yaml")
 	if fi, err := os.Stat(filepath.Join(p.deviceDir, "vig")); err != nil || fi.Mode().Perm()&0o100 == 0 {
 		t.Fatalf("vig on the device is not executable: %v %v", fi, err)
 	}
@@ -148,6 +148,65 @@ func TestADBScript(t *testing.T) {
 		if strings.Contains(c, "svc power") {
 			t.Errorf("stop after a start without --stayon called %q", c)
 		}
+	}
+}
+
+// TestADBPushConfig: push installs examples/android.yaml by default (a governor
+// for the phone's server, no embedded mock, no /tmp), keeps a config changed on
+// the phone, and replaces it only with --force.
+func TestADBPushConfig(t *testing.T) {
+	p := newPhone(t, "R5CT1\tdevice\n")
+	onPhone := filepath.Join(p.deviceDir, "vig.yaml")
+	out, err := p.run("push", "--binary", p.binary)
+	if err != nil || !strings.Contains(out, "android.yaml as vig.yaml") {
+		t.Fatalf("push: %v\n%s", err, out)
+	}
+	got, _ := os.ReadFile(onPhone)
+	if want, _ := os.ReadFile("../examples/android.yaml"); string(got) != string(want) {
+		t.Fatalf("default config on the phone is not examples/android.yaml:\n%s", got)
+	}
+	if strings.Contains(string(got), "embedded") || strings.Contains(string(got), `"/tmp`) {
+		t.Errorf("examples/android.yaml must govern the phone's server, with no /tmp socket:\n%s", got)
+	}
+	// Unchanged on the phone: another --config replaces it.
+	if out, err := p.run("push", "--binary", p.binary, "--config", "../examples/demo.yaml"); err != nil || !strings.Contains(out, "the old one is vig.yaml.bak") {
+		t.Fatalf("push over an unchanged config: %v\n%s", err, out)
+	}
+	// Changed on the phone: a plain push keeps it and says so.
+	if err := os.WriteFile(onPhone, []byte("# edited on the phone\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := p.run("push", "--binary", p.binary); err != nil || !strings.Contains(out, "kept the vig.yaml changed on the phone") {
+		t.Fatalf("re-push: %v\n%s", err, out)
+	}
+	if b, _ := os.ReadFile(onPhone); string(b) != "# edited on the phone\n" {
+		t.Fatalf("a changed config was overwritten: %q", b)
+	}
+	p.calls()
+	out, err = p.run("push", "--binary", p.binary, "--config", "../examples/demo.yaml")
+	if err == nil || !strings.Contains(out, "--force") {
+		t.Fatalf("--config over a changed config: %v\n%s", err, out)
+	}
+	for _, c := range p.calls() {
+		if strings.Contains(c, " push ") && !strings.Contains(c, " pull ") {
+			t.Errorf("refused push still pushed: %q", c)
+		}
+	}
+	if out, err := p.run("push", "--binary", p.binary, "--config", "../examples/demo.yaml", "--force"); err != nil {
+		t.Fatalf("--force: %v\n%s", err, out)
+	}
+	if b, _ := os.ReadFile(onPhone + ".bak"); string(b) != "# edited on the phone\n" {
+		t.Errorf("--force lost the changed config: .bak %q", b)
+	}
+}
+
+// TestADBHelp: --help works without adb installed and prints no script lines.
+func TestADBHelp(t *testing.T) {
+	cmd := exec.Command("sh", "vig-adb.sh", "--help")
+	cmd.Env = append(os.Environ(), "ADB=/nonexistent/adb")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "vig-adb.sh push") || strings.Contains(string(out), "set -eu") || strings.Contains(string(out), "#") {
+		t.Errorf("--help without adb: %v\n%s", err, out)
 	}
 }
 

@@ -1,11 +1,15 @@
 #!/bin/sh
 # Deploy and run vig on an Android phone over adb (no root needed).
 #
-#   android/vig-adb.sh push  [--binary FILE] [--config FILE]  build (unless --binary), push, chmod
+#   android/vig-adb.sh push  [--binary FILE] [--config FILE] [--force]  build (unless --binary), push
 #   android/vig-adb.sh start [--stayon]   start vig in the background (--stayon: svc power stayon usb)
 #   android/vig-adb.sh stop               SIGTERM: vig drains and exits; undoes --stayon
 #   android/vig-adb.sh logs  [FILE]       pull the log (default bin/vig-android.log)
 #   android/vig-adb.sh status             is vig running, and the log's last lines
+#
+# push installs examples/android.yaml unless --config names another. A vig.yaml
+# changed on the phone is never overwritten: push keeps it and says so; --config
+# with a different file stops unless --force (the old one is kept as vig.yaml.bak).
 #
 # Environment: ADB (the adb binary, default adb), ANDROID_SERIAL (which device,
 # when several are attached), DEVICE_DIR (default /data/local/tmp/vig), GO.
@@ -18,7 +22,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$here")
 
 die() { echo "vig-adb: $*" >&2; exit 1; }
+# usage prints the comment block at the top of this file.
+usage() { awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; }
 
+case ${1:-} in
+-h | --help | help) usage; exit 0 ;;
+esac
 command -v "$ADB" >/dev/null 2>&1 || die "$ADB not found: install Android's platform-tools (apt-get install -y adb) or set ADB=/path/to/adb"
 
 # pick_device checks that exactly one device is ready (or that ANDROID_SERIAL names
@@ -52,17 +61,36 @@ cmd=${1:-}
 [ $# -gt 0 ] && shift
 case $cmd in
 push)
-	binary= config=$repo/examples/demo.yaml
+	binary= config=$repo/examples/android.yaml config_given= force=
 	while [ $# -gt 0 ]; do
 		case $1 in
 		--binary) binary=${2:?--binary needs a FILE}; shift ;;
-		--config) config=${2:?--config needs a FILE}; shift ;;
+		--config) config=${2:?--config needs a FILE} config_given=1; shift ;;
+		--force) force=1 ;;
 		*) die "push: unknown argument $1" ;;
 		esac
 		shift
 	done
 	[ -f "$config" ] || die "no config at $config: pass --config FILE"
 	pick_device
+	# The config on the phone: vig.yaml, and beside it the copy push last wrote
+	# (vig.yaml.installed), which tells a config changed on the phone from one
+	# push may replace.
+	cfg_action=install
+	if sh_ "test -f vig.yaml"; then
+		tmp=$(mktemp)
+		trap 'rm -f "$tmp"' EXIT
+		adb_ pull "$DEVICE_DIR/vig.yaml" "$tmp" >/dev/null
+		if cmp -s "$config" "$tmp"; then
+			cfg_action=same
+		elif [ -n "$force" ] || sh_ "cmp -s vig.yaml vig.yaml.installed 2>/dev/null"; then
+			cfg_action=replace
+		elif [ -n "$config_given" ]; then
+			die "vig.yaml on $serial differs from $config and was changed there since it was pushed: nothing pushed. Compare them (adb pull $DEVICE_DIR/vig.yaml), then rerun with --force to replace it (the old one is kept as vig.yaml.bak)"
+		else
+			cfg_action=keep
+		fi
+	fi
 	if [ -z "$binary" ]; then
 		make -C "$repo" --no-print-directory arm64 ${GO:+GO=$GO} >&2
 		binary=$repo/bin/vig-linux-arm64
@@ -70,9 +98,26 @@ push)
 	[ -f "$binary" ] || die "no binary at $binary: make arm64"
 	adb_ shell "mkdir -p $DEVICE_DIR"
 	adb_ push "$binary" "$DEVICE_DIR/vig" >/dev/null
-	adb_ push "$config" "$DEVICE_DIR/vig.yaml" >/dev/null
 	adb_ shell "chmod 755 $DEVICE_DIR/vig"
-	echo "pushed $(basename "$binary") and $(basename "$config") to $serial:$DEVICE_DIR (vig-adb.sh start runs it)"
+	case $cfg_action in
+	install | replace)
+		[ "$cfg_action" = install ] || sh_ "cp vig.yaml vig.yaml.bak"
+		adb_ push "$config" "$DEVICE_DIR/vig.yaml" >/dev/null
+		sh_ "cp vig.yaml vig.yaml.installed"
+		note="$(basename "$config") as vig.yaml"
+		[ "$cfg_action" = install ] || note="$note (the old one is vig.yaml.bak)"
+		;;
+	same)
+		sh_ "cp vig.yaml vig.yaml.installed"
+		note="vig.yaml unchanged (already $(basename "$config"))"
+		;;
+	keep)
+		adb_ push "$config" "$DEVICE_DIR/vig.yaml.new" >/dev/null
+		note="kept the vig.yaml changed on the phone; $(basename "$config") is beside it as vig.yaml.new (--force replaces it)"
+		;;
+	esac
+	echo "pushed $(basename "$binary") as vig to $serial:$DEVICE_DIR; $note"
+	echo "next: android/vig-adb.sh start (apps reach vig at 127.0.0.1:9001; from this computer: adb forward tcp:9001 tcp:9001)"
 	;;
 start)
 	stayon=
@@ -139,6 +184,5 @@ status)
 	fi
 	sh_ "tail -n 5 vig.log 2>/dev/null" || true
 	;;
--h | --help | help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//' ;;
 *) die "usage: vig-adb.sh push|start|stop|logs|status (vig-adb.sh --help)" ;;
 esac

@@ -1,4 +1,4 @@
-// Package archtest enforces the layout rules of DESIGN.md §2 on the source tree:
+// Package archtest enforces the layout rules of docs/architecture.md on the source tree:
 // which packages may import which, and that every package has its doc comment.
 //
 // The rules are data (Rules); Check is a pure function from import data to
@@ -59,7 +59,7 @@ type Rule struct {
 	Transitive bool
 }
 
-// Rules are vig's layout rules (DESIGN.md §2, issue 10).
+// Rules are vig's layout rules (docs/architecture.md, issue 10).
 var Rules = []Rule{
 	{
 		Name: "dependencies point down",

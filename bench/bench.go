@@ -24,7 +24,7 @@ var Benchmarks = []string{"datapath", "wire", "idle", "all", "overload", "soak"}
 type Options struct {
 	Which     string // datapath, wire, idle, all (the three), overload or soak
 	Quick     bool   // shorter runs (make bench)
-	Out       string // output directory; default bench/results/<date>-<host>
+	Out       string // output directory; default vig-bench-results/<date>-<host>
 	VigBinary string // vig to run as its own process (datapath, idle)
 	// ScenarioDir holds a.yaml … d.yaml (default examples/scenarios); Only
 	// names the wire scenarios to run (default DefaultWireScenarios).
@@ -177,9 +177,14 @@ func machine() Machine {
 		Mitigations: parseMitigations(mitigationsDir), SyscallNs: syscallNs()}
 }
 
+// DefaultOutRoot is where runs land by default: a directory of the current one,
+// outside vig's source (bench/results keeps only the reports the docs cite,
+// copied there on purpose).
+const DefaultOutRoot = "vig-bench-results"
+
 // DefaultOut is the default output directory for a run started at t on host.
 func DefaultOut(t time.Time, host string) string {
-	return filepath.Join("bench", "results", t.UTC().Format("2006-01-02")+"-"+host)
+	return filepath.Join(DefaultOutRoot, t.UTC().Format("2006-01-02")+"-"+host)
 }
 
 // DefaultOutFor is DefaultOut for benchmark which: overload and soak write

@@ -52,7 +52,7 @@ const (
 const httpJSONMax = 150_000
 
 // DatapathPaths lists the paths in report order.
-var DatapathPaths = []string{PathTCP, PathNginx, PathTCPPinned, PathNginxPinned, PathUnix, PathShm, PathShmring, PathShmringMemfd, PathShmringRuntime, PathHTTP, PathHTTPJSON}
+var DatapathPaths = []string{PathTCP, PathBatch4, PathBatch8, PathNginx, PathTCPPinned, PathNginxPinned, PathUnix, PathShm, PathShmring, PathShmringMemfd, PathShmringRuntime, PathHTTP, PathHTTPJSON}
 
 // isRingPath says whether VIA on path is a ring client.
 func isRingPath(path string) bool {
@@ -98,6 +98,12 @@ type DatapathRun struct {
 	Via        Dist       `json:"via"`
 	PairMedian float64    `json:"pair_median_ms"` // median of VIA−DIRECT per round
 	Cost       *ProxyCost `json:"cost,omitempty"`
+	// BackendRequests is, on a batch row, the backend's executions per VIA
+	// round (its frames merged into fewer requests).
+	BackendRequests float64 `json:"backend_requests,omitempty"`
+	// Dropped counts, on a batch row, the frames vig's scheduler dropped in
+	// measured rounds; those rounds are not timed.
+	Dropped int `json:"dropped,omitempty"`
 }
 
 // DatapathRow is one (path, payload) row: medians of its runs.
@@ -107,6 +113,11 @@ type DatapathRow struct {
 	Pinned  bool   `json:"pinned"` // the proxy ran under taskset -c proxyCPU
 	Payload int    `json:"payload_bytes"`
 	Skipped string `json:"skipped,omitempty"`
+	// Frames is, on a batch row, the frames each round sends at once (one of
+	// each stream); its latencies are per round, its cost per frame.
+	Frames          int     `json:"frames,omitempty"`
+	BackendRequests float64 `json:"backend_requests,omitempty"` // per VIA round, median of the runs
+	Dropped         int     `json:"dropped,omitempty"`          // frames vig dropped, all runs
 	// BackendConns is how many connections the proxy opened to the mock
 	// backend over all runs of the path (the backend's accepted connections
 	// minus DIRECT's one): 1 for a proxy that keeps its backend connection.
@@ -213,7 +224,10 @@ func RunDatapath(ctx context.Context, o DatapathOptions) (*DatapathResult, error
 	for _, e := range envs {
 		rows[e.path] = map[int]*DatapathRow{}
 		for _, p := range o.Payloads {
-			rows[e.path][p] = &DatapathRow{Path: e.path, Proxy: e.proxyName, Pinned: e.pinned, Payload: p, Skipped: e.skipped}
+			rows[e.path][p] = &DatapathRow{Path: e.path, Proxy: e.proxyName, Pinned: e.pinned, Payload: p, Skipped: e.skipped, Frames: batchFrames(e.path)}
+			if batchFrames(e.path) > 0 && p > batchMaxPayload && e.skipped == "" {
+				rows[e.path][p].Skipped = fmt.Sprintf("not measured above %s a frame (%d frames a round)", sizeLabel(batchMaxPayload), batchFrames(e.path))
+			}
 			if e.path == PathHTTPJSON && p > httpJSONMax && e.skipped == "" {
 				rows[e.path][p].Skipped = fmt.Sprintf("not measured: JSON tensors above %s are what the binary data extension (http-binary) is for", sizeLabel(httpJSONMax))
 			}
@@ -356,8 +370,13 @@ func setupPath(ctx context.Context, o *DatapathOptions, path string) (_ *pathEnv
 	if o.StockWindows {
 		serverOpts, dial = stockServerOptions(), dialStock
 	}
-	mb, err := mockbackend.Start(context.Background(), mockAddr, mockbackend.Config{Models: []mockbackend.Model{{Name: benchModel, Exec: o.Exec}}, Slots: 1, Seed: 1},
-		serverOpts, e.backendStats)
+	mcfg := mockbackend.Config{Models: []mockbackend.Model{{Name: benchModel, Exec: o.Exec}}, Slots: 1, Seed: 1}
+	if k := batchFrames(path); k > 0 {
+		if mcfg, err = batchMock(o.Exec, k); err != nil {
+			return nil, err
+		}
+	}
+	mb, err := mockbackend.Start(context.Background(), mockAddr, mcfg, serverOpts, e.backendStats)
 	if err != nil {
 		return nil, err
 	}
@@ -393,6 +412,11 @@ func setupPath(ctx context.Context, o *DatapathOptions, path string) (_ *pathEnv
 			if e.directRing, err = dialRing(rt, false); err == nil {
 				e.closers = append(e.closers, e.directRing.Close)
 			}
+		}
+	case PathBatch4, PathBatch8:
+		e.proxy, err = StartVig(ctx, o.VigBinary, dir, vigBatchConfig("127.0.0.1:0", mb.Addr(), o.Exec, batchFrames(path)), pin)
+		if err == nil {
+			viaAddr = e.proxy.Addrs["grpc"]
 		}
 	case PathHTTP, PathHTTPJSON:
 		// The gRPC listener is only there because the config wants one.
@@ -466,7 +490,7 @@ func setupPath(ctx context.Context, o *DatapathOptions, path string) (_ *pathEnv
 
 // summarize sets the row's figures to the medians over its runs.
 func (row *DatapathRow) summarize() {
-	var dp50, vp50, a50, a99, pm []float64
+	var dp50, vp50, a50, a99, pm, breq []float64
 	var costs []*ProxyCost
 	for _, r := range row.Runs {
 		dp50 = append(dp50, r.Direct.P50)
@@ -474,6 +498,8 @@ func (row *DatapathRow) summarize() {
 		a50 = append(a50, r.Via.P50-r.Direct.P50)
 		a99 = append(a99, r.Via.P99-r.Direct.P99)
 		pm = append(pm, r.PairMedian)
+		breq = append(breq, r.BackendRequests)
+		row.Dropped += r.Dropped
 		if r.Cost != nil {
 			costs = append(costs, r.Cost)
 		}
@@ -481,6 +507,9 @@ func (row *DatapathRow) summarize() {
 	row.DirectP50, row.ViaP50 = Median(dp50), Median(vp50)
 	row.AddedP50, row.AddedP99, row.PairMedian = Median(a50), Median(a99), Median(pm)
 	row.Cost = medianCost(costs)
+	if row.Frames > 0 {
+		row.BackendRequests = Median(breq)
+	}
 }
 
 func medianCost(cs []*ProxyCost) *ProxyCost {
@@ -525,6 +554,9 @@ func call(ctx context.Context, cc *grpc.ClientConn, req rawMsg) (time.Duration, 
 // measureRow runs warm-up and measured rounds, DIRECT and VIA alternating (the
 // order flips every round), profiling the proxy over the measured rounds.
 func measureRow(ctx context.Context, o *DatapathOptions, e *pathEnv, payload, run int) (*DatapathRun, error) {
+	if batchFrames(e.path) > 0 {
+		return measureBatchRow(ctx, o, e, payload, run)
+	}
 	data := make([]byte, payload)
 	for i := range data {
 		data[i] = byte(i * 7)

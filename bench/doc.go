@@ -1,4 +1,4 @@
-// Package bench measures vig the way DESIGN.md §8 says it must be measured, and
+// Package bench measures vig the way docs/benchmarks.md says it must be measured, and
 // writes what it measured as results.json, report.md and hand-written SVG plots.
 //
 // Three benchmarks, each runnable alone (`vig bench datapath|wire|idle|all`),
@@ -17,7 +17,7 @@
 //     that the CPU time, context switches and syscalls read for each
 //     (platform/profile: /proc, schedstat and eBPF, filtered by the proxy's pid)
 //     are its alone; the TCP comparison is repeated with both pinned to one CPU.
-//   - Wire: the workloads of SCENARIOS.md (examples/scenarios/{a,b,c}.yaml) driven
+//   - Wire: the workloads of docs/benchmarks.md (examples/scenarios/{a,b,c}.yaml) driven
 //     by open-loop sensors (Sensor) against three policies in the same run: direct
 //     (FIFO in the backend), an emulation of Triton's queue policy (TritonPolicy)
 //     and vig's governor. Coverage and age of information come from agent/sched.

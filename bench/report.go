@@ -178,7 +178,7 @@ func evaluateMeasure(r *Results) []Target {
 			t.Status = NotMeasured // C (or vig, or direct) did not run
 		}
 		if !ok {
-			t.Detail += ". Coverage counts whole windows: a result 1–2 ms later can land in the next window and leave one empty (SCENARIOS.md); vig's requests pay a gateway hop that direct ones do not"
+			t.Detail += ". Coverage counts whole windows: a result 1–2 ms later can land in the next window and leave one empty (docs/benchmarks.md); vig's requests pay a gateway hop that direct ones do not"
 		}
 	}
 	ts = append(ts, t)
@@ -485,6 +485,8 @@ func pathLabel(p string) string {
 		return "nginx grpc_pass (TCP), pinned"
 	case PathTCP:
 		return "vig gRPC TCP"
+	case PathBatch4, PathBatch8:
+		return fmt.Sprintf("vig gRPC TCP, batches of %d frames", batchFrames(p))
 	case PathTCPPinned:
 		return "vig gRPC TCP, pinned"
 	case PathUnix:
@@ -863,6 +865,8 @@ func Report(r *Results, plots map[string]string) string {
 		w("Added = VIA − DIRECT of the percentile; pair median = median over rounds of (VIA − DIRECT) of the same round. Cost columns are the proxy's per request, over the measured rounds: CPU µs (schedstat; user/kernel split by /proc/<pid>/stat ticks), context switches (voluntary + involuntary, all threads), syscalls (eBPF raw_syscalls tracepoints filtered to the proxy's tgid, via platform/profile).\n\n")
 		w("The shmring row: DIRECT is the same gRPC call to the mock backend as on the other rows (loopback TCP); VIA is a ring client (`shmring/client`) in the bench process attached to vig's ring frontend (`listen.ring`, an abstract Unix socket; a keyed /dev/shm region where the machine has /dev/shm, else memfd; default ring sizes, 8 MiB request slots): it loans a request slot, writes the frame into it before the clock starts (a sensor's capture writes the frame there once), then is timed from Submit to the result in hand. vig admits the request through its scheduler and forwards it on its gRPC backend connection (loopback TCP): by reference (the ring's request arena registered with the backend as Triton system shared memory; DIRECT is then the same by-reference request straight to the backend), or, without /dev/shm, with the frame's bytes taken from the sensor's mapping without a copy; the result comes back on the response ring. vig names the backend request `stream#frame`, so the mock's execution time is the same as DIRECT's for the same frame; every answer is checked to be the mock's for that frame.\n\n")
 		w("The shmring-runtime row is Android end to end: VIA is a ring client on a sealed memfd attached to vig's ring frontend, and vig's backend is a ring too (`backend: {address: \"ring:ADDR\"}`, package ringback), served by the same mock backend as an on-device runtime without gRPC; vig hands the runtime the sensor's memfd once per session and each frame's offsets, so no leg copies or sends the frame. DIRECT is a ring client on a sealed memfd attached straight to that runtime. Its ratio to the gRPC/TCP row is vig's whole cost per request on each path, not a like-for-like backend: the TCP and shmring rows reach the backend over gRPC on loopback TCP, which this row does not.\n\n")
+		w("The batch rows (`%s`, `%s`): one batching model (`max_batch: 8`, a batch of 8 costing twice one frame, on vig and the mock alike) and 4 or 8 streams of it; each round sends one frame [1, payload] of every stream at once, DIRECT to the mock backend (whose dynamic batcher merges what queues, as Triton's) and VIA vig (whose scheduler merges them into one request and splits the answer), rounds paced at twice the streams' %v period (so that each round's results land in windows of their own: a frame for a window its stream has is held for the model's next batch), max_age %v. Latencies are per round (until the last answer); the cost columns are vig's per frame sent; `backend requests` is what the mock ran per VIA round (the first frame of a round finds the slot free and may run alone); a round in which vig dropped a frame is counted, not timed.\n\n",
+			PathBatch4, PathBatch8, batchPeriod, batchMaxAge)
 		w("The eBPF syscall counter adds a little to every syscall on the machine while a run is measured, on both paths alike. ")
 		w("The mock backend hashes every input byte (FNV, roughly 1 ms per MB here) on both paths: it adds the same time to DIRECT and VIA and cancels in the difference, but it makes the absolute latencies of large payloads grow on every path, the shm path included.\n\n")
 		w("| path | payload | direct p50 ms | via p50 ms | added p50 ms | added p99 ms | pair median ms | CPU µs | user µs | kernel µs | ctx sw | syscalls |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
@@ -870,7 +874,11 @@ func Report(r *Results, plots map[string]string) string {
 			if row.Skipped != "" {
 				continue
 			}
-			w("| %s | %s | %s | %s | %s | %s | %s | %s |\n", pathLabel(row.Path), sizeLabel(row.Payload), f3(row.DirectP50), f3(row.ViaP50),
+			label := pathLabel(row.Path)
+			if row.Frames > 0 {
+				label += fmt.Sprintf(" (%.1f backend requests a round, %d frames dropped; cost per frame)", row.BackendRequests, row.Dropped)
+			}
+			w("| %s | %s | %s | %s | %s | %s | %s | %s |\n", label, sizeLabel(row.Payload), f3(row.DirectP50), f3(row.ViaP50),
 				fmt.Sprintf("%+.3f", row.AddedP50), fmt.Sprintf("%+.3f", row.AddedP99), fmt.Sprintf("%+.3f", row.PairMedian), costCells(row.Cost))
 		}
 		skipped := map[string]string{}
@@ -892,12 +900,12 @@ func Report(r *Results, plots map[string]string) string {
 	}
 
 	if wr := r.Wire; wr != nil {
-		w("## Wire: freshness under contention (SCENARIOS.md)\n\n")
+		w("## Wire: freshness under contention (docs/benchmarks.md)\n\n")
 		if wr.Rounds > 1 {
 			w("Each (policy, depth) run was split into %d rounds of %v: the whole sequence of runs was repeated round after round, and each run's rounds pooled (windows, deliveries and counters summed, so coverage is over all its windows; AoI percentiles and busy shares the mean over the rounds), so that every policy saw the same stretches of the machine's load.\n\n",
 				wr.Rounds, wr.Duration/time.Duration(wr.Rounds))
 		}
-		w("Open-loop sensors (each frame sent at its capture time on its own schedule, never slowed by answers; a frame that finds `depth` requests of its stream outstanding is dropped at the client), %v per run, payload %d B per frame, client buffer depths %v, and for each policy and stream the best depth (highest coverage, then lowest AoI p95). Runs interleave the policies (%s, …), each on a fresh mock backend; a frame's execution time is a pure function of (seed, stream, frame). Coverage = share of complete period windows with a result of age < max_age delivered inside (agent/sched.Coverage); AoI percentiles over time (agent/sched.AoI). Inferences = the backend's inference_count. vig's gateway (with the governor, or with the emulation) and the mock backend run in the bench process here: the wire benchmark is about scheduling, not process cost, and both non-direct policies pay the same gateway hop. VLM (best_effort, no `min_rate_hz` in A–C) is allowed to starve under vig by design: SCENARIOS.md says the VLM must starve or be given an explicit minimum rate; D gives it one (`min_rate_hz: 0.2`, one run per 5 s, the first at once).\n\n",
+		w("Open-loop sensors (each frame sent at its capture time on its own schedule, never slowed by answers; a frame that finds `depth` requests of its stream outstanding is dropped at the client), %v per run, payload %d B per frame, client buffer depths %v, and for each policy and stream the best depth (highest coverage, then lowest AoI p95). Runs interleave the policies (%s, …), each on a fresh mock backend; a frame's execution time is a pure function of (seed, stream, frame). Coverage = share of complete period windows with a result of age < max_age delivered inside (agent/sched.Coverage); AoI percentiles over time (agent/sched.AoI). Inferences = the backend's inference_count. vig's gateway (with the governor, or with the emulation) and the mock backend run in the bench process here: the wire benchmark is about scheduling, not process cost, and both non-direct policies pay the same gateway hop. VLM (best_effort, no `min_rate_hz` in A–C) is allowed to starve under vig by design: docs/benchmarks.md says the VLM must starve or be given an explicit minimum rate; D gives it one (`min_rate_hz: 0.2`, one run per 5 s, the first at once).\n\n",
 			wr.Duration, wr.Payload, wr.Depths, interleaved(wr))
 		if ranPolicy(wr, PolicyTriton) {
 			w("**triton-policy is an emulation** of Triton's dynamic-batcher queue policy (priority level by class, `timeout_action: REJECT` after a queue timeout equal to the stream's max_age, `max_queue_size: 1` per level) written for this benchmark as a gateway admitter; it is not Triton, and unlike Triton (one queue per model) it orders all streams in one queue.\n\n")

@@ -15,10 +15,10 @@ import (
 	"github.com/vig-edge/vig/agent/config"
 )
 
-// DefaultScenarioDir is where the SCENARIOS.md workloads live in the repository.
+// DefaultScenarioDir is where the docs/benchmarks.md workloads live in the repository.
 const DefaultScenarioDir = "examples/scenarios"
 
-// DefaultWireScenarios are the SCENARIOS.md workloads the wire benchmark runs:
+// DefaultWireScenarios are the docs/benchmarks.md workloads the wire benchmark runs:
 // A–C on one accelerator, D on a GPU and two DLA cores, E and E-linear with six
 // cameras on one batched detector.
 var DefaultWireScenarios = []string{"a", "b", "c", "d", "e", "e-linear"}

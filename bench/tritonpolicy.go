@@ -13,7 +13,7 @@ import (
 )
 
 // TritonPolicy is an EMULATION of Triton's dynamic-batcher queue policy, the
-// baseline of the wire benchmark (SCENARIOS.md); it is not Triton. It runs as a
+// baseline of the wire benchmark (docs/benchmarks.md); it is not Triton. It runs as a
 // gateway.Admitter in front of the mock backend:
 //
 //   - priority levels by class: protected 1, high 2, best_effort 3 (1 runs first);

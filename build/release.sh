@@ -7,7 +7,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 GO=${GO:-$(command -v go || echo /usr/local/go/bin/go)}
-VERSION=${VERSION:-$(git describe --tags --always --dirty 2>/dev/null || echo devel)}
+VERSION=${VERSION:-$(./build/version.sh)}
 GOTAGS=${GOTAGS-grpcnotrace} # see the Makefile
 dist=${1:-dist}
 ldx="-X github.com/vig-edge/vig/build/version.version=$VERSION"

@@ -5,8 +5,8 @@
 #
 #   build/sizecheck.sh BINARY
 set -eu
-# 16 MB (decimal, as the budget was set). The aim is 12 MB: see the README's
-# "Binary size".
+# 16 MB (decimal, as the budget was set). The aim is 12 MB: see CONTRIBUTING.md's
+# "Release builds".
 BUDGET=${SIZE_BUDGET:-16000000}
 bin=${1:?usage: $0 BINARY}
 size=$(stat -c %s "$bin")

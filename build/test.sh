@@ -35,7 +35,7 @@ step "go build for darwin/arm64 (a developer's laptop: vig doctor, vig bench aga
 GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 "$GO" build -o /dev/null ./cmd/vig
 
 step "static linux/arm64 build"
-version=$(git describe --tags --always --dirty 2>/dev/null || echo devel)
+version=$(./build/version.sh)
 make --no-print-directory arm64 GO="$GO" VERSION="$version"
 file_type=$(od -An -tx1 -N20 bin/vig-linux-arm64 | tr -d ' \n')
 # ELF, 64-bit, little endian, EM_AARCH64 (0xb7) at offset 18.

@@ -52,8 +52,24 @@ func TestInstallScript(t *testing.T) {
 		t.Skip("no sh")
 	}
 	dest, bin, calls, env := installEnv(t)
-	if out, err := runInstall(t, env, "--binary", bin, "--config", "../examples/demo.yaml"); err != nil {
+	// The default config governs a Triton: no embedded mock on Triton's port, a
+	// socket in vig.service's RuntimeDirectory (PrivateTmp hides /tmp).
+	out, err := runInstall(t, env, "--binary", bin)
+	if err != nil {
 		t.Fatalf("install: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "installed") || !strings.Contains(out, "examples/jetson.yaml as /etc/vig/vig.yaml") || !strings.Contains(out, "--strict") {
+		t.Errorf("install does not say what it installed:\n%s", out)
+	}
+	cfgText, err := os.ReadFile(filepath.Join(dest, "etc/vig/vig.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want, _ := os.ReadFile("../examples/jetson.yaml"); string(cfgText) != string(want) {
+		t.Error("the default config is not examples/jetson.yaml")
+	}
+	if strings.Contains(string(cfgText), "embedded") || strings.Contains(string(cfgText), "/tmp/") || !strings.Contains(string(cfgText), "/run/vig/") {
+		t.Errorf("the default config must govern Triton (no embedded backend) with its socket under /run/vig:\n%s", cfgText)
 	}
 	for _, f := range []string{"usr/local/bin/vig", "etc/vig/vig.yaml", "etc/systemd/system/vig.service"} {
 		if _, err := os.Stat(filepath.Join(dest, f)); err != nil {
@@ -77,16 +93,47 @@ func TestInstallScript(t *testing.T) {
 		t.Errorf("no user vig here and useradd was not called:\n%s", got)
 	}
 
-	// The profiling variant replaces the plain one; an edited config is kept.
+	// An unchanged config is replaced by another --config (the old one kept as .bak).
 	cfg := filepath.Join(dest, "etc/vig/vig.yaml")
+	if out, err := runInstall(t, env, "--binary", bin, "--config", "../examples/demo.yaml"); err != nil || !strings.Contains(out, "replaced /etc/vig/vig.yaml") {
+		t.Fatalf("re-install over an unchanged config: %v\n%s", err, out)
+	}
+	if b, _ := os.ReadFile(cfg); !strings.Contains(string(b), "embedded: true") {
+		t.Error("the unchanged config was not replaced by --config")
+	}
+	if b, _ := os.ReadFile(cfg + ".bak"); string(b) != string(cfgText) {
+		t.Error("the replaced config was not kept as vig.yaml.bak")
+	}
+
+	// A changed config: a re-install keeps it and says so; the profiling variant
+	// replaces the plain one.
 	if err := os.WriteFile(cfg, []byte("# edited\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := runInstall(t, env, "--profiling", "--binary", bin, "--config", "../examples/demo.yaml"); err != nil || !strings.Contains(out, "keeping the existing") {
+	out, err = runInstall(t, env, "--profiling", "--binary", bin)
+	if err != nil || !strings.Contains(out, "kept your changed /etc/vig/vig.yaml") {
 		t.Fatalf("install --profiling: %v\n%s", err, out)
 	}
 	if b, _ := os.ReadFile(cfg); string(b) != "# edited\n" {
 		t.Errorf("config overwritten: %q", b)
+	}
+	if b, _ := os.ReadFile(cfg + ".new"); string(b) == "" {
+		t.Error("the new default is not beside the kept config as vig.yaml.new")
+	}
+	// Another --config over a changed one stops, installing nothing, unless --force.
+	before := len(readCalls(t, calls))
+	out, err = runInstall(t, env, "--binary", bin, "--config", "../examples/android.yaml")
+	if err == nil || !strings.Contains(out, "--force") || len(readCalls(t, calls)) != before {
+		t.Fatalf("--config over a changed config: %v, %d calls\n%s", err, len(readCalls(t, calls))-before, out)
+	}
+	if b, _ := os.ReadFile(cfg); string(b) != "# edited\n" {
+		t.Errorf("config overwritten without --force: %q", b)
+	}
+	if out, err := runInstall(t, env, "--profiling", "--force", "--binary", bin, "--config", "../examples/jetson.yaml"); err != nil || !strings.Contains(out, "replaced") {
+		t.Fatalf("--force: %v\n%s", err, out)
+	}
+	if b, _ := os.ReadFile(cfg + ".bak"); string(b) != "# edited\n" {
+		t.Errorf("--force lost the changed config: .bak is %q", b)
 	}
 	if _, err := os.Stat(filepath.Join(dest, "etc/systemd/system/vig.service")); !os.IsNotExist(err) {
 		t.Errorf("vig.service still installed beside vig-profiling.service: %v", err)
@@ -117,10 +164,16 @@ func TestInstallScript(t *testing.T) {
 	}{
 		{[]string{"--binary", filepath.Join(t.TempDir(), "missing")}, "run make arm64"},
 		{[]string{"--frobnicate"}, "unknown argument"},
+		{[]string{"--config"}, "--config needs a FILE"},
 	} {
 		out, err := runInstall(t, env, tt.args...)
 		if err == nil || !strings.Contains(out, tt.want) {
 			t.Errorf("install %v: %v %q, want a failure saying %q", tt.args, err, out, tt.want)
 		}
+	}
+	// --help prints the header comment and nothing of the script.
+	out, err = runInstall(t, env, "--help")
+	if err != nil || !strings.Contains(out, "jetson/install.sh --uninstall") || strings.Contains(out, "set -eu") || strings.Contains(out, "#") {
+		t.Errorf("--help: %v\n%s", err, out)
 	}
 }

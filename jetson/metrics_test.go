@@ -42,7 +42,7 @@ vig_jetson_gpu_load_ratio 0.123
 	}
 }
 
-// The GPU load files are probed in DESIGN.md's order: the first that exists wins.
+// The GPU load files are probed in order: the first that exists wins.
 func TestGPULoadProbeOrder(t *testing.T) {
 	root := fstest.MapFS{}
 	for i, p := range GPULoadPaths {

@@ -58,8 +58,11 @@ func TestUnits(t *testing.T) {
 				t.Errorf("%s: %s=%q, want %q", u, key, k[key], v)
 			}
 		}
-		if !strings.HasPrefix(k["Service.ExecStart"], "/usr/local/bin/vig serve -c /etc/vig/vig.yaml") {
+		if !strings.HasPrefix(k["Service.ExecStart"], "/usr/local/bin/vig serve --strict -c /etc/vig/vig.yaml") {
 			t.Errorf("%s: ExecStart=%q", u, k["Service.ExecStart"])
+		}
+		if !strings.Contains(k["Unit.After"], "tritonserver.service") || strings.Contains(k["Unit.Requires"]+k["Unit.Wants"], "triton") {
+			t.Errorf("%s: After=%q Requires=%q Wants=%q: want ordered after Triton's unit, not depending on it", u, k["Unit.After"], k["Unit.Requires"], k["Unit.Wants"])
 		}
 		if !strings.Contains(k["Service.RestrictAddressFamilies"], "AF_NETLINK") {
 			t.Errorf("%s: the route report needs AF_NETLINK", u)

@@ -254,41 +254,39 @@ const meanFactor = (minFactor + maxFactor) / 2
 
 // prepare checks the request as Triton does and resolves every tensor's bytes.
 func (s *Server) prepare(j *job, m *model, req *inference.ModelInferRequest) error {
-	raw := req.RawInputContents
-	if len(raw) != 0 && len(raw) != len(req.Inputs) {
-		return status.Errorf(codes.InvalidArgument,
-			"raw_input_contents field must be used for all inputs, or none: %d inputs, %d raw_input_contents", len(req.Inputs), len(raw))
-	}
-	for i, in := range req.Inputs {
+	// Triton's rule (src/grpc/infer_handler.cc, InferGRPCToInput): an input
+	// in shared memory takes no raw entry; every other input takes its
+	// contents, or else the next raw entry in input order; contents beside raw
+	// entries are refused; entries left over are ignored.
+	raw, next := req.RawInputContents, 0
+	for _, in := range req.Inputs {
 		sh, err := shmParams(in.Name, in.Parameters)
 		if err != nil {
 			return err
 		}
-		hasRaw := len(raw) != 0
-		switch {
-		case in.Contents != nil && hasRaw:
-			return status.Errorf(codes.InvalidArgument,
-				"contents field must not be specified when using raw_input_contents for '%s' for model '%s'", in.Name, m.Name)
-		case sh.region != "" && in.Contents != nil:
-			return status.Errorf(codes.InvalidArgument,
-				"unexpected 'contents' for input '%s' for model '%s': its data is in shared memory region '%s'", in.Name, m.Name, sh.region)
-		case sh.region != "" && hasRaw && len(raw[i]) != 0:
-			return status.Errorf(codes.InvalidArgument,
-				"unexpected raw_input_contents for input '%s' for model '%s': its data is in shared memory region '%s'", in.Name, m.Name, sh.region)
-		}
 		var data []byte
 		switch {
+		case sh.region != "" && in.Contents != nil:
+			return status.Errorf(codes.InvalidArgument,
+				"unexpected 'content' provided when using shared memory for input tensor '%s' for model '%s'", in.Name, m.Name)
 		case sh.region != "":
 			if data, err = s.sharedSlice(j, in.Name, sh); err != nil {
 				return err
 			}
+		case in.Contents != nil && len(raw) != 0:
+			return status.Errorf(codes.InvalidArgument,
+				"contents field must not be specified when using raw_input_contents for '%s' for model '%s'", in.Name, m.Name)
 		case in.Contents != nil:
 			// Deterministic encoding: the same contents always hash the same.
 			if data, err = (proto.MarshalOptions{Deterministic: true}).Marshal(in.Contents); err != nil {
 				return status.Errorf(codes.InvalidArgument, "input '%s': %v", in.Name, err)
 			}
-		case hasRaw:
-			data = raw[i]
+		case next < len(raw):
+			data = raw[next]
+			next++
+		default:
+			return status.Errorf(codes.InvalidArgument,
+				"unable to find data for input tensor '%s' for model '%s' in request.", in.Name, m.Name)
 		}
 		if in.Contents == nil {
 			if err := checkByteSize(m.Name, in, len(data)); err != nil {

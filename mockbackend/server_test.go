@@ -300,8 +300,9 @@ func TestInferErrors(t *testing.T) {
 	}{
 		{"unknown model", rawRequest("nope", ""), codes.NotFound},
 		{"unknown version", &inference.ModelInferRequest{ModelName: "detector", ModelVersion: "3"}, codes.NotFound},
+		// Triton ignores raw entries no input takes.
 		{"more raw than inputs", &inference.ModelInferRequest{ModelName: "detector",
-			Inputs: []*inference.ModelInferRequest_InferInputTensor{in(nil, nil)}, RawInputContents: [][]byte{{1}, {2}}}, codes.InvalidArgument},
+			Inputs: []*inference.ModelInferRequest_InferInputTensor{in(nil, nil)}, RawInputContents: [][]byte{{1}, {2}}}, codes.OK},
 		{"fewer raw than inputs", &inference.ModelInferRequest{ModelName: "detector",
 			Inputs: []*inference.ModelInferRequest_InferInputTensor{in(nil, nil), in(nil, nil)}, RawInputContents: [][]byte{{1}}}, codes.InvalidArgument},
 		{"raw and contents", &inference.ModelInferRequest{ModelName: "detector",
@@ -476,11 +477,13 @@ func TestSharedMemoryInfer(t *testing.T) {
 		t.Errorf("OUTPUT0 in shm = (%x, %d), want (%x, 9)", d, fr, Digest([][]byte{payload}))
 	}
 
-	// Mixed: an shm input beside a raw one (its raw entry empty), raw output.
+	// Mixed, as tritonclient.grpc sends it: an shm input beside a data one,
+	// whose raw entry is the only one (Triton's rule: inputs in shared memory
+	// take none).
 	req2 := &inference.ModelInferRequest{ModelName: "detector", Id: "cam#10",
 		Inputs: []*inference.ModelInferRequest_InferInputTensor{input("in", inOff, int64(len(payload))),
 			{Name: "INPUT1", Datatype: "UINT8", Shape: []int64{3}}},
-		RawInputContents: [][]byte{{}, {1, 2, 3}},
+		RawInputContents: [][]byte{{1, 2, 3}},
 	}
 	resp, err = c.ModelInfer(ctx, req2)
 	if err != nil {
@@ -513,11 +516,19 @@ func TestSharedMemoryInfer(t *testing.T) {
 		_, err := c.ModelInfer(ctx, req)
 		wantCode(t, tc.name, err, tc.code)
 	}
-	// The shm input with a raw entry of its own is ambiguous.
+	// A raw entry beside an shm input is no input's: Triton ignores it.
 	req3 := &inference.ModelInferRequest{ModelName: "detector",
 		Inputs: []*inference.ModelInferRequest_InferInputTensor{input("in", 0, 4)}, RawInputContents: [][]byte{{1}}}
 	_, err = c.ModelInfer(ctx, req3)
-	wantCode(t, "region and raw", err, codes.InvalidArgument)
+	wantCode(t, "region and a raw entry left over", err, codes.OK)
+	// The old reading (one entry per input, empty for the shm one) gives the
+	// data input an empty entry, as Triton would: refused for its size.
+	req4 := &inference.ModelInferRequest{ModelName: "detector",
+		Inputs: []*inference.ModelInferRequest_InferInputTensor{input("in", inOff, int64(len(payload))),
+			{Name: "INPUT1", Datatype: "UINT8", Shape: []int64{3}}},
+		RawInputContents: [][]byte{{}, {1, 2, 3}}}
+	_, err = c.ModelInfer(ctx, req4)
+	wantCode(t, "an empty entry for the shm input", err, codes.InvalidArgument)
 }
 
 func TestStatistics(t *testing.T) {
@@ -531,8 +542,9 @@ func TestStatistics(t *testing.T) {
 		}
 	}
 	for range bad {
-		_, err := c.ModelInfer(ctx, &inference.ModelInferRequest{ModelName: "detector", RawInputContents: [][]byte{{1}}})
-		wantCode(t, "mismatched raw", err, codes.InvalidArgument)
+		_, err := c.ModelInfer(ctx, &inference.ModelInferRequest{ModelName: "detector",
+			Inputs: []*inference.ModelInferRequest_InferInputTensor{{Name: "I", Datatype: "UINT8", Shape: []int64{4}}}})
+		wantCode(t, "an input without data", err, codes.InvalidArgument)
 	}
 	if _, err := c.ModelInfer(ctx, rawRequest("vlm", "", nil)); err != nil {
 		t.Fatal(err)

@@ -234,9 +234,9 @@
 // wake, nanosleeps and their context switches for every message, more than a
 // gRPC request over TCP cost vig. An eventfd is waited on in the netpoller,
 // where vig's sockets already wait, and rung with a non-blocking write. In one
-// run on a loaded 2-vCPU VM (vig bench datapath, 64 B, README), a ring request
+// run on a loaded 2-vCPU VM (vig bench datapath, 64 B, docs/benchmarks.md), a ring request
 // cost vig 382 µs and 26.6 context switches with futexes (memfd, version 2).
-// With doorbells (the README's ring run, 2026-12-03, another host), a request
+// With doorbells (docs/benchmarks.md's ring run, 2026-12-03, another host), a request
 // by reference costs vig 452 µs, 2.8 context switches and 8 syscalls, where a
 // gRPC request over TCP costs 510 µs, 2.9 and 10 (0.89×): what is left is the
 // backend leg, gRPC over TCP on both rows, and the two wake-ups both share.

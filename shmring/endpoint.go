@@ -19,7 +19,7 @@ import (
 
 // DefaultAddress is where vig listens for ring clients: an abstract Unix
 // socket (no file to clean up, no directory permissions to get right). The C
-// and Python clients, the README and examples/demo.yaml use the same name.
+// and Python clients, docs/clients.md and examples/demo.yaml use the same name.
 const DefaultAddress = "@vig-ring"
 
 // FallbackAddress is the filesystem socket used where the abstract namespace is

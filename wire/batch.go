@@ -461,9 +461,7 @@ func sizeStr(num protowire.Number, v []byte) int {
 func paramValueSize(p *Param) int {
 	switch p.Kind {
 	case ParamBool:
-		if p.Bool {
-			return 2
-		}
+		return 2 // a oneof member is written even when false
 	case ParamInt64:
 		return 1 + sizeVarint(uint64(p.Int))
 	case ParamUint64:
@@ -494,10 +492,8 @@ func appendParamEntry(s []byte, num protowire.Number, p *Param) []byte {
 	s = protowire.AppendVarint(s, uint64(paramValueSize(p)))
 	switch p.Kind {
 	case ParamBool:
-		if p.Bool {
-			s = protowire.AppendTag(s, 1, protowire.VarintType)
-			s = protowire.AppendVarint(s, 1)
-		}
+		s = protowire.AppendTag(s, 1, protowire.VarintType)
+		s = protowire.AppendVarint(s, protowire.EncodeBool(p.Bool))
 	case ParamInt64:
 		s = protowire.AppendTag(s, 2, protowire.VarintType)
 		s = protowire.AppendVarint(s, uint64(p.Int))

@@ -38,7 +38,8 @@ func batchRequest(i, rows int) *pb.ModelInferRequest {
 		ModelName: "detector", ModelVersion: "2", Id: fmt.Sprintf("req-%d", i),
 		Parameters: map[string]*pb.InferParameter{
 			ParamStream: strParam(fmt.Sprintf("cam%d", i)), ParamCapture: intParam(int64(1e9 + i)),
-			"priority": uintParam(1),
+			"priority": uintParam(1), "flag": {ParameterChoice: &pb.InferParameter_BoolParam{BoolParam: false}},
+			"zero": intParam(0), "empty": strParam(""), "ratio": {ParameterChoice: &pb.InferParameter_DoubleParam{DoubleParam: 0}},
 		},
 		Inputs: []*pb.ModelInferRequest_InferInputTensor{
 			{Name: "IN", Datatype: "FP32", Shape: []int64{int64(rows), 3}},

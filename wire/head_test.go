@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/vig-edge/vig/internal/fuzztest"
+	pb "github.com/vig-edge/vig/proto/inference"
 )
 
 // readByHead reads msg as a frontend that forwards it as it arrives does: the
@@ -103,9 +104,10 @@ func TestRawScanRefuses(t *testing.T) {
 	late = protowire.AppendString(late, "late-id")
 	// The message ends inside a second entry's header.
 	short := append(bytes.Clone(good), 7<<3|2)
-	// Two raw entries for one input.
-	two := protowire.AppendTag(bytes.Clone(good), 7, protowire.BytesType)
-	two = protowire.AppendBytes(two, []byte{1, 2, 3})
+	// Two inputs, one raw entry: the second has no data.
+	r := sampleRequest(1000)
+	r.Inputs = append(r.Inputs, &pb.ModelInferRequest_InferInputTensor{Name: "MASK", Datatype: "UINT8", Shape: []int64{3}})
+	two, _ := proto.Marshal(r)
 	for _, c := range []struct {
 		name string
 		msg  []byte
@@ -113,7 +115,7 @@ func TestRawScanRefuses(t *testing.T) {
 	}{
 		{"field after raw_input_contents", late, ErrRawNotLast},
 		{"truncated", short, ErrMalformed},
-		{"two raw entries for one input", two, nil},
+		{"one raw entry for two inputs", two, nil},
 	} {
 		var h InferHeader
 		ok, err := readByHead(&h, c.msg, 200, 64)

@@ -108,7 +108,10 @@ func (h *InferHeader) ParseInfer(msg mem.BufferSlice) error {
 	if _, err := h.parse(msg, msg.Len(), false); err != nil {
 		return err
 	}
-	return h.check()
+	if err := h.check(); err != nil {
+		return err
+	}
+	return h.checkRaw(h.RawInputs)
 }
 
 // ParseInferHead reads the head of a ModelInferRequest of total bytes that is
@@ -395,8 +398,8 @@ func paramWireType(num protowire.Number) (protowire.Type, bool) {
 	return 0, false
 }
 
-// check applies the rules of Triton's protocol that vig can check without the data,
-// and reads vig's own parameters.
+// check applies the rules of Triton's protocol that vig can check from the
+// head (all but checkRaw's), and reads vig's own parameters.
 func (h *InferHeader) check() error {
 	if len(h.Model) == 0 {
 		return fmt.Errorf("model_name is empty")
@@ -422,9 +425,6 @@ func (h *InferHeader) check() error {
 			h.HasCapture = true
 		}
 	}
-	if err := h.checkRaw(h.RawInputs); err != nil {
-		return err
-	}
 	for i := range h.Inputs {
 		t := &h.Inputs[i]
 		if err := h.checkTensorShm(t); err != nil {
@@ -439,20 +439,37 @@ func (h *InferHeader) check() error {
 	return nil
 }
 
-// checkRaw applies the rules on raw_input_contents, raw of them (reads h only).
+// checkRaw applies Triton's rule on raw_input_contents, raw of them (its gRPC
+// server, src/grpc/infer_handler.cc): an input in shared memory takes no
+// entry; every other input takes its data from its contents or else from the
+// next entry, in input order; contents and raw entries never mix in one
+// request. Entries left over are ignored, as Triton ignores them.
 func (h *InferHeader) checkRaw(raw int) error {
-	if raw == 0 {
-		return nil
-	}
-	if raw != len(h.Inputs) {
-		return fmt.Errorf("expected %d raw_input_contents (one per input), got %d", len(h.Inputs), raw)
-	}
+	next := 0
 	for i := range h.Inputs {
-		if h.Inputs[i].HasContents {
-			return fmt.Errorf("input %q: contents must not be set when raw_input_contents are used", h.Inputs[i].Name)
+		t := &h.Inputs[i]
+		switch {
+		case t.inShm():
+		case t.HasContents && raw > 0:
+			return fmt.Errorf("input %q: contents must not be set when raw_input_contents are used: send every input's data one way", t.Name)
+		case t.HasContents:
+		case next < raw:
+			next++
+		default:
+			return fmt.Errorf("input %q has no data: not in shared memory, no contents, and no raw_input_contents entry left for it (%d entries: one per input not in shared memory, in input order)", t.Name, raw)
 		}
 	}
 	return nil
+}
+
+// inShm reports whether the tensor names a shared-memory region.
+func (t *Tensor) inShm() bool {
+	for i := range t.Params {
+		if string(t.Params[i].Key) == ParamShmRegion {
+			return true
+		}
+	}
+	return false
 }
 
 // errUTF8: proto3 strings must be valid UTF-8 (protobuf libraries refuse the message).
@@ -601,7 +618,11 @@ const (
 func (s *RawScan) Start(h *InferHeader, head int) {
 	inputs := s.h.Inputs[:0]
 	for _, t := range h.Inputs {
-		inputs = append(inputs, Tensor{Name: bytes.Clone(t.Name), HasContents: t.HasContents})
+		c := Tensor{Name: bytes.Clone(t.Name), HasContents: t.HasContents}
+		if t.inShm() {
+			c.Params = []Param{{Key: []byte(ParamShmRegion)}}
+		}
+		inputs = append(inputs, c)
 	}
 	*s = RawScan{pos: head, size: h.Size, raw: s.raw[:0], h: InferHeader{Inputs: inputs}}
 }

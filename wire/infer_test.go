@@ -129,7 +129,9 @@ func TestParseInferErrors(t *testing.T) {
 		{"garbage", []byte{0xff, 0xff, 0xff}, "malformed"},
 		{"truncated", mk(func(*pb.ModelInferRequest) {})[:40], "malformed"},
 		{"no model", mk(func(r *pb.ModelInferRequest) { r.ModelName = "" }), "model_name"},
-		{"raw count", mk(func(r *pb.ModelInferRequest) { r.RawInputContents = append(r.RawInputContents, nil) }), "raw_input_contents"},
+		{"raw count", mk(func(r *pb.ModelInferRequest) {
+			r.Inputs = append(r.Inputs, &pb.ModelInferRequest_InferInputTensor{Name: "MASK", Datatype: "UINT8", Shape: []int64{1}})
+		}), "raw_input_contents"},
 		{"raw and contents", mk(func(r *pb.ModelInferRequest) { r.Inputs[0].Contents = &pb.InferTensorContents{IntContents: []int32{1}} }), "contents"},
 		{"stream type", mk(func(r *pb.ModelInferRequest) { r.Parameters[ParamStream] = intParam(3) }), ParamStream},
 		{"capture negative", mk(func(r *pb.ModelInferRequest) { r.Parameters[ParamCapture] = intParam(-1) }), ParamCapture},

@@ -1,6 +1,8 @@
 package wire
 
 import (
+	"github.com/vig-edge/vig/internal/fuzztest"
+
 	"reflect"
 	"strings"
 	"testing"

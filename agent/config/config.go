@@ -30,6 +30,7 @@ type Config struct {
 	// name → slots (accel.go). Absent: one accelerator of backend.slots.
 	Accelerators map[string]int   `yaml:"accelerators"`
 	GRPC         GRPC             `yaml:"grpc"`
+	REST         REST             `yaml:"rest"` // rest.go
 	Log          Log              `yaml:"log"`
 	Scheduler    Scheduler        `yaml:"scheduler"`
 	Models       map[string]Model `yaml:"models"`
@@ -39,7 +40,16 @@ type Config struct {
 	File string `yaml:"-"` // the name Parse was given, for errors found later (files the config names)
 
 	accel accelInfo
+	lines map[string]int // dotted key (backend.slots, streams[0].period_ms) → line, for errors
 }
+
+// Line returns the line of a key given by its dotted path (backend.slots,
+// models.detector.exec_ms, streams[0].period_ms), or 0 when the file does not
+// write it.
+func (c *Config) Line(key string) int { return c.lines[key] }
+
+// given reports whether the file writes the key (its value may equal the default).
+func (c *Config) given(key string) bool { _, ok := c.lines[key]; return ok }
 
 // Listen holds the addresses vig serves on. "off" turns a listener off; an absent key
 // takes the default (the Unix socket is off by default).
@@ -186,6 +196,26 @@ type Model struct {
 	Line        int             `yaml:"-"`
 }
 
+// BatchFromServer is the max batch vig uses for a model whose config says cfg
+// (nil: absent) whose server says max_batch_size and whether it declares a sequence batcher, and, where they
+// disagree, what vig does about it and how to fix it.
+func BatchFromServer(cfg *int, maxBatchSize int32, sequence bool) (n int, why string) {
+	server := int(maxBatchSize)
+	switch {
+	case sequence && cfg != nil && *cfg > 1:
+		return 1, fmt.Sprintf("the server runs the model with a sequence batcher: vig does not batch it (max_batch %d ignored); remove max_batch", *cfg)
+	case sequence:
+		return 1, ""
+	case cfg == nil:
+		return min(max(server, 1), MaxBatch), ""
+	case *cfg > 1 && server == 0:
+		return 1, fmt.Sprintf("max_batch %d, but the server does not batch the model (max_batch_size 0) and would refuse a batch: vig sends its frames one by one; set max_batch: 1, or give the model a max_batch_size in its config.pbtxt", *cfg)
+	case *cfg > server && server > 0:
+		return server, fmt.Sprintf("max_batch %d is above the server's max_batch_size %d: vig batches at most %d; set max_batch: %d", *cfg, server, server, server)
+	}
+	return *cfg, ""
+}
+
 // BatchCosts returns batch_exec_ms in the scheduler's terms, by size.
 func (m Model) BatchCosts() []sched.BatchCost {
 	out := make([]sched.BatchCost, 0, len(m.BatchExecMs))
@@ -315,17 +345,16 @@ func Parse(file string, data []byte) (*Config, error) {
 		return nil, &Error{File: file, Msg: quoteShort(strings.TrimPrefix(err.Error(), "yaml: "))}
 	}
 	c := Config{File: file}
-	if len(root.Content) == 0 { // empty document: all defaults
-		c.applyDefaults()
-		return &c, c.validate(file)
+	if len(root.Content) == 0 || root.Content[0].ShortTag() == "!!null" {
+		return nil, &Error{File: file, Msg: "the config is empty: vig would govern nothing. " +
+			"Give at least the backend, the models and the streams (a minimal config: examples/jetson.yaml; every key: docs/config.md)"}
 	}
 	doc := root.Content[0]
-	if err := checkCounts(file, doc); err != nil {
-		return nil, err
+	if doc.Kind != yaml.MappingNode {
+		return nil, &Error{File: file, Line: doc.Line, Msg: "a config is a mapping of sections (listen:, backend:, models:, streams:, …), " +
+			"not a single value or a list; see examples/jetson.yaml"}
 	}
-	keys := problems{file: file}
-	keys.checkKeys(doc, reflect.TypeOf(c), "")
-	if err := keys.err(); err != nil {
+	if err := checkCounts(file, doc); err != nil {
 		return nil, err
 	}
 	c.accel.locate(file, doc)
@@ -336,6 +365,12 @@ func Parse(file string, data []byte) (*Config, error) {
 		}
 		return nil, errors.Join(errs...)
 	}
+	keys := problems{file: file, lines: map[string]int{}}
+	keys.checkKeys(doc, reflect.TypeOf(c), "")
+	if err := keys.err(); err != nil {
+		return nil, err
+	}
+	c.lines = keys.lines
 	if err := doc.Decode(&c); err != nil {
 		return nil, typeErrors(file, err)
 	}
@@ -377,6 +412,7 @@ type problems struct {
 	file  string
 	errs  []error
 	extra int
+	lines map[string]int // every key walked, by dotted path → line
 }
 
 func (p *problems) add(e *Error) {
@@ -413,10 +449,13 @@ func quoteShort(s string) string {
 }
 
 // checkKeys walks the YAML tree beside the Go type it decodes into and reports every
-// mapping key that has no field, with its line and the keys that would be accepted.
-// It stops once it has maxErrors problems. An alias is walked where it is used (its
-// anchor's keys are checked against each type it lands in); checkCounts and the
-// yaml decoder's own aliasing limit keep that linear in the input.
+// mapping key that has no field, with its line and the keys that would be accepted,
+// and every value whose kind does not fit its key (a string where a number of
+// milliseconds goes, a mapping where a list of streams goes), in the user's terms.
+// It records each key's line in p.lines. It stops once it has maxErrors problems.
+// An alias is walked where it is used (its anchor's keys are checked against each
+// type it lands in); checkCounts and the yaml decoder's own aliasing limit keep
+// that linear in the input.
 func (p *problems) checkKeys(n *yaml.Node, t reflect.Type, path string) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -424,9 +463,14 @@ func (p *problems) checkKeys(n *yaml.Node, t reflect.Type, path string) {
 	if p.full() {
 		return
 	}
-	switch {
-	case n.Kind == yaml.AliasNode:
+	if n.Kind == yaml.AliasNode {
 		p.checkKeys(n.Alias, t, path)
+		return
+	}
+	if !p.fits(n, t, path, n.Line) {
+		return
+	}
+	switch {
 	case t.Kind() == reflect.Struct && n.Kind == yaml.MappingNode:
 		fields := map[string]reflect.Type{}
 		var known []string
@@ -451,17 +495,140 @@ func (p *problems) checkKeys(n *yaml.Node, t reflect.Type, path string) {
 					Msg: fmt.Sprintf("unknown key %q (known keys here: %s)", quoteShort(k.Value), strings.Join(known, ", "))})
 				continue
 			}
+			p.lines[join(path, k.Value)] = k.Line
+			if v.Kind != yaml.ScalarNode && v.Line != k.Line && !p.fits(v, ft, join(path, k.Value), k.Line) {
+				continue // a block under its key: the key's line is where to look
+			}
 			p.checkKeys(v, ft, join(path, k.Value))
 		}
 	case t.Kind() == reflect.Map && n.Kind == yaml.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			p.checkKeys(n.Content[i+1], t.Elem(), join(path, quoteShort(n.Content[i].Value)))
+			k := n.Content[i]
+			key := join(path, quoteShort(k.Value))
+			if t.Key().Kind() == reflect.Int && k.ShortTag() != "!!int" { // batch_exec_ms
+				p.add(&Error{File: p.file, Line: k.Line, Key: key, Msg: fmt.Sprintf("%q is not a batch size: %s maps whole batch sizes to milliseconds; write e.g. {1: 10, 8: 27.5}",
+					quoteShort(k.Value), path[strings.LastIndexByte(path, '.')+1:])})
+				continue
+			}
+			p.lines[key] = k.Line
+			p.checkKeys(n.Content[i+1], t.Elem(), key)
 		}
 	case t.Kind() == reflect.Slice && n.Kind == yaml.SequenceNode:
 		for i, item := range n.Content {
-			p.checkKeys(item, t.Elem(), fmt.Sprintf("%s[%d]", path, i))
+			key := fmt.Sprintf("%s[%d]", path, i)
+			p.lines[key] = item.Line
+			p.checkKeys(item, t.Elem(), key)
 		}
 	}
+}
+
+// fits reports whether node n can be decoded into type t, and reports the problem
+// when it cannot. A null (a key written without a value) fits anything: it reads as
+// absent.
+func (p *problems) fits(n *yaml.Node, t reflect.Type, path string, line int) bool {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	tag := n.ShortTag()
+	if tag == "!!null" {
+		return true
+	}
+	ok := false
+	switch t.Kind() {
+	case reflect.Struct, reflect.Map:
+		ok = n.Kind == yaml.MappingNode
+	case reflect.Slice:
+		ok = n.Kind == yaml.SequenceNode
+	case reflect.String:
+		ok = n.Kind == yaml.ScalarNode
+	case reflect.Bool:
+		ok = tag == "!!bool"
+	case reflect.Int, reflect.Int64:
+		ok = tag == "!!int"
+	case reflect.Uint32, reflect.Uint64:
+		ok = tag == "!!int" && !strings.HasPrefix(n.Value, "-")
+	case reflect.Float64:
+		ok = tag == "!!int" || tag == "!!float"
+	default:
+		return true // no such field in the config structs; the decoder decides
+	}
+	if ok {
+		return true
+	}
+	name := path
+	for strings.HasSuffix(name, "]") { // an item of a list: the list's key names it
+		name = name[:strings.LastIndexByte(name, '[')]
+	}
+	name = name[strings.LastIndexByte(name, '.')+1:]
+	want, example := expected(name, t)
+	got := "a mapping"
+	switch n.Kind {
+	case yaml.SequenceNode:
+		got = "a list"
+	case yaml.ScalarNode:
+		got = fmt.Sprintf("%q", quoteShort(n.Value))
+		if tag == "!!int" || tag == "!!float" {
+			got = quoteShort(n.Value)
+		}
+	}
+	msg := fmt.Sprintf("%s is not %s", got, want)
+	if example != "" {
+		msg += "; write e.g. " + example
+	}
+	p.add(&Error{File: p.file, Line: line, Key: path, Msg: msg})
+	return false
+}
+
+// expected says in the user's terms what a key of type t holds, and gives an
+// example line; the key's name carries its unit (period_ms, window_mib).
+func expected(key string, t reflect.Type) (want, example string) {
+	unit := func(num string) (string, string) {
+		switch {
+		case strings.HasSuffix(key, "_ms"):
+			return num + " of milliseconds", key + ": 50"
+		case strings.HasSuffix(key, "_pct"):
+			return "a whole percentage", key + ": 110"
+		case strings.HasSuffix(key, "_mib"):
+			return num + " of MiB", key + ": 16"
+		case strings.HasSuffix(key, "_kib"):
+			return num + " of KiB", key + ": 256"
+		case strings.HasSuffix(key, "_hz"):
+			return "a rate in Hz", key + ": 0.2"
+		case key == "slots":
+			return "a whole number of jobs run at once (1 or more)", "slots: 1"
+		}
+		return num, key + ": 1"
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int64:
+		return unit("a whole number")
+	case reflect.Uint32, reflect.Uint64:
+		return "a whole number, 0 or more", key + ": [1000]"
+	case reflect.Float64:
+		return unit("a number")
+	case reflect.Bool:
+		return "true or false", key + ": true"
+	case reflect.String:
+		return "a single value (a name, an address or a path)", ""
+	case reflect.Slice:
+		if t.Elem().Kind() == reflect.Struct {
+			return "a list of " + key + ", each item starting with \"- \"", key + ":\n  - {name: detector, model: detector, class: protected, period_ms: 50, max_age_ms: 50}"
+		}
+		return "a list", key + ": [1000, 1001]"
+	case reflect.Map:
+		switch key {
+		case "models":
+			return "a mapping of model names to their entries", "models: {detector: {exec_ms: 8}}"
+		case "accelerators":
+			return "a mapping of accelerator names to their slots", "accelerators: {gpu: 1, dla: 2}"
+		case "batch_exec_ms":
+			return "a mapping of batch sizes to milliseconds", "batch_exec_ms: {1: 10, 8: 27.5}"
+		}
+		return "a mapping of names to values", ""
+	case reflect.Struct:
+		return "a section of keys", key + ": {…} (docs/config.md lists its keys)"
+	}
+	return "a valid value", ""
 }
 
 func join(path, key string) string {
@@ -485,10 +652,21 @@ func typeErrors(file string, err error) error {
 			e.Line = line
 			_, e.Msg, _ = strings.Cut(m, ": ")
 		}
-		e.Msg = quoteShort(strings.Replace(e.Msg, "cannot unmarshal", "wrong type:", 1))
+		e.Msg = "this value does not fit its key" + goTypeFree(e.Msg) + " (docs/config.md gives each key's type)"
 		errs = append(errs, e)
 	}
 	return joinErrors(file, errs, len(te.Errors)-len(errs))
+}
+
+// goTypeFree keeps the quoted value of a decoder message ("cannot unmarshal !!str
+// `x` into int": " (`x`)") and drops its Go type names.
+func goTypeFree(m string) string {
+	i := strings.IndexByte(m, '`')
+	j := strings.LastIndexByte(m, '`')
+	if i < 0 || j <= i {
+		return ""
+	}
+	return " (" + quoteShort(m[i:j+1]) + ")"
 }
 
 // locate records the line of each stream and model so that validation can point at it.
@@ -532,7 +710,9 @@ func (c *Config) applyDefaults() {
 	if len(c.Accelerators) > 0 && !c.accel.slotsGiven {
 		c.Backend.Slots = max(c.accelTotal(), 1)
 	}
-	setDefaultInt(&c.Backend.Slots, 1)
+	if !c.given("backend.slots") { // slots: 0 is an error, not the default
+		setDefaultInt(&c.Backend.Slots, 1)
+	}
 	setDefaultInt(&c.GRPC.MaxMessageMiB, DefaultMaxMessageMiB)
 	setDefaultInt(&c.GRPC.WindowMiB, DefaultWindowMiB)
 	setDefaultInt(&c.GRPC.ReadBufferKiB, DefaultReadBufferKiB)

@@ -69,7 +69,12 @@ func TestRingBackend(t *testing.T) {
 }
 
 func TestParseEmptyUsesDefaults(t *testing.T) {
-	c, err := Parse("empty.yaml", nil)
+	for _, empty := range []string{"", "# only a comment\n", "---\n"} {
+		if _, err := Parse("empty.yaml", []byte(empty)); err == nil || !strings.Contains(err.Error(), "the config is empty") {
+			t.Errorf("%q: %v, want: the config is empty", empty, err)
+		}
+	}
+	c, err := Parse("defaults.yaml", []byte("log: {level: info}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +100,7 @@ func TestParseErrors(t *testing.T) {
 		{"unknown nested key", "backend:\n  slots: 1\n  slot: 2\n", 3, []string{"backend.slot", `unknown key "slot"`, "known keys here: address, call_timeout_ms, compression, embedded, ring, seed, slots, stats_interval_ms"}},
 		{"unknown stream key", "models: {m: {exec_ms: 1}}\nstreams:\n  - name: a\n    model: m\n    class: high\n    period_ms: 10\n    max_age_ms: 10\n    maxage: 3\n", 8, []string{"streams[0].maxage"}},
 		{"unknown model key", "models:\n  m: {exec_ms: 1, exec: 2}\n", 2, []string{"models.m.exec"}},
-		{"wrong type", "backend:\n  slots: many\n", 2, []string{"wrong type", "many"}},
+		{"wrong type", "backend:\n  slots: many\n", 2, []string{"backend.slots", `"many" is not a whole number`, "slots: 1"}},
 		{"bad class", "models: {m: {exec_ms: 1}}\nstreams:\n  - {name: a, model: m, class: besteffort, period_ms: 10, max_age_ms: 10}\n", 3, []string{"streams[0] (a).class", "best_effort"}},
 		{"unknown model", "models: {m: {exec_ms: 1}}\nstreams:\n  - {name: a, model: n, class: high, period_ms: 10, max_age_ms: 10}\n", 3, []string{`unknown model "n"`, "known: m"}},
 		{"duplicate stream", "models: {m: {exec_ms: 1}}\nstreams:\n  - {name: a, model: m, class: high, period_ms: 10, max_age_ms: 10}\n  - {name: a, model: m, class: high, period_ms: 10, max_age_ms: 10}\n", 4, []string{"duplicate stream", "line 3"}},
@@ -103,14 +108,14 @@ func TestParseErrors(t *testing.T) {
 		{"max age below exec", "models: {m: {exec_ms: 30}}\nstreams:\n  - {name: a, model: m, class: high, period_ms: 50, max_age_ms: 20}\n", 3, []string{"below the execution time"}},
 		{"fifo without bound", "models: {m: {exec_ms: 1}}\nstreams:\n  - {name: a, model: m, class: high, period_ms: 5, max_age_ms: 5, queue: fifo}\n", 3, []string{"capacity >= 1"}},
 		{"min rate on protected", "models: {m: {exec_ms: 1}}\nstreams:\n  - {name: a, model: m, class: protected, period_ms: 5, max_age_ms: 5, min_rate_hz: 1}\n", 3, []string{"only best_effort"}},
-		{"margin below 100", "scheduler: {safety_margin_pct: 90}\n", 0, []string{"outside 100..1000"}},
-		{"bad order", "scheduler: {order: edf}\n", 0, []string{"scheduler.order", "laxity, class_first"}},
+		{"margin below 100", "scheduler: {safety_margin_pct: 90}\n", 1, []string{"outside 100..1000"}},
+		{"bad order", "scheduler: {order: edf}\n", 1, []string{"scheduler.order", "laxity, class_first"}},
 		{"negative window offset", "models: {m: {exec_ms: 1}}\nstreams:\n  - {name: a, model: m, class: high, period_ms: 5, max_age_ms: 5, window_offset_ms: -1}\n", 3, []string{"window_offset_ms"}},
 		{"window offset on wall clock", "scheduler: {capture_clock: realtime}\nmodels: {m: {exec_ms: 1}}\nstreams:\n  - {name: a, model: m, class: high, period_ms: 5, max_age_ms: 5, window_offset_ms: 1}\n", 4, []string{"CLOCK_MONOTONIC"}},
-		{"no listener", "listen: {grpc: \"off\"}\n", 0, []string{"accept no requests"}},
+		{"no listener", "listen: {grpc: \"off\"}\n", 1, []string{"accept no requests"}},
 		{"bad yaml", "listen: [\n", 0, []string{"bad yaml"}},
-		{"empty ring address", "backend: {address: \"ring:\"}\n", 0, []string{"ring: needs the runtime's socket"}},
-		{"embedded ring", "backend: {address: \"ring:@x\", embedded: true}\n", 0, []string{"speaks gRPC"}},
+		{"empty ring address", "backend: {address: \"ring:\"}\n", 1, []string{"ring: needs the runtime's socket"}},
+		{"embedded ring", "backend: {address: \"ring:@x\", embedded: true}\n", 1, []string{"speaks gRPC"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse(tc.name, []byte(tc.yaml))
@@ -206,7 +211,7 @@ func TestBackendCompression(t *testing.T) {
 			t.Errorf("%q: error %v, want %q", tc.yaml, err, tc.err)
 		}
 	}
-	if c, err := Parse("d.yaml", nil); err != nil || c.Backend.Compression != "none" {
+	if c, err := Parse("d.yaml", []byte("log: {level: info}\n")); err != nil || c.Backend.Compression != "none" {
 		t.Errorf("default compression %q (%v), want none", c.Backend.Compression, err)
 	}
 }
@@ -234,5 +239,57 @@ func TestBackendCallTimeout(t *testing.T) {
 		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
 			t.Errorf("%q: error %v, want %q", tc.yaml, err, tc.err)
 		}
+	}
+}
+
+// TestErrorsInUserTerms: every problem a newcomer is likely to write names its key
+// and line, says what was expected in the config's terms with an example, never a
+// Go type, and does not hide the next problem; nothing is coerced silently.
+func TestErrorsInUserTerms(t *testing.T) {
+	const model = "models: {m: {exec_ms: 5}}\n"
+	for _, tc := range []struct {
+		name, yaml string
+		want       []string // substrings, in order of the lines reported
+	}{
+		{"string with a unit", model + "streams:\n  - {name: a, model: m, class: high, period_ms: \"50ms\", max_age_ms: 50}\n  - {name: b, model: m, class: high, period_ms: 50, max_age_ms: soon}\n",
+			[]string{`:3: streams[0].period_ms: "50ms" is not a number of milliseconds; write e.g. period_ms: 50`, `:4: streams[1].max_age_ms: "soon" is not a number of milliseconds`}},
+		{"streams as a map", model + "streams:\n  a: {model: m}\n", []string{":2: streams: a mapping is not a list of streams", "- {name: detector"}},
+		{"fractional slots", "backend:\n  slots: 2.7\n", []string{":2: backend.slots: 2.7 is not a whole number of jobs"}},
+		{"zero slots", "backend:\n  slots: 0\n", []string{":2: backend.slots: 0: the accelerator runs at least 1 job at once; write slots: 1"}},
+		{"fractional margin", "scheduler:\n  safety_margin_pct: 1.2\n", []string{":2: scheduler.safety_margin_pct: 1.2 is not a whole percentage; write e.g. safety_margin_pct: 110"}},
+		{"margin below 100", "scheduler:\n  safety_margin_pct: 90\n", []string{":2: scheduler.safety_margin_pct: 90 is outside 100..1000"}},
+		{"section lines", "log:\n  level: loud\ngrpc:\n  window_mib: -1\nbackend:\n  compression: zstd\n", []string{":2: log.level:", ":4: grpc.window_mib:", ":6: backend.compression:"}},
+		{"section as a value", "backend: 5\n", []string{":1: backend: 5 is not a section of keys"}},
+		{"bool", "backend: {embedded: yes please}\n", []string{":1: backend.embedded: \"yes please\" is not true or false"}},
+		{"batch sizes", "models:\n  m: {exec_ms: 5, batch_exec_ms: {one: 5}}\n", []string{":2: models.m.batch_exec_ms.one: \"one\" is not a batch size: batch_exec_ms maps whole batch sizes to milliseconds"}},
+		{"missing class", model + "streams:\n  - {name: a, model: m, period_ms: 50, max_age_ms: 50}\n", []string{":3: streams[0] (a).class: missing: give the stream's class, one of protected"}},
+		{"not a mapping", "- a\n- b\n", []string{":1: a config is a mapping of sections"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("vig.yaml", []byte(tc.yaml))
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			msg := err.Error()
+			at := 0
+			for _, w := range tc.want {
+				i := strings.Index(msg[at:], w)
+				if i < 0 {
+					t.Fatalf("error\n%s\nlacks (after byte %d) %q", msg, at, w)
+				}
+				at += i + len(w)
+			}
+			for _, goTerm := range []string{"float64", "int64", "[]config", "config.S", "config.B", "config.M", "!!", "unmarshal"} {
+				if strings.Contains(msg, goTerm) {
+					t.Errorf("error speaks Go (%q):\n%s", goTerm, msg)
+				}
+			}
+		})
+	}
+	// period_ms: -1 is blamed on period_ms alone, not on frame_interval_ms (absent,
+	// it follows the period).
+	_, err := Parse("vig.yaml", []byte(model+"streams:\n  - {name: a, model: m, class: high, period_ms: -1, max_age_ms: 50}\n"))
+	if err == nil || !strings.Contains(err.Error(), "period_ms") || strings.Contains(err.Error(), "frame_interval_ms") {
+		t.Errorf("period_ms: -1 → %v; want period_ms blamed, frame_interval_ms not", err)
 	}
 }

@@ -15,7 +15,7 @@ type CPU struct {
 	// HotPath was "shared" (a goroutine per connection on Go's netpoller) or
 	// "dedicated" (vig's own event loop on one locked OS thread). Only shared
 	// remains: the dedicated loop cost more CPU and context switches per request
-	// in every measured row (README, "CPU placement"), so the key may be omitted
+	// in every measured row (docs/architecture.md, "Placing vig on the CPUs"), so the key may be omitted
 	// or say shared; dedicated is refused with the numbers.
 	HotPath string `yaml:"hot_path"`
 	// Pin and UclampMin placed and clamped the dedicated hot thread; they went

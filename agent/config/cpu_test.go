@@ -27,7 +27,7 @@ cpu:
 		t.Errorf("String %q", s)
 	}
 
-	c, err = Parse("none.yaml", nil)
+	c, err = Parse("none.yaml", []byte("log: {level: info}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

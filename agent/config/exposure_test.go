@@ -50,10 +50,10 @@ func TestExposureErrors(t *testing.T) {
 		{"insecure and tls", "listen:\n  insecure: true\n  tls: {cert_file: c, key_file: k}\n", 2, []string{"listen.insecure", "drop one"}},
 		{"tls without tcp", "listen:\n  grpc: \"off\"\n  metrics: \"off\"\n  unix: /tmp/v.sock\n  tls: {cert_file: c, key_file: k}\n", 5, []string{"listen.tls", "all are off"}},
 		{"allow list without unix", "listen:\n  allow_gids: [1000]\n", 2, []string{"listen.allow_gids", "listen.unix, listen.http_unix and listen.ring"}},
-		{"no request listener", "listen: {grpc: \"off\"}\n", 0, []string{"listen.grpc, listen.unix, listen.http and listen.http_unix are all off"}},
+		{"no request listener", "listen: {grpc: \"off\"}\n", 1, []string{"listen.grpc, listen.unix, listen.http and listen.http_unix are all off"}},
 		{"http exposed", "listen:\n  http: \"0.0.0.0:9000\"\n", 2, []string{"listen.http", "plain text"}},
 		{"http not host:port", "listen:\n  http: \"9000\"\n", 2, []string{"listen.http", "not host:port"}},
-		{"negative uid", "listen:\n  unix: /tmp/v.sock\n  allow_uids: [-1]\n", 3, []string{"wrong type"}},
+		{"negative uid", "listen:\n  unix: /tmp/v.sock\n  allow_uids: [-1]\n", 3, []string{"listen.allow_uids[0]", "-1 is not a whole number, 0 or more", "allow_uids: [1000]"}},
 		{"unknown tls key", "listen:\n  tls:\n    cert: c\n", 3, []string{`unknown key "cert"`, "cert_file, client_ca_file, key_file"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -82,7 +82,7 @@ func TestExposureErrors(t *testing.T) {
 
 func TestExposureAccepted(t *testing.T) {
 	for _, y := range []string{
-		"",                                     // defaults: loopback only
+		"log: {level: info}\n",                 // defaults: loopback only
 		"listen: {grpc: \"localhost:9001\"}\n", // loopback by name
 		"listen: {grpc: \"[::1]:9001\"}\n",     // IPv6 loopback
 		"listen: {grpc: \"0.0.0.0:9001\", insecure: true}\n",
@@ -107,7 +107,7 @@ func TestExposureAccepted(t *testing.T) {
 			}
 		}
 	}
-	c, _ := Parse("d.yaml", nil)
+	c, _ := Parse("d.yaml", []byte("log: {level: info}\n"))
 	if !Loopback(c.Listen.GRPC) || !Loopback(c.Listen.Metrics) || c.Listen.Unix != "" || c.Listen.Ring != "" || c.Listen.HTTP != "" || c.Listen.HTTPUnix != "" {
 		t.Errorf("defaults expose vig: %+v", c.Listen)
 	}

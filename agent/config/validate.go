@@ -19,6 +19,9 @@ func (c *Config) validate(file string) error {
 				args[i] = quoteShort(s)
 			}
 		}
+		if line == 0 {
+			line = c.keyLine(key)
+		}
 		errs = append(errs, &Error{File: file, Line: line, Key: quoteShort(key), Msg: fmt.Sprintf(format, args...)})
 	}
 	for key, addr := range map[string]string{"listen.grpc": c.Listen.GRPC, "listen.metrics": c.Listen.Metrics, "listen.http": c.Listen.HTTP} {
@@ -72,11 +75,12 @@ func (c *Config) validate(file string) error {
 		}
 	}
 	if c.Backend.Slots < 1 {
-		bad(0, "backend.slots", "%d: the accelerator runs at least 1 job at once", c.Backend.Slots)
+		bad(0, "backend.slots", "%d: the accelerator runs at least 1 job at once; write slots: 1 (a GPU without MPS), or leave the key out for 1", c.Backend.Slots)
 	} else if len(c.Accelerators) == 0 && c.Backend.Slots > 256 {
 		bad(0, "backend.slots", "%d: an accelerator runs 1 to 256 jobs at once (a GPU without MPS: 1)", c.Backend.Slots)
 	}
 	c.validateAccelerators(bad)
+	c.REST.validate(bad)
 	for key, v := range map[string]int{"grpc.max_message_mib": c.GRPC.MaxMessageMiB, "grpc.window_mib": c.GRPC.WindowMiB,
 		"grpc.read_buffer_kib": c.GRPC.ReadBufferKiB, "grpc.write_buffer_kib": c.GRPC.WriteBufferKiB} {
 		if v < 1 {
@@ -155,7 +159,9 @@ func (c *Config) validate(file string) error {
 		case !ok:
 			bad(s.Line, key+".model", "unknown model %q: add it under models: with its exec_ms (known: %s)", s.Model, knownModels)
 		}
-		if !oneOf(s.Class, ClassProtected, ClassHigh, ClassBestEffort) {
+		if s.Class == "" {
+			bad(s.Line, key+".class", "missing: give the stream's class, one of protected (guaranteed), high, best_effort")
+		} else if !oneOf(s.Class, ClassProtected, ClassHigh, ClassBestEffort) {
 			bad(s.Line, key+".class", "%q is not one of protected, high, best_effort", s.Class)
 		}
 		if s.PeriodMs <= 0 {
@@ -166,7 +172,7 @@ func (c *Config) validate(file string) error {
 		} else if ok && m.ExecMs > 0 && s.MaxAgeMs < m.ExecMs {
 			bad(s.Line, key+".max_age_ms", "%g ms is below the execution time of %s (%g ms): no result can ever be fresh; raise max_age_ms", s.MaxAgeMs, s.Model, m.ExecMs)
 		}
-		if s.FrameIntervalMs < 0 {
+		if c.given(fmt.Sprintf("streams[%d].frame_interval_ms", i)) && s.FrameIntervalMs < 0 { // absent, it is period_ms, checked above
 			bad(s.Line, key+".frame_interval_ms", "%g must not be negative", s.FrameIntervalMs)
 		}
 		switch s.Queue {
@@ -205,6 +211,18 @@ func (c *Config) validate(file string) error {
 		return a.Key < b.Key
 	})
 	return joinErrors(file, errs, 0)
+}
+
+// keyLine returns the line of a key as validate names it: a dotted path, where a
+// stream's name may follow its index ("streams[1] (pose).max_age_ms"); 0 when
+// the file does not write the key.
+func (c *Config) keyLine(key string) int {
+	if i := strings.Index(key, " ("); i >= 0 {
+		if j := strings.Index(key[i:], ")"); j >= 0 {
+			key = key[:i] + key[i+j+1:]
+		}
+	}
+	return c.lines[key]
 }
 
 // shortList is a list already cut for an error message (bad quotes it whole).

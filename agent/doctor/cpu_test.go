@@ -24,7 +24,7 @@ func TestCPUPlacementChecks(t *testing.T) {
 		want  map[string]Status
 		any   map[string]string
 	}{
-		{"shared default", "", CPUTrial{Allowed: []int{0, 1}, GOMAXPROCS: 2},
+		{"shared default", "cpu: {}", CPUTrial{Allowed: []int{0, 1}, GOMAXPROCS: 2},
 			map[string]Status{"cpu placement": OK}, map[string]string{"cpu placement": "hot_path shared: the Go scheduler places vig's work; process on cpu0-1 (inherited); GOMAXPROCS 2"}},
 		{"process placed", "cpu: {process_cpus: 4-7}",
 			CPUTrial{Allowed: []int{0, 1, 2, 3, 4, 5, 6, 7}, GOMAXPROCS: 4, Process: []int{4, 5, 6, 7}},
@@ -63,7 +63,7 @@ func TestCPUPlacementChecks(t *testing.T) {
 			}
 		})
 	}
-	if cs := cpuPlacementChecks(parse(""), &Host{}); len(cs) != 1 || cs[0].Status != Skipped {
+	if cs := cpuPlacementChecks(parse("cpu: {}"), &Host{}); len(cs) != 1 || cs[0].Status != Skipped {
 		t.Errorf("no probe: %+v", cs)
 	}
 }

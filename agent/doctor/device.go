@@ -16,6 +16,7 @@ import (
 	"github.com/vig-edge/vig/platform/proc"
 	"github.com/vig-edge/vig/platform/sysinfo"
 	"github.com/vig-edge/vig/proto/inference"
+	"github.com/vig-edge/vig/wire"
 )
 
 // Host is the device as the checks see it. doctor itself makes no system calls:
@@ -136,8 +137,37 @@ func backendChecks(ctx context.Context, cfg *config.Config, h *Host) []Check {
 			c.Status, c.Detail = OK, "ready"
 		}
 		cs = append(cs, c)
+		if c.Status == OK {
+			cs = append(cs, batchCheck(ctx, cfg, m, client))
+		}
 	}
 	return cs
+}
+
+// batchCheck compares how the config and the server batch model: vig batches
+// up to the server's max_batch_size when max_batch is absent, never above it,
+// never a model with a sequence batcher.
+func batchCheck(ctx context.Context, cfg *config.Config, m string, client inference.GRPCInferenceServiceClient) Check {
+	c := Check{Name: "model " + m + " batching"}
+	resp, err := client.ModelConfig(ctx, &inference.ModelConfigRequest{Name: m})
+	var mc *wire.ModelConfig
+	if err == nil {
+		mc, err = wire.ParseModelConfig(resp.GetConfig())
+	}
+	if err != nil {
+		c.Status, c.Detail = Skipped, fmt.Sprintf("the server's ModelConfig is unavailable (%v): vig batches as its config says", err)
+		return c
+	}
+	n, why := config.BatchFromServer(cfg.Models[m].MaxBatch, mc.MaxBatchSize, mc.SequenceBatching)
+	switch {
+	case why != "":
+		c.Status, c.Detail = Warn, why
+	case n > 1:
+		c.Status, c.Detail = OK, fmt.Sprintf("vig merges up to %d frames per request (server max_batch_size %d)", n, mc.MaxBatchSize)
+	default:
+		c.Status, c.Detail = OK, fmt.Sprintf("one frame per request (server max_batch_size %d%s)", mc.MaxBatchSize, map[bool]string{true: ", sequence batcher", false: ""}[mc.SequenceBatching])
+	}
+	return c
 }
 
 // routeCheck says which link reaches the backend. Off loopback, shared memory with

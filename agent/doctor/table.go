@@ -39,8 +39,10 @@ func (r Report) WriteTable(w io.Writer, color bool) error {
 			parts = append(parts, fmt.Sprintf("%s %d slot%s", a.Name, a.Slots, plural(a.Slots)))
 		}
 		tw.printf("%s (%s)\n\n", title, strings.Join(parts, ", "))
-	} else {
+	} else if r.Slots > 0 {
 		tw.printf("%s (%d slot%s)\n\n", title, r.Slots, plural(r.Slots))
+	} else { // a config that could not be read: claim no slots
+		tw.printf("%s\n\n", title)
 	}
 
 	codeW := len("CODE")

@@ -80,6 +80,15 @@ func (g *Governor) batchKey(c *Call, req *sched.Request) {
 	}
 }
 
+// batching reports whether vig merges the frames of model into batches.
+func (g *Gateway) batching(model []byte) bool {
+	if g.gov == nil {
+		return false
+	}
+	p := g.gov.maxBatch[string(model)]
+	return p != nil && p.Load() > 1
+}
+
 // joinable says why c cannot join a batch before its message is read ("":
 // it may, and c.Msg is its message).
 func (g *Governor) joinable(c *Call, mb int) string {

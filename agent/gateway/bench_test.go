@@ -58,7 +58,7 @@ func BenchmarkForward(b *testing.B) {
 // BenchmarkWindows shows what flow-control sizing does to a 6.2 MB frame on one
 // loopback hop: grpc-go's defaults against vig's transport settings.
 func BenchmarkWindows(b *testing.B) {
-	cfg, _ := config.Parse("bench.yaml", nil)
+	cfg, _ := config.Parse("bench.yaml", []byte("log: {level: info}\n"))
 	for _, tc := range []struct {
 		name string
 		sopt []grpc.ServerOption

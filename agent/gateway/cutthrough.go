@@ -29,7 +29,8 @@ import (
 //
 // What is forwarded has been checked first, so the backend is never sent a
 // whole request vig would refuse: the bytes after the head must be
-// raw_input_contents entries, one per input (wire.RawScan). A request that is
+// raw_input_contents entries, one per input not in shared memory
+// (wire.RawScan, Triton's rule). A request that is
 // not is answered INVALID_ARGUMENT, and a backend stream that had started is
 // reset before its last byte. If the client leaves or ends the stream inside
 // the message, the call is cancelled and the backend stream reset, as for any
@@ -89,7 +90,10 @@ func (s *sstream) Early(got mem.BufferSlice, total int, compressed bool) (h2.Sin
 	}
 	call := s.c.g.NewCall()
 	head, ok := call.Header.ParseInferHead(got, total)
-	if !ok || call.Header.Shm {
+	if !ok || call.Header.Shm || s.c.g.batching(call.Header.Model) {
+		// A frame of a batching model arrives whole instead, so that it
+		// can join a batch: what batching saves on the accelerator is
+		// worth more than overlapping its transfers.
 		call.release()
 		return nil, !ok // the head may not be all there yet
 	}

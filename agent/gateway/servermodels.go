@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/vig-edge/vig/agent/config"
 	pb "github.com/vig-edge/vig/proto/inference"
 	"github.com/vig-edge/vig/wire"
 )
@@ -27,7 +29,13 @@ type serverModels struct {
 	mu     sync.RWMutex
 	models map[string]*wire.ModelConfig
 	errs   map[string]error
+	reads  atomic.Uint64 // reads of every model's configuration finished
 }
+
+// ServerModelReads counts the times vig finished reading the backend's model
+// configuration (once per connection), for tests that must not count its
+// calls as theirs.
+func (g *Gateway) ServerModelReads() uint64 { return g.server.reads.Load() }
 
 // ServerModel returns the backend's configuration of model as last read, if
 // vig could read it.
@@ -68,6 +76,7 @@ func (g *Gateway) readServerModels() {
 	if g.gov == nil || g.relay == nil {
 		return
 	}
+	defer g.server.reads.Add(1)
 	for _, name := range g.opts.Config.ModelNames() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		mc, err := g.ReadModelConfig(ctx, name)
@@ -104,33 +113,13 @@ func (g *Gateway) readServerModels() {
 // batcher (its requests must reach the model one by one, in order). Where the
 // config and the server disagree vig says so, with the fix.
 func (g *Gateway) applyServerModel(name string, mc *wire.ModelConfig) {
-	n, why := BatchFromServer(g.opts.Config.Models[name].MaxBatch, mc)
+	n, why := config.BatchFromServer(g.opts.Config.Models[name].MaxBatch, mc.MaxBatchSize, mc.SequenceBatching)
 	if why != "" {
 		g.log.Warn(why, "model", name, "server_max_batch_size", mc.MaxBatchSize, "sequence_batching", mc.SequenceBatching)
 	}
 	if g.gov.setMaxBatch(name, n) && n > 1 {
 		g.log.Info("batching the model's frames", "model", name, "max_batch", n)
 	}
-}
-
-// BatchFromServer is the max batch vig uses for a model whose config says cfg
-// (nil: absent) and whose server configuration is mc, and, where they
-// disagree, what vig does about it and how to fix it.
-func BatchFromServer(cfg *int, mc *wire.ModelConfig) (n int, why string) {
-	server := int(mc.MaxBatchSize)
-	switch {
-	case mc.SequenceBatching && cfg != nil && *cfg > 1:
-		return 1, fmt.Sprintf("the server runs the model with a sequence batcher: vig does not batch it (max_batch %d ignored); remove max_batch", *cfg)
-	case mc.SequenceBatching:
-		return 1, ""
-	case cfg == nil:
-		return min(max(server, 1), 256), ""
-	case *cfg > 1 && server == 0:
-		return 1, fmt.Sprintf("max_batch %d, but the server does not batch the model (max_batch_size 0) and would refuse a batch: vig sends its frames one by one; set max_batch: 1, or give the model a max_batch_size in its config.pbtxt", *cfg)
-	case *cfg > server && server > 0:
-		return server, fmt.Sprintf("max_batch %d is above the server's max_batch_size %d: vig batches at most %d; set max_batch: %d", *cfg, server, server, server)
-	}
-	return *cfg, ""
 }
 
 // setMaxBatch sets model's max batch in the scheduler and for the batch keys;

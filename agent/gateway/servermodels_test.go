@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vig-edge/vig/agent/config"
 	"github.com/vig-edge/vig/wire"
 )
 
@@ -26,7 +27,7 @@ func TestBatchFromServer(t *testing.T) {
 		{"sequence batcher", nil, wire.ModelConfig{MaxBatchSize: 8, SequenceBatching: true}, 1, ""},
 		{"sequence batcher, config batches", i(8), wire.ModelConfig{MaxBatchSize: 8, SequenceBatching: true}, 1, "sequence batcher"},
 	} {
-		n, why := BatchFromServer(tc.cfg, &tc.mc)
+		n, why := config.BatchFromServer(tc.cfg, tc.mc.MaxBatchSize, tc.mc.SequenceBatching)
 		if n != tc.want || (tc.saying == "") != (why == "") || !strings.Contains(why, tc.saying) {
 			t.Errorf("%s: %d %q, want %d saying %q", tc.name, n, why, tc.want, tc.saying)
 		}

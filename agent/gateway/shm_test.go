@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -129,5 +130,46 @@ func TestShmReferencesChecked(t *testing.T) {
 	}
 	if _, err := tcp.ModelInfer(context.Background(), shmInfer("detector", "cam#4", "direct", 0, 64)); err != nil {
 		t.Errorf("region registered directly with the backend: %v", err)
+	}
+}
+
+// What tritonclient.grpc sends for one input in system shared memory and one as
+// data (InferInput.set_shared_memory leaves the input no raw content; the
+// request's raw_input_contents holds the data input's bytes only): vig passes
+// it and the backend answers it as when sent to it directly (Triton's rule,
+// src/grpc/infer_handler.cc: inputs in shared memory take no raw entry).
+func TestShmInputBesideDataInput(t *testing.T) {
+	e := startEnv(t, testConfig(t, ""), true)
+	c := pb.NewGRPCInferenceServiceClient(e.dial(t, e.tcp))
+	ctx := ctxT(t)
+	key, data := shmObject(t, 4096)
+	if _, err := c.SystemSharedMemoryRegister(ctx, &pb.SystemSharedMemoryRegisterRequest{Name: "frames", Key: key, ByteSize: 4096}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.direct.SystemSharedMemoryRegister(ctx, &pb.SystemSharedMemoryRegisterRequest{Name: "frames_direct", Key: key, ByteSize: 4096}); err != nil {
+		t.Fatal(err)
+	}
+	// 3 bytes: read whole; 300 KB: forwarded cut-through, checked by wire.RawScan.
+	for i, mask := range [][]byte{{7, 8, 9}, bytes.Repeat([]byte{5}, 300<<10)} {
+		req := func(region, id string) *pb.ModelInferRequest {
+			r := shmInfer("detector", id, region, 64, 1000)
+			r.Inputs = append(r.Inputs, &pb.ModelInferRequest_InferInputTensor{Name: "MASK", Datatype: "UINT8", Shape: []int64{int64(len(mask))}})
+			r.RawInputContents = [][]byte{mask}
+			return r
+		}
+		via, err := c.ModelInfer(ctx, req("frames", mockbackend.FrameID("cam", uint64(2*i))))
+		if err != nil {
+			t.Fatalf("%d B through vig: %v", len(mask), err)
+		}
+		direct, err := e.direct.ModelInfer(ctx, req("frames_direct", mockbackend.FrameID("cam", uint64(2*i+1))))
+		if err != nil {
+			t.Fatalf("%d B to the backend: %v", len(mask), err)
+		}
+		want := mockbackend.Digest([][]byte{data[64:1064], mask})
+		for name, r := range map[string]*pb.ModelInferResponse{"through vig": via, "to the backend": direct} {
+			if got := binary.LittleEndian.Uint64(r.RawOutputContents[0]); got != want {
+				t.Errorf("%d B %s: digest %x, want %x (the region's bytes, then the data input's)", len(mask), name, got, want)
+			}
+		}
 	}
 }

@@ -319,6 +319,27 @@ func (s *Scheduler) gather(start Time, occ int, st *stream) (n, rows int) {
 	return n, rows
 }
 
+// hasPeers reports whether another stream of st's model sends frames that
+// could batch with st's: one with a waiting frame of st's key, or whose sensor
+// sent one recently (within two frame intervals and its max_age, the rule by
+// which a stopped sensor's frames are no longer predicted).
+func (s *Scheduler) hasPeers(now Time, st *stream) bool {
+	key := s.reqs[st.q[0]].key
+	for i := range s.streams {
+		p := &s.streams[i]
+		if p == st || p.model != st.model || p.adhoc || !p.seen {
+			continue
+		}
+		if len(p.q) > 0 && s.reqs[p.q[0]].key == key {
+			return true
+		}
+		if p.lastKey == key && now.Sub(p.lastCapture) <= 2*p.interval+p.maxAge {
+			return true
+		}
+	}
+	return false
+}
+
 // batchRows is the rows of the first n members of the batch.
 func (s *Scheduler) batchRows(n int) int {
 	rows := 0
@@ -552,7 +573,11 @@ func (s *Scheduler) batchSnapshot(dst []BatchStats) []BatchStats {
 		if m.maxBatch <= 1 {
 			continue
 		}
-		dst = append(dst, BatchStats{Model: m.spec.Name, MaxBatch: m.maxBatch, Sizes: slices.Clone(m.batches)})
+		var sizes []uint64
+		if len(dst) < cap(dst) {
+			sizes = dst[: len(dst)+1 : cap(dst)][len(dst)].Sizes[:0] // reuse the previous snapshot's
+		}
+		dst = append(dst, BatchStats{Model: m.spec.Name, MaxBatch: m.maxBatch, Sizes: append(sizes, m.batches...)})
 	}
 	return dst
 }

@@ -134,7 +134,7 @@ func TestBatchTakesWaitingHeads(t *testing.T) {
 	}
 	var snap Snapshot
 	h.s.Snapshot(h.now, &snap)
-	if len(snap.Batches) != 1 || snap.Batches[0].Sizes[3] != 1 || snap.Batches[0].Sizes[1] != 0 {
+	if len(snap.Batches) != 1 || snap.Batches[0].Sizes[3] != 1 || snap.Batches[0].Sizes[1] != 1 { // a, b, c; d alone
 		t.Fatalf("batch counts %+v", snap.Batches)
 	}
 }
@@ -456,4 +456,45 @@ func TestSetMaxBatch(t *testing.T) {
 		h.set(h.now.Add(100 * ms))
 		h.s.SetMaxBatch("det", 1)
 	}
+}
+
+// TestBatchExtraWaitsBounded: an extra frame of a batching model (its window
+// already has a result) does not run alone while its model's other streams
+// send — it would only double the window — but runs once starting it lands
+// in the next window, without waiting for another event.
+func TestBatchExtraWaitsBounded(t *testing.T) {
+	// b sends every 500 ms: a peer, but none of its frames is due soon.
+	slow := cam("b", High, 200*ms)
+	slow.Period = 500 * ms
+	cfg := batchConfig(8, seededE, []StreamSpec{cam("a", High, 200*ms), slow})
+	h := newHarness(t, cfg)
+	a0, _ := h.arriveCam("a", 0)
+	h.set(at(1))
+	b0, _ := h.arriveCam("b", 0)
+	h.set(at(11))
+	mustDispatch(t, h.complete(a0, true), b0) // a's first window has its result
+	h.set(at(14))
+	h.complete(b0, true)
+	h.set(at(15))
+	a1, acts := h.arriveCam("a", 0)
+	mustNothing(t, acts, a1)
+	w, ok := h.s.NextWake()
+	if !ok || w > at(33-11) {
+		t.Fatalf("the extra waits with no wake-up before its next window: NextWake %v %v", w, ok)
+	}
+	// It runs at a wake-up of its own, by 33 ms: its result then lands in
+	// the next window.
+	for range 3 {
+		h.set(w)
+		if _, ok := find(h.tick(), a1); ok {
+			if h.now > at(33) {
+				t.Fatalf("a1 dispatched at %v, after its next window began", time.Duration(h.now))
+			}
+			return
+		}
+		if w, ok = h.s.NextWake(); !ok {
+			t.Fatal("a1 waits with no wake-up")
+		}
+	}
+	t.Fatalf("a1 not dispatched by %v", time.Duration(h.now))
 }

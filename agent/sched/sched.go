@@ -815,6 +815,19 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 		if m.maxBatch > 1 && rows > 1 {
 			c = s.costN(st.model, jobOcc, min(rows, m.maxBatch))
 		} else {
+			if n == 1 && sk.extra && s.batchable(st, r) && s.hasPeers(now, st) {
+				// An extra of a batching model alone would only double
+				// a window, on slot time its model's next batch needs:
+				// it waits to join that batch, or is superseded, or —
+				// once starting it would land in the next window,
+				// which it then serves — it runs.
+				next := st.windowStart(s.claimed(st)+1) - Time(c)
+				if next > now {
+					r.deferPass, r.recheck = s.passID, next
+					st.pass = s.passID
+					continue
+				}
+			}
 			s.forming = -1 // a job of one: the look-ahead prices its peers' frames as it always has
 		}
 		if slot == holdSlot && start.Add(c) > holdAt {
@@ -937,6 +950,9 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 		if m.maxBatch > 1 && rows > 1 {
 			acts = s.dispatchBatch(now, n, rows, slot, start, queued, jobOcc, c, budget, acts)
 			continue
+		}
+		if m.maxBatch > 1 {
+			m.batches[min(rows, m.maxBatch)]++ // a job of one request
 		}
 		acts = s.dispatchHead(now, st, slot, start, queued, jobOcc, c, probe, budget, acts)
 	}

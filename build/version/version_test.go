@@ -21,3 +21,18 @@ func TestStampedVersionWins(t *testing.T) {
 		t.Errorf("unstamped String() = %q: want the build info's version or devel", got)
 	}
 }
+
+// TestUnstampedNamesTheRelease: a build without -ldflags (go build, go test) still
+// names the release its source descends from, read from the committed VERSION file.
+func TestUnstampedNamesTheRelease(t *testing.T) {
+	orig := version
+	t.Cleanup(func() { version = orig })
+	version = ""
+	rel := Release()
+	if !strings.HasPrefix(rel, "v") || strings.Count(rel, ".") != 2 || strings.ContainsAny(rel, " \n") {
+		t.Fatalf("Release() = %q: want vMAJOR.MINOR.PATCH from build/version/VERSION", rel)
+	}
+	if got := String(); !strings.HasPrefix(got, "v") {
+		t.Errorf("unstamped String() = %q: want %s… or a module version", got, rel)
+	}
+}

@@ -19,8 +19,8 @@ const benchUsage = `Usage: vig bench <datapath|wire|idle|all> [--quick] [--out D
        vig bench overload [--duration 60s] [--factor 10] [--out DIR]
        vig bench soak [--duration 10m] [--row-every 1m] [--out DIR]
 
-Measures vig the way DESIGN.md §8 says, and writes results.json, report.md and SVG
-plots into DIR (default bench/results/<date>-<host>/):
+Measures vig the way docs/benchmarks.md describes, and writes results.json,
+report.md and SVG plots into DIR (default ./vig-bench-results/<date>-<host>/):
 
   datapath  added latency per request (VIA vig − DIRECT to the backend) and vig's
             CPU, context switches and syscalls per request, for payloads 0 B–6.2 MB
@@ -31,10 +31,10 @@ plots into DIR (default bench/results/<date>-<host>/):
             proxy (vig and nginx run as their own processes in their default
             configuration; the TCP rows are repeated with both pinned to one
             CPU with taskset when there is a second CPU)
-  wire      coverage and age of information for the SCENARIOS.md workloads A–D, E
-            and E-linear (examples/scenarios; --only picks some) with open-loop
-            sensors: direct, an emulation of Triton's queue policy, and vig; on
-            D's GPU and two DLA cores also vig configured as one pool (the
+  wire      coverage and age of information for the benchmark workloads A–D, E
+            and E-linear (examples/scenarios, built in; --only picks some) with
+            open-loop sensors: direct, an emulation of Triton's queue policy, and
+            vig; on D's GPU and two DLA cores also vig configured as one pool (the
             ablation); on E's batched detector also vig with max_batch: 1 and
             vig with only max_batch (vig-unbatched, vig-learnt);
             --http-streams LIST adds vig with those sensors on HTTP/REST beside
@@ -47,11 +47,11 @@ plots into DIR (default bench/results/<date>-<host>/):
             (own process, embedded backend); then the detector alone at that
             rate. Samples vig's RSS, goroutines, fds, queues and counters every
             second; reports bounds, balance, counts and coverage per stream
-            (default out: bench/results/<date>-<host>-overload/)
+            (default out: vig-bench-results/<date>-<host>-overload/)
   soak      scenario B at its contracted rates for --duration (default 10m):
             RSS, goroutines, fds and latency p50/p99/p99.9 per stream per
             --row-every, judged flat or not by the rule the report prints
-            (default out: bench/results/<date>-<host>-soak/)
+            (default out: vig-bench-results/<date>-<host>-soak/)
   report    re-render report.md and the plots of a results folder from its
             results.json (vig bench report DIR)
 
@@ -64,8 +64,8 @@ Flags:
 func runBench(args []string) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	quick := fs.Bool("quick", false, "shorter runs (fewer rounds, 5 s wire runs, 3 s idle samples)")
-	out := fs.String("out", "", "output `DIR` (default bench/results/<date>-<host>)")
-	scen := fs.String("scenarios", bench.DefaultScenarioDir, "`DIR` holding the scenario configs a.yaml … e-linear.yaml (and their sensors' phases, e.sensors.yaml)")
+	out := fs.String("out", "", "output `DIR` (default vig-bench-results/<date>-<host> in the current directory)")
+	scen := fs.String("scenarios", bench.DefaultScenarioDir, "`DIR` holding the scenario configs a.yaml … e-linear.yaml and their sensors' phases, e.sensors.yaml (absent: the ones built into vig)")
 	only := fs.String("only", strings.Join(bench.DefaultWireScenarios, ","), "wire: the scenarios to run, a `LIST` such as d, a,b,c or e,e-linear")
 	noPin := fs.Bool("no-pin", false, "skip the datapath rows that pin vig and nginx to CPU 1 with taskset, and do not pin vig in idle")
 	vigBin := fs.String("vig", "", "vig `BINARY` to measure as its own process (default: this executable)")
@@ -149,7 +149,13 @@ func runBench(args []string) int {
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer cancel()
-	opts := bench.Options{Which: which, Quick: *quick, Out: *out, VigBinary: bin, ScenarioDir: *scen, Only: strings.Split(strings.ToLower(*only), ","), Pin: !*noPin,
+	scenDir, rmScen, err := scenarioDir(*scen)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "vig bench: the built-in scenarios: %v (pass --scenarios DIR)\n", err)
+		return 1
+	}
+	defer rmScen()
+	opts := bench.Options{Which: which, Quick: *quick, Out: *out, VigBinary: bin, ScenarioDir: scenDir, Only: strings.Split(strings.ToLower(*only), ","), Pin: !*noPin,
 		Duration: *duration, Factor: *factor, RowEvery: *rowEvery, DatapathPaths: dpPaths, DatapathPayloads: dpPayloads, DatapathRuns: *runs, StockWindows: *stockWin,
 		WireHTTPStreams: splitList(*httpStreams), WirePolicies: splitList(*policies), WireRounds: *rounds,
 		Command:  "vig bench " + strings.Join(append([]string{which}, args...), " "),

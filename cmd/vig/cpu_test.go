@@ -51,7 +51,7 @@ func TestPlanCPU(t *testing.T) {
 		note    string
 		errSub  string
 	}{
-		{name: "defaults: shared", cfg: "", allowed: all},
+		{name: "defaults: shared", cfg: "cpu: {}", allowed: all},
 		{name: "offline cpu dropped from process_cpus", cfg: "cpu: {hot_path: shared, process_cpus: 0-3}", allowed: all, process: []int{0, 1, 3}, note: "cpu2 offline"},
 		{name: "cpuset narrower than process_cpus", cfg: "cpu: {process_cpus: 4-7}", allowed: []int{0, 1, 3, 4},
 			process: []int{4}, note: "cpu5-7 outside vig's mask cpu0-1,3-4"},
@@ -87,7 +87,7 @@ func TestApplyGC(t *testing.T) {
 	oldLimit, oldGOGC := debug.SetMemoryLimit(-1), debug.SetGCPercent(100)
 	debug.SetGCPercent(oldGOGC)
 	env := func(k string) string { return map[string]string{}[k] }
-	s := applyGC(parseCPU(t, "").GC, env)
+	s := applyGC(parseCPU(t, "cpu: {}").GC, env)
 	if s.limit != int64(config.DefaultMemoryLimitMiB)<<20 || s.gogc != config.DefaultGOGC || debug.SetMemoryLimit(-1) != s.limit {
 		t.Errorf("defaults: %+v", s)
 	}
@@ -99,7 +99,7 @@ func TestApplyGC(t *testing.T) {
 	s.undo()
 	// The environment's settings stand when the config says nothing.
 	debug.SetGCPercent(77)
-	s = applyGC(parseCPU(t, "").GC, func(k string) string { return map[string]string{"GOGC": "77"}[k] })
+	s = applyGC(parseCPU(t, "cpu: {}").GC, func(k string) string { return map[string]string{"GOGC": "77"}[k] })
 	if s.gogc != 77 || !strings.Contains(s.from, "gogc: GOGC") {
 		t.Errorf("env: %+v", s)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/vig-edge/vig/agent/doctor"
 )
 
-const doctorUsage = `usage: vig doctor -c FILE [--json] [--no-device]
+const doctorUsage = `Usage: vig doctor -c FILE [--json] [--no-device-checks]
 
 Checks, before vig serves, whether the freshness contracts in FILE can hold
 (utilization per slot, response-time analysis with non-preemptive blocking,
@@ -22,9 +22,10 @@ sensor rate, starving best-effort streams) and whether this device is set up
 for vig (backend, TCP_NODELAY, shared memory, CPU governor, clock source,
 Android Doze/thermal, Jetson nvpmodel/jetson_clocks, eBPF).
 
-Exit status: 0 clean, 1 warnings, 2 errors (or a usage error).
+Exit status: 0 clean, 1 warnings, 2 errors (or a usage error). The codes and
+what to do about each: docs/doctor.md.
 
-flags:
+Flags:
 `
 
 // runDoctor implements `vig doctor`; args are the arguments after "doctor".
@@ -37,11 +38,9 @@ func runDoctor(args []string) int {
 func doctorMain(ctx context.Context, args []string, stdout, stderr io.Writer, tty bool) int {
 	fs := flag.NewFlagSet("vig doctor", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var path string
-	fs.StringVar(&path, "c", "", "config file (YAML)")
-	fs.StringVar(&path, "config", "", "same as -c")
-	asJSON := fs.Bool("json", false, "write the report as JSON instead of a table")
-	noDevice := fs.Bool("no-device", false, "skip the device checks: analyse the config only")
+	cfgPath := configFlag(fs, "", "config `FILE` (YAML)")
+	asJSON := fs.Bool("json", false, "write the report as JSON to stdout instead of a table")
+	noDevice := noDeviceFlag(fs, "skip the device checks: analyse the config only")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), doctorUsage)
 		fs.PrintDefaults()
@@ -49,6 +48,7 @@ func doctorMain(ctx context.Context, args []string, stdout, stderr io.Writer, tt
 	if code, ok := parseFlags(fs, args, stdout); !ok {
 		return code
 	}
+	path := *cfgPath
 	if path == "" || fs.NArg() > 0 {
 		if fs.NArg() > 0 {
 			fmt.Fprintf(stderr, "vig doctor: unexpected argument %q\n", fs.Arg(0))
@@ -67,11 +67,9 @@ func doctorMain(ctx context.Context, args []string, stdout, stderr io.Writer, tt
 	cfg, err := config.Parse(path, data)
 	if err != nil {
 		// An invalid config is a finding like any other, in the same output format;
-		// the analysis needs a valid one, so it stops here.
+		// the analysis needs a valid one, so it stops here, and the header claims
+		// no slots it could not read.
 		r = doctor.Report{Findings: doctor.ConfigFindings(err)}
-		if cfg != nil {
-			r.Slots = cfg.Backend.Slots
-		}
 	} else {
 		r = doctor.Run(ctx, cfg, doctor.Options{Device: !*noDevice, Host: cpuHost(deviceHost())})
 	}

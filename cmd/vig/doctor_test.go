@@ -83,7 +83,7 @@ func TestDoctorUsage(t *testing.T) {
 		stdout string
 		stderr string
 	}{
-		{[]string{"--help"}, 0, "usage: vig doctor -c FILE", ""},
+		{[]string{"--help"}, 0, "Usage: vig doctor -c FILE", ""},
 		{nil, 2, "", "-c FILE is required"},
 		{[]string{"-c", scenario("c.yaml"), "extra"}, 2, "", `unexpected argument "extra"`},
 		{[]string{"--bogus"}, 2, "", "flag provided but not defined"},

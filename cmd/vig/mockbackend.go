@@ -133,7 +133,7 @@ func mockBackend(ctx context.Context, args []string, stdout, stderr io.Writer, r
 	var (
 		models    mockModelFlags
 		listen    = fs.String("listen", config.DefaultBackendAddr, "address to serve on: host:port or unix:PATH (default with -c: backend.address)")
-		file      = fs.String("c", "", "vig config `FILE` to take models, slots, seed, address and gRPC sizing from")
+		file      = configFlag(fs, "", "vig config `FILE` to take models, slots, seed, address and gRPC sizing from")
 		slots     = fs.Int("slots", 1, "jobs that execute at once (default with -c: backend.slots)")
 		seed      = fs.Uint64("seed", 0, "seed of the per-frame execution times (default with -c: backend.seed)")
 		logFormat = fs.String("log-format", "text", "log format: text or json (default with -c: log.format)")

@@ -13,7 +13,7 @@ import (
 	"github.com/vig-edge/vig/platform/profile"
 )
 
-const profileUsage = `Usage: vig profile --pid PID [--duration 30s] [--ebpf auto|on|off] [--json FILE] [--requests N]
+const profileUsage = `Usage: vig profile --pid PID [--duration 30s] [--ebpf auto|on|off] [--requests N] [--json] [-o FILE]
 
 Measures where a process's time goes for a while, and prints a breakdown: CPU split
 into user and kernel time, the kernel part split into syscalls by name, softirqs
@@ -29,7 +29,7 @@ early and still prints the report.
 
 Examples:
   vig profile --pid $(pidof vig) --duration 30s
-  sudo vig profile --pid 1234 --ebpf on --requests 3000 --json profile.json.zst
+  sudo vig profile --pid 1234 --ebpf on --requests 3000 -o profile.json.zst
 
 Flags:
 `
@@ -49,10 +49,12 @@ func profileCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	var (
 		pid      = fs.Int("pid", 0, "`PID` of the process to profile (required)")
 		duration = fs.Duration("duration", 30*time.Second, "how long to profile; SIGINT stops earlier")
-		jsonFile = fs.String("json", "", "also write the report as JSON to `FILE` (zstd-compressed when it ends in .zst; - for stdout instead of the table)")
+		asJSON   = fs.Bool("json", false, "write the report as JSON to stdout instead of a table")
+		outFile  = fs.String("o", "", "also write the report as JSON to `FILE` (zstd-compressed when it ends in .zst)")
 		requests = fs.Uint64("requests", 0, "requests the process served in the window, for per-request figures")
 		mode     = profile.Auto
 	)
+	fs.StringVar(outFile, "out", "", "same as -o")
 	fs.Var(&mode, "ebpf", "eBPF probes: `auto`, on or off")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), profileUsage)
@@ -78,15 +80,13 @@ func profileCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "vig profile: %v\n", err)
 		return 1
 	}
-	switch *jsonFile {
-	case "-":
+	if *outFile != "" {
+		err = r.WriteFile(*outFile)
+	}
+	if err == nil && *asJSON {
 		err = r.WriteJSON(stdout)
-	case "":
+	} else if err == nil {
 		err = r.WriteTable(stdout)
-	default:
-		if err = r.WriteFile(*jsonFile); err == nil {
-			err = r.WriteTable(stdout)
-		}
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "vig profile: writing the report: %v\n", err)

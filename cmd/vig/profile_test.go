@@ -55,7 +55,7 @@ func TestProfileHelp(t *testing.T) {
 func TestProfileSelfEBPFOff(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "p.json.zst")
 	var stdout, stderr bytes.Buffer
-	args := []string{"--pid", strconv.Itoa(os.Getpid()), "--duration", "100ms", "--ebpf", "off", "--requests", "10", "--json", out}
+	args := []string{"--pid", strconv.Itoa(os.Getpid()), "--duration", "100ms", "--ebpf", "off", "--requests", "10", "-o", out}
 	if code := profileCmd(context.Background(), args, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
@@ -72,15 +72,15 @@ func TestProfileSelfEBPFOff(t *testing.T) {
 		t.Errorf("report %+v", r)
 	}
 
-	// --json - prints JSON only.
+	// --json prints JSON only, as in doctor and topology.
 	stdout.Reset()
-	args = []string{"--pid", strconv.Itoa(os.Getpid()), "--duration", "10ms", "--ebpf=off", "--json", "-"}
+	args = []string{"--pid", strconv.Itoa(os.Getpid()), "--duration", "10ms", "--ebpf=off", "--json"}
 	if code := profileCmd(context.Background(), args, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	var m map[string]any
 	if err := json.Unmarshal(stdout.Bytes(), &m); err != nil || m["ebpf_mode"] != "off" {
-		t.Errorf("--json -: %v %v\n%s", err, m["ebpf_mode"], stdout.String())
+		t.Errorf("--json: %v %v\n%s", err, m["ebpf_mode"], stdout.String())
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"regexp"
 	"sort"
 	"strings"
 	"syscall"
@@ -34,8 +35,19 @@ import (
 
 const serveUsage = `Usage: vig serve -c FILE [flags]
 
-Runs the governor: a Triton-protocol gRPC gateway (TCP and/or Unix socket) in front of
-the backend named in the config, with Prometheus metrics. SIGTERM or SIGINT drains:
+Runs the governor in front of the backend named in the config (backend.address:
+Triton's gRPC port, a Unix socket, or a ring runtime). Clients reach vig on the
+listeners the config turns on (listen:):
+
+  grpc       Triton's gRPC protocol over TCP (default 127.0.0.1:9001)
+  unix       the same gRPC on a Unix socket (off by default)
+  http       Triton's HTTP/REST protocol, KServe v2 (off by default)
+  http_unix  the same HTTP on a Unix socket (off by default)
+  ring       vig's shared-memory rings for co-located sensors (off by default)
+  metrics    Prometheus metrics at /metrics (default 127.0.0.1:9090)
+
+At start vig runs doctor's checks and logs what they find; --strict refuses to
+serve when doctor finds an error (as vig.service does). SIGTERM or SIGINT drains:
 vig stops accepting, answers every accepted request, and exits 0.
 
 Flags:
@@ -43,10 +55,10 @@ Flags:
 
 func runServe(args []string) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	cfgPath := fs.String("c", "", "config `FILE` (YAML)")
+	cfgPath := configFlag(fs, "", "config `FILE` (YAML; docs/config.md)")
 	logFormat := fs.String("log-format", "", "override log.format: text or json")
 	strict := fs.Bool("strict", false, "refuse to start when doctor finds an error (unschedulable contracts, broken device setup)")
-	noDevice := fs.Bool("no-device-checks", false, "skip doctor's device checks at start (the static analysis still runs)")
+	noDevice := noDeviceFlag(fs, "skip doctor's device checks at start (the static analysis still runs)")
 	profilePath := fs.String("profile", "", "profile vig itself while it serves and write the report to `FILE` on drain (.zst: compressed)")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), serveUsage); fs.PrintDefaults() }
 	if code, ok := parseFlags(fs, args, os.Stdout); !ok {
@@ -136,7 +148,7 @@ func writeProfile(log *slog.Logger, s *profile.Session, path string, requests ui
 // returns nil and exit code 2.
 func loadConfig(path string) (*config.Config, int) {
 	if path == "" {
-		fmt.Fprintln(os.Stderr, "vig: -c FILE is required (try examples/demo.yaml)")
+		fmt.Fprintln(os.Stderr, "vig: -c FILE is required (examples/jetson.yaml governs a Triton at 127.0.0.1:8001; examples/demo.yaml runs with a mock backend)")
 		return nil, 2
 	}
 	data, err := readConfig(path)
@@ -316,7 +328,15 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready chan
 	for _, l := range listeners {
 		if l.name == "http" || l.name == "http_unix" {
 			if rest == nil {
+				rc := cfg.REST
+				var fwd *regexp.Regexp
+				if rc.ForwardHeaders != "" {
+					fwd = regexp.MustCompile(rc.ForwardHeaders) // validated by config
+				}
+				sec := func(n int) time.Duration { return time.Duration(n) * time.Second }
 				rest = restfront.New(gw, restfront.Options{Log: log, MaxBody: int64(cfg.GRPC.MaxMessageMiB) << 20,
+					HeaderTimeout: sec(rc.HeaderTimeoutS), ReadTimeout: sec(rc.ReadTimeoutS), WriteTimeout: sec(rc.WriteTimeoutS),
+					IdleTimeout: sec(rc.IdleTimeoutS), MaxConns: rc.MaxConns, MaxJSONParses: rc.MaxJSONParses, ForwardHeaders: fwd,
 					Wrap: func(h http.Handler) http.Handler { return exp.httpHandler(h, log, reg) }})
 			}
 			go func() { errc <- rest.Serve(l.ln) }()

@@ -18,8 +18,8 @@ const topologyUsage = `Usage: vig topology [--json]
 Prints this device's CPUs as vig sees them: clusters by core kind (little, mid,
 big: from cpu_capacity, cpuinfo_max_freq and cluster_id), offline CPUs, each CPU's
 cpufreq governor and current and maximum frequency, and the mask vig may use.
-These are the names and numbers the config's cpu: section takes (pin: big,
-process_cpus: 4-7).
+The CPU numbers are what the config's cpu.process_cpus takes (e.g. process_cpus:
+4-7 for the big cores of this listing).
 
 Flags:
 `
@@ -35,7 +35,7 @@ type topologyView struct {
 func topologyCmd(args []string, root fs.FS, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("topology", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	asJSON := fs.Bool("json", false, "write the topology as JSON")
+	asJSON := fs.Bool("json", false, "write the topology as JSON to stdout instead of a table")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), topologyUsage); fs.PrintDefaults() }
 	if code, ok := parseFlags(fs, args, stdout); !ok {
 		return code

@@ -79,10 +79,7 @@ func (f *Frontend) control(w http.ResponseWriter, r *http.Request, seg []string)
 			fail(w, err)
 			return
 		}
-		exts := resp.Extensions
-		if exts == nil {
-			exts = []string{}
-		}
+		exts := servedExtensions(resp.Extensions)
 		writeJSON(w, r, struct {
 			Name       string   `json:"name"`
 			Version    string   `json:"version"`
@@ -92,14 +89,14 @@ func (f *Frontend) control(w http.ResponseWriter, r *http.Request, seg []string)
 		if !method(w, r, http.MethodGet) {
 			return
 		}
-		if f.ring() {
-			ok(w, seg[1] == "live" || f.gw.BackendUp())
+		if seg[1] == "live" {
+			// vig answering is vig alive: a liveness probe must not restart a
+			// healthy vig for a backend that is down (readiness says that).
+			ok(w, true)
 			return
 		}
-		if seg[1] == "live" {
-			var resp pb.ServerLiveResponse
-			err := f.call(r, "ServerLive", &pb.ServerLiveRequest{}, &resp)
-			ok(w, err == nil && resp.Live)
+		if f.ring() {
+			ok(w, f.gw.BackendUp())
 			return
 		}
 		var resp pb.ServerReadyResponse
@@ -119,11 +116,15 @@ func (f *Frontend) control(w http.ResponseWriter, r *http.Request, seg []string)
 		if !method(w, r, http.MethodPost) {
 			return
 		}
+		params, good := f.repositoryParams(w, r, seg[3])
+		if !good {
+			return
+		}
 		var err error
 		if seg[3] == "load" {
-			err = f.call(r, "RepositoryModelLoad", &pb.RepositoryModelLoadRequest{ModelName: seg[2]}, &pb.RepositoryModelLoadResponse{})
+			err = f.call(r, "RepositoryModelLoad", &pb.RepositoryModelLoadRequest{ModelName: seg[2], Parameters: params}, &pb.RepositoryModelLoadResponse{})
 		} else {
-			err = f.call(r, "RepositoryModelUnload", &pb.RepositoryModelUnloadRequest{ModelName: seg[2]}, &pb.RepositoryModelUnloadResponse{})
+			err = f.call(r, "RepositoryModelUnload", &pb.RepositoryModelUnloadRequest{ModelName: seg[2], Parameters: params}, &pb.RepositoryModelUnloadResponse{})
 		}
 		if err != nil {
 			fail(w, err)
@@ -132,8 +133,10 @@ func (f *Frontend) control(w http.ResponseWriter, r *http.Request, seg []string)
 		ok(w, true)
 	case key == "systemsharedmemory":
 		f.systemShm(w, r, seg[1:])
+	case key == "cudasharedmemory":
+		f.cudaShm(w, r, seg[1:])
 	default:
-		failCode(w, http.StatusNotFound, codes.NotFound, fmt.Sprintf("%s: vig serves /v2, /v2/health/{live,ready}, /v2/models/..., /v2/repository/... and /v2/systemsharedmemory/...", r.URL.Path))
+		failCode(w, http.StatusNotFound, codes.NotFound, fmt.Sprintf("%s: vig serves /v2, /v2/health/{live,ready}, /v2/models/..., /v2/repository/..., /v2/systemsharedmemory/... and /v2/cudasharedmemory/...", r.URL.Path))
 	}
 }
 
@@ -203,60 +206,176 @@ type duration struct {
 	Ns    uint64 `json:"ns"`
 }
 
-func dur(d *pb.StatisticDuration) duration { return duration{d.GetCount(), d.GetNs()} }
+// decodeDuration reads a StatisticDuration{count = 1, ns = 2}.
+func decodeDuration(b []byte) (d duration, err error) {
+	err = fields(b, func(num protowire.Number, _ []byte, x uint64) error {
+		switch num {
+		case 1:
+			d.Count = x
+		case 2:
+			d.Ns = x
+		}
+		return nil
+	})
+	return d, err
+}
+
+// durations decodes a message whose fields 1… are StatisticDurations, named
+// by names in field order (absent ones zero, as Triton writes them).
+func durations(b []byte, names ...string) (map[string]duration, error) {
+	out := make(map[string]duration, len(names))
+	for _, n := range names {
+		out[n] = duration{}
+	}
+	err := fields(b, func(num protowire.Number, v []byte, _ uint64) error {
+		if v == nil || num < 1 || int(num) > len(names) {
+			return nil
+		}
+		d, err := decodeDuration(v)
+		out[names[num-1]] = d
+		return err
+	})
+	return out, err
+}
+
+// modelStats is one model's statistics as Triton's HTTP server writes them.
+type modelStats struct {
+	Name           string                         `json:"name"`
+	Version        string                         `json:"version"`
+	LastInference  uint64                         `json:"last_inference"`
+	InferenceCount uint64                         `json:"inference_count"`
+	ExecutionCount uint64                         `json:"execution_count"`
+	InferenceStats map[string]duration            `json:"inference_stats"`
+	ResponseStats  map[string]map[string]duration `json:"response_stats"`
+	BatchStats     []map[string]any               `json:"batch_stats"`
+	MemoryUsage    []memoryUsage                  `json:"memory_usage"`
+}
+
+type memoryUsage struct {
+	Type     string `json:"type"`
+	ID       int64  `json:"id"`
+	ByteSize uint64 `json:"byte_size"`
+}
+
+// decodeModelStats reads a ModelStatistics message whole: vig's proto
+// declares its first fields only; batch_stats (7), memory_usage (8) and
+// response_stats (9) are read here from the wire.
+func decodeModelStats(b []byte) (m modelStats, err error) {
+	m.ResponseStats, m.BatchStats, m.MemoryUsage = map[string]map[string]duration{}, []map[string]any{}, []memoryUsage{}
+	m.InferenceStats, _ = durations(nil, inferNames...)
+	err = fields(b, func(num protowire.Number, v []byte, x uint64) error {
+		switch num {
+		case 1:
+			m.Name = string(v)
+		case 2:
+			m.Version = string(v)
+		case 3:
+			m.LastInference = x
+		case 4:
+			m.InferenceCount = x
+		case 5:
+			m.ExecutionCount = x
+		case 6:
+			d, err := durations(v, inferNames...)
+			m.InferenceStats = d
+			return err
+		case 7: // InferBatchStatistics{batch_size = 1, compute_input = 2, compute_infer = 3, compute_output = 4}
+			var size uint64
+			if err := fields(v, func(num protowire.Number, _ []byte, x uint64) error {
+				if num == 1 {
+					size = x
+				}
+				return nil
+			}); err != nil {
+				return err
+			}
+			d, err := durations(v, "batch_size", "compute_input", "compute_infer", "compute_output")
+			bs := map[string]any{"batch_size": size}
+			for _, k := range []string{"compute_input", "compute_infer", "compute_output"} {
+				bs[k] = d[k]
+			}
+			m.BatchStats = append(m.BatchStats, bs)
+			return err
+		case 8: // MemoryUsage{type = 1, id = 2, byte_size = 3}
+			var u memoryUsage
+			err := fields(v, func(num protowire.Number, v []byte, x uint64) error {
+				switch num {
+				case 1:
+					u.Type = string(v)
+				case 2:
+					u.ID = int64(x)
+				case 3:
+					u.ByteSize = x
+				}
+				return nil
+			})
+			m.MemoryUsage = append(m.MemoryUsage, u)
+			return err
+		case 9: // map<string, InferResponseStatistics>
+			var key string
+			var val []byte
+			if err := fields(v, func(num protowire.Number, v []byte, _ uint64) error {
+				switch num {
+				case 1:
+					key = string(v)
+				case 2:
+					val = v
+				}
+				return nil
+			}); err != nil {
+				return err
+			}
+			d, err := durations(val, "compute_infer", "compute_output", "success", "fail", "empty_response", "cancel")
+			m.ResponseStats[key] = d
+			return err
+		}
+		return nil
+	})
+	return m, err
+}
+
+var inferNames = []string{"success", "fail", "queue", "compute_input", "compute_infer", "compute_output", "cache_hit", "cache_miss"}
 
 func (f *Frontend) stats(w http.ResponseWriter, r *http.Request, model, version string) {
-	var resp pb.ModelStatisticsResponse
-	if err := f.call(r, "ModelStatistics", &pb.ModelStatisticsRequest{Name: model, Version: version}, &resp); err != nil {
+	req, _ := proto.Marshal(&pb.ModelStatisticsRequest{Name: model, Version: version})
+	ctx, cancel := context.WithTimeout(r.Context(), invokeTimeout)
+	defer cancel()
+	resp, err := f.gw.Invoke(ctx, rpc("ModelStatistics"), req)
+	if err != nil {
 		fail(w, err)
 		return
-	}
-	type inferStats struct {
-		Success       duration `json:"success"`
-		Fail          duration `json:"fail"`
-		Queue         duration `json:"queue"`
-		ComputeInput  duration `json:"compute_input"`
-		ComputeInfer  duration `json:"compute_infer"`
-		ComputeOutput duration `json:"compute_output"`
-		CacheHit      duration `json:"cache_hit"`
-		CacheMiss     duration `json:"cache_miss"`
-	}
-	type modelStats struct {
-		Name           string     `json:"name"`
-		Version        string     `json:"version"`
-		LastInference  uint64     `json:"last_inference"`
-		InferenceCount uint64     `json:"inference_count"`
-		ExecutionCount uint64     `json:"execution_count"`
-		InferenceStats inferStats `json:"inference_stats"`
-		BatchStats     []struct{} `json:"batch_stats"`
 	}
 	out := struct {
 		ModelStats []modelStats `json:"model_stats"`
 	}{ModelStats: []modelStats{}}
-	for _, m := range resp.ModelStats {
-		s := m.InferenceStats
-		out.ModelStats = append(out.ModelStats, modelStats{Name: m.Name, Version: m.Version, LastInference: m.LastInference,
-			InferenceCount: m.InferenceCount, ExecutionCount: m.ExecutionCount, BatchStats: []struct{}{},
-			InferenceStats: inferStats{dur(s.GetSuccess()), dur(s.GetFail()), dur(s.GetQueue()), dur(s.GetComputeInput()),
-				dur(s.GetComputeInfer()), dur(s.GetComputeOutput()), dur(s.GetCacheHit()), dur(s.GetCacheMiss())}})
+	err = fields(resp, func(num protowire.Number, v []byte, _ uint64) error {
+		if num != 1 || v == nil {
+			return nil
+		}
+		m, err := decodeModelStats(v)
+		out.ModelStats = append(out.ModelStats, m)
+		return err
+	})
+	if err != nil {
+		failCode(w, http.StatusInternalServerError, codes.Internal, "backend ModelStatistics: "+err.Error())
+		return
 	}
 	writeJSON(w, r, out)
 }
 
 // repositoryIndex serves POST /v2/repository/index ({"ready": bool} optional).
 func (f *Frontend) repositoryIndex(w http.ResponseWriter, r *http.Request) {
-	body, root, good := f.readBody(w, r)
+	src, good := f.readBody(w, r)
 	if !good {
 		return
 	}
-	if root != nil {
-		defer root.Free()
-	}
+	defer src.free()
+	body := src.bytes()
 	var in struct {
 		Ready bool `json:"ready"`
 	}
 	if len(body) > 0 {
-		if err := json.Unmarshal(body, &in); err != nil {
+		if err := exactUnmarshal(body, &in); err != nil {
 			failCode(w, http.StatusBadRequest, codes.InvalidArgument, "repository index request: "+err.Error())
 			return
 		}
@@ -356,19 +475,18 @@ func (f *Frontend) systemShm(w http.ResponseWriter, r *http.Request, seg []strin
 			}
 			return
 		}
-		body, root, good := f.readBody(w, r)
+		src, good := f.readBody(w, r)
 		if !good {
 			return
 		}
-		if root != nil {
-			defer root.Free()
-		}
+		defer src.free()
+		body := src.bytes()
 		var in struct {
 			Key      *string `json:"key"`
 			Offset   uint64  `json:"offset"`
 			ByteSize *uint64 `json:"byte_size"`
 		}
-		if err := json.Unmarshal(body, &in); err != nil || in.Key == nil || in.ByteSize == nil {
+		if err := exactUnmarshal(body, &in); err != nil || in.Key == nil || in.ByteSize == nil {
 			msg := "shared memory register request needs \"key\" (string) and \"byte_size\" (integer); \"offset\" is optional"
 			if err != nil {
 				msg += ": " + err.Error()

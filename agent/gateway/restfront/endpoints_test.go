@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/vig-edge/vig/agent/gateway/restfront"
@@ -164,6 +165,9 @@ func TestSystemSharedMemory(t *testing.T) {
 	if rep := reg("bad", `{"key": "no-slash", "byte_size": 8}`); rep.code != http.StatusBadRequest {
 		t.Errorf("bad key: HTTP %d %s, want 400", rep.code, rep.body)
 	}
+	if rep := reg("bad", fmt.Sprintf(`{"Key": %q, "byte_size": 8}`, key)); rep.code != http.StatusBadRequest {
+		t.Errorf("register with \"Key\": HTTP %d %s, want 400 (member names match exactly)", rep.code, rep.body)
+	}
 	if rep := reg("bad", `{"offset": 3}`); rep.code != http.StatusBadRequest {
 		t.Errorf("register without key: HTTP %d %s, want 400", rep.code, rep.body)
 	}
@@ -189,8 +193,11 @@ func TestSystemSharedMemory(t *testing.T) {
 		t.Errorf("vig wrote %d bytes to the backend for a 1000-byte shm input: the tensor went through the socket", sent)
 	}
 	o := m["outputs"].([]any)[0].(obj)
-	if len(bin) != 0 || o["data"] != nil || o["parameters"].(obj)["shared_memory_region"] != "in" {
-		t.Errorf("shm output answered %v with %d binary bytes", o, len(bin))
+	if _, hasParams := o["parameters"]; len(bin) != 0 || o["data"] != nil || hasParams {
+		t.Errorf("shm output answered %v with %d binary bytes; Triton gives it no parameters and no data", o, len(bin))
+	}
+	if err := parseAsTritonCppClient(t, m); err != nil {
+		t.Errorf("shm output: %v", err)
 	}
 	got := make([]byte, 16)
 	if _, err := f.ReadAt(got, 8192); err != nil {
@@ -198,6 +205,21 @@ func TestSystemSharedMemory(t *testing.T) {
 	}
 	if want := output0(mockbackend.Digest([][]byte{data}), 5); !bytes.Equal(got, want) {
 		t.Errorf("output in shared memory %x, want %x", got, want)
+	}
+
+	// One input in shared memory, one as binary data (as tritonclient.http
+	// sends them): the backend reads the region's bytes, then the data's.
+	mask := []byte{3, 1, 4}
+	hdr = obj{"id": id(6), "parameters": obj{"vig_stream": "cam"},
+		"inputs": []obj{{"name": "INPUT0", "datatype": "UINT8", "shape": []int{1000},
+			"parameters": obj{"shared_memory_region": "in", "shared_memory_offset": 4096, "shared_memory_byte_size": 1000}},
+			{"name": "MASK", "datatype": "UINT8", "shape": []int{3}, "parameters": obj{"binary_data_size": 3}}},
+		"outputs": []obj{{"name": "OUTPUT0", "parameters": obj{"binary_data": true}}}}
+	js, _ := json.Marshal(hdr)
+	_, bin = splitAnswer(t, r.do(t, "POST", "/v2/models/det/infer", append(js, mask...),
+		map[string]string{"Inference-Header-Content-Length": strconv.Itoa(len(js))}))
+	if want := output0(mockbackend.Digest([][]byte{data, mask}), 6); !bytes.Equal(bin, want) {
+		t.Errorf("shm input beside a binary one: output %x, want %x", bin, want)
 	}
 
 	// Bad references are refused by vig, before the backend sees them.

@@ -42,6 +42,8 @@ func TestBadRequests(t *testing.T) {
 		{"object in data", []byte(`{"inputs":[{"name":"I","datatype":"INT32","shape":[1],"data":[{"a":1}]}]}`), nil, 400, "object"},
 		{"unknown datatype", j(obj{"inputs": []obj{{"name": "I", "datatype": "FP8", "shape": []int{1}, "data": []int{1}}}}), nil, 400, "datatype"},
 		{"no data", j(obj{"inputs": []obj{{"name": "I", "datatype": "INT32", "shape": []int{1}}}}), nil, 400, "no 'data'"},
+		{"null data", []byte(`{"inputs":[{"name":"I","datatype":"UINT8","shape":[0],"data":null}]}`), nil, 400, "'data' is null"},
+		{"null data beside binary", []byte(`{"inputs":[{"name":"I","datatype":"UINT8","shape":[4],"data":null,"parameters":{"binary_data_size":4}}]}`), nil, 400, "'data' is null"},
 		{"negative dim", j(obj{"inputs": []obj{{"name": "I", "datatype": "INT32", "shape": []int{-1}, "data": []int{1}}}}), nil, 400, "negative"},
 		{"no inputs", []byte(`{}`), nil, 400, "no inputs"},
 		{"bad json", []byte(`{"inputs": [`), nil, 400, "JSON"},
@@ -60,7 +62,7 @@ func TestBadRequests(t *testing.T) {
 		// above 1 MiB: without Expect, vig's close can reset the connection while the
 		// client is still writing, before it reads the 413 (seen once in a fresh clone).
 		{"over-long body", make([]byte, 2<<20), map[string]string{"Expect": "100-continue"}, 413, "limit"},
-		{"unknown encoding", good, map[string]string{"Content-Encoding": "br"}, 415, "Content-Encoding"},
+		{"unknown encoding", good, map[string]string{"Content-Encoding": "br"}, 501, "Content-Encoding"},
 		{"bad gzip", good, map[string]string{"Content-Encoding": "gzip"}, 400, "gzip"},
 	} {
 		before := r.toBack.Load()
@@ -71,6 +73,9 @@ func TestBadRequests(t *testing.T) {
 		}
 		if rep.code != c.code || !strings.Contains(e.Error, c.reason) {
 			t.Errorf("%s: HTTP %d %q, want %d naming %q", c.name, rep.code, e.Error, c.code, c.reason)
+		}
+		if c.code == 501 && rep.header.Get("Accept-Encoding") != "gzip, deflate" {
+			t.Errorf("%s: Accept-Encoding %q, want the encodings vig reads", c.name, rep.header.Get("Accept-Encoding"))
 		}
 		if d := r.toBack.Load() - before; d >= maxControlBytes {
 			t.Errorf("%s: %d bytes forwarded to the backend", c.name, d)
@@ -130,6 +135,8 @@ func TestHostileHTTP(t *testing.T) {
 		{"bad request line", "GET\r\n\r\n", 400},
 		{"header without colon", "GET /v2 HTTP/1.1\r\nHost: vig\r\nbroken\r\n\r\n", 400},
 		{"chunked over the limit", "POST /v2/models/det/infer HTTP/1.1\r\nHost: vig\r\nTransfer-Encoding: chunked\r\n\r\n" + chunks(2<<20), 413},
+		{"unsupported Transfer-Encoding", "POST /v2/models/det/infer HTTP/1.1\r\nHost: vig\r\nTransfer-Encoding: gzip\r\n\r\n", 501},
+		{"no Host", "GET /v2 HTTP/1.1\r\n\r\n", 400},
 	} {
 		conn, br := r.rawConn(t)
 		io.WriteString(conn, c.req)
@@ -142,6 +149,11 @@ func TestHostileHTTP(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != c.code {
 			t.Errorf("%s: HTTP %d %s, want %d", c.name, resp.StatusCode, body, c.code)
+		}
+		// Go's own answers too: Triton's JSON error body.
+		var e struct{ Error string }
+		if err := json.Unmarshal(body, &e); err != nil || e.Error == "" || resp.Header.Get("Content-Type") != "application/json" {
+			t.Errorf("%s: %s body %q, want {\"error\": …} as application/json", c.name, resp.Header.Get("Content-Type"), body)
 		}
 	}
 }
@@ -192,3 +204,25 @@ func isClosed(err error) bool {
 }
 
 func errorsAs(err error, target any) bool { return errors.As(err, target) }
+
+// Member names are matched exactly, as Triton's parser does: "Inputs" is not
+// "inputs" (encoding/json alone takes it for it), so the request has none.
+func TestCaseSensitiveKeys(t *testing.T) {
+	r := newRig(t, restfront.Options{}, nil)
+	for _, c := range []struct {
+		name, body string
+		code       int
+	}{
+		{"Inputs", `{"Inputs":[{"name":"INPUT0","datatype":"UINT8","shape":[1],"data":[1]}]}`, 400},
+		{"escaped Inputs", `{"\u0049nputs":[{"name":"INPUT0","datatype":"UINT8","shape":[1],"data":[1]}]}`, 400},
+		{"NAME", `{"inputs":[{"NAME":"INPUT0","datatype":"UINT8","shape":[1],"data":[1]}]}`, 400},
+		{"Data", `{"inputs":[{"name":"INPUT0","datatype":"UINT8","shape":[1],"Data":[1]}]}`, 400},
+		{"exact names, a value that folds to one", `{"id":"cam#1","parameters":{"vig_stream":"cam","x":"DATA"},"inputs":[{"name":"INPUT0","datatype":"UINT8","shape":[1],"data":[1]}]}`, 200},
+		{"escaped exact name", `{"id":"cam#2","parameters":{"vig_stream":"cam"},"\u0069nputs":[{"name":"INPUT0","datatype":"UINT8","shape":[1],"data":[1]}]}`, 200},
+	} {
+		rep := r.do(t, "POST", "/v2/models/det/infer", []byte(c.body), nil)
+		if rep.code != c.code {
+			t.Errorf("%s: HTTP %d %s, want %d", c.name, rep.code, rep.body, c.code)
+		}
+	}
+}

@@ -1,17 +1,20 @@
 // Package restfront is the HTTP/REST frontend of vig serve: Triton's HTTP
 // protocol (KServe v2, with Triton's binary tensor data extension and its
-// system shared memory extension) in front of the same governor. An infer
-// request becomes a gateway Call, scheduled by the same rules as a gRPC
+// system and CUDA shared memory extensions) in front of the same governor. An
+// infer request becomes a gateway Call, scheduled by the same rules as a gRPC
 // client's and sent over the same backend leg; the other endpoints are the
 // Triton gRPC RPCs of the same name, made on the backend with Gateway.Invoke, so
-// that their answers are the backend's.
+// that their answers are the backend's. Liveness is vig's own (200 while vig
+// answers); readiness is the backend's.
 //
 // # What is copied
 //
-// The body is read once into one buffer (decompressed first when it came with
-// Content-Encoding gzip or deflate). Binary tensor data is not copied again: the
-// raw_input_contents entries of the message to the backend are views of that
-// buffer, written to the backend connection as they are. JSON "data" arrays are
+// The body is read once, into pooled buffers taken as its bytes arrive (and
+// decompressed into one buffer when it came with Content-Encoding gzip or
+// deflate). Binary tensor data is not copied again: the raw_input_contents
+// entries of the message to the backend are views of those buffers, written
+// to the backend connection as they are; the JSON header is copied only when
+// it spans two of them. JSON "data" arrays are
 // converted once, element by element, into the same little-endian bytes. The
 // backend's answer is decoded once (its output bytes copied out of the
 // transport's buffers) and written to the client as binary parts or converted
@@ -61,9 +64,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/klauspost/compress/gzip"
@@ -82,6 +88,7 @@ const (
 	DefaultWriteTimeout  = 120 * time.Second // from the end of the headers to the end of the answer
 	DefaultIdleTimeout   = 120 * time.Second // between requests on a kept-alive connection
 	DefaultMaxHeaderKiB  = 64
+	DefaultMaxConns      = 1024
 )
 
 // Options configures a Frontend.
@@ -92,16 +99,29 @@ type Options struct {
 	// Timeouts and header limit; zero takes the defaults above.
 	HeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
 	MaxHeaderBytes                                        int
+	// MaxConns bounds the open connections (default DefaultMaxConns): one
+	// more is answered 503 and closed at once.
+	MaxConns int
+	// MaxJSONParses bounds the JSON request headers with tensors in them
+	// (and compressed bodies) read and parsed at once, each before
+	// governance; more wait for a turn (default GOMAXPROCS).
+	MaxJSONParses int
+	// ForwardHeaders: the request headers whose names match it are
+	// forwarded to the backend as string parameters (Triton's
+	// --http-header-forward-pattern); nil: none.
+	ForwardHeaders *regexp.Regexp
 	// Wrap, when set, wraps the handler (the bearer token check).
 	Wrap func(http.Handler) http.Handler
 }
 
 // Frontend serves Triton's HTTP protocol through a gateway.
 type Frontend struct {
-	gw   *gateway.Gateway
-	log  *slog.Logger
-	opts Options
-	srv  *http.Server
+	gw     *gateway.Gateway
+	log    *slog.Logger
+	opts   Options
+	srv    *http.Server
+	conns  atomic.Int64  // open connections
+	parses chan struct{} // a token per JSON parse at once
 }
 
 // New builds the frontend; Serve it on each listener.
@@ -124,7 +144,13 @@ func New(gw *gateway.Gateway, opts Options) *Frontend {
 	if opts.MaxHeaderBytes <= 0 {
 		opts.MaxHeaderBytes = DefaultMaxHeaderKiB << 10
 	}
-	f := &Frontend{gw: gw, log: opts.Log, opts: opts}
+	if opts.MaxConns <= 0 {
+		opts.MaxConns = DefaultMaxConns
+	}
+	if opts.MaxJSONParses <= 0 {
+		opts.MaxJSONParses = runtime.GOMAXPROCS(0)
+	}
+	f := &Frontend{gw: gw, log: opts.Log, opts: opts, parses: make(chan struct{}, opts.MaxJSONParses)}
 	reg := gw.Metrics()
 	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		metered(reg.HTTPMethod(rpcName(r.URL.Path)), w, r, f.serveHTTP)
@@ -132,6 +158,13 @@ func New(gw *gateway.Gateway, opts Options) *Frontend {
 	if opts.Wrap != nil {
 		h = opts.Wrap(h)
 	}
+	inner := h
+	h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if c, ok := r.Context().Value(connKey{}).(*guardConn); ok {
+			c.handled.Store(true) // its answer is a handler's, never rewritten
+		}
+		inner.ServeHTTP(w, r)
+	})
 	f.srv = &http.Server{Handler: h, ReadHeaderTimeout: opts.HeaderTimeout, ReadTimeout: opts.ReadTimeout,
 		WriteTimeout: opts.WriteTimeout, IdleTimeout: opts.IdleTimeout, MaxHeaderBytes: opts.MaxHeaderBytes,
 		ErrorLog:    slog.NewLogLogger(opts.Log.Handler(), slog.LevelDebug),
@@ -141,7 +174,7 @@ func New(gw *gateway.Gateway, opts Options) *Frontend {
 
 // Serve answers HTTP requests on ln until Shutdown.
 func (f *Frontend) Serve(ln net.Listener) error {
-	err := f.srv.Serve(guardListener{ln, f.opts.MaxHeaderBytes})
+	err := f.srv.Serve(guardListener{ln, f.opts.MaxHeaderBytes, f})
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
@@ -220,8 +253,11 @@ func codeName(c codes.Code) string {
 func (f *Frontend) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get(smuggledHeader) != "" {
 		w.Header().Set("Connection", "close")
-		failCode(w, http.StatusBadRequest, codes.InvalidArgument,
-			"the request has both Content-Length and Transfer-Encoding (a request-smuggling pattern, RFC 9112 section 6.3): send one of them")
+		msg := "the request has both Content-Length and Transfer-Encoding (a request-smuggling pattern, RFC 9112 section 6.3): send one of them"
+		if len(r.TransferEncoding) == 0 {
+			msg = "the request has Content-Length more than once (a request-smuggling pattern, RFC 9112 section 6.3): send it once"
+		}
+		failCode(w, http.StatusBadRequest, codes.InvalidArgument, msg)
 		return
 	}
 	path := r.URL.Path
@@ -230,7 +266,9 @@ func (f *Frontend) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	seg := strings.Split(strings.TrimPrefix(path, "/v2"), "/")[1:] // "/v2/a/b" → [a b]
-	if len(seg) > 0 && seg[0] == "models" && len(seg) >= 2 && seg[1] != "stats" {
+	// /v2/models/stats is every model's statistics; a model named stats is
+	// reached by its longer paths (/v2/models/stats/infer, …).
+	if len(seg) > 0 && seg[0] == "models" && len(seg) >= 2 && !(len(seg) == 2 && seg[1] == "stats") {
 		f.model(w, r, seg[1:])
 		return
 	}
@@ -279,67 +317,193 @@ func method(w http.ResponseWriter, r *http.Request, want string) bool {
 	return false
 }
 
-// readBody reads the request body, decompressing it, bounded by MaxBody; a
-// body larger than that is refused before it is read when its length is
-// declared, and as soon as it passes the limit otherwise. A body of declared
-// length that is not compressed (the binary tensor case) is read into a buffer
-// of gRPC's pool, returned as root (not zeroed first, and reused once the
-// message to the backend is freed); the caller frees root when done with body.
-func (f *Frontend) readBody(w http.ResponseWriter, r *http.Request) (body []byte, root mem.Buffer, ok bool) {
+// readBody reads the request body and decompresses it (readWire, decode).
+func (f *Frontend) readBody(w http.ResponseWriter, r *http.Request) (*bodySrc, bool) {
+	wire, ok := f.readWire(w, r)
+	if !ok {
+		return nil, false
+	}
+	return f.decode(w, r, wire)
+}
+
+// contentEncoding is the request's Content-Encoding, lower case; "" for
+// identity.
+func contentEncoding(r *http.Request) string {
+	enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding")))
+	if enc == "identity" {
+		return ""
+	}
+	return enc
+}
+
+// readWire reads the body's bytes as they come on the wire (compressed or
+// not), at most MaxBody of them: a larger declared Content-Length is refused
+// before it is read, a larger body without one as soon as it passes the
+// limit. Memory follows the bytes that arrived, not the length declared: a
+// body of declared length is read into buffers of gRPC's pool taken as bytes
+// arrive, of firstBodyBuf bytes up to smallBody, then each as large as all
+// before it (up to what is left). Nothing is copied, and what is held is at
+// most twice what arrived above 1 MiB (gRPC's pool rounds a buffer below that
+// up to its 1 MiB tier). The buffers are not zeroed first, and return to the
+// pool once the message to the backend (whose tensors view them) is freed;
+// the caller frees the body (bodySrc.free) when done with it.
+func (f *Frontend) readWire(w http.ResponseWriter, r *http.Request) (*bodySrc, bool) {
 	limit := f.opts.MaxBody
 	if r.ContentLength > limit {
 		w.Header().Set("Connection", "close")
 		failCode(w, http.StatusRequestEntityTooLarge, codes.ResourceExhausted,
 			fmt.Sprintf("request body of %d bytes is larger than vig's limit of %d bytes (grpc.max_message_mib)", r.ContentLength, limit))
-		return nil, nil, false
+		return nil, false
 	}
-	var src io.Reader = r.Body
-	enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding")))
-	switch enc {
-	case "", "identity":
-		if r.ContentLength > 0 {
-			pool := mem.DefaultBufferPool()
-			ptr := pool.Get(int(r.ContentLength))
-			if _, err := io.ReadFull(r.Body, *ptr); err != nil {
-				pool.Put(ptr)
-				failCode(w, http.StatusBadRequest, codes.InvalidArgument, "reading the request body: "+err.Error())
-				return nil, nil, false
-			}
-			return *ptr, mem.NewBuffer(ptr, pool), true
-		}
-	case "gzip":
-		zr, err := gzip.NewReader(r.Body)
-		if err != nil {
-			failCode(w, http.StatusBadRequest, codes.InvalidArgument, "Content-Encoding gzip: "+err.Error())
-			return nil, nil, false
-		}
-		defer zr.Close()
-		src = zr
-	case "deflate":
-		zr, err := zlib.NewReader(r.Body)
-		if err != nil {
-			failCode(w, http.StatusBadRequest, codes.InvalidArgument, "Content-Encoding deflate: "+err.Error())
-			return nil, nil, false
-		}
-		defer zr.Close()
-		src = zr
+	switch enc := contentEncoding(r); enc {
+	case "", "gzip", "deflate":
 	default:
-		failCode(w, http.StatusUnsupportedMediaType, codes.Unimplemented, fmt.Sprintf("Content-Encoding %q: vig reads gzip, deflate or identity", enc))
-		return nil, nil, false
+		// Triton answers an encoding it does not read with 501 and the ones it
+		// does in Accept-Encoding.
+		w.Header().Set("Accept-Encoding", "gzip, deflate")
+		failCode(w, http.StatusNotImplemented, codes.Unimplemented, fmt.Sprintf("unsupported Content-Encoding %q: vig reads gzip, deflate or identity", enc))
+		return nil, false
 	}
+	if r.ContentLength > 0 {
+		b, err := readDeclared(r.Body, int(r.ContentLength))
+		if err != nil {
+			f.bodyError(w, err)
+			return nil, false
+		}
+		return b, true
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, bytes.MinRead))
+	if _, err := buf.ReadFrom(&capReader{r: r.Body, left: limit}); err != nil {
+		f.bodyError(w, err)
+		return nil, false
+	}
+	return &bodySrc{b: buf.Bytes(), n: buf.Len()}, true
+}
+
+// decode decompresses the body read off the wire when it came with
+// Content-Encoding gzip or deflate, at most MaxBody bytes of it; wire is then
+// freed. An uncompressed body is wire itself.
+func (f *Frontend) decode(w http.ResponseWriter, r *http.Request, wire *bodySrc) (*bodySrc, bool) {
+	enc := contentEncoding(r)
+	if enc == "" {
+		return wire, true
+	}
+	defer wire.free()
+	var src io.Reader = wire.reader()
+	var err error
+	switch enc {
+	case "gzip":
+		var zr *gzip.Reader
+		if zr, err = gzip.NewReader(src); err == nil {
+			defer zr.Close()
+			src = zr
+		}
+	case "deflate":
+		var zr io.ReadCloser
+		if zr, err = zlib.NewReader(src); err == nil {
+			defer zr.Close()
+			src = zr
+		}
+	}
+	if err != nil {
+		f.bodyError(w, fmt.Errorf("Content-Encoding %s: %w", enc, err))
+		return nil, false
+	}
+	limit := f.opts.MaxBody
 	buf := bytes.NewBuffer(make([]byte, 0, bytes.MinRead))
 	n, err := buf.ReadFrom(io.LimitReader(src, limit+1))
 	if n > limit {
 		w.Header().Set("Connection", "close")
 		failCode(w, http.StatusRequestEntityTooLarge, codes.ResourceExhausted,
 			fmt.Sprintf("request body is larger than vig's limit of %d bytes (grpc.max_message_mib), after decompression", limit))
-		return nil, nil, false
+		return nil, false
 	}
 	if err != nil {
-		failCode(w, http.StatusBadRequest, codes.InvalidArgument, "reading the request body: "+err.Error())
-		return nil, nil, false
+		f.bodyError(w, fmt.Errorf("Content-Encoding %s: %w", enc, err))
+		return nil, false
 	}
-	return buf.Bytes(), nil, true
+	return &bodySrc{b: buf.Bytes(), n: buf.Len()}, true
+}
+
+// firstBodyBuf is the first buffer of a body of declared length, and each
+// next one while less than smallBody has arrived.
+const (
+	firstBodyBuf = 32 << 10
+	smallBody    = 256 << 10
+)
+
+// readDeclared reads a body of n declared bytes into pooled buffers taken as
+// the bytes arrive.
+func readDeclared(r io.Reader, n int) (*bodySrc, error) {
+	pool := mem.DefaultBufferPool()
+	s := &bodySrc{n: n}
+	got := 0
+	for got < n {
+		// Below smallBody, buffers of firstBodyBuf (a tier of gRPC's pool):
+		// a larger request there is rounded up to the 1 MiB tier.
+		next := max(got, firstBodyBuf)
+		if got < smallBody {
+			next = firstBodyBuf
+		}
+		ptr := pool.Get(min(n-got, next))
+		k, err := io.ReadFull(r, *ptr)
+		if k > 0 {
+			*ptr = (*ptr)[:k]
+			s.bufs = append(s.bufs, mem.NewBuffer(ptr, pool))
+			got += k
+		} else {
+			pool.Put(ptr)
+		}
+		if err != nil && got < n {
+			s.free()
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+	}
+	if len(s.bufs) == 1 {
+		s.b = s.bufs[0].ReadOnlyData()
+	}
+	return s, nil
+}
+
+// capReader passes at most left bytes of the request's own (compressed) body.
+type capReader struct {
+	r    io.Reader
+	left int64
+}
+
+var errWireTooLarge = errors.New("the request body on the wire is larger than vig's limit")
+
+func (c *capReader) Read(p []byte) (int, error) {
+	if c.left <= 0 {
+		return 0, errWireTooLarge
+	}
+	n, err := c.r.Read(p[:min(int64(len(p)), c.left)])
+	c.left -= int64(n)
+	return n, err
+}
+
+// bodyError answers an error reading the body: without socket addresses (a
+// net.OpError names both ends), and with what to change.
+func (f *Frontend) bodyError(w http.ResponseWriter, err error) {
+	var ne net.Error
+	var op *net.OpError
+	switch {
+	case errors.Is(err, errWireTooLarge):
+		w.Header().Set("Connection", "close")
+		failCode(w, http.StatusRequestEntityTooLarge, codes.ResourceExhausted,
+			fmt.Sprintf("request body is larger than vig's limit of %d bytes (grpc.max_message_mib) on the wire", f.opts.MaxBody))
+		return
+	case errors.As(err, &ne) && ne.Timeout():
+		err = fmt.Errorf("the body did not arrive within vig's read timeout of %v (rest.read_timeout_s): send it whole and promptly", f.opts.ReadTimeout)
+	case errors.As(err, &op):
+		err = fmt.Errorf("the connection failed: %v", op.Err)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		err = errors.New("the body ended before its Content-Length")
+	}
+	failCode(w, http.StatusBadRequest, codes.InvalidArgument, "reading the request body: "+err.Error())
 }
 
 // headerLength reads Inference-Header-Content-Length: -1 when absent.
@@ -358,6 +522,10 @@ func headerLength(r *http.Request) (int, error) {
 	return int(n), nil
 }
 
+// lightJSON: a JSON header up to this size is parsed without waiting for a
+// turn (the header of a binary request, a small tensor).
+const lightJSON = 16 << 10
+
 // infer runs one infer request through the gateway and answers it.
 func (f *Frontend) infer(w http.ResponseWriter, r *http.Request, model, version string) {
 	hlen, err := headerLength(r)
@@ -365,15 +533,52 @@ func (f *Frontend) infer(w http.ResponseWriter, r *http.Request, model, version 
 		fail(w, err)
 		return
 	}
-	body, root, ok := f.readBody(w, r)
+	wire, ok := f.readWire(w, r)
 	if !ok {
 		return
 	}
-	if root != nil {
-		defer root.Free() // the message's views keep their own references
+	// Decompressing a body, or parsing a JSON header with tensors in it,
+	// costs CPU and memory before governance: a bounded number at once, each
+	// once its bytes are all here (a slow client holds no turn).
+	heavy := false
+	switch {
+	case contentEncoding(r) != "":
+		heavy = true
+	case hlen >= 0:
+		heavy = hlen > lightJSON
+	default:
+		heavy = wire.n > lightJSON
 	}
-	req, err := parseInfer(model, version, body, hlen, root)
+	if heavy {
+		select {
+		case f.parses <- struct{}{}:
+		case <-r.Context().Done():
+			wire.free()
+			return // the client left while waiting: nobody to answer
+		}
+	}
+	body, ok := f.decode(w, r, wire)
+	var req *inferRequest
+	switch {
+	case ok && hlen == 0:
+		req, err = f.parseRaw(r, model, version, body)
+	case ok:
+		req, err = parseInferSrc(model, version, body, hlen)
+	}
+	if heavy {
+		<-f.parses
+	}
+	if ok {
+		defer body.free() // the message's views keep their own references
+	}
+	if !ok {
+		return
+	}
 	if err != nil {
+		fail(w, err)
+		return
+	}
+	if err := f.forwardHeaders(r, req); err != nil {
 		fail(w, err)
 		return
 	}
@@ -382,6 +587,13 @@ func (f *Frontend) infer(w http.ResponseWriter, r *http.Request, model, version 
 	if err := f.gw.PrepareInfer(c, req.msg, uid, hasUID); err != nil {
 		fail(w, err)
 		return
+	}
+	// The W3C trace context goes on as gRPC metadata, where Triton's gRPC
+	// server reads it (as a gRPC client's does through vig).
+	for _, name := range []string{"traceparent", "tracestate"} {
+		if v := r.Header.Values(name); len(v) > 0 {
+			c.Meta = append(c.Meta, name, strings.Join(v, ","))
+		}
 	}
 	p := &pending{done: make(chan struct{})}
 	c.Replier = p

@@ -2,10 +2,17 @@ package restfront
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc/codes"
 )
 
 // The smuggling guard. A request that carries both Content-Length and
@@ -30,14 +37,31 @@ const maxChunkLine = 4096
 type guardListener struct {
 	net.Listener
 	maxHead int
+	f       *Frontend
 }
 
+// connsFull is the answer to a connection over Options.MaxConns.
+var connsFull = func() []byte {
+	body := `{"error":"vig has as many HTTP connections open as it takes (rest.max_conns): retry, or reuse a connection"}`
+	return []byte("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nVig-Code: UNAVAILABLE\r\n" +
+		"Connection: close\r\nRetry-After: 1\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body)
+}()
+
 func (l guardListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.f.conns.Add(1) > int64(l.f.opts.MaxConns) {
+			l.f.conns.Add(-1)
+			c.SetWriteDeadline(time.Now().Add(time.Second))
+			c.Write(connsFull)
+			c.Close()
+			continue
+		}
+		return &guardConn{Conn: c, maxHead: l.maxHead, f: l.f}, nil
 	}
-	return &guardConn{Conn: c, maxHead: l.maxHead}, nil
 }
 
 type guardState uint8
@@ -57,6 +81,9 @@ const (
 // requests its background read (one byte, ended by a read deadline).
 type guardConn struct {
 	net.Conn
+	f       *Frontend
+	closed  sync.Once
+	handled atomic.Bool // a handler took the head the guard last passed
 	maxHead int
 	state   guardState
 	left    int64
@@ -97,6 +124,7 @@ func (c *guardConn) Read(p []byte) (int, error) {
 			// far where it is: handing it over would split it, and the guard
 			// would then take the rest of the head, and the body, for a new head.
 			if err == io.EOF && len(c.head) > 0 {
+				c.handled.Store(false)
 				c.out, c.head = c.head, nil
 				c.state = stPass
 				break
@@ -131,6 +159,9 @@ func (c *guardConn) feed(b []byte) {
 				limit = c.maxHead + 4096
 			}
 			if len(c.head) > limit {
+				if c.state == stHead {
+					c.handled.Store(false) // Go answers this head itself (431)
+				}
 				c.pass()
 				continue
 			}
@@ -212,6 +243,8 @@ func (c *guardConn) flushHead(next guardState) {
 // the body is framed.
 func (c *guardConn) checkHead() {
 	h := c.head
+	c.handled.Store(false)
+	unfold(h)
 	clAt, clCount := -1, 0
 	var cl string
 	te := ""
@@ -236,13 +269,16 @@ func (c *guardConn) checkHead() {
 		}
 	}
 	switch {
-	case te != "" && clAt >= 0:
+	case te != "" && clAt >= 0, clCount > 1:
+		// Go would drop Content-Length beside Transfer-Encoding, and take
+		// identical repeated ones for one: the handler refuses both shapes
+		// and closes the connection.
 		copy(h[clAt:], smuggledHeader)
-		c.pass() // refused and closed by the handler
+		c.pass()
 	case te == "chunked":
 		c.flushHead(stChunkLine)
-	case te != "" || clCount > 1:
-		c.pass() // Go refuses these itself
+	case te != "":
+		c.pass() // Go refuses this itself
 	case clAt >= 0:
 		n, err := strconv.ParseInt(cl, 10, 64)
 		if err != nil || n < 0 {
@@ -257,6 +293,85 @@ func (c *guardConn) checkHead() {
 		c.flushHead(stBody)
 	default:
 		c.flushHead(stHead)
+	}
+}
+
+// goErrorHeaders follow the status line of the answers Go's server writes
+// itself, to a request it cannot read (net/http's errorHeaders).
+const goErrorHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
+
+// Write passes the server's bytes through, except an answer Go's server
+// writes itself to a request no handler took (a malformed head, a header
+// block over the limit, an unsupported Transfer-Encoding): that becomes
+// Triton's {"error": …} JSON body with the same status. Go writes such an
+// answer whole in one Write, after the guard passed it a head no handler
+// took. A handler's answer starts with its own headers (never these), so it
+// is left alone; the one exception would be a pipelined head read while a
+// handler still writes, and that handler's body flushed in a Write that
+// begins exactly as Go's error does: the bytes of a tensor in that form.
+func (c *guardConn) Write(p []byte) (int, error) {
+	if c.handled.Load() || !bytes.HasPrefix(p, []byte("HTTP/1.1 ")) || len(p) < 13 {
+		return c.Conn.Write(p)
+	}
+	i := bytes.Index(p, []byte(goErrorHeaders))
+	if i < 0 || bytes.IndexByte(p[:i], '\n') >= 0 {
+		return c.Conn.Write(p)
+	}
+	code, err := strconv.Atoi(string(p[9:12]))
+	if err != nil || code < 400 {
+		return c.Conn.Write(p)
+	}
+	if _, err := c.Conn.Write(goError(code, string(p[i+len(goErrorHeaders):]), c.maxHead)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// goError is the JSON answer for one of Go's own errors; text is Go's body
+// ("400 Bad Request: malformed Host header").
+func goError(code int, text string, maxHead int) []byte {
+	msg := strings.TrimSpace(text)
+	if _, rest, ok := strings.Cut(msg, ": "); ok {
+		msg = rest
+	}
+	grpcCode := codes.InvalidArgument
+	switch code {
+	case http.StatusRequestHeaderFieldsTooLarge:
+		grpcCode = codes.ResourceExhausted
+		msg = fmt.Sprintf("the request's headers are larger than vig's limit of %d bytes: send fewer or shorter headers", maxHead)
+	case http.StatusNotImplemented:
+		grpcCode = codes.Unimplemented
+		msg = "vig does not read this request (" + msg + "): send Transfer-Encoding chunked, or a Content-Length"
+	default:
+		msg = "malformed HTTP request: " + msg
+	}
+	body := append([]byte(`{"error":`), appendString(nil, []byte(msg))...)
+	body = append(body, '}')
+	head := fmt.Sprintf("HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nVig-Code: %s\r\nConnection: close\r\nContent-Length: %d\r\n\r\n",
+		code, http.StatusText(code), codeName(grpcCode), len(body))
+	return append([]byte(head), body...)
+}
+
+// Close gives the connection's place back (once).
+func (c *guardConn) Close() error {
+	c.closed.Do(func() { c.f.conns.Add(-1) })
+	return c.Conn.Close()
+}
+
+// unfold replaces each obsolete line folding (a header line that begins with
+// a space or a tab, RFC 9112 section 5.2) in the head h by spaces, in place,
+// so that the guard and Go's server, which unfolds such lines, read the same
+// headers. A fold right after the request line is left alone (Go refuses it).
+func unfold(h []byte) {
+	first := bytes.IndexByte(h, '\n')
+	for i := first + 1; i >= 1 && i < len(h)-1; i++ {
+		if h[i] != '\n' || (h[i+1] != ' ' && h[i+1] != '\t') {
+			continue
+		}
+		h[i] = ' '
+		if h[i-1] == '\r' {
+			h[i-1] = ' '
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"math"
 	"net/http"
 	"slices"
@@ -234,5 +235,19 @@ func TestInferOutputsJSONAndBinary(t *testing.T) {
 	outs = m["outputs"].([]any)
 	if len(outs) != 2 || !bytes.Equal(bin, want[0].Data) || outs[0].(obj)["data"] != nil || outs[1].(obj)["data"] == nil {
 		t.Errorf("boxes in binary, scores in JSON: %v, %d binary bytes", outs, len(bin))
+	}
+}
+
+// The raw binary request (Inference-Header-Content-Length: 0): the body is
+// the model's one input, named and shaped from its configuration.
+func TestRawBinaryRequest(t *testing.T) {
+	r := newRig(t, restfront.Options{}, nil)
+	data := frameBytes(1000, 3)
+	m, _ := splitAnswer(t, r.do(t, "POST", "/v2/models/det/infer", data, map[string]string{"Inference-Header-Content-Length": "0"}))
+	out := m["outputs"].([]any)[0].(obj)
+	d := out["data"].([]any)
+	want := int64(mockbackend.Digest([][]byte{data}))
+	if fmt.Sprint(d[0]) != strconv.FormatInt(want, 10) {
+		t.Errorf("output %v, want the digest %d of the body as INPUT0", out, want)
 	}
 }

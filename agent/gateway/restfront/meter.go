@@ -61,14 +61,18 @@ func rpcName(path string) string {
 		return "RepositoryModelLoad"
 	case seg[0] == "repository" && len(seg) == 4 && seg[1] == "models" && seg[3] == "unload":
 		return "RepositoryModelUnload"
-	case seg[0] == "systemsharedmemory" && (len(seg) == 2 || (len(seg) == 4 && seg[1] == "region")):
+	case (seg[0] == "systemsharedmemory" || seg[0] == "cudasharedmemory") && (len(seg) == 2 || (len(seg) == 4 && seg[1] == "region")):
+		kind := "SystemSharedMemory"
+		if seg[0] == "cudasharedmemory" {
+			kind = "CudaSharedMemory"
+		}
 		switch seg[len(seg)-1] {
 		case "status":
-			return "SystemSharedMemoryStatus"
+			return kind + "Status"
 		case "register":
-			return "SystemSharedMemoryRegister"
+			return kind + "Register"
 		case "unregister":
-			return "SystemSharedMemoryUnregister"
+			return kind + "Unregister"
 		}
 	}
 	return "other"

@@ -15,8 +15,10 @@ import (
 // writes it. Outputs asked for in binary carry parameter binary_data_size and
 // their raw bytes follow the JSON header in output order (the header's length
 // in Inference-Header-Content-Length); the others carry a JSON "data" array.
-// An output written to shared memory carries its region's parameters and no
-// data.
+// An output written to shared memory carries neither parameters nor data. As
+// at Triton, only a binary output has "parameters" (binary_data_size, which
+// Triton's C++ client requires wherever "parameters" is present): the
+// backend's parameters of an output go with it there, and nowhere else.
 
 // answer is an encoded infer answer: the JSON header, then the binary parts.
 type answer struct {
@@ -72,14 +74,8 @@ func encodeAnswer(b []byte, req *inferRequest) (*answer, error) {
 				return nil, fmt.Errorf("output '%s': %v", o.Name, err)
 			}
 		}
-		params := o.Parameters
-		if shm, ok := req.shmOut[o.Name]; ok {
-			params = shm
-			if len(params) > 0 {
-				j = append(j, `,"parameters":`...)
-				j = appendParams(j, params, nil)
-			}
-			j = append(j, '}')
+		if _, ok := req.shmOut[o.Name]; ok {
+			j = append(j, '}') // its data is in the region: no parameters, no data
 			continue
 		}
 		binary, named := req.binaryOut[o.Name]
@@ -88,13 +84,9 @@ func encodeAnswer(b []byte, req *inferRequest) (*answer, error) {
 		}
 		if binary {
 			j = append(j, `,"parameters":`...)
-			j = appendParams(j, params, &binarySize{int64(len(raw))})
+			j = appendParams(j, o.Parameters, &binarySize{int64(len(raw))})
 			a.binary = append(a.binary, raw)
 		} else {
-			if len(params) > 0 {
-				j = append(j, `,"parameters":`...)
-				j = appendParams(j, params, nil)
-			}
 			j = append(j, `,"data":`...)
 			var err error
 			if j, err = appendData(j, o.Datatype, raw); err != nil {

@@ -79,6 +79,7 @@ type rig struct {
 	toBack   atomic.Int64
 	accepted atomic.Int64
 	client   *http.Client
+	fe       *restfront.Frontend
 }
 
 func newRig(t *testing.T, opts restfront.Options, register func(*grpc.Server)) *rig {
@@ -134,6 +135,11 @@ func newRig(t *testing.T, opts restfront.Options, register func(*grpc.Server)) *
 	if _, err := gw.Invoke(ctx, "/inference.GRPCInferenceService/ServerLive", nil); err != nil && register == nil {
 		t.Fatalf("backend: %v", err)
 	}
+	// vig reads the backend's model configuration when it connects: done
+	// before a test counts what vig writes to the backend.
+	for until := time.Now().Add(5 * time.Second); gw.ServerModelReads() == 0 && time.Now().Before(until); {
+		time.Sleep(time.Millisecond)
+	}
 	gln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -146,6 +152,7 @@ func newRig(t *testing.T, opts restfront.Options, register func(*grpc.Server)) *
 		opts.MaxBody = int64(cfg.GRPC.MaxMessageMiB) << 20
 	}
 	fe := restfront.New(gw, opts)
+	r.fe = fe
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
