@@ -1,8 +1,6 @@
 package wire
 
 import (
-	"github.com/vig-edge/vig/internal/fuzztest"
-
 	"reflect"
 	"strings"
 	"testing"
