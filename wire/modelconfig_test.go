@@ -1,8 +1,6 @@
 package wire
 
 import (
-	"github.com/vig-edge/vig/internal/fuzztest"
-
 	"reflect"
 	"strings"
 	"testing"
@@ -13,6 +11,8 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/dynamicpb"
+
+	"github.com/vig-edge/vig/internal/fuzztest"
 )
 
 // scenarioE is the detector of SCENARIOS.md's scenario E as Triton would report
