@@ -340,6 +340,16 @@ func (s *Scheduler) hasPeers(now Time, st *stream) bool {
 	return false
 }
 
+// batched reports whether the model has dispatched a job of more than one row.
+func (m *model) batched() bool {
+	for n := 2; n < len(m.batches); n++ {
+		if m.batches[n] > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // batchRows is the rows of the first n members of the batch.
 func (s *Scheduler) batchRows(n int) int {
 	rows := 0

@@ -335,9 +335,12 @@ func TestBatchRowsWithinMaxBatch(t *testing.T) {
 // TestMaxBatchOneIsUnbatched: with MaxBatch 1 (or 0) the scheduler decides
 // exactly as it does for requests without a batch key: the same actions, in
 // the same order, on a random workload.
+//
+// So does a model whose batches never pay (batch_exec_ms {1: 10, 8: 80}: a
+// batch costs what its frames cost alone).
 func TestMaxBatchOneIsUnbatched(t *testing.T) {
-	run := func(maxBatch int, key uint64) []string {
-		cfg := batchConfig(maxBatch, nil, []StreamSpec{cam("a", Protected, 50*ms), cam("b", High, 66*ms), cam("c", High, 66*ms),
+	run := func(maxBatch int, key uint64, cost []BatchCost) []string {
+		cfg := batchConfig(maxBatch, cost, []StreamSpec{cam("a", Protected, 50*ms), cam("b", High, 66*ms), cam("c", High, 66*ms),
 			{Name: "o", Model: "other", Class: High, Period: 50 * ms, MaxAge: 80 * ms, Queue: Latest}},
 			ModelSpec{Name: "other", Exec: 6 * ms})
 		cfg.NoPipeline = false
@@ -374,15 +377,18 @@ func TestMaxBatchOneIsUnbatched(t *testing.T) {
 		}
 		return log
 	}
-	want := run(0, 0)
-	for _, mb := range []int{0, 1} {
-		got := run(mb, 9)
+	want := run(0, 0, nil)
+	for _, tc := range []struct {
+		mb   int
+		cost []BatchCost
+	}{{0, nil}, {1, nil}, {8, []BatchCost{{1, 10 * ms}, {8, 80 * ms}}}} {
+		got := run(tc.mb, 9, tc.cost)
 		if len(got) != len(want) {
-			t.Fatalf("max_batch %d: %d actions, unbatched %d", mb, len(got), len(want))
+			t.Fatalf("max_batch %d %v: %d actions, unbatched %d", tc.mb, tc.cost, len(got), len(want))
 		}
 		for i := range got {
 			if got[i] != want[i] {
-				t.Fatalf("max_batch %d: action %d differs:\n got %s\nwant %s", mb, i, got[i], want[i])
+				t.Fatalf("max_batch %d %v: action %d differs:\n got %s\nwant %s", tc.mb, tc.cost, i, got[i], want[i])
 			}
 		}
 	}

@@ -394,12 +394,14 @@
 // after every measurement: from the per-frame slope of the size measured most
 // (medians), scaled from the estimate of a batch of one, or before any batch
 // is measured, the prior's shape scaled to that estimate. ObserveBackendStats
-// is ignored for a batching model (Triton reports compute time per batch, of
-// any size). Snapshot.Batches counts dispatched jobs by rows.
+// is ignored for a model once it has run a batch (Triton reports compute time
+// per execution, of any size). Snapshot.Batches counts dispatched jobs by rows.
+// A model whose batches do not pay decides exactly as one that never batches.
 //
 // An extra of a batching model does not run alone while its model has other
-// streams: it would only double a window, on slot time the next batch needs;
-// it waits to join that batch, or is superseded.
+// streams and batching pays: it would only double a window, on slot time the
+// next batch needs; it waits to join that batch, or is superseded, or runs once
+// starting it lands in its next window.
 //
 // In the simulation of scenario E (batchsim_test.go: six cameras at 30 Hz on
 // one detector whose batch of b costs 10 ms × (1 + 0.25·(b−1)), and a depth

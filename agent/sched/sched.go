@@ -843,7 +843,7 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 		if m.maxBatch > 1 && rows > 1 {
 			c = s.costN(st.model, jobOcc, min(rows, m.maxBatch))
 		} else {
-			if n == 1 && sk.extra && s.batchable(st, r) && s.hasPeers(now, st) {
+			if n == 1 && sk.extra && s.batchable(st, r) && s.gains(st.model, jobOcc, 1, 1, 0) && s.hasPeers(now, st) {
 				// An extra of a batching model alone would only double
 				// a window, on slot time its model's next batch needs:
 				// it waits to join that batch, or is superseded, or —
@@ -1384,9 +1384,9 @@ func (s *Scheduler) ObserveBackendStats(model string, computeInferNs, count uint
 		return
 	}
 	mi, ok := s.modelByName[model]
-	if !ok || count == 0 || s.models[mi].maxBatch > 1 {
-		// A batching model's compute time is per batch, of any size: it
-		// bounds no estimate of one size.
+	if !ok || count == 0 || s.models[mi].batched() {
+		// Once a model has run batches, its compute time is per batch,
+		// of any size: it bounds no estimate of one size.
 		return
 	}
 	mean := computeInferNs / count
