@@ -350,6 +350,26 @@ func (m *model) batched() bool {
 	return false
 }
 
+// holdBatch keeps the members of the batch s.batch[:n] waiting until until:
+// for a frame to join it (filling, counted BatchWaits) or to land in its window
+// (counted Held).
+func (s *Scheduler) holdBatch(n int, until Time, filling bool) {
+	for _, ri := range s.batch[:n] {
+		b := &s.reqs[ri]
+		bs := &s.streams[b.stream]
+		switch {
+		case filling && !b.filled:
+			b.filled = true
+			bs.batchWaits++
+		case !filling && !b.held:
+			b.held = true
+			bs.held++
+		}
+		b.deferPass, b.recheck = s.passID, until
+		bs.pass = s.passID
+	}
+}
+
 // batchRows is the rows of the first n members of the batch.
 func (s *Scheduler) batchRows(n int) int {
 	rows := 0

@@ -824,16 +824,7 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 			s.forming = st.model
 			n, rows = s.gather(start, jobOcc, st)
 			if until, latest, ok := s.fill(now, start, jobOcc, st, n, rows); ok {
-				for _, ri := range s.batch[:n] {
-					b := &s.reqs[ri]
-					bs := &s.streams[b.stream]
-					if !b.filled {
-						b.filled = true
-						bs.batchWaits++
-					}
-					b.deferPass, b.recheck = s.passID, until
-					bs.pass = s.passID
-				}
+				s.holdBatch(n, until, true)
 				if holdSlot < 0 {
 					holdSlot, holdAt = slot, latest
 				}
@@ -931,16 +922,7 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 		}
 		if !budget && !wait && rows > 1 && n > 1 && s.cfg.Order == OrderLaxity {
 			if until, ok := s.batchLandsEarly(start, jobOcc, st, n, rows, c); ok {
-				for _, ri := range s.batch[:n] {
-					b := &s.reqs[ri]
-					bs := &s.streams[b.stream]
-					if !b.held {
-						b.held = true
-						bs.held++
-					}
-					b.deferPass, b.recheck = s.passID, until
-					bs.pass = s.passID
-				}
+				s.holdBatch(n, until, false)
 				if holdSlot < 0 {
 					holdSlot, holdAt = slot, until
 				}
