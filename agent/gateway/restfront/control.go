@@ -436,13 +436,7 @@ func stringFields(b []byte) ([5]string, error) {
 // systemShm serves /v2/systemsharedmemory/{status, unregister} and
 // /v2/systemsharedmemory/region/{name}/{status, register, unregister}.
 func (f *Frontend) systemShm(w http.ResponseWriter, r *http.Request, seg []string) {
-	region, op := "", ""
-	switch {
-	case len(seg) == 1:
-		op = seg[0]
-	case len(seg) == 3 && seg[0] == "region" && seg[1] != "":
-		region, op = seg[1], seg[2]
-	}
+	region, op := shmPath(seg)
 	uid, hasUID := peerUID(r)
 	ctx, cancel := context.WithTimeout(r.Context(), invokeTimeout)
 	defer cancel()
@@ -513,4 +507,16 @@ func (f *Frontend) systemShm(w http.ResponseWriter, r *http.Request, seg []strin
 	default:
 		failCode(w, http.StatusNotFound, codes.NotFound, fmt.Sprintf("%s: not a system shared memory endpoint", r.URL.Path))
 	}
+}
+
+// shmPath splits the path of a shared-memory endpoint after its prefix:
+// "OP" (every region) or "region/NAME/OP".
+func shmPath(seg []string) (region, op string) {
+	switch {
+	case len(seg) == 1:
+		op = seg[0]
+	case len(seg) == 3 && seg[0] == "region" && seg[1] != "":
+		region, op = seg[1], seg[2]
+	}
+	return region, op
 }

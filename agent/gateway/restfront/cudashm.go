@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -18,13 +19,7 @@ import (
 // maps a CUDA region (the backend does, from the IPC handle); a request
 // naming one goes to the backend as it is.
 func (f *Frontend) cudaShm(w http.ResponseWriter, r *http.Request, seg []string) {
-	region, op := "", ""
-	switch {
-	case len(seg) == 1:
-		op = seg[0]
-	case len(seg) == 3 && seg[0] == "region" && seg[1] != "":
-		region, op = seg[1], seg[2]
-	}
+	region, op := shmPath(seg)
 	switch op {
 	case "status":
 		if !method(w, r, http.MethodGet) {
@@ -49,15 +44,7 @@ func (f *Frontend) cudaShm(w http.ResponseWriter, r *http.Request, seg []string)
 			}
 			out = append(out, s)
 		}
-		slices.SortFunc(out, func(a, b st) int {
-			switch {
-			case a.Name < b.Name:
-				return -1
-			case a.Name > b.Name:
-				return 1
-			}
-			return 0
-		})
+		slices.SortFunc(out, func(a, b st) int { return strings.Compare(a.Name, b.Name) })
 		writeJSON(w, r, out)
 	case "register":
 		if !method(w, r, http.MethodPost) {
