@@ -168,3 +168,24 @@ vig_batch_size_rows_count{model="detector"} 10
 		t.Error(err)
 	}
 }
+
+// The coverage gauge exists only for a stream with a window that has ended: a
+// default-contract stream (no period) has none, and a 0 would read as a
+// contract missed.
+func TestCoverageOnlyWithWindows(t *testing.T) {
+	r := New()
+	snap := sched.Snapshot{SafetyMargin: sched.DefaultMargin, Streams: []sched.StreamStats{
+		{Name: "cam", Class: sched.Protected, Coverage: 0.9, CoverageWindows: 10, CoveredWindows: 9},
+		{Name: "default/m", Class: sched.BestEffort, Default: true},
+		{Name: "new", Class: sched.High},
+	}}
+	r.NewSched(func(dst *sched.Snapshot) { *dst = snap })
+	want := `
+# HELP vig_stream_coverage_ratio Share of the recent complete period windows that received a fresh result (age < max_age).
+# TYPE vig_stream_coverage_ratio gauge
+vig_stream_coverage_ratio{class="protected",stream="cam"} 0.9
+`
+	if err := testutil.GatherAndCompare(r.reg, strings.NewReader(want), "vig_stream_coverage_ratio"); err != nil {
+		t.Error(err)
+	}
+}

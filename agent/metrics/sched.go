@@ -137,7 +137,11 @@ func (s *Sched) Collect(ch chan<- prometheus.Metric) {
 		counter("vig_stream_deferred_total", st.Deferred, n, c)
 		gauge("vig_stream_in_flight", float64(st.Waiting), n, c, "waiting")
 		gauge("vig_stream_in_flight", float64(st.Running), n, c, "running")
-		gauge("vig_stream_coverage_ratio", st.Coverage, n, c)
+		if st.CoverageWindows > 0 {
+			// Only once a window has ended: a default-contract stream has
+			// none, and 0 would read as a contract missed.
+			gauge("vig_stream_coverage_ratio", st.Coverage, n, c)
+		}
 		if st.HasAoI {
 			gauge("vig_stream_aoi_seconds", st.AoI.Seconds(), n, c)
 		}

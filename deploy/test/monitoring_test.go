@@ -434,6 +434,9 @@ streams:
 			t.Fatalf("%s: no request answered 200 of 20; the last: %s", stream, last)
 		}
 	}
+	// A stream's coverage gauge exists once one of its windows has ended:
+	// wait out the longest contracted period (pose 33 ms, detector 50 ms).
+	time.Sleep(100 * time.Millisecond)
 	resp, err := client.Get("http://" + a[1] + "/metrics")
 	if err != nil {
 		t.Fatal(err)
