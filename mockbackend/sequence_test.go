@@ -59,14 +59,10 @@ func TestSequenceBatcher(t *testing.T) {
 	_, err = c.ModelInfer(ctx, seqRequest("a3", i64(5), false, false))
 	wantCode(t, "after END", err, codes.InvalidArgument)
 
-	// Sequence cam never ends: the next START waits for its slot until the idle
-	// timeout frees it.
-	t0 := time.Now()
+	// Sequence cam never ends: the next START gets the only slot once the idle
+	// timeout frees it (counted below as IdleFreed, not timed).
 	if _, err := c.ModelInfer(ctx, seqRequest("c0", i64(9), true, true)); err != nil {
 		t.Fatal(err)
-	}
-	if waited := time.Since(t0); waited < idle/2 {
-		t.Errorf("a START found the only slot free after %v, while sequence cam held it (idle timeout %v)", waited, idle)
 	}
 	log, ok := r.Server.Sequences("trk")
 	if !ok {

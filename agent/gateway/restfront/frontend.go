@@ -410,19 +410,19 @@ func (f *Frontend) decode(w http.ResponseWriter, r *http.Request, wire *bodySrc)
 		return nil, false
 	}
 	limit := f.opts.MaxBody
-	buf := bytes.NewBuffer(make([]byte, 0, bytes.MinRead))
-	n, err := buf.ReadFrom(io.LimitReader(src, limit+1))
-	if n > limit {
+	body, err := readChunks(src, -1, int(limit))
+	if err != nil {
+		f.bodyError(w, fmt.Errorf("Content-Encoding %s: %w", enc, err))
+		return nil, false
+	}
+	if int64(body.n) > limit {
+		body.free()
 		w.Header().Set("Connection", "close")
 		failCode(w, http.StatusRequestEntityTooLarge, codes.ResourceExhausted,
 			fmt.Sprintf("request body is larger than vig's limit of %d bytes (grpc.max_message_mib), after decompression", limit))
 		return nil, false
 	}
-	if err != nil {
-		f.bodyError(w, fmt.Errorf("Content-Encoding %s: %w", enc, err))
-		return nil, false
-	}
-	return &bodySrc{b: buf.Bytes(), n: buf.Len()}, true
+	return body, true
 }
 
 // firstBodyBuf is the first buffer of a body of declared length, and each
@@ -434,18 +434,29 @@ const (
 
 // readDeclared reads a body of n declared bytes into pooled buffers taken as
 // the bytes arrive.
-func readDeclared(r io.Reader, n int) (*bodySrc, error) {
+func readDeclared(r io.Reader, n int) (*bodySrc, error) { return readChunks(r, n, n) }
+
+// readChunks reads r into pooled buffers taken as the bytes arrive: exactly n
+// bytes when n ≥ 0 (fewer is io.ErrUnexpectedEOF), else up to EOF but never
+// more than limit+1 bytes (the caller refuses a body above limit). Memory so
+// follows the bytes read, in buffers of gRPC's pool, without the doubling and
+// final copy of a growing buffer.
+func readChunks(r io.Reader, n, limit int) (*bodySrc, error) {
 	pool := mem.DefaultBufferPool()
-	s := &bodySrc{n: n}
+	s := &bodySrc{}
+	want := n
+	if n < 0 {
+		want = limit + 1
+	}
 	got := 0
-	for got < n {
+	for got < want {
 		// Below smallBody, buffers of firstBodyBuf (a tier of gRPC's pool):
 		// a larger request there is rounded up to the 1 MiB tier.
 		next := max(got, firstBodyBuf)
 		if got < smallBody {
 			next = firstBodyBuf
 		}
-		ptr := pool.Get(min(n-got, next))
+		ptr := pool.Get(min(want-got, next))
 		k, err := io.ReadFull(r, *ptr)
 		if k > 0 {
 			*ptr = (*ptr)[:k]
@@ -454,14 +465,19 @@ func readDeclared(r io.Reader, n int) (*bodySrc, error) {
 		} else {
 			pool.Put(ptr)
 		}
-		if err != nil && got < n {
-			s.free()
-			if err == io.EOF {
-				err = io.ErrUnexpectedEOF
-			}
-			return nil, err
+		if err == nil {
+			continue
 		}
+		if n < 0 && (err == io.EOF || err == io.ErrUnexpectedEOF) {
+			break // the end of a body of unknown length
+		}
+		s.free()
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
 	}
+	s.n = got
 	if len(s.bufs) == 1 {
 		s.b = s.bufs[0].ReadOnlyData()
 	}
