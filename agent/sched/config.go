@@ -31,6 +31,17 @@ type ModelSpec struct {
 	// given ones are interpolated; without entries the estimator starts
 	// from a prior and learns the cost of each size online.
 	BatchExec []BatchCost
+	// Instances is how many jobs of the model its accelerator may run at
+	// once: the count of the server's instance group that binds it there
+	// (Triton runs one request per model instance). 0: as many as the
+	// accelerator's slots.
+	Instances int
+	// Variants makes the model a logical one: a frame of it runs as one of
+	// these models (the same network built for several accelerators, each
+	// a ModelSpec of its own with its Exec and Accelerator), the one whose
+	// result lands first; the Dispatch names it (Action.Model). A logical
+	// model has no Exec, Accelerator or batching of its own.
+	Variants []string
 }
 
 // BatchCost is the execution time of a batch of Size frames.
@@ -227,6 +238,8 @@ func (c Config) resolveAccelerators() (Config, string, error) {
 			return c, "", cfgErr("accelerator %q declared twice", a.Name)
 		case a.Slots < 1 || a.Slots > maxSlots:
 			return c, "", cfgErr("accelerator %q: %d slots: must be between 1 and %d", a.Name, a.Slots, maxSlots)
+		case a.Interference != 0:
+			return c, "", cfgErr("accelerator %q: interference is not supported yet", a.Name)
 		}
 		names[a.Name] = true
 		total += a.Slots
@@ -311,6 +324,10 @@ func (c Config) withDefaults() (Config, error) {
 			return c, cfgErr("model %q configured twice", m.Name)
 		case m.Exec <= 0:
 			return c, cfgErr("model %q: exec_ms must be > 0 (it seeds the estimator)", m.Name)
+		case len(m.Variants) > 0:
+			return c, cfgErr("model %q: variants are not supported yet", m.Name)
+		case m.Instances != 0:
+			return c, cfgErr("model %q: instances are not supported yet", m.Name)
 		}
 		models[m.Name] = true
 	}

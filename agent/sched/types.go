@@ -308,4 +308,8 @@ type Action struct {
 	// finished. Zero for a request dispatched alone.
 	Batch     uint64
 	BatchSize int
+	// Model is the model a Dispatch runs when it is not the request's: the
+	// variant of a logical model chosen for it (ModelSpec.Variants). The
+	// caller sends the request under this name. Empty otherwise.
+	Model string
 }
