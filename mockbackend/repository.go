@@ -149,6 +149,13 @@ func (r *Repository) Apply(cfg *Config) error {
 	if cpu > 0 {
 		cfg.Accelerators = append(cfg.Accelerators, Accelerator{Name: AccelCPU, Slots: cpu})
 	}
+	var names []string
+	for _, a := range cfg.Accelerators {
+		names = append(names, a.Name)
+	}
+	if _, err := interferenceOf(r.Interference, names); err != nil {
+		return err
+	}
 	cfg.Interference = r.Interference
 	return nil
 }
