@@ -2,6 +2,7 @@ package mockbackend
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vig-edge/vig/agent/config"
 	"github.com/vig-edge/vig/proto/inference"
 	"github.com/vig-edge/vig/wire"
 )
@@ -377,5 +379,37 @@ func TestInterferenceOnTimeline(t *testing.T) {
 	}
 	if slowed == 0 || slowed == len(jobs) {
 		t.Errorf("%d of %d jobs slowed: the burst should start some alone and some beside another accelerator", slowed, len(jobs))
+	}
+}
+
+// The embedded backend serves a config's per-core layout as Triton's
+// instance groups: on: dla1 is an engine on DLA core 1, on: cpu KIND_CPU;
+// scenario D's pooled "dla" stays KIND_GPU as before.
+func TestFromConfigPerCore(t *testing.T) {
+	c, err := config.Parse("percore.yaml", []byte(`
+accelerators: {gpu: 1, dla0: 1, dla1: 1, cpu: 2, dla: 2}
+models:
+  det: {exec_ms: 14, on: dla1}
+  ocr: {exec_ms: 3, on: cpu}
+  pose: {exec_ms: 5, on: gpu}
+  seg: {exec_ms: 5, on: dla}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"det": "KIND_GPU nvdla 1", "ocr": "KIND_CPU", "pose": "KIND_GPU", "seg": "KIND_GPU"}
+	for _, m := range FromConfig(c).Models {
+		mc, err := wire.ParseModelConfig(wire.AppendModelConfig(nil, ModelConfigOf(m)))
+		if err != nil || len(mc.InstanceGroups) != 1 {
+			t.Fatalf("%s: %+v %v", m.Name, mc, err)
+		}
+		g := mc.InstanceGroups[0]
+		got := g.Kind.String()
+		for _, d := range g.SecondaryDevices {
+			got += fmt.Sprintf(" nvdla %d", d.DeviceID)
+		}
+		if got != want[m.Name] || g.Count != 1 {
+			t.Errorf("%s: %s x%d, want %s x1", m.Name, got, g.Count, want[m.Name])
+		}
 	}
 }
