@@ -459,8 +459,10 @@ func TestWireScenarioD2(t *testing.T) {
 		if r.Policy != PolicyVigServer && (r.Models["detector_dla0"] == 0 || detector != r.Models["detector_dla0"]) {
 			t.Errorf("%s: detector frames ran as %v, want on detector_dla0 alone", r.Policy, r.Models)
 		}
-		if r.Policy == PolicyVigServer && detector != r.Streams[0].Inferences {
-			t.Errorf("vig-server: detector engines ran %d frames, the stream counts %d", detector, r.Streams[0].Inferences)
+		// The stream's count is its jobs on the timeline, read after the
+		// statistics: a frame still running as the sensors stopped is in it.
+		if n := r.Streams[0].Inferences; r.Policy == PolicyVigServer && (detector == 0 || n < detector || n > detector+2) {
+			t.Errorf("vig-server: detector engines ran %d frames, the stream counts %d", detector, n)
 		}
 		if r.Busy["dla0"] <= 0 || r.Busy["dla1"] <= 0 || r.Busy["gpu"] <= 0 {
 			t.Errorf("%s: busy %v", r.Policy, r.Busy)
