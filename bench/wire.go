@@ -680,7 +680,9 @@ func runWireOnce(ctx context.Context, sc Scenario, policy string, depth int, dur
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if policy == PolicyVigServer && sc.ServerErr != nil {
-		return &WireRun{Policy: policy, Depth: depth, Skipped: fmt.Sprintf("its config does not parse in this build (%v)", sc.ServerErr)}, nil
+		// One line: the reason goes into a table and the targets.
+		why := strings.Join(strings.Fields(strings.ReplaceAll(sc.ServerErr.Error(), "\n", "; ")), " ")
+		return &WireRun{Policy: policy, Depth: depth, Skipped: "its config does not parse in this build (" + why + ")"}, nil
 	}
 	if policy == PolicyVigServer && FromServer == nil {
 		return &WireRun{Policy: policy, Depth: depth, Skipped: "this build cannot derive the layout from the server's ModelConfig (bench.FromServer is not set)"}, nil
