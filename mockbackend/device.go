@@ -90,15 +90,16 @@ func dlaCore(accel string) int {
 	return n
 }
 
-// instanceGroupOf is the instance group the mock reports for a model: placed
-// on "dla<N>", a TensorRT engine on the GPU with DLA core N as its secondary
-// device (Triton's KIND_GPU with secondary_devices KIND_NVDLA N); on "cpu",
-// KIND_CPU; anywhere else KIND_GPU. The count is Model.Instances (1 when 0).
+// instanceGroupOf is the instance group the mock reports for a model, as
+// Triton completes it on a device with one GPU: placed on "dla<N>", a
+// TensorRT engine on GPU 0 with DLA core N as its secondary device (KIND_GPU,
+// gpus [0], secondary_devices KIND_NVDLA N); on "cpu", KIND_CPU; anywhere else
+// KIND_GPU on gpus [0]. The count is Model.Instances (1 when 0).
 func instanceGroupOf(m Model) wire.InstanceGroup {
-	g := wire.InstanceGroup{Name: m.Name, Kind: wire.KindGPU, Count: int32(max(m.Instances, 1))}
+	g := wire.InstanceGroup{Name: m.Name, Kind: wire.KindGPU, Count: int32(max(m.Instances, 1)), GPUs: []int32{0}}
 	switch n := dlaCore(m.On); {
 	case m.On == AccelCPU:
-		g.Kind = wire.KindCPU
+		g.Kind, g.GPUs = wire.KindCPU, nil
 	case n >= 0:
 		g.SecondaryDevices = []wire.SecondaryDevice{{Kind: wire.KindNVDLA, DeviceID: int64(n)}}
 	}

@@ -151,10 +151,10 @@ func TestParseInstanceAndInterference(t *testing.T) {
 func TestModelConfigInstanceGroups(t *testing.T) {
 	_, c, _ := serve(t, "127.0.0.1:0", orin(t))
 	for model, want := range map[string]wire.InstanceGroup{
-		"detector_gpu":  {Name: "detector_gpu", Kind: wire.KindGPU, Count: 1},
-		"detector_dla1": {Name: "detector_dla1", Kind: wire.KindGPU, Count: 1, SecondaryDevices: []wire.SecondaryDevice{{Kind: wire.KindNVDLA, DeviceID: 1}}},
-		"lane_dla0":     {Name: "lane_dla0", Kind: wire.KindGPU, Count: 1, SecondaryDevices: []wire.SecondaryDevice{{Kind: wire.KindNVDLA, DeviceID: 0}}},
-		"pose":          {Name: "pose", Kind: wire.KindGPU, Count: 2},
+		"detector_gpu":  {Name: "detector_gpu", Kind: wire.KindGPU, Count: 1, GPUs: []int32{0}},
+		"detector_dla1": {Name: "detector_dla1", Kind: wire.KindGPU, Count: 1, GPUs: []int32{0}, SecondaryDevices: []wire.SecondaryDevice{{Kind: wire.KindNVDLA, DeviceID: 1}}},
+		"lane_dla0":     {Name: "lane_dla0", Kind: wire.KindGPU, Count: 1, GPUs: []int32{0}, SecondaryDevices: []wire.SecondaryDevice{{Kind: wire.KindNVDLA, DeviceID: 0}}},
+		"pose":          {Name: "pose", Kind: wire.KindGPU, Count: 2, GPUs: []int32{0}},
 		"ocr":           {Name: "ocr", Kind: wire.KindCPU, Count: 3},
 	} {
 		resp, err := c.ModelConfig(context.Background(), &inference.ModelConfigRequest{Name: model})
