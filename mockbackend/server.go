@@ -288,7 +288,7 @@ func New(cfg Config) (*Server, error) {
 		}
 		s.models[m.Name] = &model{Model: m, pool: s.pools[p], base: bases[s.accels[p]], accel: s.accels[p], policy: policy}
 		if m.Instances > 0 {
-			s.models[m.Name].limit = &instances{count: m.Instances}
+			s.models[m.Name].limit = newInstances(m.Instances)
 		}
 		if m.Sequence != nil {
 			s.models[m.Name].seq = newSeqBatcher(*m.Sequence)

@@ -59,13 +59,32 @@ type work struct {
 }
 
 // instances bounds how many executions of one model run at once: the count of
-// its Triton instance group. A model runs on one accelerator, so its
-// accelerator's mutex guards running.
+// its Triton instance group. Each instance keeps its own timeline, as a slot
+// does: an execution starts no earlier than the scheduled end of its
+// instance's previous one. A model runs on one accelerator, so its
+// accelerator's mutex guards them.
 type instances struct {
-	count, running int
+	busy []bool
+	end  []time.Time
 }
 
-func (l *instances) full() bool { return l != nil && l.running >= l.count }
+func newInstances(n int) *instances {
+	return &instances{busy: make([]bool, n), end: make([]time.Time, n)}
+}
+
+func (l *instances) full() bool { return l != nil && !slices.Contains(l.busy, false) }
+
+// take holds a free instance (the one that freed first) and returns it.
+func (l *instances) take() int {
+	k := -1
+	for i, b := range l.busy {
+		if !b && (k < 0 || l.end[i].Before(l.end[k])) {
+			k = i
+		}
+	}
+	l.busy[k] = true
+	return k
+}
 
 // batchPolicy is a batching model's max_batch_size, its dynamic batcher
 // (merge, preferred sizes ascending, queue delay) and its cost's batch gain.
@@ -99,7 +118,8 @@ type execution struct {
 	rows     int // rows of all its requests: the batch size the model ran
 	requests int
 	done     chan struct{} // closed when the leader released the slot
-	limit    *instances    // its model's instance count, if bounded
+	limit    *instances    // its model's instances, if bounded
+	inst     int           // the instance it holds
 	// factor is the interference slowdown its length includes (1: none).
 	factor float64
 }
@@ -177,7 +197,8 @@ func (s *slots) handOff(i int, end time.Time) {
 	defer s.mu.Unlock()
 	if x := s.cur[i]; x != nil {
 		if x.limit != nil {
-			x.limit.running--
+			x.limit.busy[x.inst] = false
+			x.limit.end[x.inst] = end
 		}
 		if s.dev != nil {
 			s.dev.ended(x, end) // a job that never ran ends at its start
@@ -207,7 +228,8 @@ func (s *slots) dispatchLocked(now time.Time) {
 		s.execs++
 		x := &execution{id: s.execs, requests: len(members), done: make(chan struct{}), limit: members[0].limit, factor: 1}
 		if x.limit != nil {
-			x.limit.running++
+			x.inst = x.limit.take()
+			start = later(start, x.limit.end[x.inst])
 		}
 		s.cur[i] = x
 		var sum time.Duration
