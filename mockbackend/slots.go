@@ -198,7 +198,9 @@ func (s *slots) handOff(i int, end time.Time) {
 	if x := s.cur[i]; x != nil {
 		if x.limit != nil {
 			x.limit.busy[x.inst] = false
-			x.limit.end[x.inst] = end
+			// A job given back unrun ends before its instance's last end:
+			// the instance's timeline never goes back.
+			x.limit.end[x.inst] = later(x.limit.end[x.inst], end)
 		}
 		if s.dev != nil {
 			s.dev.ended(x, end) // a job that never ran ends at its start
