@@ -1,0 +1,349 @@
+package sched
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// variantConfig is a Jetson-shaped device: a GPU and two DLA cores, a
+// detector built for each (slower on the GPU, so that only the queues can
+// make it the best), lane on DLA0, segment on DLA1 and a VLM on the GPU.
+func variantConfig() Config {
+	return Config{
+		Accelerators: []AcceleratorSpec{{Name: "gpu", Slots: 1}, {Name: "dla0", Slots: 1}, {Name: "dla1", Slots: 1}},
+		SafetyMargin: 100,
+		Models: []ModelSpec{
+			{Name: "detector", Variants: []string{"detector_gpu", "detector_dla0", "detector_dla1"}},
+			{Name: "detector_gpu", Exec: 20 * ms, Accelerator: "gpu"},
+			{Name: "detector_dla0", Exec: 14 * ms, Accelerator: "dla0"},
+			{Name: "detector_dla1", Exec: 14 * ms, Accelerator: "dla1"},
+			{Name: "lane", Exec: 14 * ms, Accelerator: "dla0"},
+			{Name: "segment", Exec: 10 * ms, Accelerator: "dla1"},
+			{Name: "vlm", Exec: 200 * ms, Accelerator: "gpu"},
+		},
+		Streams: []StreamSpec{
+			{Name: "detector", Model: "detector", Class: Protected, Period: 33 * ms, MaxAge: 50 * ms, Queue: Latest, WindowAligned: true},
+			{Name: "lane", Model: "lane", Class: High, Period: 33 * ms, MaxAge: 66 * ms, Queue: Latest},
+			{Name: "segment", Model: "segment", Class: High, Period: 33 * ms, MaxAge: 66 * ms, Queue: Latest},
+			{Name: "vlm", Model: "vlm", Class: BestEffort, Period: time.Second, MaxAge: 2 * time.Second, Queue: Latest},
+		},
+	}
+}
+
+// slotOf returns the global slot of accelerator name's slot 0.
+func slotOf(t *testing.T, s *Scheduler, name string) int {
+	t.Helper()
+	for p := range s.accels {
+		if s.accels[p].name == name {
+			return s.accels[p].slotBase
+		}
+	}
+	t.Fatalf("no accelerator %q", name)
+	return -1
+}
+
+func mustRunAs(t *testing.T, s *Scheduler, acts []Action, tok uint64, model, accel string) Action {
+	t.Helper()
+	a := mustDispatch(t, acts, tok)
+	if a.Model != model || a.Slot != slotOf(t, s, accel) {
+		t.Fatalf("token %d ran as %q on slot %d, want %q on %s: %s", tok, a.Model, a.Slot, model, accel, fmtActs(acts))
+	}
+	if got := s.StreamName(a.Stream); got != "detector" {
+		t.Fatalf("token %d: Dispatch names stream %q, want the logical stream", tok, got)
+	}
+	return a
+}
+
+// A frame goes to the variant whose result lands first: the idle GPU even
+// though its engine is the slower one, and with the GPU busy the DLA core
+// whose queue ends first.
+func TestVariantLandsFirst(t *testing.T) {
+	h := newHarness(t, variantConfig())
+	h.arrive("lane", 0)    // DLA0 until 14 ms
+	h.arrive("segment", 0) // DLA1 until 10 ms
+	h.set(at(1))
+	tok, acts := h.arrive("detector", 0)
+	mustRunAs(t, h.s, acts, tok, "detector_gpu", "gpu") // lands at 21 ms; DLA1 at 24, DLA0 at 28
+
+	h = newHarness(t, variantConfig())
+	h.arrive("vlm", 0)     // the GPU until 200 ms
+	h.arrive("lane", 0)    // DLA0 until 14 ms
+	h.arrive("segment", 0) // DLA1 until 10 ms
+	h.set(at(1))
+	tok, acts = h.arrive("detector", 0)
+	mustNothing(t, acts, tok) // waits at DLA1, behind segment
+	h.set(at(10))
+	acts = h.complete(2+1, true) // segment
+	mustRunAs(t, h.s, acts, tok, "detector_dla1", "dla1")
+
+	var snap Snapshot
+	h.s.Snapshot(h.now, &snap)
+	for _, v := range snap.Variants {
+		want := uint64(0)
+		if v.Variant == "detector_dla1" {
+			want = 1
+		}
+		if v.Stream != "detector" || v.Model != "detector" || v.Dispatched != want {
+			t.Fatalf("variant counts %+v", snap.Variants)
+		}
+	}
+	if len(snap.Variants) != 3 {
+		t.Fatalf("variant counts %+v", snap.Variants)
+	}
+}
+
+// A newer frame sent to another variant supersedes the older one waiting at
+// the first, which is answered Aborted exactly once and never runs; an
+// arrival older than a frame waiting at any variant is itself superseded.
+func TestVariantSupersedesAcrossVariants(t *testing.T) {
+	h := newHarness(t, variantConfig())
+	vlm, _ := h.arrive("vlm", 0)
+	lane, _ := h.arrive("lane", 0)
+	seg, _ := h.arrive("segment", 0)
+	_ = vlm
+	h.set(at(1))
+	f1, acts := h.arrive("detector", 0)
+	mustNothing(t, acts, f1) // waits at DLA1
+	h.set(at(3))
+	h.complete(lane, true) // DLA0 idle
+	h.set(at(4))
+	f2, acts := h.arrive("detector", at(4))
+	mustRunAs(t, h.s, acts, f2, "detector_dla0", "dla0")
+	mustAnswer(t, acts, f1, Aborted, Superseded)
+	seen := 0
+	for _, a := range acts {
+		if a.Token == f1 {
+			seen++
+		}
+	}
+	if seen != 1 {
+		t.Fatalf("token %d answered %d times: %s", f1, seen, fmtActs(acts))
+	}
+	h.set(at(10))
+	acts = h.complete(seg, true)
+	mustNothing(t, acts, f1)
+
+	// f3 waits at DLA0 (behind f2 until 18 ms; DLA1 runs segment until 20
+	// ms). Segment ends early, and a frame captured before f3 arrives: it
+	// would land first at the idle DLA1, but f3 is newer: the arrival is
+	// superseded, and f3 waits on.
+	seg2, _ := h.arrive("segment", 0)
+	h.set(at(11))
+	f3, acts := h.arrive("detector", at(11))
+	mustNothing(t, acts, f3)
+	h.set(at(12))
+	h.complete(seg2, true)
+	old, acts := h.arrive("detector", at(5))
+	mustAnswer(t, acts, old, Aborted, Superseded)
+	mustNothing(t, acts, f3)
+	st := h.stats("detector")
+	if st.Received != 4 || st.Superseded != 2 || st.Waiting != 1 || st.Running != 1 || st.Forwarded != 0 {
+		t.Fatalf("detector counters %+v", st.Counters)
+	}
+}
+
+// Coverage of a logical stream counts a window once, whichever variants
+// delivered in it.
+func TestVariantCoverageCountsAWindowOnce(t *testing.T) {
+	h := newHarness(t, variantConfig())
+	f1, acts := h.arrive("detector", 0)
+	mustRunAs(t, h.s, acts, f1, "detector_dla0", "dla0") // DLA0 and DLA1 tie: the first listed
+	h.set(at(14))
+	h.complete(f1, true) // window 0, by the second variant listed
+	h.set(at(33))
+	f2, acts := h.arrive("detector", 0)
+	mustRunAs(t, h.s, acts, f2, "detector_dla0", "dla0")
+	h.set(at(34))
+	f3, acts := h.arrive("detector", 0)
+	mustRunAs(t, h.s, acts, f3, "detector_dla1", "dla1") // DLA1 lands at 48, DLA0 at 61
+	h.set(at(47))
+	h.complete(f2, true)
+	h.set(at(48))
+	h.complete(f3, true) // window 1, twice
+	h.set(at(100))
+	st := h.stats("detector")
+	if st.CoverageWindows != 3 || st.CoveredWindows != 2 {
+		t.Fatalf("detector coverage %d of %d windows, want 2 of 3", st.CoveredWindows, st.CoverageWindows)
+	}
+	if st.Forwarded != 3 || !st.HasAoI || st.AoI != 100*ms-34*ms {
+		t.Fatalf("detector %+v", st)
+	}
+}
+
+// Every request of a logical stream is answered once under Cancel, a
+// backend marked down and Drain, and its counters balance.
+func TestVariantExactlyOnce(t *testing.T) {
+	h := newHarness(t, variantConfig())
+	h.arrive("vlm", 0)
+	lane, _ := h.arrive("lane", 0)
+	h.arrive("segment", 0)
+	h.set(at(1))
+	f1, _ := h.arrive("detector", 0) // waits at DLA1
+	acts := h.cancel(f1)
+	mustNothing(t, acts, f1)
+	h.set(at(2))
+	f2, _ := h.arrive("detector", 0)
+	h.acts = h.s.SetBackendAvailable(h.now, false, h.acts[:0])
+	h.check()
+	mustAnswer(t, h.acts, f2, Unavailable, Rejected)
+	h.acts = h.s.SetBackendAvailable(h.now, true, h.acts[:0])
+	h.check()
+	h.set(at(3))
+	h.complete(lane, true)
+	f3, acts := h.arrive("detector", 0) // DLA0, idle
+	mustRunAs(t, h.s, acts, f3, "detector_dla0", "dla0")
+	h.cancel(f3) // running: counted when it completes
+	f4, _ := h.arrive("detector", 0)
+	h.acts = h.s.Drain(h.now, h.acts[:0])
+	h.check()
+	mustAnswer(t, h.acts, f4, Unavailable, Rejected)
+	h.set(at(17))
+	acts = h.complete(f3, true)
+	mustNothing(t, acts, f3)
+	st := h.stats("detector")
+	if st.Received != 4 || st.Cancelled != 2 || st.Rejected != 2 || st.InFlight() != 0 {
+		t.Fatalf("detector counters %+v", st.Counters)
+	}
+}
+
+// A variant is a model of its own: a request naming it without a stream goes
+// to its own stream (never to a logical stream's copy), and a request naming
+// the logical model without one to the logical model's only stream.
+func TestVariantRouting(t *testing.T) {
+	cfg := variantConfig()
+	cfg.Streams = append(cfg.Streams, StreamSpec{Name: "cam", Model: "detector_dla1", Class: High, Period: 33 * ms, MaxAge: 66 * ms, Queue: Latest})
+	h := newHarness(t, cfg)
+	tok, acts := h.arriveReq(Request{Model: "detector_dla1"})
+	a := mustDispatch(t, acts, tok)
+	if h.s.StreamName(a.Stream) != "cam" || a.Model != "" || a.Slot != slotOf(t, h.s, "dla1") {
+		t.Fatalf("direct request: %s", fmtActs(acts))
+	}
+	tok, acts = h.arriveReq(Request{Model: "detector_dla0"})
+	mustAnswer(t, acts, tok, NotFound, Rejected)
+	tok, acts = h.arriveReq(Request{Model: "detector"})
+	mustRunAs(t, h.s, acts, tok, "detector_dla0", "dla0")
+	tok, acts = h.arriveReq(Request{Stream: "detector", Model: "detector_gpu"})
+	mustAnswer(t, acts, tok, InvalidArgument, Rejected)
+	tok, acts = h.arriveReq(Request{Stream: "nope", Model: "detector"})
+	mustAnswer(t, acts, tok, NotFound, Rejected)
+
+	// Under the default contract a request of the logical model on a stream
+	// not configured joins the default stream of the variant where it lands
+	// first.
+	cfg.UnknownStreams = DefaultContract
+	h = newHarness(t, cfg)
+	tok, acts = h.arriveReq(Request{Stream: "cam9", Model: "detector"})
+	a = mustDispatch(t, acts, tok)
+	if a.Model != "detector_dla0" || h.s.StreamName(a.Stream) != "default/detector_dla0" {
+		t.Fatalf("default contract: %s", fmtActs(acts))
+	}
+	var snap Snapshot
+	h.s.Snapshot(h.now, &snap)
+	found := false
+	for _, v := range snap.Variants {
+		if v.Stream == "default/detector" && v.Variant == "detector_dla0" {
+			found = v.Dispatched == 1
+		}
+	}
+	if !found {
+		t.Fatalf("variant counts %+v", snap.Variants)
+	}
+}
+
+// Without variants, nothing changes: stream numbering and Action.Model.
+func TestVariantNumberingUnchanged(t *testing.T) {
+	cfg := variantConfig()
+	cfg.UnknownStreams = DefaultContract
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for i := range s.NumStreams() {
+		names = append(names, s.StreamName(i))
+	}
+	want := "detector lane segment vlm default/detector_gpu default/detector_dla0 default/detector_dla1 default/lane default/segment default/vlm"
+	if got := strings.Join(names, " "); got != want {
+		t.Fatalf("streams %s\nwant    %s", got, want)
+	}
+}
+
+func TestVariantConfigErrors(t *testing.T) {
+	for _, tc := range []struct {
+		edit func(c *Config)
+		want string
+	}{
+		{func(c *Config) { c.Models[0].Exec = ms }, "no exec_ms of its own"},
+		{func(c *Config) { c.Models[0].Accelerator = "gpu" }, "remove on:"},
+		{func(c *Config) { c.Models[0].MaxBatch = 4 }, "set max_batch on its variants"},
+		{func(c *Config) { c.Models[0].Instances = 1 }, "no instances of its own"},
+		{func(c *Config) { c.Models[0].Exclusive = true }, "corun: false belongs on the variants"},
+		{func(c *Config) { c.Models[0].Variants = []string{"detector_gpu", "detector_npu"} }, `variant "detector_npu" is not configured`},
+		{func(c *Config) { c.Models[0].Variants = []string{"detector"} }, "its own variant"},
+		{func(c *Config) { c.Models[0].Variants = []string{"detector_gpu", "detector_gpu"} }, "already a variant of"},
+		{func(c *Config) { c.Models[1].Variants = []string{"detector_dla0"} }, "is itself a logical model"},
+		{func(c *Config) { c.Models[0].Variants = []string{"detector_dla0", "lane"} }, `both run on accelerator "dla0"`},
+		{func(c *Config) {
+			c.Accelerators = nil
+			c.Slots = 1
+			for i := range c.Models {
+				c.Models[i].Accelerator = ""
+			}
+		}, "declare accelerators"},
+		{func(c *Config) {
+			c.UnknownStreams = DefaultContract
+			c.Streams[1].Name = "default/detector"
+		}, "default contract of logical model"},
+	} {
+		cfg := variantConfig()
+		tc.edit(&cfg)
+		_, err := New(cfg)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("want error containing %q, got %v", tc.want, err)
+		}
+	}
+	// One accelerator: a logical model of one variant is an alias.
+	cfg := Config{Accelerators: []AcceleratorSpec{{Name: "gpu", Slots: 1}}, SafetyMargin: 100,
+		Models:  []ModelSpec{{Name: "det", Variants: []string{"det_fp16"}}, {Name: "det_fp16", Exec: 8 * ms}},
+		Streams: []StreamSpec{{Name: "cam", Model: "det", Class: High, Period: 33 * ms, MaxAge: 66 * ms}}}
+	h := newHarness(t, cfg)
+	tok, acts := h.arriveReq(Request{Model: "det"})
+	if a := mustDispatch(t, acts, tok); a.Model != "det_fp16" {
+		t.Fatalf("alias: %s", fmtActs(acts))
+	}
+}
+
+// fuzzVariantConfig is fuzzConfig on a GPU and two DLA cores with the
+// detector built for each: copies, cross-variant superseding, shared
+// deliveries and guards under every event.
+func fuzzVariantConfig(gpu int) Config {
+	cfg := fuzzConfig(0)
+	cfg.Accelerators = []AcceleratorSpec{{Name: "gpu", Slots: gpu}, {Name: "dla0", Slots: 1}, {Name: "dla1", Slots: 1}}
+	on := map[string]string{"scan": "dla0", "ocr": "dla1", "pose": "gpu", "depth": "gpu", "vlm": "gpu"}
+	for i := range cfg.Models {
+		cfg.Models[i].Accelerator = on[cfg.Models[i].Name]
+		if cfg.Models[i].Name == "det" {
+			cfg.Models[i] = ModelSpec{Name: "det", Variants: []string{"det_gpu", "det_dla0", "det_dla1"}}
+		}
+	}
+	cfg.Models = append(cfg.Models,
+		ModelSpec{Name: "det_gpu", Exec: 6 * ms, Accelerator: "gpu"},
+		ModelSpec{Name: "det_dla0", Exec: 12 * ms, Accelerator: "dla0"},
+		ModelSpec{Name: "det_dla1", Exec: 12 * ms, Accelerator: "dla1"})
+	cfg.Streams = append(cfg.Streams, StreamSpec{Name: "rear", Model: "det", Class: High, Period: 33 * ms, MaxAge: 66 * ms, Queue: FIFO, Capacity: 2})
+	return cfg
+}
+
+var fuzzVariantStreams = []Request{
+	{Stream: "detector", Model: "det"},
+	{Stream: "rear", Model: "det"},
+	{Stream: "lidar", Model: "scan"},
+	{Stream: "pose", Model: "pose"},
+	{Stream: "vlm", Model: "vlm"},
+	{Model: "det"},                     // the logical model under the default contract
+	{Model: "det_dla1"},                // a variant by name: its default contract
+	{Stream: "detector", Model: "ocr"}, // model mismatch
+	{Stream: "detector", Model: "det_gpu"},
+	{Model: "nope"},
+}
