@@ -425,7 +425,8 @@ func (v *variants) send(s *Scheduler, now Time, c streamRef, r Request, acts []A
 }
 
 // choose returns the copy whose engine would complete a frame of class
-// arriving at t first; the first of equals (Variants order).
+// arriving at t first; the first listed of equals (Variants order: the
+// operator's preference).
 func (v *variants) choose(s *Scheduler, copies []streamRef, now, t Time, class Class) int {
 	best, bestT := 0, Never
 	for i, c := range copies {
@@ -463,23 +464,25 @@ func (s *Scheduler) landing(now, t Time, own *stream, class Class, buf *[]Time) 
 			f[i] = m
 		}
 	}
-	place := func(mi int32, at Time) Time {
+	var start Time
+	var c time.Duration
+	place := func(mi int32, at Time) {
 		k := 0
 		for i := range f {
 			if f[i] < f[k] {
 				k = i
 			}
 		}
-		start := max(f[k], at)
+		start = max(f[k], at)
 		if s.models[mi].spec.Exclusive && s.slots > 1 {
 			for _, x := range f {
 				start = max(start, x)
 			}
-			end := start.Add(s.cost(mi, 0))
+			c = s.cost(mi, 0)
 			for i := range f {
-				f[i] = end
+				f[i] = start.Add(c)
 			}
-			return end
+			return
 		}
 		occ := 0
 		for i := range f {
@@ -487,8 +490,8 @@ func (s *Scheduler) landing(now, t Time, own *stream, class Class, buf *[]Time) 
 				occ++
 			}
 		}
-		f[k] = start.Add(s.cost(mi, occ))
-		return f[k]
+		c = s.cost(mi, occ)
+		f[k] = start.Add(c)
 	}
 	for i := range s.streams {
 		p := &s.streams[i]
@@ -499,7 +502,8 @@ func (s *Scheduler) landing(now, t Time, own *stream, class Class, buf *[]Time) 
 			place(p.model, now)
 		}
 	}
-	return place(own.model, t)
+	place(own.model, t)
+	return start.Add(c)
 }
 
 // supersedeWaiting answers Aborted (superseded) the unpinned waiting frames
