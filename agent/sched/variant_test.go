@@ -447,3 +447,89 @@ func TestVariantGuardsOnlyWhereExpected(t *testing.T) {
 		t.Fatalf("lane %+v", st.Counters)
 	}
 }
+
+// eightStreamsVariants is eightStreams3Accel with the detector built for the
+// GPU and the DLA: a logical model with two variants.
+func eightStreamsVariants() Config {
+	cfg := eightStreams3Accel()
+	for i := range cfg.Models {
+		if cfg.Models[i].Name == "det" {
+			cfg.Models[i] = ModelSpec{Name: "det", Variants: []string{"det_gpu", "det_dla"}}
+		}
+	}
+	cfg.Models = append(cfg.Models, ModelSpec{Name: "det_gpu", Exec: 6 * ms, Accelerator: "gpu"},
+		ModelSpec{Name: "det_dla", Exec: 8 * ms, Accelerator: "dla"})
+	return cfg
+}
+
+// TestDecisionAllocsVariants: a logical model's frames are routed without
+// allocating.
+func TestDecisionAllocsVariants(t *testing.T) {
+	s, err := New(eightStreamsVariants())
+	if err != nil {
+		t.Fatal(err)
+	}
+	acts := make([]Action, 0, 16)
+	var now Time
+	var tok uint64
+	acts = decisionLoop(s, &now, &tok, acts, 1000)
+	if n := testing.AllocsPerRun(2000, func() { acts = decisionLoop(s, &now, &tok, acts, 1) }); n != 0 {
+		t.Errorf("%v allocations per decision", n)
+	}
+	var snap Snapshot
+	s.Snapshot(now, &snap)
+	if n := testing.AllocsPerRun(100, func() { s.Snapshot(now, &snap) }); n != 0 {
+		t.Errorf("Snapshot into a reused value: %v allocations", n)
+	}
+	l := &loadedLoop{s: s, acts: make([]Action, 0, 16)}
+	for range 1000 {
+		l.round()
+	}
+	if n := testing.AllocsPerRun(2000, l.round); n != 0 {
+		t.Errorf("loaded: %v allocations per decision", n)
+	}
+	s.Snapshot(l.now, &snap)
+	ran := map[string]uint64{}
+	for _, v := range snap.Variants {
+		ran[v.Variant] += v.Dispatched
+	}
+	if ran["det_gpu"] == 0 || ran["det_dla"] == 0 {
+		t.Errorf("variants %+v: not exercising both", snap.Variants)
+	}
+}
+
+// BenchmarkDecisionVariants is BenchmarkDecision8Streams3Accel with the
+// detector a logical model of two variants.
+func BenchmarkDecisionVariants(b *testing.B) {
+	for _, loaded := range []bool{false, true} {
+		name := "idle"
+		if loaded {
+			name = "loaded"
+		}
+		b.Run(name, func(b *testing.B) {
+			s, err := New(eightStreamsVariants())
+			if err != nil {
+				b.Fatal(err)
+			}
+			if !loaded {
+				acts := make([]Action, 0, 16)
+				var now Time
+				var tok uint64
+				b.ReportAllocs()
+				b.ResetTimer()
+				acts = decisionLoop(s, &now, &tok, acts, b.N)
+				_ = acts
+				return
+			}
+			l := &loadedLoop{s: s, acts: make([]Action, 0, 16)}
+			for range 1000 {
+				l.round()
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				l.round()
+			}
+		})
+	}
+}
