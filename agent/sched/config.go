@@ -38,9 +38,10 @@ type ModelSpec struct {
 	Instances int
 	// Variants makes the model a logical one: a frame of it runs as one of
 	// these models (the same network built for several accelerators, each
-	// a ModelSpec of its own with its Exec and Accelerator), the one whose
-	// result lands first; the Dispatch names it (Action.Model). A logical
-	// model has no Exec, Accelerator or batching of its own.
+	// a ModelSpec of its own with its Exec and Accelerator, at most one per
+	// accelerator), the one whose result lands first; the Dispatch names it
+	// (Action.Model). A logical model has no Exec, Accelerator, batching,
+	// Instances or Exclusive of its own (see Variants in doc.go).
 	Variants []string
 }
 
