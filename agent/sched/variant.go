@@ -297,9 +297,17 @@ func (v *variants) dispatched(p int32, e *Scheduler, act *Action) {
 		return
 	}
 	r := &e.reqs[ri]
-	act.Model = e.models[e.streams[r.stream].model].spec.Name
+	st := &e.streams[r.stream]
+	act.Model = e.models[st.model].spec.Name
 	if k := v.statOf[p][r.stream]; k >= 0 {
 		v.stats[k].Dispatched++
+	}
+	if st.lc != nil {
+		// One min_rate_hz budget for the stream, not one per variant.
+		for _, t := range st.lc.twins {
+			o := &t.e.streams[t.st]
+			o.anchor, o.anchored = st.anchor, st.anchored
+		}
 	}
 }
 

@@ -533,3 +533,42 @@ func BenchmarkDecisionVariants(b *testing.B) {
 		})
 	}
 }
+
+// A logical stream's min_rate_hz budget is one budget, not one per variant:
+// after a budget run at the GPU, a frame that lands first at the DLA is
+// deferred there like any blocked frame, not owed a first run of its own.
+func TestVariantOneBudget(t *testing.T) {
+	cfg := Config{
+		Accelerators: []AcceleratorSpec{{Name: "gpu", Slots: 1}, {Name: "dla0", Slots: 1}},
+		SafetyMargin: 100,
+		Models: []ModelSpec{
+			{Name: "vlm", Variants: []string{"vlm_gpu", "vlm_dla"}},
+			{Name: "vlm_gpu", Exec: 200 * ms, Accelerator: "gpu"},
+			{Name: "vlm_dla", Exec: 200 * ms, Accelerator: "dla0"},
+			{Name: "det_g", Exec: 10 * ms, Accelerator: "gpu"},
+			{Name: "det_d", Exec: 10 * ms, Accelerator: "dla0"},
+		},
+		Streams: []StreamSpec{
+			{Name: "pg", Model: "det_g", Class: Protected, Period: 50 * ms, MaxAge: 50 * ms},
+			{Name: "pd", Model: "det_d", Class: Protected, Period: 50 * ms, MaxAge: 50 * ms},
+			{Name: "vlm", Model: "vlm", Class: BestEffort, Period: time.Second, MaxAge: 2 * time.Second, MinRateHz: 1},
+		},
+	}
+	h := newHarness(t, cfg)
+	pg, _ := h.arrive("pg", 0)
+	pd, _ := h.arrive("pd", 0)
+	h.set(at(10))
+	h.complete(pg, true)
+	h.complete(pd, true)
+	h.set(at(20))
+	v1, acts := h.arrive("vlm", 0)
+	if a := mustDispatch(t, acts, v1); !a.Budget || a.Model != "vlm_gpu" {
+		t.Fatalf("first VLM frame: %s", fmtActs(acts))
+	}
+	h.set(at(30))
+	v2, acts := h.arrive("vlm", 0)
+	mustNothing(t, acts, v2)
+	if st := h.stats("vlm"); st.BudgetRuns != 1 || st.Deferred != 1 {
+		t.Fatalf("vlm %+v budget runs %d", st.Counters, st.BudgetRuns)
+	}
+}
