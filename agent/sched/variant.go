@@ -90,7 +90,7 @@ func (c *copyState) shareDelivery(now, capture Time, age time.Duration) {
 
 // shareArrival hands the other copies what the arrival on st taught: the
 // newest capture (from which next frames are predicted), the arrival lag, the
-// grid and the coverage gauge's start.
+// batch key, the grid and the coverage gauge's start.
 func (c *copyState) shareArrival(st *stream) {
 	for _, t := range c.twins {
 		o := &t.e.streams[t.st]
@@ -98,6 +98,9 @@ func (c *copyState) shareArrival(st *stream) {
 			o.lastCapture, o.seen = st.lastCapture, true
 		}
 		o.lag, o.lagDev = st.lag, st.lagDev
+		if st.lastKey != 0 {
+			o.lastKey = st.lastKey // the key its next frame is predicted to carry
+		}
 		if st.gridSet && !o.gridSet {
 			o.origin, o.gridSet = st.origin, true
 		}
