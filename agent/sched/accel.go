@@ -201,14 +201,22 @@ func (s *Scheduler) refreshWake() {
 // on one accelerator: at or after another's NextWake the event stands for
 // the Tick the caller would have made, so NextWake is always in the future.
 func (s *Scheduler) due(now Time, acts []Action) []Action {
-	if s.wake <= now {
-		for p := range s.accels {
-			if e := s.accels[p].e; e != nil && e.wake <= now {
-				n0 := len(acts)
-				acts = s.translate(int32(p), n0, e.pass(now, acts))
-			}
+	if s.wake > now {
+		return acts
+	}
+	for p := range s.accels {
+		if e := s.accels[p].e; e != nil && e.wake <= now {
+			n0 := len(acts)
+			acts = s.translate(int32(p), n0, e.pass(now, acts))
 		}
 	}
+	return acts
+}
+
+// settle ends every event of the front: the passes due, then where each
+// logical stream's next frame is expected (variant.go).
+func (s *Scheduler) settle(now Time, acts []Action) []Action {
+	acts = s.due(now, acts)
 	if s.vars != nil {
 		acts = s.vars.steer(s, now, acts)
 	}
@@ -218,7 +226,7 @@ func (s *Scheduler) due(now Time, acts []Action) []Action {
 func (s *Scheduler) frontArrive(now Time, r Request, acts []Action) []Action {
 	if s.vars != nil {
 		if out, ok := s.vars.arrive(s, now, r, acts); ok {
-			return s.due(now, out)
+			return s.settle(now, out)
 		}
 	}
 	p := s.part(&r)
@@ -227,25 +235,25 @@ func (s *Scheduler) frontArrive(now Time, r Request, acts []Action) []Action {
 		dup = true // live on another accelerator: refused like any duplicate
 	}
 	n0 := len(acts)
-	return s.due(now, s.translate(p, n0, s.accels[p].e.arrive(now, r, dup, acts)))
+	return s.settle(now, s.translate(p, n0, s.accels[p].e.arrive(now, r, dup, acts)))
 }
 
 func (s *Scheduler) frontFinish(now Time, token uint64, out Outcome, acts []Action) []Action {
 	p := s.partOfToken(token)
 	if p < 0 {
-		return s.due(now, acts)
+		return s.settle(now, acts)
 	}
 	n0 := len(acts)
-	return s.due(now, s.translate(p, n0, s.accels[p].e.finish(now, token, out, acts)))
+	return s.settle(now, s.translate(p, n0, s.accels[p].e.finish(now, token, out, acts)))
 }
 
 func (s *Scheduler) frontCancel(now Time, token uint64, acts []Action) []Action {
 	p := s.partOfToken(token)
 	if p < 0 {
-		return s.due(now, acts)
+		return s.settle(now, acts)
 	}
 	n0 := len(acts)
-	return s.due(now, s.translate(p, n0, s.accels[p].e.Cancel(now, token, acts)))
+	return s.settle(now, s.translate(p, n0, s.accels[p].e.Cancel(now, token, acts)))
 }
 
 // each calls f on every engine at now and translates what it appended.

@@ -25,6 +25,7 @@ type request struct {
 	filled    bool // counted as waiting for its batch to fill (once per request)
 	budget    bool // running on a min_rate_hz budget
 	cancelled bool // the client went away while it ran
+	variant   bool // a frame of a logical model: its Dispatch names the variant (variant.go)
 	capture   Time
 	arrival   Time
 	deadline  Time   // capture + MaxAge; Never under the default contract
@@ -49,7 +50,6 @@ type request struct {
 	seqID     uint64 // Request.SequenceID: 0 belongs to no sequence
 	seqStart  bool   // carries the sequence's START (sequence.go)
 	seqEnd    bool   // carries its END
-	variant   bool   // a frame of a logical model: its Dispatch names the variant (variant.go)
 }
 
 type model struct {
