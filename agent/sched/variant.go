@@ -415,9 +415,11 @@ func (v *variants) arrive(s *Scheduler, now Time, r Request, acts []Action) ([]A
 // arriveDefault routes a request of a logical model under the default
 // contract: to the default stream of the variant whose result lands first.
 func (v *variants) arriveDefault(s *Scheduler, now Time, lm *logicalModel, r Request, acts []Action) []Action {
-	ci := v.choose(s, lm.defaults, now, now, BestEffort)
+	var ci int
 	if r.SequenceID != 0 {
 		ci = int(r.SequenceID % uint64(len(lm.defaults)))
+	} else {
+		ci = v.choose(s, lm.defaults, now, now, BestEffort)
 	}
 	// A stream name that no configured stream has (validateVariants)
 	// routes to the variant's default stream.
