@@ -274,8 +274,8 @@ func (c Config) resolveAccelerators() (Config, string, error) {
 		return whole, c.Accelerators[0].Name, nil
 	}
 	if len(c.Accelerators) == 1 {
-		// A front over one engine (variants need one): every model is
-		// placed on the one accelerator.
+		// Variants need the front, even over one accelerator: every
+		// model is placed on it.
 		models := make([]ModelSpec, len(c.Models))
 		for i, m := range c.Models {
 			if m.Accelerator == "" && len(m.Variants) == 0 {
