@@ -36,13 +36,13 @@ type Config struct {
 	// there takes longer while another accelerator runs one: the estimator's
 	// seed (accel.go).
 	Interference map[string]float64 `yaml:"interference"`
-	GRPC         GRPC             `yaml:"grpc"`
-	REST         REST             `yaml:"rest"` // rest.go
-	Log          Log              `yaml:"log"`
-	Scheduler    Scheduler        `yaml:"scheduler"`
-	Models       map[string]Model `yaml:"models"`
-	Streams      []Stream         `yaml:"streams"`
-	CPU          CPU              `yaml:"cpu"`
+	GRPC         GRPC               `yaml:"grpc"`
+	REST         REST               `yaml:"rest"` // rest.go
+	Log          Log                `yaml:"log"`
+	Scheduler    Scheduler          `yaml:"scheduler"`
+	Models       map[string]Model   `yaml:"models"`
+	Streams      []Stream           `yaml:"streams"`
+	CPU          CPU                `yaml:"cpu"`
 
 	File string `yaml:"-"` // the name Parse was given, for errors found later (files the config names)
 

@@ -191,7 +191,6 @@ func TestDeriveRules(t *testing.T) {
 	}
 }
 
-
 func TestSameLayout(t *testing.T) {
 	c := mustParse(t, "models:\n  a: {exec_ms: 5}\n  b: {exec_ms: 5}\n")
 	one, _, err := Derive(c, served(map[string][]wire.InstanceGroup{"a": {dlaGroup(0)}, "b": {dlaGroup(1)}}))
