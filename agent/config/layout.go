@@ -410,6 +410,10 @@ func (c *Config) Resolve(server map[string]*wire.ModelConfig) ([]Disagreement, e
 	return notes, nil
 }
 
+// LayoutFromServer reports whether the config writes accelerators: from_server
+// (the layout must come from the server).
+func (c *Config) LayoutFromServer() bool { return c.accel.fromServer }
+
 // Resolved returns the layout Resolve made the config's, if it ran.
 func (c *Config) Resolved() (Layout, bool) {
 	if c.layout == nil {

@@ -3,6 +3,7 @@ package gateway
 import (
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -91,12 +92,25 @@ func SchedConfig(c *config.Config) (sched.Config, error) {
 	if sc.UnknownStreams, err = sched.ParseUnknownPolicy(c.Scheduler.UnknownStreams); err != nil {
 		return sc, err
 	}
+	slots := map[string]int{}
+	for _, a := range c.AcceleratorList() {
+		slots[a.Name] = a.Slots
+	}
 	for _, name := range c.ModelNames() {
 		m := c.Models[name]
+		if m.Logical() {
+			sc.Models = append(sc.Models, sched.ModelSpec{Name: name, Variants: m.Variants})
+			continue
+		}
 		spec := sched.ModelSpec{Name: name, Exec: m.Exec(), Exclusive: !m.RunsBeside(), Accelerator: c.AcceleratorOf(name),
 			BatchExec: m.BatchCosts()}
 		if m.MaxBatch != nil {
 			spec.MaxBatch = *m.MaxBatch
+		}
+		// Instances bound the model only below its accelerator's slots; at
+		// or above them the slots bound it already.
+		if n := c.InstancesOf(name); n > 0 && n < slots[spec.Accelerator] {
+			spec.Instances = n
 		}
 		sc.Models = append(sc.Models, spec)
 	}
@@ -117,18 +131,41 @@ func SchedConfig(c *config.Config) (sched.Config, error) {
 	return sc, nil
 }
 
+// interimSched builds a scheduler that cannot bound a model's instances or
+// seed interference yet without them, saying what it leaves out: a server
+// whose layout names them must not stop vig from governing it.
+func interimSched(sc sched.Config, log *slog.Logger) (*sched.Scheduler, error) {
+	for i := range sc.Models {
+		if n := sc.Models[i].Instances; n != 0 {
+			log.Warn("this vig cannot bound a model's instances yet: it runs the model's jobs up to its accelerator's slots",
+				"model", sc.Models[i].Name, "instances", n)
+			sc.Models[i].Instances = 0
+		}
+	}
+	for i := range sc.Accelerators {
+		if f := sc.Accelerators[i].Interference; f != 0 {
+			log.Warn("this vig cannot seed interference yet: it learns none", "accelerator", sc.Accelerators[i].Name, "interference", f)
+			sc.Accelerators[i].Interference = 0
+		}
+	}
+	return sched.New(sc)
+}
+
 // NewGovernor builds the scheduler for a configuration.
 func NewGovernor(o GovernorOptions) (*Governor, error) {
 	sc, err := SchedConfig(o.Config)
 	if err != nil {
 		return nil, err
 	}
-	s, err := sched.New(sc)
-	if err != nil {
-		return nil, err
-	}
 	if o.Log == nil {
 		o.Log = slog.Default()
+	}
+	s, err := sched.New(sc)
+	if err != nil && strings.Contains(err.Error(), "not supported yet") {
+		s, err = interimSched(sc, o.Log)
+	}
+	if err != nil {
+		return nil, err
 	}
 	g := &Governor{
 		clock:    func() sched.Time { return sched.Time(o.Clock()) },
