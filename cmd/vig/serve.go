@@ -46,7 +46,10 @@ listeners the config turns on (listen:):
   ring       vig's shared-memory rings for co-located sensors (off by default)
   metrics    Prometheus metrics at /metrics (default 127.0.0.1:9090)
 
-At start vig runs doctor's checks and logs what they find; --strict refuses to
+When the config leaves the layout to the server (no accelerators and no on:,
+or accelerators: from_server), vig first reads each model's instance groups
+from the backend, waiting up to --layout-wait for it (docs/config.md).
+Then vig runs doctor's checks and logs what they find; --strict refuses to
 serve when doctor finds an error (as vig.service does). SIGTERM or SIGINT drains:
 vig stops accepting, answers every accepted request, and exits 0.
 
