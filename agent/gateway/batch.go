@@ -80,6 +80,11 @@ func (g *Governor) batchKey(c *Call, req *sched.Request) {
 	}
 }
 
+// logicalModel reports whether model is a logical one (variants).
+func (g *Gateway) logicalModel(model []byte) bool {
+	return g.gov != nil && g.gov.logical[string(model)]
+}
+
 // batching reports whether vig merges the frames of model into batches.
 func (g *Gateway) batching(model []byte) bool {
 	if g.gov == nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 
 	"github.com/vig-edge/vig/agent/config"
@@ -38,6 +39,10 @@ type Governor struct {
 	// (batch.go). The map is fixed at construction; a value changes when the
 	// server's configuration is read (servermodels.go).
 	maxBatch map[string]*atomic.Int32
+	// variants are the models a logical model's frames run as: the name a
+	// dispatched frame takes, and its model_name field (wire.RenameModel).
+	variants map[string]variant
+	logical  map[string]bool
 
 	mu     sync.Mutex
 	s      *sched.Scheduler
@@ -65,6 +70,9 @@ type Observer interface {
 	// why (wire's Alone* reasons, and the gateway's: streamed, ring,
 	// over_max_batch).
 	Alone(model, why string)
+	// Variant counts a frame of a logical model dispatched as one of its
+	// variants.
+	Variant(model, variant string)
 }
 
 // GovernorOptions configures NewGovernor.
@@ -74,6 +82,12 @@ type GovernorOptions struct {
 	WallDiff func() int64 // wall clock minus Clock, ns, for capture_clock: realtime
 	Log      *slog.Logger
 	Observer Observer
+}
+
+// variant is a model a logical model's frame may run as.
+type variant struct {
+	name  []byte     // immutable, shared by every call renamed to it
+	field mem.Buffer // wire.ModelNameField(name)
 }
 
 // SetObserver sets the metrics observer; call before serving.
@@ -174,6 +188,8 @@ func NewGovernor(o GovernorOptions) (*Governor, error) {
 		names:    map[string]string{},
 		bound:    map[string]string{},
 		maxBatch: map[string]*atomic.Int32{},
+		variants: map[string]variant{},
+		logical:  map[string]bool{},
 		s:        s,
 		calls:    map[uint64]*Call{},
 		obs:      o.Observer,
@@ -186,9 +202,15 @@ func NewGovernor(o GovernorOptions) (*Governor, error) {
 		g.maxBatch[m.Name] = new(atomic.Int32)
 		g.maxBatch[m.Name].Store(int32(m.MaxBatch))
 	}
-	for name := range o.Config.Models {
+	for name, m := range o.Config.Models {
 		g.known[name] = true
 		g.names[name] = name
+		if m.Logical() {
+			g.logical[name] = true
+			for _, v := range m.Variants {
+				g.variants[v] = variant{name: []byte(v), field: wire.ModelNameField(v)}
+			}
+		}
 	}
 	for _, st := range o.Config.Streams {
 		g.names[st.Name] = st.Name
@@ -296,6 +318,9 @@ func (g *Governor) collect(now sched.Time, ds []decision) []decision {
 		} else {
 			c.phase, c.stream, c.capture, c.started = phaseRunning, a.Stream, a.Capture, now
 			c.hand.deadline, c.hand.class = a.Deadline, g.s.StreamClass(a.Stream)
+			if a.Model != "" {
+				g.runAs(c, a.Model)
+			}
 			if a.Batch != 0 && a.BatchSize > 1 && !g.group(c, a) {
 				continue // carried out with its batch's lead
 			}
@@ -304,6 +329,21 @@ func (g *Governor) collect(now sched.Time, ds []decision) []decision {
 	}
 	g.rearm(now)
 	return ds
+}
+
+// runAs makes a dispatched frame of a logical model the variant's: its
+// header names the variant from here on (hand-off, a ring backend's
+// descriptor and answer), and a gRPC backend is sent the message renamed.
+// Called with mu held.
+func (g *Governor) runAs(c *Call, model string) {
+	v, ok := g.variants[model]
+	if !ok {
+		return // not a variant of vig's config: the scheduler names only those
+	}
+	if g.obs != nil {
+		g.obs.Variant(g.intern(c.Header.Model), model)
+	}
+	c.Header.Model, c.rename = v.name, v.field
 }
 
 // complete reports the backend's answer for a dispatched call.
