@@ -399,7 +399,7 @@ func (c *Config) Resolve(server map[string]*wire.ModelConfig) ([]Disagreement, e
 	if err != nil {
 		return notes, err
 	}
-	c.layout = &l
+	c.layout, c.layoutNotes = &l, notes
 	if len(l.Accelerators) > 0 {
 		total := 0
 		for _, a := range l.Accelerators {
@@ -409,6 +409,10 @@ func (c *Config) Resolve(server map[string]*wire.ModelConfig) ([]Disagreement, e
 	}
 	return notes, nil
 }
+
+// LayoutNotes returns the disagreements Resolve found between the config
+// and the server.
+func (c *Config) LayoutNotes() []Disagreement { return c.layoutNotes }
 
 // LayoutFromServer reports whether the config writes accelerators: from_server
 // (the layout must come from the server).

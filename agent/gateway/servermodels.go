@@ -185,13 +185,22 @@ func FetchServerModels(ctx context.Context, addr string, models []string) (map[s
 // said, with the fix.
 func (g *Gateway) checkLayout() {
 	cfg := g.opts.Config
-	running, ok := cfg.Resolved()
-	if !ok || !cfg.DerivesLayout() {
-		return
-	}
 	g.server.mu.RLock()
 	srv := maps.Clone(g.server.models)
 	g.server.mu.RUnlock()
+	if !cfg.DerivesLayout() {
+		// The config declares the layout: where the server binds a model
+		// elsewhere, say so with the fix.
+		_, notes, _ := config.Derive(cfg, srv)
+		for _, n := range notes {
+			g.log.Warn("layout: "+n.String(), "model", n.Model)
+		}
+		return
+	}
+	running, ok := cfg.Resolved()
+	if !ok {
+		return
+	}
 	now, _, err := config.Derive(cfg, srv)
 	if err != nil {
 		g.log.Warn("the server's layout no longer resolves: vig keeps scheduling the layout it started with; fix the server's model configuration, then restart vig",

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -202,4 +205,68 @@ func TestServeLayoutWaitBounded(t *testing.T) {
 	if !strings.Contains(logs.String(), "the backend did not describe the models in time: vig schedules with the config's own layout") {
 		t.Errorf("the log does not say what vig assumed:\n%s", logs.String())
 	}
+}
+
+// vig doctor on a config that leaves the layout to the server reads it
+// first and analyses the derived accelerators; a server it cannot reach is
+// said, with what doctor assumed; a declared layout the server binds
+// otherwise is reported with the fix.
+func TestDoctorReadsServerLayout(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "triton.sock")
+	startRepo(t, sock, orinRepo)
+	run := func(yaml string) (int, doctorJSON) {
+		t.Helper()
+		path := filepath.Join(dir, "c.yaml")
+		if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var out, errb bytes.Buffer
+		code := doctorMain(context.Background(), []string{"-c", path, "--json"}, &out, &errb, false)
+		var r doctorJSON
+		if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+			t.Fatalf("%v: %s %s", err, out.String(), errb.String())
+		}
+		return code, r
+	}
+	layoutCheck := func(r doctorJSON) []string {
+		var out []string
+		for _, c := range r.Checks {
+			if c.Name == "server layout" {
+				out = append(out, c.Status+": "+c.Detail)
+			}
+		}
+		return out
+	}
+
+	_, r := run(strings.Replace(derivedYAML, "backend: {stats_interval_ms: -1}", "backend: {address: \"unix:"+sock+"\"}", 1))
+	if c := layoutCheck(r); len(c) != 1 || c[0] != "ok: read from unix:"+sock+": 3 of 3 models described; derived accelerators dla0=1,dla1=1,gpu=1" {
+		t.Errorf("layout check %q", c)
+	}
+
+	_, r = run(strings.Replace(derivedYAML, "backend: {stats_interval_ms: -1}", "backend: {address: \"unix:"+sock+".gone\"}", 1))
+	if c := layoutCheck(r); len(c) != 1 || !strings.HasPrefix(c[0], "warn: cannot read the models' configuration from unix:"+sock+".gone") ||
+		!strings.Contains(c[0], "doctor assumed one accelerator of backend.slots 1 for every model") {
+		t.Errorf("unreachable server: %q", c)
+	}
+
+	declared := strings.Replace(derivedYAML, "backend: {stats_interval_ms: -1}", "backend: {address: \"unix:"+sock+"\"}\naccelerators: {gpu: 1, dla: 2}", 1)
+	declared = strings.Replace(declared, "detector_gpu: {exec_ms: 8}", "detector_gpu: {exec_ms: 8, on: gpu}", 1)
+	declared = strings.Replace(declared, "detector_dla0: {exec_ms: 14}", "detector_dla0: {exec_ms: 14, on: dla}", 1)
+	declared = strings.Replace(declared, "lane: {exec_ms: 14}", "lane: {exec_ms: 14, on: dla}", 1)
+	_, r = run(declared)
+	c := layoutCheck(r)
+	if len(c) != 3 || !strings.Contains(c[1], `model detector_dla0: the config says runs it on "dla"; the server binds it to dla0`) ||
+		!strings.Contains(c[2], "fix: remove accelerators: and every on: to take the server's layout, or declare dla1: 1 and give the model on: dla1") {
+		t.Errorf("declared layout against the server: %q", c)
+	}
+}
+
+// doctorJSON is what these tests read of doctor's JSON report.
+type doctorJSON struct {
+	Checks []struct {
+		Name   string `json:"name"`
+		Status string `json:"status"`
+		Detail string `json:"detail"`
+	} `json:"checks"`
 }
