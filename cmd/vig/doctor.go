@@ -73,7 +73,7 @@ func doctorMain(ctx context.Context, args []string, stdout, stderr io.Writer, tt
 		// the analysis needs a valid one, so it stops here, and the header claims
 		// no slots it could not read.
 		r = doctor.Report{Findings: doctor.ConfigFindings(err)}
-	} else if checks, err := doctorLayout(ctx, cfg, !*noDevice && !*noServer); err != nil {
+	} else if checks, err := doctorLayout(ctx, cfg, !*noDevice && !*noServer, stderr); err != nil {
 		r = doctor.Report{Findings: doctor.ConfigFindings(err)}
 	} else {
 		r = doctor.Run(ctx, cfg, doctor.Options{Device: !*noDevice, Host: cpuHost(deviceHost())})
@@ -108,12 +108,18 @@ var doctorServerTimeout = 3 * time.Second
 // read, what it assumed when the server could not be read, and where the
 // config and the server disagree; the error is a layout that cannot be
 // completed.
-func doctorLayout(ctx context.Context, cfg *config.Config, read bool) ([]doctor.Check, error) {
+func doctorLayout(ctx context.Context, cfg *config.Config, read bool, stderr io.Writer) ([]doctor.Check, error) {
 	const name = "server layout"
-	if _, ring := cfg.Backend.RingBackend(); ring || cfg.Backend.Embedded || !read {
-		// A ring runtime does not describe its models, the embedded mock
-		// serves the config's, and --no-server (or --no-device-checks)
-		// asks for the config alone: its own layout, no check.
+	if _, ring := cfg.Backend.RingBackend(); ring || cfg.Backend.Embedded {
+		// A ring runtime does not describe its models, and the embedded
+		// mock serves the config's: the config's own layout.
+		return nil, nil
+	}
+	if !read {
+		// --no-server (or --no-device-checks) asks for the config alone.
+		if cfg.DerivesLayout() {
+			fmt.Fprintf(stderr, "vig doctor: the config leaves the layout to the server, not read (--no-server, --no-device-checks): %s\n", assumed(cfg))
+		}
 		return nil, nil
 	}
 	rctx, cancel := context.WithTimeout(ctx, doctorServerTimeout)

@@ -250,6 +250,13 @@ func TestDoctorReadsServerLayout(t *testing.T) {
 		t.Errorf("unreachable server: %q", c)
 	}
 
+	var out, errb bytes.Buffer
+	path := filepath.Join(dir, "c.yaml")
+	doctorMain(context.Background(), []string{"-c", path, "--json", "--no-server"}, &out, &errb, false)
+	if !strings.Contains(errb.String(), "the config leaves the layout to the server, not read (--no-server, --no-device-checks): doctor assumed one accelerator of backend.slots 1") {
+		t.Errorf("--no-server does not say what doctor assumed: %q", errb.String())
+	}
+
 	declared := strings.Replace(derivedYAML, "backend: {stats_interval_ms: -1}", "backend: {address: \"unix:"+sock+"\"}\naccelerators: {gpu: 1, dla: 2}", 1)
 	declared = strings.Replace(declared, "detector_gpu: {exec_ms: 8}", "detector_gpu: {exec_ms: 8, on: gpu}", 1)
 	declared = strings.Replace(declared, "detector_dla0: {exec_ms: 14}", "detector_dla0: {exec_ms: 14, on: dla}", 1)
