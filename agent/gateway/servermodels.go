@@ -185,6 +185,9 @@ func FetchServerModels(ctx context.Context, addr string, models []string) (map[s
 // said, with the fix.
 func (g *Gateway) checkLayout() {
 	cfg := g.opts.Config
+	if cfg.Backend.Embedded {
+		return // the embedded mock serves the config's models: nothing to compare
+	}
 	g.server.mu.RLock()
 	srv := maps.Clone(g.server.models)
 	g.server.mu.RUnlock()

@@ -429,8 +429,10 @@ var layoutWait = 60 * time.Second
 // accelerators: from_server, vig exits with the fix; without accelerators,
 // it starts with the config's own layout (backend.slots) and says so.
 func resolveLayout(ctx context.Context, cfg *config.Config, log *slog.Logger, wait time.Duration) error {
-	if _, ring := cfg.Backend.RingBackend(); ring || !cfg.DerivesLayout() {
-		return nil // a ring runtime does not describe its models; a declared layout is compared on connect
+	if _, ring := cfg.Backend.RingBackend(); ring || cfg.Backend.Embedded || !cfg.DerivesLayout() {
+		// A ring runtime does not describe its models, the embedded mock
+		// serves the config's; a declared layout is compared on connect.
+		return nil
 	}
 	models := cfg.ServedModelNames()
 	deadline := time.Now().Add(wait)
