@@ -207,6 +207,9 @@ func (c *Config) validateAccelerators(bad func(line int, key, format string, arg
 		if len(c.Accelerators) > 0 {
 			bad(c.accel.line, "accelerators", "written twice: from_server and a mapping; keep one")
 		}
+		if c.Backend.Embedded {
+			bad(c.accel.line, "accelerators", "from_server, but the embedded mock serves the config's own models: declare the accelerators (accelerators: {gpu: 1, dla0: 1}) with on:, or run `vig mock-backend --repository FILE` as the server")
+		}
 		if _, ring := c.Backend.RingBackend(); ring {
 			bad(c.accel.line, "accelerators", "from_server, but a ring: runtime does not describe its models: declare the accelerators, e.g. accelerators: {npu: 1}, and give each model on:")
 		}

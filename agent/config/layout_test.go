@@ -226,6 +226,7 @@ func TestParseLayoutKeys(t *testing.T) {
 	for _, tc := range []struct{ yaml, want string }{
 		{"accelerators: gpu\nmodels: {a: {exec_ms: 5}}\n", `t.yaml:1: accelerators: "gpu": write accelerators: from_server`},
 		{"accelerators: from_server\nbackend: {address: 'ring:@npu'}\nmodels: {a: {exec_ms: 5}}\n", "a ring: runtime does not describe its models"},
+		{"accelerators: from_server\nbackend: {embedded: true}\nmodels: {a: {exec_ms: 5}}\n", "from_server, but the embedded mock serves the config's own models"},
 		{"interference: {gpu: 0.5}\nmodels: {a: {exec_ms: 5}}\n", "interference.gpu: 0.5: a factor from 1"},
 		{"interference: {gpu: 11}\nmodels: {a: {exec_ms: 5}}\n", "interference.gpu: 11: a factor from 1"},
 		{"accelerators: {gpu: 1}\ninterference: {dla: 1.2}\nmodels: {a: {exec_ms: 5}}\n", `interference.dla: "dla" is not a declared accelerator (declared: gpu)`},

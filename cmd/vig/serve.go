@@ -421,7 +421,7 @@ func serveWith(ctx context.Context, cfg *config.Config, log *slog.Logger, ready 
 
 // layoutWait bounds how long vig serve waits for the backend to describe
 // the layout before it schedules (--layout-wait).
-var layoutWait = 60 * time.Second
+var layoutWait = 45 * time.Second
 
 // resolveLayout reads the server's model configuration before the scheduler
 // is built, when the config leaves the layout to the server: retried with
