@@ -23,7 +23,8 @@ func skipInterim(t *testing.T, err error, needs string) {
 	}
 	logical, isVariants := strings.CutPrefix(needs, "variants:")
 	if m := err.Error(); strings.Contains(m, "not supported yet") ||
-		(isVariants && strings.Contains(m, fmt.Sprintf("model %q:", logical))) {
+		(isVariants && (strings.Contains(m, fmt.Sprintf("model %q: exec_ms must be > 0", logical)) ||
+			strings.Contains(m, fmt.Sprintf("model %q: no accelerator given", logical)))) {
 		t.Skipf("needs sched %s (branch sched-core: instances, interference; sched-variants: variants): %v", needs, err)
 	}
 	t.Fatal(err)
