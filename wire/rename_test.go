@@ -118,3 +118,22 @@ func FuzzRenameModel(f *testing.F) {
 		checkRenamed(t, msg, out, name)
 	})
 }
+
+func BenchmarkRenameModel(b *testing.B) {
+	msg, _ := proto.Marshal(sampleRequest(6 << 20))
+	var in mem.BufferSlice
+	for p := msg; len(p) > 0; p = p[min(16384, len(p)):] {
+		in = append(in, mem.Copy(p[:min(16384, len(p))], mem.DefaultBufferPool()))
+	}
+	field := ModelNameField("detector_dla0")
+	dst := make(mem.BufferSlice, 0, len(in)+2)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(msg)))
+	for b.Loop() {
+		out, err := RenameModel(dst, in, field)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out.Free()
+	}
+}
