@@ -278,9 +278,13 @@ func Derive(c *Config, server map[string]*wire.ModelConfig) (Layout, []Disagreem
 		}
 		sort.Strings(names)
 		for _, name := range missing {
+			why := "no instance_group in its model configuration"
+			if server[name] == nil {
+				why = "it does not serve a model of that name, or has not loaded it"
+			}
 			errs = append(errs, &Error{File: c.File, Line: c.Models[name].Line, Key: "models." + name + ".on",
-				Msg: fmt.Sprintf("the server does not say where %s runs (no instance_group in its model configuration) and the config does not either: "+
-					"give it on: (one of %s), or an instance_group in its config.pbtxt", name, strings.Join(names, ", "))})
+				Msg: fmt.Sprintf("the server does not say where %s runs (%s) and the config does not either: "+
+					"give it on: (one of %s), or load it with an instance_group in its config.pbtxt", name, why, strings.Join(names, ", "))})
 		}
 		return l, notes, joinErrors(c.File, errs, 0)
 	}

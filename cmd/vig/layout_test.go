@@ -200,11 +200,18 @@ func TestServeLayoutWaitBounded(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatalf("vig did not start:\n%s", logs.String())
 	}
-	cancel()
-	<-served
 	if !strings.Contains(logs.String(), "the backend did not describe the models in time: vig schedules with the config's own layout") {
 		t.Errorf("the log does not say what vig assumed:\n%s", logs.String())
 	}
+	// The backend comes up describing the Orin layout: vig says it runs
+	// another, and how to take it.
+	startRepo(t, sock, orinRepo)
+	waitLog(t, &logs, "the server's layout differs from the one vig schedules")
+	if !strings.Contains(logs.String(), "accelerator dla0 (1 slots) is new") {
+		t.Errorf("the warning does not say what changed:\n%s", logs.String())
+	}
+	cancel()
+	<-served
 }
 
 // vig doctor on a config that leaves the layout to the server reads it

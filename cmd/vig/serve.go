@@ -463,6 +463,10 @@ func resolveLayout(ctx context.Context, cfg *config.Config, log *slog.Logger, wa
 			log.Warn("the backend did not describe the models in time: vig schedules with the config's own layout (one accelerator of backend.slots); "+
 				"once the backend is up vig compares its layout and says so if it differs (then restart vig)",
 				"backend", cfg.Backend.Address, "waited", wait, "slots", cfg.Backend.Slots, "err", err)
+			// The layout vig runs, for that comparison: nothing described.
+			if _, err := cfg.Resolve(nil); err != nil {
+				return configError{err}
+			}
 			return nil
 		}
 		if time.Since(said) >= 10*time.Second {
