@@ -30,7 +30,8 @@ import (
 // from it. interference: {gpu: 1.3, dla0: 1.15} names accelerators of
 // whichever layout holds.
 
-// FromServer is the value of `accelerators:` that asks for the server's layout.
+// AcceleratorsFromServer is the value of `accelerators:` that asks for the
+// server's layout.
 const AcceleratorsFromServer = "from_server"
 
 // Accelerator is one declared accelerator.

@@ -166,6 +166,7 @@ func (g *Gateway) startBatch(b *batchRun) {
 	}
 	lead := b.members[0]
 	bc.Meta = append(bc.Meta[:0], lead.Meta...)
+	bc.rename = lead.rename // the members' messages name the model they were sent for
 	bc.hand.deadline, bc.hand.class = sched.Never, sched.BestEffort
 	for _, m := range b.members {
 		if m.Deadline != 0 && (bc.Deadline == 0 || m.Deadline < bc.Deadline) {
