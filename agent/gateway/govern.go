@@ -145,9 +145,10 @@ func SchedConfig(c *config.Config) (sched.Config, error) {
 	return sc, nil
 }
 
-// interimSched builds a scheduler that cannot bound a model's instances or
-// seed interference yet without them, saying what it leaves out: a server
-// whose layout names them must not stop vig from governing it.
+// interimSched builds the scheduler without what a scheduler refuses as
+// not supported yet (a model's Instances, an accelerator's Interference),
+// saying what it leaves out: a server whose layout names them must not stop
+// vig from governing it. Remove once the scheduler takes both.
 func interimSched(sc sched.Config, log *slog.Logger) (*sched.Scheduler, error) {
 	for i := range sc.Models {
 		if n := sc.Models[i].Instances; n != 0 {
