@@ -144,10 +144,11 @@ func (g *Governor) setMaxBatch(model string, n int) bool {
 
 // FetchServerModels reads the configuration of each of models from the
 // backend at addr (host:port or unix:PATH) over a connection of its own: the
-// layout is read before the gateway and its scheduler exist. A model the
-// server does not know (NOT_FOUND) is left out of the map; a server without
-// ModelConfig (UNIMPLEMENTED) gives an empty map. Any other failure (the
-// backend is not up) is the error, for the caller to retry.
+// layout is read before the gateway and its scheduler exist. A model whose
+// configuration the server refuses (NOT_FOUND: not loaded) is left out of
+// the map; a server without ModelConfig (UNIMPLEMENTED) gives an empty map.
+// A backend that is not up (UNAVAILABLE, a deadline) is the error, for the
+// caller to retry.
 func FetchServerModels(ctx context.Context, addr string, models []string) (map[string]*wire.ModelConfig, error) {
 	target := "passthrough:///" + addr
 	if strings.HasPrefix(addr, "unix:") {
@@ -164,12 +165,12 @@ func FetchServerModels(ctx context.Context, addr string, models []string) (map[s
 		err := cc.Invoke(ctx, methodModelConfig, &pb.ModelConfigRequest{Name: name}, &resp)
 		switch status.Code(err) {
 		case codes.OK:
-		case codes.NotFound:
-			continue
 		case codes.Unimplemented:
 			return out, nil
+		case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+			return nil, err // not up (yet)
 		default:
-			return nil, err
+			continue // the server refuses this model's configuration: it does not describe it
 		}
 		mc, err := wire.ParseModelConfig(resp.Config)
 		if err != nil {
