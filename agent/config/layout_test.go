@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -242,5 +243,30 @@ func TestParseLayoutKeys(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want %q", tc.yaml, err, tc.want)
 		}
+	}
+}
+
+// examples/jetson-orin-triton.yaml against the repository it describes:
+// gpu, dla0, dla1, each engine on its core.
+func TestJetsonTritonExampleDerives(t *testing.T) {
+	data, err := os.ReadFile("../../examples/jetson-orin-triton.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := mustParse(t, string(data))
+	notes, err := c.Resolve(served(map[string][]wire.InstanceGroup{
+		"detector_gpu": {gpuGroup(1)}, "pose": {gpuGroup(1)}, "depth": {gpuGroup(1)}, "vlm": {gpuGroup(1)},
+		"detector_dla0": {dlaGroup(0)}, "lane_dla0": {dlaGroup(0)},
+		"detector_dla1": {dlaGroup(1)}, "segment_dla1": {dlaGroup(1)},
+	}))
+	if err != nil || len(notes) != 0 {
+		t.Fatalf("%v %v", err, notes)
+	}
+	var got []string
+	for _, a := range c.AcceleratorList() {
+		got = append(got, a.Name+"="+strconv.Itoa(a.Slots))
+	}
+	if strings.Join(got, ",") != "gpu=1,dla0=1,dla1=1" || c.AcceleratorOf("lane_dla0") != "dla0" || c.AcceleratorOf("segment_dla1") != "dla1" {
+		t.Fatalf("accelerators %v", got)
 	}
 }
