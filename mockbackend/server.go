@@ -108,6 +108,9 @@ func FromConfig(c *config.Config) Config {
 		}
 	}
 	for name, m := range c.Models {
+		if m.Logical() {
+			continue // its frames reach the server as its variants
+		}
 		mm := Model{Name: name, Exec: m.Exec(), On: c.AcceleratorOf(name)}
 		if m.MaxBatch != nil && *m.MaxBatch > 1 {
 			mm.MaxBatch = *m.MaxBatch
