@@ -1,7 +1,7 @@
-// Package tracetest loads vig's timeline page in a real browser (Debian's
+// Package browsertest loads vig's timeline page in a real browser (Debian's
 // headless Chromium) and checks, on the screenshot, that every track the
 // page's SVG declares was drawn.
-package tracetest
+package browsertest
 
 import (
 	"context"
