@@ -47,6 +47,7 @@ type Recorder struct {
 	clock func() int64 // CLOCK_MONOTONIC ns
 	wall  func() int64 // wall clock minus clock, ns
 	meta  atomic.Pointer[func() Meta]
+	asks  chan struct{} // windows recorded over HTTP (http.go)
 
 	mu   sync.Mutex
 	ring []slot // allocated at the first capture
@@ -62,7 +63,7 @@ func NewRecorder(size int, clock, wallDiff func() int64) (*Recorder, error) {
 	if size < chunk || size > MaxEvents {
 		return nil, errors.New("trace: buffer_events must be between 512 and 16777216 (0: the default, 65536)")
 	}
-	return &Recorder{size: size, clock: clock, wall: wallDiff}, nil
+	return &Recorder{size: size, clock: clock, wall: wallDiff, asks: make(chan struct{}, MaxAsks)}, nil
 }
 
 // Size returns the ring's capacity in events.

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"bufio"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/vig-edge/vig/agent/trace"
+)
+
+// traceOptions is vig serve's --trace FILE --trace-seconds N.
+type traceOptions struct {
+	file    string
+	seconds float64
+}
+
+// runTrace is a trace recorded from vig's start into a file.
+type runTrace struct {
+	once  sync.Once
+	span  *trace.Span
+	file  string
+	log   *slog.Logger
+	timer *time.Timer
+}
+
+// start begins recording when a file is asked for; finish writes it (after
+// the seconds asked, or at drain, whichever comes first).
+func (o traceOptions) start(rec *trace.Recorder, log *slog.Logger) *runTrace {
+	t := &runTrace{file: o.file, log: log}
+	if o.file == "" {
+		return t
+	}
+	t.span = rec.Begin()
+	log.Info("recording the scheduling trace", "file", o.file, "seconds", o.seconds, "buffer_events", rec.Size())
+	if o.seconds > 0 {
+		t.timer = time.AfterFunc(time.Duration(o.seconds*float64(time.Second)), t.finish)
+	}
+	return t
+}
+
+func (t *runTrace) finish() {
+	if t.span == nil {
+		return
+	}
+	t.once.Do(func() {
+		if t.timer != nil {
+			t.timer.Stop()
+		}
+		win := t.span.End()
+		if err := writeTraceFile(t.file, win); err != nil {
+			t.log.Error("trace", "file", t.file, "err", err)
+			return
+		}
+		args := []any{"file", t.file, "events", len(win.Events), "seconds", float64(win.End-win.Start) / 1e9}
+		if win.Dropped > 0 {
+			args = append(args, "dropped", win.Dropped, "fix", "raise trace.buffer_events to keep the whole run")
+		}
+		t.log.Info("trace written (open it in ui.perfetto.dev)", args...)
+	})
+}
+
+// writeTraceFile writes win as Chrome trace-event JSON to path, whole or not
+// at all.
+func writeTraceFile(path string, win *trace.Window) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriterSize(tmp, 256<<10)
+	err = trace.WriteChrome(bw, win)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+	}
+	return err
+}
