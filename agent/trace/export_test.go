@@ -1,0 +1,7 @@
+package trace
+
+var (
+	OutcomeNames = outcomeNames[:]
+	ReasonTexts  = reasonTexts[:]
+	CodeNames    = codeNames[:]
+)
