@@ -17,8 +17,8 @@ type traceOptions struct {
 	seconds float64
 }
 
-// runTrace is a trace recorded from vig's start into a file.
-type runTrace struct {
+// serveTrace is a trace recorded from vig's start into a file.
+type serveTrace struct {
 	once  sync.Once
 	span  *trace.Span
 	file  string
@@ -28,8 +28,8 @@ type runTrace struct {
 
 // start begins recording when a file is asked for; finish writes it (after
 // the seconds asked, or at drain, whichever comes first).
-func (o traceOptions) start(rec *trace.Recorder, log *slog.Logger) *runTrace {
-	t := &runTrace{file: o.file, log: log}
+func (o traceOptions) start(rec *trace.Recorder, log *slog.Logger) *serveTrace {
+	t := &serveTrace{file: o.file, log: log}
 	if o.file == "" {
 		return t
 	}
@@ -41,7 +41,7 @@ func (o traceOptions) start(rec *trace.Recorder, log *slog.Logger) *runTrace {
 	return t
 }
 
-func (t *runTrace) finish() {
+func (t *serveTrace) finish() {
 	if t.span == nil {
 		return
 	}
