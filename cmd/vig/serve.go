@@ -256,8 +256,8 @@ func serveWith(ctx context.Context, cfg *config.Config, log *slog.Logger, ready 
 	if err != nil {
 		return fmt.Errorf("scheduler: %w", err)
 	}
-	serveTrace := to.start(rec, log)
-	defer serveTrace.finish()
+	recording := to.start(rec, log)
+	defer recording.finish()
 	gov.SetObserver(reg.NewSched(gov.Snapshot))
 	// A ring runtime is the gateway's Backend: the gateway opens it and follows its
 	// state; without one, the gateway dials the gRPC backend itself.
@@ -396,7 +396,7 @@ func serveWith(ctx context.Context, cfg *config.Config, log *slog.Logger, ready 
 		scancel()
 	}
 	gw.GracefulStop()
-	serveTrace.finish() // every accepted request is answered: the file ends with their answers
+	recording.finish() // every accepted request is answered: the file ends with their answers
 	n, accepted := gw.Answered(), gw.Accepted()
 	log.Info(fmt.Sprintf("drained: %d answered, %d lost", n, accepted-n))
 	if answered != nil {
