@@ -15,21 +15,23 @@ import (
 type traceOptions struct {
 	file    string
 	seconds float64
+	window  chan<- *trace.Window // tests: also receives the window written
 }
 
 // serveTrace is a trace recorded from vig's start into a file.
 type serveTrace struct {
-	once  sync.Once
-	span  *trace.Span
-	file  string
-	log   *slog.Logger
-	timer *time.Timer
+	once   sync.Once
+	window chan<- *trace.Window
+	span   *trace.Span
+	file   string
+	log    *slog.Logger
+	timer  *time.Timer
 }
 
 // start begins recording when a file is asked for; finish writes it (after
 // the seconds asked, or at drain, whichever comes first).
 func (o traceOptions) start(rec *trace.Recorder, log *slog.Logger) *serveTrace {
-	t := &serveTrace{file: o.file, log: log}
+	t := &serveTrace{file: o.file, log: log, window: o.window}
 	if o.file == "" {
 		return t
 	}
@@ -50,6 +52,9 @@ func (t *serveTrace) finish() {
 			t.timer.Stop()
 		}
 		win := t.span.End()
+		if t.window != nil {
+			t.window <- win
+		}
 		if err := writeTraceFile(t.file, win); err != nil {
 			t.log.Error("trace", "file", t.file, "err", err)
 			return
