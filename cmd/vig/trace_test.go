@@ -267,7 +267,9 @@ func TestTraceMatchesCounters(t *testing.T) {
 			t.Errorf("the scenario had no %s frame on %s: %v", need.outcome, need.stream, got)
 		}
 	}
-	if uint64(len(frames)) != answers.Load() {
+	// A client that gives up before vig reads its request has an answer
+	// (its own deadline) and no frame in vig.
+	if uint64(len(frames)) > answers.Load() {
 		t.Errorf("%d frames traced, clients got %d answers", len(frames), answers.Load())
 	}
 	t.Logf("%d events, %d frames: %v", len(win.Events), len(frames), got)
