@@ -1,10 +1,7 @@
 package main
 
 import (
-	"bufio"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -55,7 +52,7 @@ func (t *serveTrace) finish() {
 		if t.window != nil {
 			t.window <- win
 		}
-		if err := writeTraceFile(t.file, win); err != nil {
+		if err := trace.WriteFile(t.file, win); err != nil {
 			t.log.Error("trace", "file", t.file, "err", err)
 			return
 		}
@@ -65,28 +62,4 @@ func (t *serveTrace) finish() {
 		}
 		t.log.Info("trace written (open it in ui.perfetto.dev)", args...)
 	})
-}
-
-// writeTraceFile writes win as Chrome trace-event JSON to path, whole or not
-// at all.
-func writeTraceFile(path string, win *trace.Window) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	bw := bufio.NewWriterSize(tmp, 256<<10)
-	err = trace.WriteChrome(bw, win)
-	if err == nil {
-		err = bw.Flush()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-	}
-	return err
 }

@@ -370,7 +370,7 @@ func TestTraceStuckClient(t *testing.T) {
 	defer conn.Close()
 	conn.(*net.TCPConn).SetReadBuffer(4 << 10)
 	fmt.Fprintf(conn, "GET /debug/trace?seconds=1 HTTP/1.1\r\nHost: vig\r\n\r\n") // and never read
-	time.Sleep(1200 * time.Millisecond)                                          // its window is recorded; vig writes it
+	time.Sleep(1200 * time.Millisecond)                                           // its window is recorded; vig writes it
 
 	for round := range 3 {
 		before := answers.Load()

@@ -37,7 +37,7 @@ Flags:
 func runTrace(args []string) int {
 	fs := flag.NewFlagSet("trace", flag.ContinueOnError)
 	addr := fs.String("addr", "127.0.0.1:9090", "vig's metrics listener: `HOST:PORT`, or https://HOST:PORT when it serves TLS")
-	secs := fs.Float64("seconds", 10, fmt.Sprintf("how long to record, in seconds (at most %d)", trace.MaxSeconds))
+	secs := fs.Float64("seconds", 10, fmt.Sprintf("record for `N` seconds (at most %d)", trace.MaxSeconds))
 	out := fs.String("o", "vig.trace.json", "write the trace to `FILE` (-: stdout)")
 	tokenFile := fs.String("token-file", "", "`FILE` holding the bearer token, when vig sets listen.auth.token_file")
 	caFile := fs.String("ca-file", "", "with https://: PEM `FILE` of the CA that signed vig's certificate (default: the system's)")
