@@ -1,0 +1,189 @@
+package trace
+
+import (
+	"context"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+)
+
+func monoClock() func() int64 {
+	t0 := time.Now()
+	return func() int64 { return int64(time.Since(t0)) + 1 }
+}
+
+// TestRecorderOffRecordsNothing: without an open span, Record keeps nothing
+// and allocates nothing; the ring is not even allocated.
+func TestRecorderOffRecordsNothing(t *testing.T) {
+	r, err := NewRecorder(1024, monoClock(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := []byte("req-1")
+	e := Event{Kind: Arrive, Token: 1}
+	if n := testing.AllocsPerRun(1000, func() { r.Record(&e, id) }); n != 0 {
+		t.Errorf("Record off: %v allocations per event, want 0", n)
+	}
+	if r.ring != nil || r.n != 0 {
+		t.Errorf("off: ring allocated (%v) or %d events recorded", r.ring != nil, r.n)
+	}
+	var nilRec *Recorder
+	nilRec.Record(&e, id) // a nil recorder is valid and off
+	if nilRec.On() {
+		t.Error("a nil recorder says it records")
+	}
+}
+
+// TestRecorderWindow: a span sees exactly the events recorded while it was
+// open, in order, with their request ids (short and long); no allocation per
+// event while on (short ids).
+func TestRecorderWindow(t *testing.T) {
+	r, _ := NewRecorder(1024, monoClock(), func() int64 { return 1e18 })
+	r.SetMeta(func() Meta { return Meta{Streams: []Stream{{Name: "cam"}}} })
+	r.Record(&Event{Kind: Arrive, Token: 99}, nil) // before: not recorded
+	sp := r.Begin()
+	long := strings.Repeat("x", 80)
+	for i := 1; i <= 100; i++ {
+		id := []byte("id-" + string(rune('a'+i%26)))
+		if i == 50 {
+			id = []byte(long)
+		}
+		if i == 60 {
+			id = nil
+		}
+		r.Record(&Event{Kind: Arrive, Token: uint64(i)}, id)
+	}
+	e := Event{Kind: Answer, Token: 7}
+	short := []byte("short-id")
+	if n := testing.AllocsPerRun(100, func() { e.Time = 0; r.Record(&e, short) }); n != 0 {
+		t.Errorf("Record on: %v allocations per event, want 0", n)
+	}
+	w := sp.End()
+	r.Record(&Event{Kind: Arrive, Token: 1000}, nil) // after: not recorded
+	if w.Dropped != 0 || len(w.Events) != 201 {
+		t.Fatalf("window: %d events, %d dropped; want 201, 0", len(w.Events), w.Dropped)
+	}
+	for i, ev := range w.Events[:100] {
+		if ev.Token != uint64(i+1) || ev.Time == 0 || ev.Time < w.Start || ev.Time > w.End {
+			t.Fatalf("event %d: %+v (window %d..%d)", i, ev, w.Start, w.End)
+		}
+		switch i + 1 {
+		case 50:
+			if ev.ID != long {
+				t.Errorf("long id: %q", ev.ID)
+			}
+		case 60:
+			if ev.ID != "" {
+				t.Errorf("absent id: %q", ev.ID)
+			}
+		default:
+			if !strings.HasPrefix(ev.ID, "id-") {
+				t.Errorf("event %d: id %q", i+1, ev.ID)
+			}
+		}
+	}
+	if w.Events[200].ID != "short-id" || len(w.Streams) != 1 || w.WallStart != w.Start+1e18 {
+		t.Errorf("last %+v, meta %+v, wall %d", w.Events[200], w.Meta, w.WallStart)
+	}
+	if r.On() {
+		t.Error("still recording after the only span ended")
+	}
+}
+
+// TestRecorderBounded: a span longer than the ring keeps the newest Size
+// events and counts the rest dropped; the recorder's memory is the ring,
+// whatever the number of events.
+func TestRecorderBounded(t *testing.T) {
+	const size = 4096
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	r, _ := NewRecorder(size, monoClock(), nil)
+	sp := r.Begin()
+	id := []byte(strings.Repeat("y", 100)) // longer than inline: a string per event
+	for i := 1; i <= 50*size; i++ {
+		r.Record(&Event{Kind: Dispatch, Token: uint64(i)}, id)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	ringBytes := uint64(size) * uint64(unsafe.Sizeof(slot{}))
+	// The ring, plus at most one 100-byte id string per slot, plus slack.
+	limit := ringBytes + size*112 + 256<<10
+	if grown := after.HeapAlloc - min(after.HeapAlloc, before.HeapAlloc); grown > limit {
+		t.Errorf("heap grew %d bytes after %d events in a ring of %d (%d bytes); want ≤ %d", grown, 50*size, size, ringBytes, limit)
+	}
+	w := sp.End()
+	if len(w.Events) != size || w.Dropped != 49*size || w.Events[0].Token != 49*size+1 || w.Events[size-1].Token != 50*size {
+		t.Errorf("window: %d events, %d dropped, tokens %d..%d", len(w.Events), w.Dropped, w.Events[0].Token, w.Events[len(w.Events)-1].Token)
+	}
+	runtime.KeepAlive(r)
+}
+
+// TestRecorderConcurrent: writers on many goroutines while spans open and
+// close: every span's events are those recorded between its Begin and End,
+// none lost while the ring is large enough (run with -race).
+func TestRecorderConcurrent(t *testing.T) {
+	r, _ := NewRecorder(1<<16, monoClock(), nil)
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	var written atomic.Uint64
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := uint64(1); !stop.Load(); i++ {
+				r.Record(&Event{Kind: Complete, Token: uint64(g)<<32 | i}, nil)
+				written.Add(1)
+				if i%64 == 0 {
+					runtime.Gosched()
+				}
+			}
+		}()
+	}
+	for range 20 {
+		sp := r.Begin()
+		time.Sleep(2 * time.Millisecond)
+		w := sp.End()
+		last := map[uint64]uint64{}
+		for _, e := range w.Events {
+			g, i := e.Token>>32, e.Token&(1<<32-1)
+			if i <= last[g] {
+				t.Fatalf("writer %d: event %d after %d", g, i, last[g])
+			}
+			last[g] = i
+		}
+		if w.Dropped != 0 {
+			t.Fatalf("dropped %d of a ring of %d", w.Dropped, r.Size())
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	if written.Load() == 0 {
+		t.Fatal("no writer ran")
+	}
+}
+
+// TestRecorderCollectCancelled: a capture whose asker leaves stops recording.
+func TestRecorderCollectCancelled(t *testing.T) {
+	r, _ := NewRecorder(0, monoClock(), nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		for !r.On() {
+			time.Sleep(time.Millisecond)
+		}
+		cancel()
+	}()
+	if _, err := r.Collect(ctx, time.Hour); err == nil {
+		t.Fatal("Collect of a cancelled context returned a window")
+	}
+	if r.On() || r.Size() != DefaultEvents {
+		t.Errorf("on %v, size %d", r.On(), r.Size())
+	}
+	if _, err := NewRecorder(100, monoClock(), nil); err == nil || !strings.Contains(err.Error(), "buffer_events") {
+		t.Errorf("a ring of 100: %v", err)
+	}
+}
