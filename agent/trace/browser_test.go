@@ -23,7 +23,7 @@ func TestTimelineInChromium(t *testing.T) {
 		t.Fatalf("%d tracks in the page, want 13", len(rows))
 	}
 	for _, size := range [][2]int{{1000, 700}, {412, 900}} {
-		img := browsertest.Screenshot(t, srv.URL+"/?refresh=0", size[0], size[1])
+		img, _ := browsertest.Screenshot(t, srv.URL+"/?refresh=0", size[0], size[1])
 		top := browsertest.Top(t, img, trace.SVGRuleColour)
 		checked := browsertest.CheckRows(t, img, rows, top, trace.SVGLabelPct, trace.SVGLabelBg)
 		for _, r := range rows {

@@ -12,7 +12,8 @@ import (
 // row per accelerator slot (jobs, coloured by stream), a row of busy slots
 // per accelerator, a row per stream lane (a frame's life in the stream's
 // light colour, its run in the full colour, superseded frames grey, late
-// ones red, deferrals as purple ticks) and the frames waiting in vig. It
+// ones red, refused, failed or cancelled ones near black, deferrals as
+// purple ticks) and the frames waiting in vig. It
 // needs no script and no external asset; its width is 100% of its container
 // (the time axis stretches, text keeps its size) and every shape has a
 // title. The drawing is held in memory until written: it is meant for the
@@ -40,7 +41,8 @@ const (
 )
 
 // Colours. A stream's colour is svgPalette[index % len]; the palette leaves
-// out red and grey, which mark late and superseded frames.
+// out red, grey and black, which mark late, superseded and other unanswered
+// frames.
 var svgPalette = [...]string{"#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#76b7b2", "#edc948", "#ff9da7", "#9c755f", "#17becf", "#8c6d31"}
 
 const (
@@ -51,7 +53,7 @@ const (
 	svgNoStreamColour   = "#7f7f7f"
 	svgSupersededColour = "#c7c7c7"
 	svgLateColour       = "#d62728"
-	svgErrorColour      = "#ff7f0e"
+	svgErrorColour      = "#2b2b2b"
 	svgDeferColour      = "#6a3d9a"
 	svgTransitColour    = "#8a8a8a"
 	svgCounterColour    = "#5b6478"
@@ -517,3 +519,14 @@ func appendXML(b []byte, s string) []byte {
 	}
 	return b
 }
+
+// The timeline's colours for what a reader looks for first; its top rule,
+// which a screenshot test finds the SVG by; the width of its label column
+// (% of the page) and the column's background.
+const (
+	ColourLate       = svgLateColour
+	ColourSuperseded = svgSupersededColour
+	ColourRule       = svgRuleColour
+	LabelColumnPct   = svgLabelPct
+	ColourLabel      = svgLabelBg
+)

@@ -160,7 +160,7 @@ footer{color:#555;font-size:12px}
 	b = append(b, svg.Bytes()...)
 	b = append(b, `</div>
 <footer>Slots: a job per box, coloured by its (lead) stream. Streams: a frame's life from capture to answer
-<span class="k" style="background:`+tint(svgPalette[0])+`"></span>waiting<span class="k" style="background:`+svgPalette[0]+`"></span>running<span class="k" style="background:`+svgSupersededColour+`"></span>superseded<span class="k" style="background:`+svgLateColour+`"></span>late (not started)<span class="k" style="background:`+svgErrorColour+`"></span>refused or failed<span class="k" style="background:`+svgDeferColour+`;width:3px"></span>deferred.
+<span class="k" style="background:`+tint(svgPalette[0])+`"></span>waiting<span class="k" style="background:`+svgPalette[0]+`"></span>running<span class="k" style="background:`+svgSupersededColour+`"></span>superseded<span class="k" style="background:`+svgLateColour+`"></span>late (not started)<span class="k" style="background:`+svgErrorColour+`"></span>refused, failed or cancelled<span class="k" style="background:`+svgDeferColour+`;width:3px"></span>deferred.
 Hover a box for its frame. For the whole run: <code>vig trace -o vig.trace.json</code>, then open it in ui.perfetto.dev.</footer>
 `...)
 	if refresh > 0 {

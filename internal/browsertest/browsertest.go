@@ -4,6 +4,7 @@
 package browsertest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"image"
@@ -37,8 +38,9 @@ func Chromium(t testing.TB) string {
 }
 
 // Screenshot loads url in headless Chromium, w×h CSS pixels at a device scale
-// of 1, and returns the screenshot. Chromium starts in some 2 to 5 s.
-func Screenshot(t testing.TB, url string, w, h int) image.Image {
+// of 1, and returns the screenshot and its PNG. Chromium starts in some 1 to
+// 5 s.
+func Screenshot(t testing.TB, url string, w, h int) (image.Image, []byte) {
 	t.Helper()
 	bin := Chromium(t)
 	dir := t.TempDir()
@@ -56,19 +58,18 @@ func Screenshot(t testing.TB, url string, w, h int) image.Image {
 		t.Fatalf("chromium: %v\n%s", err, msg)
 	}
 	t.Logf("chromium took %v", time.Since(start).Round(time.Millisecond))
-	f, err := os.Open(out)
+	raw, err := os.ReadFile(out)
 	if err != nil {
 		t.Fatalf("chromium wrote no screenshot: %v\n%s", err, msg)
 	}
-	defer f.Close()
-	img, err := png.Decode(f)
+	img, err := png.Decode(bytes.NewReader(raw))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if b := img.Bounds(); b.Dx() != w || b.Dy() != h {
 		t.Fatalf("screenshot is %v, asked %dx%d", b, w, h)
 	}
-	return img
+	return img, raw
 }
 
 // Row is one track of the SVG as the page declares it.
