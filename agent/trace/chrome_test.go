@@ -31,14 +31,14 @@ type chromeFile struct {
 	OtherData       map[string]any `json:"otherData"`
 }
 
-type trackKey struct{ pid, tid int }
+type tkey struct{ pid, tid int }
 
 // parsed is a Chrome trace read back, with its tracks named.
 type parsed struct {
 	chromeFile
 	procs  map[int]string
-	tracks map[trackKey]string
-	byName map[string]trackKey // "process/thread"
+	tracks map[tkey]string
+	byName map[string]tkey // "process/thread"
 }
 
 func parseChrome(t *testing.T, b []byte) *parsed {
@@ -46,7 +46,7 @@ func parseChrome(t *testing.T, b []byte) *parsed {
 	if !json.Valid(b) {
 		t.Fatalf("not JSON:\n%.2000s", b)
 	}
-	p := &parsed{procs: map[int]string{}, tracks: map[trackKey]string{}, byName: map[string]trackKey{}}
+	p := &parsed{procs: map[int]string{}, tracks: map[tkey]string{}, byName: map[string]tkey{}}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&p.chromeFile); err != nil {
@@ -55,7 +55,7 @@ func parseChrome(t *testing.T, b []byte) *parsed {
 	if p.DisplayTimeUnit != "ms" {
 		t.Errorf("displayTimeUnit %q", p.DisplayTimeUnit)
 	}
-	used := map[trackKey]bool{}
+	used := map[tkey]bool{}
 	for i := range p.TraceEvents {
 		e := &p.TraceEvents[i]
 		e.order = i
@@ -71,7 +71,7 @@ func parseChrome(t *testing.T, b []byte) *parsed {
 			case "process_name":
 				p.procs[*e.Pid] = e.Args["name"].(string)
 			case "thread_name":
-				k := trackKey{*e.Pid, *e.Tid}
+				k := tkey{*e.Pid, *e.Tid}
 				if used[k] {
 					t.Errorf("track %v named after its first event", k)
 				}
@@ -91,12 +91,12 @@ func parseChrome(t *testing.T, b []byte) *parsed {
 			if e.Ts == nil || e.Dur == nil || e.Tid == nil || *e.Dur < 0 {
 				t.Fatalf("complete event %d lacks ts, dur or tid: %+v", i, e)
 			}
-			used[trackKey{*e.Pid, *e.Tid}] = true
+			used[tkey{*e.Pid, *e.Tid}] = true
 		case "i":
 			if e.Ts == nil || e.Tid == nil || e.S != "t" {
 				t.Fatalf("instant %d: %+v", i, e)
 			}
-			used[trackKey{*e.Pid, *e.Tid}] = true
+			used[tkey{*e.Pid, *e.Tid}] = true
 		case "C":
 			if e.Ts == nil || len(e.Args) != 1 {
 				t.Fatalf("counter %d: %+v", i, e)
@@ -105,7 +105,7 @@ func parseChrome(t *testing.T, b []byte) *parsed {
 			t.Fatalf("event %d: phase %q", i, e.Ph)
 		}
 		if e.Ph != "M" && e.Ph != "C" {
-			if _, ok := p.tracks[trackKey{*e.Pid, *e.Tid}]; !ok {
+			if _, ok := p.tracks[tkey{*e.Pid, *e.Tid}]; !ok {
 				t.Errorf("event %d (%s) on an unnamed track %d/%d", i, e.Name, *e.Pid, *e.Tid)
 			}
 			if _, ok := p.procs[*e.Pid]; !ok {
@@ -137,8 +137,8 @@ func (p *parsed) on(t *testing.T, track string) []chromeEvent {
 func checkTracks(t *testing.T, p *parsed) {
 	t.Helper()
 	const eps = 1e-3 // µs: the file's resolution
-	last := map[trackKey]float64{}
-	ends := map[trackKey][]float64{} // open slices, innermost last
+	last := map[tkey]float64{}
+	ends := map[tkey][]float64{} // open slices, innermost last
 	counters := map[string]float64{}
 	for _, e := range p.TraceEvents {
 		switch e.Ph {
@@ -152,7 +152,7 @@ func checkTracks(t *testing.T, p *parsed) {
 		case "M":
 			continue
 		}
-		k := trackKey{*e.Pid, *e.Tid}
+		k := tkey{*e.Pid, *e.Tid}
 		if prev, ok := last[k]; ok && *e.Ts < prev {
 			t.Errorf("%s: %q at %v after an event at %v", p.tracks[k], e.Name, *e.Ts, prev)
 		}
