@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -63,5 +64,32 @@ func TestDemoTrace(t *testing.T) {
 	}
 	if n, te := readTraceFile(t, path); n < 20 || te < 20 {
 		t.Errorf("%s: %v events recorded, %d trace events", path, n, te)
+	}
+}
+
+// TestTraceCostTarget: the recorder's cost is judged at the smallest payload
+// on a quiet machine, and only reported on a busy one.
+func TestTraceCostTarget(t *testing.T) {
+	row := func(path string, payload int, cpu float64) DatapathRow {
+		return DatapathRow{Path: path, Payload: payload, Cost: &ProxyCost{CPUus: cpu}}
+	}
+	for _, tc := range []struct {
+		name, load string
+		on         float64
+		want       string
+	}{
+		{"holds", "0.40 0.3 0.2 1/100 1", 102, Holds},
+		{"too dear", "0.40 0.3 0.2 1/100 1", 104, Fails},
+		{"busy", "3.10 2.0 1.0 1/100 1", 102, NotMeasured},
+	} {
+		r := &Results{LoadStart: tc.load, Datapath: &DatapathResult{Payload: []int{1_200_000, 0},
+			Rows: []DatapathRow{row(PathTCP, 0, 100), row(PathTCPTraced, 0, tc.on), row(PathTCP, 1_200_000, 900), row(PathTCPTraced, 1_200_000, 990)}}}
+		got := traceCostTarget(r)
+		if got.Status != tc.want || !strings.Contains(got.Detail, "0 B") {
+			t.Errorf("%s: %s (%s), want %s", tc.name, got.Status, got.Detail, tc.want)
+		}
+	}
+	if got := traceCostTarget(&Results{}); got.Status != NotMeasured {
+		t.Errorf("no datapath: %s", got.Status)
 	}
 }

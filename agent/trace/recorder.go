@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -52,7 +53,17 @@ type Recorder struct {
 	mu   sync.Mutex
 	ring []slot // allocated at the first capture
 	n    uint64 // events ever recorded; the next goes to ring[n%size]
+
+	// The lease of Recent: recording kept on while a live page asks.
+	leaseMu    sync.Mutex
+	leaseOn    bool
+	leaseStart int64
+	leaseTimer *time.Timer
+	leaseFor   time.Duration // LeaseFor; shorter in tests
 }
+
+// LeaseFor is how long Recent keeps recording after its last call.
+const LeaseFor = time.Minute
 
 // NewRecorder returns a recorder of size events (0: DefaultEvents). clock is
 // CLOCK_MONOTONIC in ns; wallDiff, when not nil, the wall clock minus it.
@@ -63,7 +74,7 @@ func NewRecorder(size int, clock, wallDiff func() int64) (*Recorder, error) {
 	if size < chunk || size > MaxEvents {
 		return nil, errors.New("trace: buffer_events must be between 512 and 16777216 (0: the default, 65536)")
 	}
-	return &Recorder{size: size, clock: clock, wall: wallDiff, asks: make(chan struct{}, MaxAsks)}, nil
+	return &Recorder{size: size, clock: clock, wall: wallDiff, asks: make(chan struct{}, MaxAsks), leaseFor: LeaseFor}, nil
 }
 
 // Size returns the ring's capacity in events.
@@ -110,6 +121,78 @@ type Span struct {
 	from  uint64
 	start int64
 	ended bool
+}
+
+// Recent returns the last seconds of events, for a live view that asks
+// again and again (the timeline page): each call keeps recording on for
+// LeaseFor more. When nothing was recording, the first call records for
+// seconds and returns that.
+func (r *Recorder) Recent(seconds float64) (*Window, error) {
+	if !(seconds > 0 && seconds <= MaxSeconds) {
+		return nil, fmt.Errorf("trace: %v s: give more than 0 and at most %d", seconds, MaxSeconds)
+	}
+	d := time.Duration(seconds * float64(time.Second))
+	r.leaseMu.Lock()
+	cold := !r.leaseOn
+	if cold {
+		r.mu.Lock()
+		if r.ring == nil {
+			r.ring = make([]slot, r.size)
+		}
+		r.on.Add(1)
+		r.mu.Unlock()
+		r.leaseOn, r.leaseStart = true, r.clock()
+		r.leaseTimer = time.AfterFunc(r.leaseFor, r.expire)
+	} else {
+		r.leaseTimer.Reset(r.leaseFor)
+	}
+	start := r.leaseStart
+	r.leaseMu.Unlock()
+	if cold {
+		time.Sleep(d)
+	}
+	end := r.clock()
+	start = max(start, end-int64(d))
+	r.mu.Lock()
+	to := r.n
+	r.mu.Unlock()
+	w := r.window(r.since(start, to), to)
+	w.Start, w.End = start, end
+	if r.wall != nil {
+		w.WallStart = start + r.wall()
+	}
+	return w, nil
+}
+
+// expire ends Recent's lease.
+func (r *Recorder) expire() {
+	r.leaseMu.Lock()
+	defer r.leaseMu.Unlock()
+	if r.leaseOn {
+		r.leaseOn = false
+		r.on.Add(-1)
+	}
+}
+
+// since returns the index of the first event of [oldest held, to) at or
+// after t, reading back from to chunk by chunk.
+func (r *Recorder) since(t int64, to uint64) uint64 {
+	i := to
+	for {
+		r.mu.Lock()
+		oldest := r.n - min(r.n, uint64(r.size))
+		stop := max(oldest, i-min(i, chunk))
+		for ; i > stop; i-- {
+			if r.ring[(i-1)%uint64(r.size)].ev.Time < t {
+				r.mu.Unlock()
+				return i
+			}
+		}
+		r.mu.Unlock()
+		if i <= oldest {
+			return oldest
+		}
+	}
 }
 
 // Begin starts recording (if it was not already) and marks the start of a

@@ -187,3 +187,53 @@ func TestRecorderCollectCancelled(t *testing.T) {
 		t.Errorf("a ring of 100: %v", err)
 	}
 }
+
+// TestRecorderRecent: the live view's first ask records its seconds; later
+// asks return the last seconds at once while the lease keeps recording on;
+// the lease ends when nobody asks.
+func TestRecorderRecent(t *testing.T) {
+	r, _ := NewRecorder(1024, monoClock(), nil)
+	r.leaseFor = 300 * time.Millisecond
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := uint64(1); ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+			}
+			r.Record(&Event{Kind: Arrive, Token: i}, nil)
+		}
+	}()
+	defer func() { close(stop); wg.Wait() }()
+	cold, err := r.Recent(0.1)
+	if err != nil || cold.End-cold.Start < int64(100*time.Millisecond) || len(cold.Events) == 0 {
+		t.Fatalf("cold: %v, %d events over %d ns", err, len(cold.Events), cold.End-cold.Start)
+	}
+	time.Sleep(150 * time.Millisecond)
+	w, err := r.Recent(0.1)
+	if err != nil || len(w.Events) == 0 || !r.On() || w.Start <= cold.End {
+		t.Fatalf("warm: %v, %d events, on %v, starts %d (the cold one ended %d)", err, len(w.Events), r.On(), w.Start, cold.End)
+	}
+	for _, e := range w.Events {
+		if e.Time < w.Start || e.Time > w.End {
+			t.Fatalf("event at %d outside the window %d..%d", e.Time, w.Start, w.End)
+		}
+	}
+	if span := w.End - w.Start; span != int64(100*time.Millisecond) {
+		t.Errorf("warm window spans %d ns, want the 0.1 s asked", span)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for r.On() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if r.On() {
+		t.Error("still recording after the lease ended")
+	}
+	if _, err := r.Recent(0); err == nil {
+		t.Error("Recent(0) returned a window")
+	}
+}

@@ -365,6 +365,7 @@ func serveWith(ctx context.Context, cfg *config.Config, log *slog.Logger, ready 
 			mux := http.NewServeMux()
 			mux.Handle("/metrics", exp.metricsHandler(reg.Handler(), log, reg))
 			mux.Handle("/debug/trace", exp.metricsHandler(rec.Handler(trace.WriteChrome), log, reg))
+			mux.Handle("/debug/timeline", exp.metricsHandler(trace.TimelineHandler(rec.Recent), log, reg))
 			metricsSrv = newMetricsServer(mux)
 			go func() { errc <- ignoreClosed(metricsSrv.Serve(l.ln)) }()
 			continue

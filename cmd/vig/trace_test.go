@@ -383,11 +383,69 @@ func TestTraceStuckClient(t *testing.T) {
 	if err != nil || hdr.Get("X-Vig-Trace-Events") == "0" {
 		t.Fatalf("a second window while the first client is stuck: %v", err)
 	}
+	// The live page, meanwhile.
+	resp, err := http.Get("http://" + rig.addrs["metrics"] + "/debug/timeline?seconds=0.3&format=svg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	svg, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(svg), "<svg") || !strings.Contains(string(svg), "det") {
+		t.Fatalf("/debug/timeline: %s\n%.300s", resp.Status, svg)
+	}
 	// The stuck client indeed holds an unread window.
 	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
 	br := bufio.NewReader(conn)
 	status, _ := br.ReadString('\n')
 	if !strings.Contains(status, "200") {
 		t.Fatalf("stuck client's answer: %q", status)
+	}
+}
+
+// TestTraceToken: with listen.auth.token_file, /debug/trace and
+// /debug/timeline want the token, and vig trace --token-file sends it.
+func TestTraceToken(t *testing.T) {
+	dir := t.TempDir()
+	tok := filepath.Join(dir, "token")
+	if err := os.WriteFile(tok, []byte("s3cret-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse("tok.yaml", []byte(fmt.Sprintf(`
+listen: {grpc: "127.0.0.1:0", metrics: "127.0.0.1:0", auth: {token_file: %q}}
+backend: {address: "127.0.0.1:0", embedded: true, slots: 1, stats_interval_ms: -1}
+models: {det: {exec_ms: 3}}
+streams: [{name: det, model: det, class: protected, period_ms: 10, max_age_ms: 200}]
+`, tok)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan map[string]string, 1)
+	served := make(chan error, 1)
+	go func() { served <- serve(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), ready, nil) }()
+	addrs := <-ready
+	defer func() {
+		cancel()
+		<-served
+	}()
+	for _, path := range []string{"/debug/trace?seconds=0.1", "/debug/timeline?seconds=0.1"} {
+		resp, err := http.Get("http://" + addrs["metrics"] + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("%s without the token: %s", path, resp.Status)
+		}
+	}
+	out := filepath.Join(dir, "t.json")
+	if _, _, err := fetchTrace(context.Background(), traceRequest{addr: addrs["metrics"], seconds: 0.1, out: out}); err == nil || !strings.Contains(err.Error(), "--token-file") {
+		t.Errorf("vig trace without --token-file: %v", err)
+	}
+	if _, _, err := fetchTrace(context.Background(), traceRequest{addr: addrs["metrics"], seconds: 0.1, out: out, tokenFile: tok}); err != nil {
+		t.Errorf("vig trace --token-file: %v", err)
+	}
+	if _, err := os.Stat(out); err != nil {
+		t.Errorf("vig trace --token-file wrote no file: %v", err)
 	}
 }
