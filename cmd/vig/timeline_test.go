@@ -33,7 +33,7 @@ func TestTimelineInChromium(t *testing.T) {
 	rig := startTraceRig(t, traceOptions{})
 	defer rig.stop(t)
 	page := "http://" + rig.addrs["metrics"] + "/debug/timeline"
-	browsertest.Get(t, page) // a page is open: vig records
+	browsertest.Get(t, page+"?seconds=0.1") // a page is open: vig records
 
 	stop := make(chan struct{})
 	var answers atomic.Uint64
