@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"image"
+	"image/png"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +12,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -62,14 +65,12 @@ func TestTimelineInChromium(t *testing.T) {
 	}
 	srv := httptest.NewServer(proxy)
 	defer srv.Close()
-	img, raw := browsertest.Screenshot(t, srv.URL+"/debug/timeline?seconds=0.4&refresh=0", 1000, 560)
+	img, _ := browsertest.Screenshot(t, srv.URL+"/debug/timeline?seconds=0.4&refresh=0", 1000, 560)
 	mu.Lock()
 	body := string(served)
 	mu.Unlock()
 	if f := os.Getenv("VIG_TIMELINE_PNG"); f != "" {
-		if err := os.WriteFile(f, raw, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		keepScreenshot(t, f, img)
 	}
 
 	rows := browsertest.Rows(body)
@@ -79,11 +80,11 @@ func TestTimelineInChromium(t *testing.T) {
 	}
 	for _, want := range []string{"det", "vlm", "late", "waiting frames"} {
 		if !slices.Contains(labels, want) {
-			t.Errorf("no track %q in %q", want, labels)
+			t.Fatalf("no track %q in %q", want, labels)
 		}
 	}
 	slot := slices.IndexFunc(rows, func(r browsertest.Row) bool { return regexp.MustCompile(` slot 0$`).MatchString(r.Label) })
-	if slot < 0 || len(rows[slot].Shapes) < 10 {
+	if slot < 0 || len(rows[slot].Shapes) == 0 {
 		t.Fatalf("no slot track with jobs in %q", labels)
 	}
 	top := browsertest.Top(t, img, trace.ColourRule)
@@ -91,19 +92,50 @@ func TestTimelineInChromium(t *testing.T) {
 	if checked[rows[slot].Label] == 0 {
 		t.Errorf("slot 0: nothing drawn large enough to check")
 	}
-	// The stream whose frames arrive too old shows them red; the detector,
-	// sent by three sensors at once, supersedes itself (grey).
-	marks := map[string]string{"late": trace.ColourLate, "det": trace.ColourSuperseded}
-	for label, colour := range marks {
+	// The stream whose frames arrive too old shows them red (wide enough
+	// for their pixels to be checked above); the detector, sent by three
+	// sensors at once, supersedes itself: grey, often too thin to check.
+	for label, colour := range map[string]string{"late": trace.ColourLate, "det": trace.ColourSuperseded} {
 		n := 0
 		for _, r := range rows {
-			if r.Label == label || len(r.Label) > len(label) && r.Label[:len(label)+1] == label+" " {
-				n += len(browsertest.Expect(r, 1000)[colour])
+			if r.Label == label || strings.HasPrefix(r.Label, label+" ·") {
+				for _, s := range r.Shapes {
+					if s.Fill == colour {
+						n++
+					}
+				}
 			}
 		}
-		if n < 6 {
-			t.Errorf("stream %s: %d pixels of %s", label, n, colour)
+		if n == 0 {
+			t.Errorf("stream %s: no frame drawn in %s", label, colour)
 		}
 	}
+	if late := rows[slices.IndexFunc(rows, func(r browsertest.Row) bool { return r.Label == "late" })]; len(browsertest.Expect(late, 1000)[trace.ColourLate]) < 6 {
+		t.Errorf("stream late: its late frames' red is not checked on the screenshot")
+	}
 	t.Logf("%d tracks, %d answers", len(rows), answers.Load())
+}
+
+// keepScreenshot writes img to file without the blank below the page.
+func keepScreenshot(t *testing.T, file string, img image.Image) {
+	b := img.Bounds()
+	bottom := b.Min.Y
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			if r, g, bl, _ := img.At(x, y).RGBA(); r&g&bl < 0xf000 {
+				bottom = y
+				break
+			}
+		}
+	}
+	sub := img.(interface {
+		SubImage(image.Rectangle) image.Image
+	}).SubImage(image.Rect(b.Min.X, b.Min.Y, b.Max.X, min(bottom+8, b.Max.Y)))
+	var out bytes.Buffer
+	if err := png.Encode(&out, sub); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, out.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
