@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"image"
 	"image/png"
 	"io"
@@ -44,6 +46,8 @@ func TestTimelineInChromium(t *testing.T) {
 	defer wg.Wait()
 	defer close(stop)
 	time.Sleep(time.Second)
+
+	checkTracksStrictly(t, browsertest.Get(t, "http://"+rig.addrs["metrics"]+"/debug/trace?seconds=0.5"))
 
 	// Chromium loads the page, while the sensors run, through a proxy that
 	// keeps what vig sent: the screenshot is checked against the very SVG
@@ -137,5 +141,71 @@ func keepScreenshot(t *testing.T, file string, img image.Image) {
 	}
 	if err := os.WriteFile(file, out.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// checkTracksStrictly reads a Chrome trace of a real run: on every track,
+// slices in time order; on a slot, none overlapping the one before; on a
+// stream's lane, each inside the one it starts in; each frame's life once.
+func checkTracksStrictly(t *testing.T, body string) {
+	t.Helper()
+	var doc struct {
+		TraceEvents []struct {
+			Name, Ph, Cat string
+			Ts, Dur       float64
+			Pid, Tid      int
+			Args          map[string]any
+		}
+	}
+	if err := json.Unmarshal([]byte(body), &doc); err != nil {
+		t.Fatal(err)
+	}
+	type track struct{ pid, tid int }
+	streams := -1
+	open := map[track][]float64{} // ends of the slices a new one may nest in
+	last := map[track]float64{}
+	lives := map[string]bool{}
+	jobs := 0
+	const eps = 1e-3
+	for _, e := range doc.TraceEvents {
+		if e.Ph == "M" && e.Name == "process_name" && e.Args["name"] == "streams" {
+			streams = e.Pid
+		}
+		if e.Ph != "X" && e.Ph != "i" {
+			continue
+		}
+		k := track{e.Pid, e.Tid}
+		if e.Ts < last[k] {
+			t.Errorf("track %v: %q at %v after a slice at %v", k, e.Name, e.Ts, last[k])
+		}
+		last[k] = e.Ts
+		if e.Ph != "X" {
+			continue
+		}
+		st := open[k]
+		for len(st) > 0 && st[len(st)-1] <= e.Ts+eps {
+			st = st[:len(st)-1]
+		}
+		if len(st) > 0 {
+			if e.Pid != streams {
+				t.Errorf("slot %v: job %q at %v overlaps the one before, which ends at %v", k, e.Name, e.Ts, st[len(st)-1])
+			} else if e.Ts+e.Dur > st[len(st)-1]+eps {
+				t.Errorf("lane %v: %q [%v, %v] crosses the slice it starts in, which ends at %v", k, e.Name, e.Ts, e.Ts+e.Dur, st[len(st)-1])
+			}
+		}
+		open[k] = append(st, e.Ts+e.Dur)
+		switch e.Cat {
+		case "frame":
+			f := fmt.Sprint(e.Args["token"])
+			if lives[f] {
+				t.Errorf("frame %s (%q) drawn twice", f, e.Name)
+			}
+			lives[f] = true
+		case "job":
+			jobs++
+		}
+	}
+	if streams < 0 || len(lives) < 50 || jobs < 20 {
+		t.Errorf("half a second of the scenario: %d lives, %d jobs, streams process %d", len(lives), jobs, streams)
 	}
 }
