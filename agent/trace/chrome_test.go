@@ -407,3 +407,35 @@ func TestChromeEmpty(t *testing.T) {
 		t.Errorf("empty window: processes %v tracks %v", p.procs, p.tracks)
 	}
 }
+
+// TestChromeLongLife: a frame alive through the whole window does not make
+// the frames of its stream that come and go meanwhile pile up.
+func TestChromeLongLife(t *testing.T) {
+	window := func(n int) *Window {
+		s := &synth{}
+		s.w.Meta = Meta{Streams: []Stream{{"vlm", "m", "best_effort"}}, Accels: []Accel{{"gpu", 1}}}
+		s.w.Start = t0
+		s.arrive(0, 1, 0, 1)
+		m := 0.0
+		for i := 2; i <= n; i++ {
+			m++
+			s.arrive(m, uint64(i), 0, 2)
+			s.answer(m+0.5, uint64(i), 0, codeDeadline, late, reasonLate, 1)
+		}
+		s.answer(m+1, 1, 0, codeOK, fwd, 0, 0)
+		s.w.End = at(m + 1)
+		return &s.w
+	}
+	small, big := window(1000), window(10000)
+	p := parseChrome(t, writeSynth(t, big))
+	checkTracks(t, p)
+	// Each short life spans its 2 ms of transit: three of them overlap.
+	if len(p.tracks) != 5 {
+		t.Errorf("tracks %v, want a slot and four lanes", p.tracks)
+	}
+	a1 := testing.AllocsPerRun(5, func() { WriteChrome(io.Discard, small) })
+	a2 := testing.AllocsPerRun(5, func() { WriteChrome(io.Discard, big) })
+	if a2 > a1+20 {
+		t.Errorf("%v allocations for 1000 frames beside a long one, %v for 10000", a1, a2)
+	}
+}

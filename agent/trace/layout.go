@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -21,13 +22,16 @@ import (
 //     stream overlap (one runs while the next waits), and a track must hold
 //     slices that nest, so a stream spreads over as many lanes as it has
 //     frames alive at once: its first lane carries its name, the others
-//     "name ·2", "name ·3";
+//     "name ·2", "name ·3". A frame takes a lane when it appears (the first
+//     whose frame ended before this one's capture) and is drawn when
+//     answered, so each lane's lives come out in time order;
 //   - counters: frames waiting in vig (on "streams") and busy slots (on each
 //     accelerator).
 //
 // Slices of a track come out in time order and never overlap on a slot.
 // Everything the layout holds is a frame or job in flight (bounded by vig's
-// request table) and a few values per track: never the whole window.
+// request table), a few values per track, and the frames and jobs it drew,
+// kept for reuse: never the whole window.
 
 // Track sort order of the processes: accelerators first (what ran), then the
 // streams (what waited for it).
@@ -97,9 +101,9 @@ type frame struct {
 	completed, answered        bool
 	lost                       bool // its Answer is missing from the window
 	defers                     []deferral
-	job                        *job   // its job while that is open
-	next                       *frame // its stream's queue, by start
-	start                      int64  // where its life is drawn from
+	job                        *job  // its job while that is open
+	start                      int64 // where its life is drawn from
+	lane                       int   // in its stream's lanes
 }
 
 type deferral struct {
@@ -130,14 +134,13 @@ type job struct {
 }
 
 type streamLane struct {
-	tid int32
-	end int64
+	tid  int32
+	end  int64 // of the last life drawn on it
+	busy bool  // a frame alive holds it
 }
 
 type streamState struct {
-	head, tail *frame
-	lanes      []streamLane
-	lastStart  int64
+	lanes []streamLane
 }
 
 type slotState struct {
@@ -157,8 +160,9 @@ type layout struct {
 	nextTid int32
 	freeF   []*frame
 	freeJ   []*job
-	open    []*job // scratch for the end of the window
-	sp      span   // the span being drawn: one, not one allocation per span
+	open    []*job   // scratch for the end of the window
+	alive   []*frame // scratch for the end of the window
+	sp      span     // the span being drawn: one, not one allocation per span
 }
 
 func (l *layout) streamsPid() int32 { return pidAccel0 + int32(len(l.win.Accels)) + 1 }
@@ -271,31 +275,31 @@ func (l *layout) frameOf(e *Event) *frame {
 		return f
 	}
 	f := l.newFrame(e)
-	l.enqueue(f)
+	l.takeLane(f)
 	return f
 }
 
-// enqueue puts f in its stream's queue, which is kept in order of start so
-// that lives come out in time order.
-func (l *layout) enqueue(f *frame) {
+// takeLane gives f the first lane of its stream that no frame holds and
+// whose last life ended by f's start, or a new one.
+func (l *layout) takeLane(f *frame) {
 	st := &l.streams[f.stream]
-	if st.tail == nil {
-		st.head, st.tail = f, f
-		return
+	for i := range st.lanes {
+		if ln := &st.lanes[i]; !ln.busy && ln.end <= f.start {
+			ln.busy, f.lane = true, i
+			return
+		}
 	}
-	if st.tail.start <= f.start {
-		st.tail.next, st.tail = f, f
-		return
+	f.lane = len(st.lanes)
+	l.nextTid++
+	st.lanes = append(st.lanes, streamLane{tid: l.nextTid, busy: true, end: f.start})
+	name := "(no stream)"
+	if int(f.stream) < len(l.win.Streams) {
+		name = l.win.Streams[f.stream].Name
 	}
-	if f.start < st.head.start {
-		f.next, st.head = st.head, f
-		return
+	if f.lane > 0 {
+		name += " ·" + itoa(f.lane+1)
 	}
-	p := st.head
-	for p.next != nil && p.next.start <= f.start {
-		p = p.next
-	}
-	f.next, p.next = p.next, f
+	l.d.thread(l.streamsPid(), l.nextTid, name, f.lane, f.stream, int(f.stream)*1000+f.lane)
 }
 
 func (l *layout) event(e *Event) {
@@ -304,9 +308,8 @@ func (l *layout) event(e *Event) {
 		if old := l.frames[e.Token]; old != nil {
 			// A token is reused only once its frame was answered: this
 			// one's Answer is missing, so its life ends here, unnamed.
-			delete(l.frames, e.Token)
 			old.answer, old.answered, old.lost = e.Time, true, true
-			l.drain(old.stream, false)
+			l.retire(old)
 		}
 		f := l.newFrame(e)
 		f.arrived = true
@@ -318,7 +321,7 @@ func (l *layout) event(e *Event) {
 		if e.Capture > 0 && e.Capture < e.Time {
 			f.start = e.Capture
 		}
-		l.enqueue(f)
+		l.takeLane(f)
 	case Defer:
 		f := l.frameOf(e)
 		f.defers = append(f.defers, deferral{e.Time, l.forStream(e.For)})
@@ -394,8 +397,7 @@ func (l *layout) event(e *Event) {
 		f := l.frameOf(e)
 		f.answer, f.answered = e.Time, true
 		f.code, f.outcome, f.reason = e.Code, e.Outcome, e.Reason
-		delete(l.frames, e.Token)
-		l.drain(f.stream, false)
+		l.retire(f)
 	}
 	if e.Waiting != l.waiting && e.Waiting >= 0 {
 		l.waiting = e.Waiting
@@ -454,59 +456,27 @@ func (l *layout) drawJob(j *job) {
 	l.freeJ = append(l.freeJ, j)
 }
 
-// drain draws the lives at the head of stream s's queue that are over (all
-// of them at the end of the window).
-func (l *layout) drain(s int32, all bool) {
-	st := &l.streams[s]
-	for f := st.head; f != nil && (f.answered || all); f = st.head {
-		st.head = f.next
-		if st.head == nil {
-			st.tail = nil
-		}
-		l.drawFrame(st, f)
-		if l.frames[f.token] == f {
-			delete(l.frames, f.token)
-		}
-		if f.job != nil {
-			// Its job still runs and lists the frame by copy.
-			f.job = nil
-		}
-		f.next = nil
-		l.freeF = append(l.freeF, f)
+// retire draws f's life, frees its lane and keeps f for reuse.
+func (l *layout) retire(f *frame) {
+	l.drawFrame(f)
+	if l.frames[f.token] == f {
+		delete(l.frames, f.token)
 	}
+	// A job still running lists the frame by copy.
+	f.job = nil
+	l.freeF = append(l.freeF, f)
 }
 
-func (l *layout) drawFrame(st *streamState, f *frame) {
-	start := max(f.start, st.lastStart)
-	st.lastStart = start
+func (l *layout) drawFrame(f *frame) {
+	start := f.start
 	end := l.win.End
 	if f.answered {
 		end = f.answer
 	}
 	end = max(end, start)
-	lane := -1
-	for i := range st.lanes {
-		if st.lanes[i].end <= start {
-			lane = i
-			break
-		}
-	}
-	if lane < 0 {
-		lane = len(st.lanes)
-		l.nextTid++
-		tid := l.nextTid
-		st.lanes = append(st.lanes, streamLane{tid: tid})
-		name := "(no stream)"
-		if int(f.stream) < len(l.win.Streams) {
-			name = l.win.Streams[f.stream].Name
-		}
-		if lane > 0 {
-			name += " ·" + itoa(lane+1)
-		}
-		l.d.thread(l.streamsPid(), tid, name, lane, f.stream, int(f.stream)*1000+lane)
-	}
-	st.lanes[lane].end = end
-	pid, tid := l.streamsPid(), st.lanes[lane].tid
+	ln := &l.streams[f.stream].lanes[f.lane]
+	ln.busy, ln.end = false, end
+	pid, tid := l.streamsPid(), ln.tid
 	l.sp = span{kind: spanFrame, pid: pid, tid: tid, start: start, end: end, frame: f}
 	s := &l.sp
 	l.d.span(s)
@@ -568,7 +538,12 @@ func (l *layout) finish() {
 	for _, j := range l.open {
 		l.drawJob(j)
 	}
-	for s := range l.streams {
-		l.drain(int32(s), true)
+	l.alive = l.alive[:0]
+	for _, f := range l.frames {
+		l.alive = append(l.alive, f)
+	}
+	slices.SortFunc(l.alive, func(a, b *frame) int { return cmp.Compare(a.token, b.token) })
+	for _, f := range l.alive {
+		l.retire(f)
 	}
 }
