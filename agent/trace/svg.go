@@ -5,6 +5,7 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -31,7 +32,7 @@ func WriteSVG(w io.Writer, win *Window) error {
 
 // Geometry, in CSS pixels except where a percentage of the width.
 const (
-	svgLabelPct = 16.0 // the label column, % of the width
+	svgLabelPct = 18.0 // the label column, % of the width
 	svgRuleH    = 3    // the top rule
 	svgSlotH    = 18
 	svgLaneH    = 16
@@ -397,10 +398,12 @@ func (d *svgDrawer) render() []byte {
 			b = append(b, `<rect width="100%" height="1" fill="#c4c8d0"/>`...)
 		}
 		prevPid = r.pid
-		label := r.label
+		label, title := r.label, r.label
 		if r.kind == rowCounter {
-			top := d.drawCounter(r)
-			label += " ≤" + strconv.Itoa(int(top))
+			// Short, for a phone's narrow label column; the title says it all.
+			top := strconv.Itoa(int(d.drawCounter(r)))
+			label = strings.TrimSuffix(strings.TrimSuffix(label, " slots"), " frames") + " ≤" + top
+			title += " (at most " + top + " in the window)"
 		}
 		b = append(b, r.shapes...)
 		b = append(b, `<text x="3" y="`...)
@@ -414,7 +417,7 @@ func (d *svgDrawer) render() []byte {
 		b = append(b, '>')
 		b = appendXML(b, label)
 		b = append(b, `<title>`...)
-		b = appendXML(b, label)
+		b = appendXML(b, title)
 		b = append(b, "</title></text></g>"...)
 		y += h
 	}
