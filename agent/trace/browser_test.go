@@ -1,8 +1,11 @@
 package trace_test
 
 import (
+	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/vig-edge/vig/agent/trace"
@@ -47,5 +50,37 @@ func TestTimelineInChromium(t *testing.T) {
 				t.Errorf("%dpx: track %q paints %d pixels of %s", size[0], label, n, colour)
 			}
 		}
+	}
+}
+
+// TestTimelineRefreshesInChromium: the page's script, under its CSP, fetches
+// the SVG again and puts it in place while the page is open.
+func TestTimelineRefreshesInChromium(t *testing.T) {
+	browsertest.Chromium(t)
+	var calls, redraws atomic.Int32
+	h := trace.TimelineHandler(func(float64) (*trace.Window, error) {
+		w := trace.SynthWindow()
+		if calls.Add(1) > 1 {
+			w.Streams[0].Name = "cam0-redrawn"
+		}
+		return w, nil
+	})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/" {
+			http.NotFound(w, r) // the favicon
+			return
+		}
+		if r.URL.Query().Get("format") == "svg" {
+			redraws.Add(1)
+		}
+		h.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	dom := browsertest.DOM(t, srv.URL+"/?refresh=1", 2500)
+	if !strings.Contains(dom, `<span id="st">live</span>`) || !strings.Contains(dom, `data-track="cam0-redrawn"`) {
+		t.Errorf("after 2.5 s of the page (%d redraws asked), it was not redrawn:\n%.3000s", redraws.Load(), dom)
+	}
+	if n := redraws.Load(); n < 2 {
+		t.Errorf("%d redraws in 2.5 s of a page refreshed every second", n)
 	}
 }

@@ -72,6 +72,27 @@ func Screenshot(t testing.TB, url string, w, h int) (image.Image, []byte) {
 	return img, raw
 }
 
+// DOM loads url in headless Chromium, lets the page run for ms of virtual
+// time (its timers fire, its fetches complete) and returns the document then.
+func DOM(t testing.TB, url string, ms int) string {
+	t.Helper()
+	bin := Chromium(t)
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+		"--disable-extensions", "--disable-sync", "--mute-audio", "--user-data-dir="+filepath.Join(dir, "profile"),
+		fmt.Sprintf("--virtual-time-budget=%d", ms), "--dump-dom", url)
+	cmd.Env = append(os.Environ(), "HOME="+dir)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("chromium --dump-dom: %v\n%s", err, stderr.Bytes())
+	}
+	return string(out)
+}
+
 // Row is one track of the SVG as the page declares it.
 type Row struct {
 	Label  string
