@@ -543,3 +543,23 @@ trace: {buffer_events: 200000}
 	}
 	t.Logf("%d frames: %v", frames, got)
 }
+
+// TestTraceFlags: bad trace flags exit 2 saying what to give.
+func TestTraceFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"trace", "--seconds", "0"}, "give more than 0 and at most 60"},
+		{[]string{"trace", "--seconds", "61"}, "give more than 0 and at most 60"},
+		{[]string{"trace", "--addr", "ftp://x:1"}, "give HOST:PORT"},
+		{[]string{"trace", "extra"}, "unexpected argument"},
+		{[]string{"trace", "--token-file", "/nonexistent/token", "--seconds", "1"}, "--token-file"},
+		{[]string{"serve", "--trace-seconds", "5", "-c", "x.yaml"}, "--trace-seconds N needs --trace FILE"},
+	} {
+		out, code := captureStd(t, func() int { return run(tc.args) })
+		if code != 2 || !strings.Contains(out, tc.want) {
+			t.Errorf("vig %v: exit %d, want 2 saying %q:\n%s", tc.args, code, tc.want, out)
+		}
+	}
+}
