@@ -19,17 +19,6 @@ const DefaultEvents = 1 << 16
 // MaxEvents bounds trace.buffer_events (about 2.4 GB of ring).
 const MaxEvents = 1 << 24
 
-// idInline is the longest Triton request id a ring slot holds without
-// allocating; a longer one is kept as a string of its own.
-const idInline = 46
-
-// slot is one entry of the ring: the event and its request id, inline.
-type slot struct {
-	ev    Event // ID set only for an id longer than idInline
-	idLen uint8
-	id    [idInline]byte
-}
-
 // chunk is how many slots a reader copies per hold of the lock: a writer
 // waits at most one chunk's copy (some 50 KB), however long the window.
 const chunk = 512
@@ -37,7 +26,7 @@ const chunk = 512
 // Recorder is a bounded ring of scheduling events, recording only while at
 // least one capture is open. Off, a hook costs one atomic load (On); on,
 // recording an event copies it into the ring under a short lock and never
-// allocates (unless its request id is longer than 46 bytes). Readers copy
+// allocates. Readers copy
 // their window out chunk by chunk, so that a writer never waits for a long
 // copy, and never for a reader's network.
 //
@@ -104,16 +93,27 @@ func (r *Recorder) Record(e *Event, id []byte) {
 		e.Time = r.clock()
 	}
 	r.mu.Lock()
-	s := &r.ring[r.n%uint64(r.size)]
-	s.ev = *e
-	if len(id) <= idInline {
-		s.idLen = uint8(copy(s.id[:], id))
-	} else {
-		s.idLen, s.ev.ID = 0, string(id)
-	}
+	r.ring[r.n%uint64(r.size)].put(e, id)
 	r.n++
 	r.mu.Unlock()
 }
+
+// alloc allocates the ring, once, with r.mu held and nothing recording, and
+// touches each of its pages: the page faults are the asker's, not the data
+// path's.
+func (r *Recorder) alloc() {
+	if r.ring != nil {
+		return
+	}
+	r.ring = make([]slot, r.size)
+	for i := 0; i < len(r.ring); i += touchStep {
+		r.ring[i].idLen = 0 // a write: the kernel maps the page now
+	}
+}
+
+// touchStep is a stride of slots shorter than a page (4 KiB): a write every
+// touchStep slots reaches every page of the ring (TestSlotHoldsEveryField).
+const touchStep = 16
 
 // Span is one open recording: from Begin to End.
 type Span struct {
@@ -136,9 +136,7 @@ func (r *Recorder) Recent(seconds float64) (*Window, error) {
 	cold := !r.leaseOn
 	if cold {
 		r.mu.Lock()
-		if r.ring == nil {
-			r.ring = make([]slot, r.size)
-		}
+		r.alloc()
 		r.on.Add(1)
 		r.mu.Unlock()
 		r.leaseOn, r.leaseStart = true, r.clock()
@@ -183,7 +181,7 @@ func (r *Recorder) since(t int64, to uint64) uint64 {
 		oldest := r.n - min(r.n, uint64(r.size))
 		stop := max(oldest, i-min(i, chunk))
 		for ; i > stop; i-- {
-			if r.ring[(i-1)%uint64(r.size)].ev.Time < t {
+			if r.ring[(i-1)%uint64(r.size)].Time < t {
 				r.mu.Unlock()
 				return i
 			}
@@ -199,9 +197,7 @@ func (r *Recorder) since(t int64, to uint64) uint64 {
 // window. The ring is allocated at the first Begin and kept.
 func (r *Recorder) Begin() *Span {
 	r.mu.Lock()
-	if r.ring == nil {
-		r.ring = make([]slot, r.size)
-	}
+	r.alloc()
 	c := &Span{r: r, from: r.n, start: r.clock()}
 	r.on.Add(1)
 	r.mu.Unlock()
@@ -277,12 +273,7 @@ func (r *Recorder) window(from, to uint64) *Window {
 		}
 		r.mu.Unlock()
 		for j := range buf[:k] {
-			s := &buf[j]
-			e := s.ev
-			if s.idLen > 0 {
-				e.ID = string(s.id[:s.idLen])
-			}
-			w.Events = append(w.Events, e)
+			w.Events = append(w.Events, buf[j].event())
 		}
 	}
 	// Each event is stamped before its writer takes the lock: writers on

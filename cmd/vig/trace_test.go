@@ -58,8 +58,12 @@ type traceRig struct {
 }
 
 func startTraceRig(t *testing.T, to traceOptions) *traceRig {
+	return startTraceRigWith(t, traceScenario, to)
+}
+
+func startTraceRigWith(t *testing.T, yaml string, to traceOptions) *traceRig {
 	t.Helper()
-	cfg, err := config.Parse("trace.yaml", []byte(traceScenario))
+	cfg, err := config.Parse("trace.yaml", []byte(yaml))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,22 +96,29 @@ func (r *traceRig) stop(t *testing.T) {
 
 // load runs the scenario's sensors until stop is closed, then waits for every
 // call to be answered; it returns the number of answers.
+// traceSensor sends frames of one stream, one at a time.
+type traceSensor struct {
+	stream string
+	old    time.Duration // capture this long before sending
+	gap    time.Duration
+	client time.Duration // the client's deadline
+	input  bool          // with a [1, 16] UINT8 tensor (a batching model's frame)
+}
+
 func (r *traceRig) load(stop <-chan struct{}, answers *atomic.Uint64) *sync.WaitGroup {
+	return r.loadWith(stop, answers, []traceSensor{
+		{"det", 0, 2 * time.Millisecond, 5 * time.Second, false},
+		{"det", 0, 3 * time.Millisecond, 5 * time.Second, false},
+		{"det", 0, 4 * time.Millisecond, 5 * time.Second, false},
+		{"vlm", 0, 10 * time.Millisecond, 5 * time.Second, false},
+		{"vlm", 0, 10 * time.Millisecond, 4 * time.Millisecond, false}, // leaves while waiting: cancelled
+		{"late", 8 * time.Millisecond, 5 * time.Millisecond, 5 * time.Second, false},
+	})
+}
+
+func (r *traceRig) loadWith(stop <-chan struct{}, answers *atomic.Uint64, sensors []traceSensor) *sync.WaitGroup {
 	var wg sync.WaitGroup
-	type sensor struct {
-		stream string
-		old    time.Duration // capture this long before sending
-		gap    time.Duration
-		client time.Duration // the client's deadline
-	}
-	for i, s := range []sensor{
-		{"det", 0, 2 * time.Millisecond, 5 * time.Second},
-		{"det", 0, 3 * time.Millisecond, 5 * time.Second},
-		{"det", 0, 4 * time.Millisecond, 5 * time.Second},
-		{"vlm", 0, 10 * time.Millisecond, 5 * time.Second},
-		{"vlm", 0, 10 * time.Millisecond, 4 * time.Millisecond}, // leaves while waiting: cancelled
-		{"late", 8 * time.Millisecond, 5 * time.Millisecond, 5 * time.Second},
-	} {
+	for i, s := range sensors {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -118,11 +129,19 @@ func (r *traceRig) load(stop <-chan struct{}, answers *atomic.Uint64) *sync.Wait
 				default:
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), s.client)
-				req := &pb.ModelInferRequest{ModelName: s.stream, Id: fmt.Sprintf("%s#%d.%d", s.stream, i, f),
+				model := s.stream
+				if s.input {
+					model = "bat"
+				}
+				req := &pb.ModelInferRequest{ModelName: model, Id: fmt.Sprintf("%s#%d.%d", s.stream, i, f),
 					Parameters: map[string]*pb.InferParameter{
 						wire.ParamStream:  {ParameterChoice: &pb.InferParameter_StringParam{StringParam: s.stream}},
 						wire.ParamCapture: {ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: clock.Monotonic() - int64(s.old)}},
 					}}
+				if s.input {
+					req.Inputs = []*pb.ModelInferRequest_InferInputTensor{{Name: "INPUT0", Datatype: "UINT8", Shape: []int64{1, 16}}}
+					req.RawInputContents = [][]byte{make([]byte, 16)}
+				}
 				r.client.ModelInfer(ctx, req)
 				cancel()
 				answers.Add(1)
@@ -201,67 +220,7 @@ func TestTraceMatchesCounters(t *testing.T) {
 	rig.stop(t)
 	win := <-windows
 
-	if win.Dropped != 0 {
-		t.Fatalf("%d events dropped from a ring of 200000", win.Dropped)
-	}
-	type life struct {
-		arrive, answer, dispatch, complete int
-		tArrive, tAnswer                   int64
-		stream                             int32
-		outcome                            sched.Outcome
-		id                                 string
-	}
-	frames := map[uint64]*life{}
-	get := func(tok uint64) *life {
-		if frames[tok] == nil {
-			frames[tok] = &life{}
-		}
-		return frames[tok]
-	}
-	for _, e := range win.Events {
-		f := get(e.Token)
-		switch e.Kind {
-		case trace.Arrive:
-			f.arrive++
-			f.tArrive, f.stream, f.id = e.Time, e.Stream, e.ID
-		case trace.Answer:
-			f.answer++
-			f.tAnswer, f.outcome = e.Time, sched.Outcome(e.Outcome)
-			if e.Stream != f.stream {
-				t.Errorf("token %d: answered on stream %d, arrived on %d", e.Token, e.Stream, f.stream)
-			}
-		case trace.Dispatch:
-			f.dispatch++
-			if e.Accel != 0 || e.Slot != 0 || e.Busy < 1 {
-				t.Errorf("dispatch %+v: want accelerator 0, slot 0, busy ≥ 1", e)
-			}
-		case trace.Complete:
-			f.complete++
-		}
-	}
-	got := map[string]map[string]uint64{}
-	for tok, f := range frames {
-		if f.arrive != 1 || f.answer != 1 || f.tAnswer < f.tArrive || f.dispatch > 1 || f.complete != f.dispatch {
-			t.Fatalf("token %d: %d arrivals, %d answers, %d dispatches, %d completions (arrived %d, answered %d)",
-				tok, f.arrive, f.answer, f.dispatch, f.complete, f.tArrive, f.tAnswer)
-		}
-		if !strings.Contains(f.id, "#") {
-			t.Errorf("token %d: request id %q, want the client's", tok, f.id)
-		}
-		name := win.Streams[f.stream].Name
-		if got[name] == nil {
-			got[name] = map[string]uint64{}
-		}
-		got[name]["received"]++
-		got[name][f.outcome.String()]++
-	}
-	for stream, want := range metrics {
-		for outcome, v := range want {
-			if got[stream][outcome] != v {
-				t.Errorf("stream %s, %s: trace %d, metrics %d", stream, outcome, got[stream][outcome], v)
-			}
-		}
-	}
+	got, frames := checkTrace(t, win, metrics)
 	for _, need := range []struct{ stream, outcome string }{{"det", "forwarded"}, {"det", "superseded"}, {"late", "late_dropped"}, {"vlm", "cancelled"}} {
 		if got[need.stream][need.outcome] == 0 {
 			t.Errorf("the scenario had no %s frame on %s: %v", need.outcome, need.stream, got)
@@ -269,10 +228,10 @@ func TestTraceMatchesCounters(t *testing.T) {
 	}
 	// A client that gives up before vig reads its request has an answer
 	// (its own deadline) and no frame in vig.
-	if uint64(len(frames)) > answers.Load() {
-		t.Errorf("%d frames traced, clients got %d answers", len(frames), answers.Load())
+	if uint64(frames) > answers.Load() {
+		t.Errorf("%d frames traced, clients got %d answers", frames, answers.Load())
 	}
-	t.Logf("%d events, %d frames: %v", len(win.Events), len(frames), got)
+	t.Logf("%d events, %d frames: %v", len(win.Events), frames, got)
 	checkChromeFile(t, file)
 }
 
@@ -447,5 +406,160 @@ streams: [{name: det, model: det, class: protected, period_ms: 10, max_age_ms: 2
 	}
 	if _, err := os.Stat(out); err != nil {
 		t.Errorf("vig trace --token-file wrote no file: %v", err)
+	}
+}
+
+// checkTrace checks a recorded run against vig's counters scraped at its end
+// (nothing in flight): every frame arrives once and is answered once, after
+// its arrival; a frame dispatched alone completes once, a batch once for its
+// lead; the answers per stream and outcome equal the counters. It returns the
+// answers by stream and outcome, and the number of frames.
+func checkTrace(t *testing.T, win *trace.Window, metrics map[string]map[string]uint64) (map[string]map[string]uint64, int) {
+	t.Helper()
+	if win.Dropped != 0 {
+		t.Fatalf("%d events dropped from a ring of 200000", win.Dropped)
+	}
+	type life struct {
+		arrive, answer, dispatch, complete int
+		tArrive, tAnswer                   int64
+		stream                             int32
+		outcome                            sched.Outcome
+		id                                 string
+		batch                              uint64 // the lead of the batch it was dispatched in
+		batchSize                          int16
+		members                            int // a lead: the dispatches naming it
+	}
+	frames := map[uint64]*life{}
+	get := func(tok uint64) *life {
+		if frames[tok] == nil {
+			frames[tok] = &life{}
+		}
+		return frames[tok]
+	}
+	for _, e := range win.Events {
+		f := get(e.Token)
+		switch e.Kind {
+		case trace.Arrive:
+			f.arrive++
+			f.tArrive, f.stream, f.id = e.Time, e.Stream, e.ID
+		case trace.Answer:
+			f.answer++
+			f.tAnswer, f.outcome = e.Time, sched.Outcome(e.Outcome)
+			if e.Stream != f.stream {
+				t.Errorf("token %d: answered on stream %d, arrived on %d", e.Token, e.Stream, f.stream)
+			}
+		case trace.Dispatch:
+			f.dispatch++
+			if e.Accel != 0 || e.Slot != 0 || e.Busy < 1 {
+				t.Errorf("dispatch %+v: want accelerator 0, slot 0, busy ≥ 1", e)
+			}
+			if e.Batch != 0 {
+				f.batch, f.batchSize = e.Batch, e.BatchSize
+				get(e.Batch).members++
+			}
+		case trace.Complete:
+			f.complete++
+			if f.batch != 0 && (e.Batch != f.batch || e.BatchSize != f.batchSize) {
+				t.Errorf("completion %+v of a batch of %d led by %d", e, f.batchSize, f.batch)
+			}
+		}
+	}
+	got := map[string]map[string]uint64{}
+	for tok, f := range frames {
+		completions := f.dispatch // alone: its own; a batch: its lead's
+		if f.batch != 0 && f.batch != tok {
+			completions = 0
+		}
+		if f.batch == tok && f.members != int(f.batchSize) {
+			t.Errorf("batch led by %d: %d dispatches, size %d", tok, f.members, f.batchSize)
+		}
+		if f.arrive != 1 || f.answer != 1 || f.tAnswer < f.tArrive || f.dispatch > 1 || f.complete != completions {
+			t.Fatalf("token %d: %d arrivals, %d answers, %d dispatches, %d completions (arrived %d, answered %d)",
+				tok, f.arrive, f.answer, f.dispatch, f.complete, f.tArrive, f.tAnswer)
+		}
+		if !strings.Contains(f.id, "#") {
+			t.Errorf("token %d: request id %q, want the client's", tok, f.id)
+		}
+		name := win.Streams[f.stream].Name
+		if got[name] == nil {
+			got[name] = map[string]uint64{}
+		}
+		got[name]["received"]++
+		got[name][f.outcome.String()]++
+	}
+	for stream, want := range metrics {
+		for outcome, v := range want {
+			if stream != "batches" && got[stream][outcome] != v {
+				t.Errorf("stream %s, %s: trace %d, metrics %d", stream, outcome, got[stream][outcome], v)
+			}
+		}
+	}
+	batches := 0
+	for tok, f := range frames {
+		if f.batch == tok {
+			batches++
+		}
+	}
+	got["batches"] = map[string]uint64{"count": uint64(batches)}
+	return got, len(frames)
+}
+
+// TestTraceBatches: frames of four streams of a batching model: a batch is
+// dispatched as one job (every member's dispatch names its lead and size),
+// completes once, and answers each member; the counts still equal vig's.
+func TestTraceBatches(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs vig under load for about a second")
+	}
+	yaml := `
+listen: {grpc: "127.0.0.1:0", metrics: "127.0.0.1:0"}
+backend: {address: "127.0.0.1:0", embedded: true, slots: 1, stats_interval_ms: -1}
+models:
+  bat: {exec_ms: 6, max_batch: 4}
+streams:
+  - {name: b0, model: bat, class: high, period_ms: 20, max_age_ms: 500}
+  - {name: b1, model: bat, class: high, period_ms: 20, max_age_ms: 500}
+  - {name: b2, model: bat, class: high, period_ms: 20, max_age_ms: 500}
+  - {name: b3, model: bat, class: high, period_ms: 20, max_age_ms: 500}
+trace: {buffer_events: 200000}
+`
+	windows := make(chan *trace.Window, 1)
+	rig := startTraceRigWith(t, yaml, traceOptions{file: filepath.Join(t.TempDir(), "b.trace.json"), window: windows})
+	stop := make(chan struct{})
+	var answers atomic.Uint64
+	var sensors []traceSensor
+	for _, b := range []string{"b0", "b1", "b2", "b3"} {
+		sensors = append(sensors, traceSensor{stream: b, gap: 2 * time.Millisecond, client: 5 * time.Second, input: true})
+	}
+	wg := rig.loadWith(stop, &answers, sensors)
+	time.Sleep(time.Second)
+	close(stop)
+	wg.Wait()
+	metrics := scrapeOutcomes(t, rig.addrs["metrics"])
+	rig.stop(t)
+	got, frames := checkTrace(t, <-windows, metrics)
+	if got["batches"]["count"] == 0 {
+		t.Errorf("no batch among %d frames: %v", frames, got)
+	}
+	t.Logf("%d frames: %v", frames, got)
+}
+
+// TestTraceFlags: bad trace flags exit 2 saying what to give.
+func TestTraceFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"trace", "--seconds", "0"}, "give more than 0 and at most 60"},
+		{[]string{"trace", "--seconds", "61"}, "give more than 0 and at most 60"},
+		{[]string{"trace", "--addr", "ftp://x:1"}, "give HOST:PORT"},
+		{[]string{"trace", "extra"}, "unexpected argument"},
+		{[]string{"trace", "--token-file", "/nonexistent/token", "--seconds", "1"}, "--token-file"},
+		{[]string{"serve", "--trace-seconds", "5", "-c", "x.yaml"}, "--trace-seconds N needs --trace FILE"},
+	} {
+		out, code := captureStd(t, func() int { return run(tc.args) })
+		if code != 2 || !strings.Contains(out, tc.want) {
+			t.Errorf("vig %v: exit %d, want 2 saying %q:\n%s", tc.args, code, tc.want, out)
+		}
 	}
 }
