@@ -1,9 +1,6 @@
 package trace
 
-import (
-	"io"
-	"testing"
-)
+import "testing"
 
 // BenchmarkWriteChrome: a window of 30000 frames (about 100000 events),
 // written as Chrome JSON; reports ns and bytes per event.
@@ -39,6 +36,7 @@ func BenchmarkWriteSVG(b *testing.B) {
 
 type countingWriter int
 
-func (c *countingWriter) Write(p []byte) (int, error) { *c += countingWriter(len(p)); return len(p), nil }
-
-var _ io.Writer = (*countingWriter)(nil)
+func (c *countingWriter) Write(p []byte) (int, error) {
+	*c += countingWriter(len(p))
+	return len(p), nil
+}
