@@ -78,6 +78,11 @@ func parseChrome(t *testing.T, b []byte) *parsed {
 				if _, dup := p.tracks[k]; dup {
 					t.Errorf("track %v named twice", k)
 				}
+				for o := range p.tracks {
+					if o.tid == k.tid {
+						t.Errorf("tid %d in processes %d and %d: Perfetto keys threads by tid", k.tid, o.pid, k.pid)
+					}
+				}
 				p.tracks[k] = e.Args["name"].(string)
 				p.byName[p.procs[*e.Pid]+"/"+e.Args["name"].(string)] = k
 			case "process_sort_index", "thread_sort_index":

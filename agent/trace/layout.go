@@ -233,6 +233,10 @@ func (l *layout) accelOf(a int16) int16 {
 	return a
 }
 
+// slotTid is a slot's track: unique in the whole trace, not only in its
+// process, as Perfetto keys threads by tid.
+func slotTid(a, s int16) int32 { return (pidAccel0+int32(a))<<16 | int32(s) + 1 }
+
 func (l *layout) nameSlot(a, s int16) {
 	if a == int16(len(l.win.Accels)) && len(l.slots[a]) == 0 && s >= 0 {
 		l.d.process(l.noAccelPid(), "backend", len(l.win.Accels))
@@ -245,7 +249,7 @@ func (l *layout) nameSlot(a, s int16) {
 	}
 	l.slots[a][s].named = true
 	l.slots[a][s].end = -1 << 63
-	l.d.thread(pidAccel0+int32(a), int32(s)+1, "slot "+itoa(int(s)), 0, -1, int(s))
+	l.d.thread(pidAccel0+int32(a), slotTid(a, s), "slot "+itoa(int(s)), 0, -1, int(s))
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
@@ -291,6 +295,9 @@ func (l *layout) takeLane(f *frame) {
 	}
 	f.lane = len(st.lanes)
 	l.nextTid++
+	if l.nextTid == 1 {
+		l.nextTid = l.streamsPid() << 16
+	}
 	st.lanes = append(st.lanes, streamLane{tid: l.nextTid, busy: true, end: f.start})
 	name := "(no stream)"
 	if int(f.stream) < len(l.win.Streams) {
@@ -443,7 +450,7 @@ func (l *layout) drawJob(j *job) {
 	}
 	end = max(end, start)
 	st.end = end
-	l.sp = span{kind: spanJob, pid: pidAccel0 + int32(j.accel), tid: int32(j.slot) + 1, start: start, end: end, job: j}
+	l.sp = span{kind: spanJob, pid: pidAccel0 + int32(j.accel), tid: slotTid(j.accel, j.slot), start: start, end: end, job: j}
 	l.d.span(&l.sp)
 	if l.jobs[j.lead] == j {
 		delete(l.jobs, j.lead)
