@@ -398,6 +398,7 @@ func (d *svgDrawer) render() []byte {
 			b = append(b, `<rect width="100%" height="1" fill="#c4c8d0"/>`...)
 		}
 		prevPid = r.pid
+		b = d.grid(b, h)
 		label, title := r.label, r.label
 		if r.kind == rowCounter {
 			// Short, for a phone's narrow label column; the title says it all.
@@ -428,29 +429,18 @@ func (d *svgDrawer) render() []byte {
 // axis draws the time axis at y: ticks at round steps before the window's
 // end, labelled in seconds or milliseconds ago.
 func (d *svgDrawer) axis(b []byte, y int) []byte {
-	span := d.win.End - d.win.Start
+	span, step := d.tickStep()
 	if span <= 0 {
 		return b
-	}
-	step := int64(1000) // ns
-	for span/step > 8 {
-		switch {
-		case isPow10(step):
-			step *= 2
-		case isPow10(step / 2):
-			step = step / 2 * 5
-		default:
-			step = step / 5 * 10
-		}
 	}
 	b = append(b, `<g fill="#555">`...)
 	for ago := int64(0); ago <= span; ago += step {
 		x := d.x(d.win.End - ago)
 		b = append(b, `<rect x="`...)
 		b = appendPct(b, x)
-		b = append(b, `" y="`+strconv.Itoa(svgRuleH)+`" width="1" height="`...)
-		b = strconv.AppendInt(b, int64(y-svgRuleH+4), 10)
-		b = append(b, `" fill="#000" fill-opacity="0.08"/>`...)
+		b = append(b, `" y="`...)
+		b = strconv.AppendInt(b, int64(y), 10)
+		b = append(b, `" width="1" height="4" fill="#c4c8d0"/>`...)
 		if x < svgLabelPct+3 {
 			continue
 		}
@@ -474,6 +464,39 @@ func (d *svgDrawer) axis(b []byte, y int) []byte {
 		b = append(b, "</text>"...)
 	}
 	return append(b, "</g>"...)
+}
+
+// tickStep returns the window's span and the step of its ticks: 1, 2 or 5
+// times a power of ten ns, at most 8 of them.
+func (d *svgDrawer) tickStep() (span, step int64) {
+	span, step = d.win.End-d.win.Start, 1000
+	for span/step > 8 {
+		switch {
+		case isPow10(step):
+			step *= 2
+		case isPow10(step / 2):
+			step = step / 2 * 5
+		default:
+			step = step / 5 * 10
+		}
+	}
+	return span, step
+}
+
+// grid appends the ticks' lines across a row h high, under its shapes.
+func (d *svgDrawer) grid(b []byte, h int) []byte {
+	span, step := d.tickStep()
+	if span <= 0 {
+		return b
+	}
+	for ago := int64(0); ago <= span; ago += step {
+		b = append(b, `<rect x="`...)
+		b = appendPct(b, d.x(d.win.End-ago))
+		b = append(b, `" width="1" height="`...)
+		b = strconv.AppendInt(b, int64(h), 10)
+		b = append(b, `" fill="#e3e5ea"/>`...)
+	}
+	return b
 }
 
 func isPow10(n int64) bool {

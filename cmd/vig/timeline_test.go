@@ -14,7 +14,6 @@ import (
 	"os"
 	"regexp"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -96,24 +95,10 @@ func TestTimelineInChromium(t *testing.T) {
 	if checked[rows[slot].Label] == 0 {
 		t.Errorf("slot 0: nothing drawn large enough to check")
 	}
-	// The stream whose frames arrive too old shows them red (wide enough
-	// for their pixels to be checked above); the detector, sent by three
-	// sensors at once, supersedes itself: grey, often too thin to check.
-	for label, colour := range map[string]string{"late": trace.ColourLate, "det": trace.ColourSuperseded} {
-		n := 0
-		for _, r := range rows {
-			if r.Label == label || strings.HasPrefix(r.Label, label+" ·") {
-				for _, s := range r.Shapes {
-					if s.Fill == colour {
-						n++
-					}
-				}
-			}
-		}
-		if n == 0 {
-			t.Errorf("stream %s: no frame drawn in %s", label, colour)
-		}
-	}
+	// The stream whose frames arrive too old shows them red, wide enough
+	// for the colour to be checked on the screenshot. (Superseded frames,
+	// grey, come and go with the load: the synthetic window's test has
+	// them.)
 	if late := rows[slices.IndexFunc(rows, func(r browsertest.Row) bool { return r.Label == "late" })]; len(browsertest.Expect(late, 1000)[trace.ColourLate]) < 6 {
 		t.Errorf("stream late: its late frames' red is not checked on the screenshot")
 	}
