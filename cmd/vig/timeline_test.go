@@ -14,6 +14,8 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -127,6 +129,76 @@ func keepScreenshot(t *testing.T, file string, img image.Image) {
 	if err := os.WriteFile(file, out.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestTraceBatchesDrawn: in a batching run's Chrome trace, a batch is one
+// job on its slot listing its frames, each of which has its own life on its
+// stream's lane; the tracks hold strictly.
+func TestTraceBatchesDrawn(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs vig under load for about a second")
+	}
+	yaml := `
+listen: {grpc: "127.0.0.1:0", metrics: "127.0.0.1:0"}
+backend: {address: "127.0.0.1:0", embedded: true, slots: 1, stats_interval_ms: -1}
+models:
+  bat: {exec_ms: 6, max_batch: 4}
+streams:
+  - {name: b0, model: bat, class: high, period_ms: 20, max_age_ms: 500}
+  - {name: b1, model: bat, class: high, period_ms: 20, max_age_ms: 500}
+  - {name: b2, model: bat, class: high, period_ms: 20, max_age_ms: 500}
+  - {name: b3, model: bat, class: high, period_ms: 20, max_age_ms: 500}
+`
+	rig := startTraceRigWith(t, yaml, traceOptions{})
+	defer rig.stop(t)
+	stop := make(chan struct{})
+	var answers atomic.Uint64
+	var sensors []traceSensor
+	for _, b := range []string{"b0", "b1", "b2", "b3"} {
+		sensors = append(sensors, traceSensor{stream: b, gap: 2 * time.Millisecond, client: 5 * time.Second, input: true})
+	}
+	wg := rig.loadWith(stop, &answers, sensors)
+	body := browsertest.Get(t, "http://"+rig.addrs["metrics"]+"/debug/trace?seconds=0.5")
+	close(stop)
+	wg.Wait()
+	checkTracksStrictly(t, body)
+
+	var doc struct {
+		TraceEvents []struct {
+			Name, Ph, Cat string
+			Args          map[string]any
+		}
+	}
+	if err := json.Unmarshal([]byte(body), &doc); err != nil {
+		t.Fatal(err)
+	}
+	lives := map[string]bool{}
+	for _, e := range doc.TraceEvents {
+		if e.Cat == "frame" {
+			lives[strings.Join(strings.Fields(e.Name)[:2], " ")] = true
+		}
+	}
+	batches := 0
+	for _, e := range doc.TraceEvents {
+		if e.Cat != "job" || !strings.HasPrefix(e.Name, "batch ×") {
+			continue
+		}
+		batches++
+		frames, _ := e.Args["frames"].([]any)
+		ids, _ := e.Args["triton_ids"].([]any)
+		if n, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(e.Name, "batch ×")[:2], ":")); n != len(frames) || n < 2 || len(ids) != n {
+			t.Errorf("%q lists %d frames and %d ids", e.Name, len(frames), len(ids))
+		}
+		for _, f := range frames {
+			if !lives[f.(string)] {
+				t.Errorf("%q: frame %v has no life on its stream's lane", e.Name, f)
+			}
+		}
+	}
+	if batches == 0 {
+		t.Errorf("no batch drawn in half a second of four streams batching")
+	}
+	t.Logf("%d batches, %d lives", batches, len(lives))
 }
 
 // checkTracksStrictly reads a Chrome trace of a real run: on every track,
