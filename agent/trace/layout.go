@@ -33,11 +33,10 @@ import (
 // request table), a few values per track, and the frames and jobs it drew,
 // kept for reuse: never the whole window.
 
-// Track sort order of the processes: accelerators first (what ran), then the
-// streams (what waited for it).
-const (
-	pidAccel0 = 1 // accelerator i is pidAccel0+i; the one after the last: jobs with no accelerator
-)
+// pidAccel0 is accelerator 0's process; accelerator i is pidAccel0+i, the
+// one after the last holds jobs of no known accelerator, and "streams" comes
+// next. They sort in that order: what ran, then what waited for it.
+const pidAccel0 = 1
 
 // spanKind says what a span draws.
 type spanKind uint8
