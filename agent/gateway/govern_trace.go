@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"math"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -54,8 +56,10 @@ func (g *Governor) traceSetup(rec *trace.Recorder, cfg *config.Config) {
 // traceMeta names the streams, accelerators and models the events index.
 func (g *Governor) traceMeta() trace.Meta {
 	var snap sched.Snapshot
+	g.mu.Lock()
+	m := trace.Meta{Models: slices.Clone(g.modelNames)} // grows under the lock (traceAction)
+	g.mu.Unlock()
 	g.Snapshot(&snap)
-	m := trace.Meta{Models: g.modelNames}
 	for _, st := range snap.Streams {
 		m.Streams = append(m.Streams, trace.Stream{Name: st.Name, Model: st.Model, Class: st.Class.String()})
 	}
@@ -114,7 +118,13 @@ func (g *Governor) traceAction(now sched.Time, a *sched.Action) {
 			e.Batch, e.BatchSize = a.Batch, int16(a.BatchSize)
 		}
 		if a.Model != "" {
-			if i, ok := g.modelIdx[a.Model]; ok {
+			i, ok := g.modelIdx[a.Model]
+			if !ok && len(g.modelNames) < math.MaxInt16 {
+				// A variant the config does not name: numbered at first sight.
+				i = int16(len(g.modelNames))
+				g.modelIdx[a.Model], g.modelNames, ok = i, append(g.modelNames, a.Model), true
+			}
+			if ok {
 				e.Variant = i
 			}
 		}

@@ -71,6 +71,12 @@ func runServe(args []string) int {
 		fmt.Fprintln(os.Stderr, "vig serve: --trace-seconds N needs --trace FILE and N ≥ 0 (0: record until drain)")
 		return 2
 	}
+	if *tracePath != "" {
+		if err := writable(*tracePath); err != nil {
+			fmt.Fprintf(os.Stderr, "vig serve: --trace %s: %v (give a file in a directory vig can write)\n", *tracePath, err)
+			return 2
+		}
+	}
 	cfg, code := loadConfig(*cfgPath)
 	if cfg == nil {
 		return code

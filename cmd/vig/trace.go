@@ -2,6 +2,8 @@ package main
 
 import (
 	"log/slog"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -62,4 +64,15 @@ func (t *serveTrace) finish() {
 		}
 		t.log.Info("trace written (open it in ui.perfetto.dev)", args...)
 	})
+}
+
+// writable checks, before a run, that the file a trace is written to at its
+// end can be: a temporary file beside it is created and removed.
+func writable(path string) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	f.Close()
+	return os.Remove(f.Name())
 }

@@ -556,6 +556,7 @@ func TestTraceFlags(t *testing.T) {
 		{[]string{"trace", "extra"}, "unexpected argument"},
 		{[]string{"trace", "--token-file", "/nonexistent/token", "--seconds", "1"}, "--token-file"},
 		{[]string{"serve", "--trace-seconds", "5", "-c", "x.yaml"}, "--trace-seconds N needs --trace FILE"},
+		{[]string{"serve", "--trace", "/nonexistent/dir/t.json", "-c", "x.yaml"}, "give a file in a directory vig can write"},
 	} {
 		out, code := captureStd(t, func() int { return run(tc.args) })
 		if code != 2 || !strings.Contains(out, tc.want) {
