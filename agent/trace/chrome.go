@@ -111,7 +111,7 @@ func (c *chromeWriter) thread(pid, tid int32, name string, lane int, stream int3
 }
 
 func (c *chromeWriter) streamName(s int32) string {
-	if int(s) < len(c.win.Streams) {
+	if s >= 0 && int(s) < len(c.win.Streams) {
 		return c.win.Streams[s].Name
 	}
 	return ""

@@ -386,7 +386,7 @@ func (l *layout) event(e *Event) {
 				f.complete, f.completed, f.code = e.Time, true, e.Code
 			}
 			if f.dispatch == 0 {
-				f.dispatch = l.win.Start // it ran from before the window
+				f.dispatch = f.start // it ran from before the window (or its Dispatch is missing)
 			}
 			j = l.newJob()
 			j.lead, j.before, j.variant = e.Token, true, -1
@@ -487,38 +487,40 @@ func (l *layout) drawFrame(f *frame) {
 	s := &l.sp
 	l.d.span(s)
 	clip := func(t int64) int64 { return min(max(t, start), end) }
-	if f.arrived && f.arrive > start {
-		s.kind, s.start, s.end = spanTransit, start, clip(f.arrive)
+	// The phases follow each other, whatever order the window's events
+	// gave them (a frame from before the window has lost some).
+	a := start
+	if f.arrived {
+		a = clip(f.arrive)
+	}
+	if a > start {
+		s.kind, s.start, s.end = spanTransit, start, a
 		l.d.span(s)
 	}
-	waitFrom := start
-	if f.arrived {
-		waitFrom = clip(f.arrive)
-	}
-	waitTo := end
+	d := end
 	if f.dispatch != 0 {
-		waitTo = clip(f.dispatch)
+		d = max(clip(f.dispatch), a)
 	}
-	if waitTo > waitFrom {
-		s.kind, s.start, s.end = spanWait, waitFrom, waitTo
+	if d > a {
+		s.kind, s.start, s.end = spanWait, a, d
 		l.d.span(s)
 	}
 	di := 0
-	for ; di < len(f.defers) && f.defers[di].t <= waitTo; di++ {
-		l.d.deferral(pid, tid, clip(f.defers[di].t), f, f.defers[di].on)
+	for ; di < len(f.defers) && f.defers[di].t <= d; di++ {
+		l.d.deferral(pid, tid, max(clip(f.defers[di].t), a), f, f.defers[di].on)
 	}
 	if f.dispatch != 0 {
-		runTo := end
+		c := end
 		if f.completed {
-			runTo = clip(f.complete)
+			c = max(clip(f.complete), d)
 		}
-		s.kind, s.start, s.end = spanRun, clip(f.dispatch), runTo
-		if s.end > s.start {
+		if c > d {
+			s.kind, s.start, s.end = spanRun, d, c
 			l.d.span(s)
 		}
 	}
 	for ; di < len(f.defers); di++ {
-		l.d.deferral(pid, tid, clip(f.defers[di].t), f, f.defers[di].on)
+		l.d.deferral(pid, tid, max(clip(f.defers[di].t), d), f, f.defers[di].on)
 	}
 }
 
