@@ -52,7 +52,10 @@ type Options struct {
 	WireHTTPStreams []string
 	WirePolicies    []string
 	WireRounds      int
-	Command         string
+	// WireTrace writes the scheduling trace of each wire run of vig's
+	// governor into Out/traces (WireOptions.TraceDir).
+	WireTrace bool
+	Command   string
 	// Progress receives one line per step; TTY makes it a single line rewritten
 	// in place.
 	Progress io.Writer
@@ -288,6 +291,9 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	}
 	if which["wire"] {
 		wo := WireOptions{Scenarios: scenarios, Progress: pr.printf, HTTPStreams: o.WireHTTPStreams, Policies: o.WirePolicies, Rounds: o.WireRounds}
+		if o.WireTrace {
+			wo.TraceDir = filepath.Join(o.Out, "traces")
+		}
 		if o.Quick {
 			wo.Duration = 5 * time.Second
 		}

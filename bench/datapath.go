@@ -27,7 +27,10 @@ import (
 // vig as a user starts it, nginx as configured by nginxConfig. The -pinned paths
 // repeat the TCP comparison with the proxy pinned to one CPU (proxyCPU).
 const (
-	PathTCP         = "grpc-tcp"        // gRPC copy path over loopback TCP
+	PathTCP = "grpc-tcp" // gRPC copy path over loopback TCP
+	// PathTCPTraced is PathTCP with vig's trace recorder on the whole run
+	// (vig serve --trace): its cost against PathTCP's, same run.
+	PathTCPTraced   = "grpc-tcp-traced"
 	PathNginx       = "nginx"           // nginx grpc_pass over TCP: the reference proxy
 	PathTCPPinned   = "grpc-tcp-pinned" // PathTCP with vig under taskset
 	PathNginxPinned = "nginx-pinned"    // PathNginx with nginx under taskset
@@ -52,7 +55,7 @@ const (
 const httpJSONMax = 150_000
 
 // DatapathPaths lists the paths in report order.
-var DatapathPaths = []string{PathTCP, PathBatch4, PathBatch8, PathNginx, PathTCPPinned, PathNginxPinned, PathUnix, PathShm, PathShmring, PathShmringMemfd, PathShmringRuntime, PathHTTP, PathHTTPJSON}
+var DatapathPaths = []string{PathTCP, PathTCPTraced, PathBatch4, PathBatch8, PathNginx, PathTCPPinned, PathNginxPinned, PathUnix, PathShm, PathShmring, PathShmringMemfd, PathShmringRuntime, PathHTTP, PathHTTPJSON}
 
 // isRingPath says whether VIA on path is a ring client.
 func isRingPath(path string) bool {
@@ -412,6 +415,12 @@ func setupPath(ctx context.Context, o *DatapathOptions, path string) (_ *pathEnv
 			if e.directRing, err = dialRing(rt, false); err == nil {
 				e.closers = append(e.closers, e.directRing.Close)
 			}
+		}
+	case PathTCPTraced:
+		e.proxy, err = StartVig(ctx, o.VigBinary, dir, vigDatapathConfig("127.0.0.1:0", "off", "", mb.Addr(), o.Exec), pin,
+			"--trace", filepath.Join(dir, "vig.trace.json"))
+		if err == nil {
+			viaAddr = e.proxy.Addrs["grpc"]
 		}
 	case PathBatch4, PathBatch8:
 		e.proxy, err = StartVig(ctx, o.VigBinary, dir, vigBatchConfig("127.0.0.1:0", mb.Addr(), o.Exec, batchFrames(path)), pin)

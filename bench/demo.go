@@ -12,6 +12,7 @@ import (
 	"github.com/vig-edge/vig/agent/config"
 	"github.com/vig-edge/vig/agent/gateway"
 	"github.com/vig-edge/vig/agent/sched"
+	"github.com/vig-edge/vig/agent/trace"
 	"github.com/vig-edge/vig/mockbackend"
 	"github.com/vig-edge/vig/netopt"
 	"github.com/vig-edge/vig/platform/clock"
@@ -26,6 +27,9 @@ type DemoOptions struct {
 	Out      io.Writer
 	TTY      bool // redraw the table in place with ANSI escapes
 	Depth    int  // client buffer depth (default 1)
+	// Trace, when set, is the file the run's scheduling trace is written to
+	// (Chrome trace-event JSON, agent/trace) when it ends.
+	Trace string
 }
 
 // demoWindow is the span over which the demo's AoI p95 is computed.
@@ -36,7 +40,7 @@ const demoWindow = 10 * time.Second
 // stream: coverage over the governor's sliding window, AoI p95 over the last 10 s,
 // queue, outcomes and the backend's slot busy share. When ctx ends (or after
 // Duration) it waits for the calls in flight and draws the table a last time.
-func Demo(ctx context.Context, o DemoOptions) error {
+func Demo(ctx context.Context, o DemoOptions) (err error) {
 	if o.Refresh <= 0 {
 		o.Refresh = time.Second
 	}
@@ -55,9 +59,22 @@ func Demo(ctx context.Context, o DemoOptions) error {
 	defer mb.Stop()
 	cfg.Backend.Address, cfg.Backend.Embedded = mb.Addr(), false
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	gov, err := gateway.NewGovernor(gateway.GovernorOptions{Config: &cfg, Clock: clock.Monotonic, WallDiff: clock.WallOffset, Log: quiet})
+	rec, err := traceRecorder(o.Trace, &cfg)
 	if err != nil {
 		return err
+	}
+	gov, err := gateway.NewGovernor(gateway.GovernorOptions{Config: &cfg, Clock: clock.Monotonic, WallDiff: clock.WallOffset, Log: quiet,
+		Recorder: rec})
+	if err != nil {
+		return err
+	}
+	if rec != nil {
+		span := rec.Begin()
+		defer func() { // after the gateway stopped: every call answered
+			if werr := trace.WriteFile(o.Trace, span.End()); werr != nil && err == nil {
+				err = fmt.Errorf("trace: %w", werr)
+			}
+		}()
 	}
 	var sockets netopt.Stats
 	gw, err := gateway.New(gateway.Options{Config: &cfg, Dial: sockets.DialAddr, Admit: gov, Log: quiet})

@@ -85,12 +85,12 @@ func (p *Proc) Stop() {
 // StartVig runs `<bin> serve -c <dir>/vig.yaml` with the given config (whose log
 // format must be json), pinned when possible, and waits until it logs that it
 // serves; Addrs then holds its listeners.
-func StartVig(ctx context.Context, bin, dir, configYAML string, pin bool) (*Proc, error) {
+func StartVig(ctx context.Context, bin, dir, configYAML string, pin bool, args ...string) (*Proc, error) {
 	path := filepath.Join(dir, "vig.yaml")
 	if err := os.WriteFile(path, []byte(configYAML), 0o644); err != nil {
 		return nil, err
 	}
-	argv := []string{bin, "serve", "-c", path, "--log-format", "json"}
+	argv := append([]string{bin, "serve", "-c", path, "--log-format", "json"}, args...)
 	p := &Proc{Name: "vig"}
 	if pin {
 		argv, p.Pinned = pinned(argv)

@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -221,6 +222,7 @@ func evaluateMeasure(r *Results) []Target {
 	ts = append(ts, costTarget(r))
 	ts = append(ts, flatTarget(r, PathShm, "Triton shm"), flatTarget(r, PathShmring, "shmring"))
 	ts = append(ts, ringCostTargets(r)...)
+	ts = append(ts, traceCostTarget(r))
 
 	t = Target{Name: "idle CPU below 0.05 % of a core at 10 clients", Status: NotMeasured}
 	t2 := Target{Name: "idle-settled p99 below 1 ms added", Status: NotMeasured}
@@ -494,6 +496,8 @@ func pathLabel(p string) string {
 		return "nginx grpc_pass (TCP), pinned"
 	case PathTCP:
 		return "vig gRPC TCP"
+	case PathTCPTraced:
+		return "vig gRPC TCP, trace recording"
 	case PathBatch4, PathBatch8:
 		return fmt.Sprintf("vig gRPC TCP, batches of %d frames", batchFrames(p))
 	case PathTCPPinned:
@@ -1285,4 +1289,52 @@ func ringCostTargets(r *Results) []Target {
 			sizeLabel(small), row.Cost.CPUus, ratio, tcp.Cost.CPUus, row.Cost.CtxSwitches, row.Cost.Syscalls, row.AddedP50)
 	}
 	return []Target{cpu, flat, e2e}
+}
+
+// traceCostLimitPct is the CPU per request the trace recorder may add, on,
+// as a share of vig's own.
+const traceCostLimitPct = 3
+
+// quietLoad is the 1-minute load average under which a machine counts as
+// quiet enough to judge a few percent of CPU.
+const quietLoad = 1.5
+
+// traceCostTarget judges the trace recorder's cost: vig's CPU per request
+// with it recording (grpc-tcp-traced) against without (grpc-tcp), the same
+// run, at the smallest payload (where vig's own cost is smallest, so the
+// share largest); the other payloads are shown. On a busy machine it is
+// reported, not judged.
+func traceCostTarget(r *Results) Target {
+	t := Target{Name: fmt.Sprintf("trace recorder on adds ≤ %d %% of vig's CPU per request (grpc-tcp-traced vs grpc-tcp, same run)", traceCostLimitPct), Status: NotMeasured}
+	if r.Datapath == nil || len(r.Datapath.Payload) == 0 {
+		return t
+	}
+	var parts []string
+	judged, first := 0.0, true
+	for _, p := range slices.Sorted(slices.Values(r.Datapath.Payload)) {
+		off, on := findRow(r.Datapath, PathTCP, p), findRow(r.Datapath, PathTCPTraced, p)
+		if off == nil || on == nil || off.Cost == nil || on.Cost == nil || off.Cost.CPUus <= 0 {
+			continue
+		}
+		pct := (on.Cost.CPUus - off.Cost.CPUus) / off.Cost.CPUus * 100
+		parts = append(parts, fmt.Sprintf("%s: %.1f → %.1f µs (%+.1f %%)", sizeLabel(p), off.Cost.CPUus, on.Cost.CPUus, pct))
+		if first {
+			judged, first = pct, false
+		}
+	}
+	if first {
+		t.Detail = "no cost figures for both grpc-tcp and grpc-tcp-traced"
+		return t
+	}
+	t.Detail = "vig CPU per request off → on: " + strings.Join(parts, ", ")
+	var load float64
+	if f := strings.Fields(r.LoadStart); len(f) > 0 {
+		load, _ = strconv.ParseFloat(f[0], 64)
+	}
+	if load >= quietLoad {
+		t.Detail += fmt.Sprintf("; not judged: the machine was busy (load average %.2f at the start, ≥ %.1f)", load, quietLoad)
+		return t
+	}
+	t.Status = verdict(judged <= traceCostLimitPct)
+	return t
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -17,6 +19,7 @@ import (
 	"github.com/vig-edge/vig/agent/gateway"
 	"github.com/vig-edge/vig/agent/gateway/restfront"
 	"github.com/vig-edge/vig/agent/sched"
+	"github.com/vig-edge/vig/agent/trace"
 	"github.com/vig-edge/vig/mockbackend"
 	"github.com/vig-edge/vig/netopt"
 	"github.com/vig-edge/vig/platform/clock"
@@ -182,6 +185,9 @@ type WireOptions struct {
 	Rounds int
 	// Progress, if set, is told what runs next.
 	Progress func(format string, args ...any)
+	// TraceDir, when set, receives the scheduling trace of each run of vig's
+	// governor (its first round): wire-SCENARIO-POLICY-dDEPTH.trace.json.
+	TraceDir string
 }
 
 // Scenario is one named workload.
@@ -390,6 +396,11 @@ func RunWire(ctx context.Context, o WireOptions) (*WireResult, error) {
 		res.Rounds = rounds
 	}
 	piece := o.Duration / time.Duration(rounds)
+	if o.TraceDir != "" {
+		if err := os.MkdirAll(o.TraceDir, 0o755); err != nil {
+			return nil, err
+		}
+	}
 	// Every scenario's options are checked before the first run.
 	httpOf, policiesOf := make([][]string, len(o.Scenarios)), make([][]string, len(o.Scenarios))
 	for i, sc := range o.Scenarios {
@@ -430,7 +441,11 @@ func RunWire(ctx context.Context, o WireOptions) (*WireResult, error) {
 						}
 						o.Progress("wire %s: %s, depth %d (%v%s)", sc.Name, PolicyLabel(p), d, piece, of)
 					}
-					run, err := runWireOnce(ctx, sc, p, d, piece, httpStreams)
+					tracePath := ""
+					if o.TraceDir != "" && round == 0 && governed(p) {
+						tracePath = filepath.Join(o.TraceDir, fmt.Sprintf("wire-%s-%s-d%d.trace.json", strings.ToLower(sc.Name), p, d))
+					}
+					run, err := runWireOnce(ctx, sc, p, d, piece, httpStreams, tracePath)
 					if err != nil {
 						return nil, fmt.Errorf("wire %s %s depth %d: %w", sc.Name, p, d, err)
 					}
@@ -675,7 +690,7 @@ func better(a, b StreamResult) bool {
 
 // runWireOnce runs one policy at one depth on a fresh mock backend; under
 // vig-http the sensors of httpStreams use vig's HTTP/REST frontend.
-func runWireOnce(ctx context.Context, sc Scenario, policy string, depth int, dur time.Duration, httpStreams []string) (*WireRun, error) {
+func runWireOnce(ctx context.Context, sc Scenario, policy string, depth int, dur time.Duration, httpStreams []string, tracePath string) (_ *WireRun, err error) {
 	cfg := *sc.Config // shallow: the backend address is the only field written
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -736,9 +751,22 @@ func runWireOnce(ctx context.Context, sc Scenario, policy string, depth int, dur
 			if n := onePool(policy); n > 0 {
 				gcfg = onePoolConfig(&cfg, n)
 			}
-			gov, err = gateway.NewGovernor(gateway.GovernorOptions{Config: gcfg, Clock: clock.Monotonic, WallDiff: clock.WallOffset, Log: quiet})
+			rec, err := traceRecorder(tracePath, gcfg)
 			if err != nil {
 				return nil, err
+			}
+			gov, err = gateway.NewGovernor(gateway.GovernorOptions{Config: gcfg, Clock: clock.Monotonic, WallDiff: clock.WallOffset, Log: quiet,
+				Recorder: rec})
+			if err != nil {
+				return nil, err
+			}
+			if rec != nil {
+				span := rec.Begin()
+				defer func() { // after the gateway stopped: every call answered
+					if werr := trace.WriteFile(tracePath, span.End()); werr != nil && err == nil {
+						err = fmt.Errorf("trace: %w", werr)
+					}
+				}()
 			}
 			admit = gov
 		} else {

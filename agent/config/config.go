@@ -43,6 +43,7 @@ type Config struct {
 	Models       map[string]Model   `yaml:"models"`
 	Streams      []Stream           `yaml:"streams"`
 	CPU          CPU                `yaml:"cpu"`
+	Trace        Trace              `yaml:"trace"` // trace.go
 
 	File string `yaml:"-"` // the name Parse was given, for errors found later (files the config names)
 

@@ -44,7 +44,7 @@ func keyPaths(t reflect.Type, prefix string) []string {
 
 // sections are the keys that only group others; their rows are optional.
 var sections = map[string]bool{"listen": true, "listen.tls": true, "listen.auth": true, "backend": true, "backend.ring": true,
-	"grpc": true, "log": true, "scheduler": true, "cpu": true, "cpu.gc": true}
+	"grpc": true, "log": true, "scheduler": true, "cpu": true, "cpu.gc": true, "trace": true}
 
 // docKeyRow matches a key row of docs/config.md's tables: | `key` | …
 var docKeyRow = regexp.MustCompile("(?m)^\\| `([A-Za-z0-9_.\\[\\]]+)` \\|")

@@ -81,6 +81,7 @@ func (c *Config) validate(file string) error {
 	}
 	c.validateAccelerators(bad)
 	c.REST.validate(bad)
+	c.Trace.validate(bad)
 	for key, v := range map[string]int{"grpc.max_message_mib": c.GRPC.MaxMessageMiB, "grpc.window_mib": c.GRPC.WindowMiB,
 		"grpc.read_buffer_kib": c.GRPC.ReadBufferKiB, "grpc.write_buffer_kib": c.GRPC.WriteBufferKiB} {
 		if v < 1 {

@@ -254,6 +254,9 @@ func (g *Governor) completeBatch(b *batchRun, err error) {
 	} else {
 		g.acts = g.s.Complete(now, b.members[0].token, err == nil, g.acts)
 	}
+	if g.rec.On() {
+		g.traceFinish(now, b.members[0], err, b.call.hand.late, b.members)
+	}
 	ds := g.collect(now, buf[:0])
 	g.mu.Unlock()
 	g.carryTo(ds)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/vig-edge/vig/agent/config"
 	"github.com/vig-edge/vig/agent/gateway"
+	"github.com/vig-edge/vig/agent/trace"
 	"github.com/vig-edge/vig/mockbackend"
 	"github.com/vig-edge/vig/netopt"
 	pb "github.com/vig-edge/vig/proto/inference"
@@ -149,5 +150,58 @@ streams:
 				runInfer(b, path.addr, gateway.DialOptions(cfg.GRPC), p.size)
 			})
 		}
+	}
+}
+
+// BenchmarkGovernedTrace is BenchmarkGovernedForward at 0 B with vig's trace
+// recorder off and on (the same gateway, alternately): the difference per
+// request is what recording costs.
+func BenchmarkGovernedTrace(b *testing.B) {
+	cfg, err := config.Parse("bench.yaml", []byte(`listen: {metrics: "off"}
+backend: {slots: 1, stats_interval_ms: -1}
+models:
+  m: {exec_ms: 1}
+streams:
+  - {name: m, model: m, class: protected, period_ms: 1000, max_age_ms: 60000}
+`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	mb, err := mockbackend.Start(context.Background(), "127.0.0.1:0",
+		mockbackend.Config{Models: []mockbackend.Model{{Name: "m", Exec: 0}}, Slots: 1}, gateway.ServerOptions(cfg.GRPC), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer mb.Stop()
+	cfg.Backend.Address = mb.Addr()
+	t0 := time.Now()
+	clock := func() int64 { return int64(time.Since(t0)) + 1 }
+	rec, _ := trace.NewRecorder(0, clock, nil)
+	gov, err := gateway.NewGovernor(gateway.GovernorOptions{Config: cfg, Clock: clock, Recorder: rec})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var st netopt.Stats
+	gw, err := gateway.New(gateway.Options{Config: cfg, Dial: st.DialAddr, Admit: gov})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ln, err := netopt.Listen("tcp", "127.0.0.1:0", &st)
+	if err != nil {
+		b.Fatal(err)
+	}
+	go gw.Serve(ln)
+	defer gw.Stop()
+	for _, on := range []bool{false, true} {
+		name := "off"
+		if on {
+			name = "on"
+		}
+		b.Run(name, func(b *testing.B) {
+			if on {
+				defer rec.Begin().Close()
+			}
+			runInfer(b, ln.Addr().String(), gateway.DialOptions(cfg.GRPC), 0)
+		})
 	}
 }

@@ -74,6 +74,7 @@ type Call struct {
 	token   uint64 // the scheduler's id of the request; 0 when ungoverned
 	phase   callPhase
 	stream  int        // stream index, from the dispatch decision
+	slot    int        // the slot it was dispatched to (global numbering)
 	capture sched.Time // as scheduled
 	arrival sched.Time
 	started sched.Time

@@ -14,6 +14,7 @@ import (
 
 	"github.com/vig-edge/vig/agent/config"
 	"github.com/vig-edge/vig/agent/sched"
+	"github.com/vig-edge/vig/agent/trace"
 	"github.com/vig-edge/vig/wire"
 )
 
@@ -56,6 +57,14 @@ type Governor struct {
 
 	warnedUngoverned sync.Map // model → struct{}
 	onComplete       func()   // set before serving (StatsPoller.Kick)
+
+	// The trace recorder (govern_trace.go), fixed at construction.
+	rec        *trace.Recorder
+	slotAccel  []int16 // global slot → its accelerator
+	slotIn     []int16 // global slot → its number there
+	modelIdx   map[string]int16
+	modelNames []string
+	maxAge     []time.Duration // by stream
 }
 
 // Observer is told what the governor decided, for metrics. Its methods are called
@@ -82,6 +91,9 @@ type GovernorOptions struct {
 	WallDiff func() int64 // wall clock minus Clock, ns, for capture_clock: realtime
 	Log      *slog.Logger
 	Observer Observer
+	// Recorder, when not nil, is given the scheduling events while it
+	// records (agent/trace).
+	Recorder *trace.Recorder
 }
 
 // variant is a model a logical model's frame may run as.
@@ -219,6 +231,7 @@ func NewGovernor(o GovernorOptions) (*Governor, error) {
 	}
 	g.timer = time.AfterFunc(time.Hour, g.tick)
 	g.timer.Stop()
+	g.traceSetup(o.Recorder, o.Config)
 	return g, nil
 }
 
@@ -299,6 +312,9 @@ func (g *Governor) submit(c *Call) {
 	c.token, req.Token = g.next, g.next
 	c.phase, c.arrival = phaseWaiting, now
 	g.calls[c.token] = c
+	if g.rec.On() {
+		g.traceArrive(now, c, &req)
+	}
 	g.acts = g.s.Arrive(now, req, g.acts[:0])
 	ds := g.collect(now, buf[:0])
 	g.mu.Unlock()
@@ -308,16 +324,20 @@ func (g *Governor) submit(c *Call) {
 // collect turns the scheduler's actions into decisions to carry out after the
 // lock, and re-arms the timer. Called with mu held.
 func (g *Governor) collect(now sched.Time, ds []decision) []decision {
+	on := g.rec.On()
 	for _, a := range g.acts {
 		c := g.calls[a.Token]
 		if c == nil {
 			continue
 		}
+		if on {
+			g.traceAction(now, &a)
+		}
 		if a.Kind == sched.Answer {
 			delete(g.calls, a.Token)
 			c.phase = phaseDone
 		} else {
-			c.phase, c.stream, c.capture, c.started = phaseRunning, a.Stream, a.Capture, now
+			c.phase, c.stream, c.capture, c.started, c.slot = phaseRunning, a.Stream, a.Capture, now, a.Slot
 			c.hand.deadline, c.hand.class = a.Deadline, g.s.StreamClass(a.Stream)
 			if a.Model != "" {
 				g.runAs(c, a.Model)
@@ -372,6 +392,9 @@ func (g *Governor) complete(c *Call, err error) {
 	} else {
 		g.acts = g.s.Complete(now, c.token, err == nil, g.acts)
 	}
+	if g.rec.On() {
+		g.traceFinish(now, c, err, c.hand.late, nil)
+	}
 	ds := g.collect(now, buf[:0])
 	g.mu.Unlock()
 	g.carryTo(ds)
@@ -405,6 +428,9 @@ func (g *Governor) cancel(c *Call) (answered bool, abort *Call) {
 	g.acts = g.s.Cancel(now, c.token, g.acts[:0])
 	delete(g.calls, c.token)
 	c.phase = phaseDone
+	if g.rec.On() {
+		g.traceCancelled(now, c)
+	}
 	ds := g.collect(now, buf[:0])
 	g.mu.Unlock()
 	g.carryTo(ds)

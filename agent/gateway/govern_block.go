@@ -63,6 +63,9 @@ func (g *Governor) admitWait(ctx context.Context, req sched.Request) (func(error
 	c.token, req.Token = g.next, g.next
 	c.phase, c.arrival = phaseWaiting, now
 	g.calls[c.token] = c
+	if g.rec.On() {
+		g.traceArrive(now, c, &req)
+	}
 	g.acts = g.s.Arrive(now, req, g.acts[:0])
 	ds := g.collect(now, nil)
 	g.mu.Unlock()

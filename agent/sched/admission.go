@@ -19,7 +19,7 @@ import "time"
 // runs on its min_rate_hz budget, not whenever its window nears its end.
 func (s *Scheduler) admission(now, start Time, slot int, self int32, excl, guardHigh bool, c time.Duration) (blocked bool, misses uint64, recheck Time) {
 	endJ := start.Add(c)
-	recheck = Never
+	recheck, s.blockedBy = Never, -1
 	guarded := s.protected
 	if guardHigh {
 		guarded = s.guarded
@@ -40,6 +40,7 @@ func (s *Scheduler) admission(now, start Time, slot int, self int32, excl, guard
 		if len(p.q) > 0 && !(s.forming >= 0 && p.bmark == s.bid) { // a head in the batch is served by it
 			h := &s.reqs[p.q[0]]
 			if b, rc := s.guard(now, p, cl, h.capture, h.deadline, slot, endJ, excl); b {
+				s.blockedBy = pi
 				blocked = true
 				misses++
 				recheck = min(recheck, rc)
@@ -61,6 +62,7 @@ func (s *Scheduler) admission(now, start Time, slot int, self int32, excl, guard
 				break
 			}
 			if b, rc := s.guard(now, p, cl, a, a.Add(p.maxAge), slot, endJ, excl); b {
+				s.blockedBy = pi
 				blocked = true
 				misses++
 				recheck = min(recheck, rc)

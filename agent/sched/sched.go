@@ -50,6 +50,7 @@ type request struct {
 	seqID     uint64 // Request.SequenceID: 0 belongs to no sequence
 	seqStart  bool   // carries the sequence's START (sequence.go)
 	seqEnd    bool   // carries its END
+	deferFor  int32  // the stream it was last reported deferred for + 1 (trace.go)
 }
 
 type model struct {
@@ -171,6 +172,8 @@ type Scheduler struct {
 	accelName     string        // the accelerator's name; "" for the backend.slots shorthand
 	busyTime      time.Duration // slot time busy up to busyAt: Σ busy × dt
 	busyAt        Time
+	onDefer       func(now Time, token uint64, stream, forStream int) // trace.go
+	blockedBy     int32                                               // the stream admission last found blocked
 
 	// A scheduler over more than one accelerator is a front: one engine —
 	// a Scheduler of one accelerator — per accelerator (see Accelerators in
@@ -912,6 +915,9 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 					if !r.deferred {
 						r.deferred = true
 						st.c.Deferred++
+					}
+					if s.onDefer != nil {
+						s.deferred(now, r, st.idx)
 					}
 					r.deferPass = s.passID
 					r.recheck = recheck

@@ -74,6 +74,7 @@ func runBench(args []string) int {
 	duration := fs.Duration("duration", 0, "overload: length of each case (default 60s); soak: length of the run (default 10m); wire: length of each run (default 15s, --quick 5s)")
 	httpStreams := fs.String("http-streams", "", "wire: also run vig with these streams' sensors on its HTTP/REST frontend, the others on gRPC (policy vig-http), a `LIST` such as detector,depth or all")
 	rounds := fs.Int("rounds", 0, "wire: split each run into `N` rounds, the whole sequence repeated round after round and each run's rounds pooled (the same total time; against a machine whose load drifts)")
+	wireTrace := fs.Bool("trace", false, "wire: write the scheduling trace of each vig run beside the report, in DIR/traces (Chrome trace-event JSON: ui.perfetto.dev)")
 	policies := fs.String("policies", "", "wire: only these policies, a `LIST` such as vig,vig-http (default every one that applies: "+strings.Join(bench.Policies, ",")+", D's one-pool ablations, and "+bench.PolicyVigHTTP+" with --http-streams)")
 	factor := fs.Int("factor", 0, "overload: multiple of the contracted frame rates (default 10)")
 	rowEvery := fs.Duration("row-every", 0, "soak: one report row per `INTERVAL` (default 1m)")
@@ -159,7 +160,7 @@ func runBench(args []string) int {
 	defer rmScen()
 	opts := bench.Options{Which: which, Quick: *quick, Out: *out, VigBinary: bin, ScenarioDir: scenDir, Only: strings.Split(strings.ToLower(*only), ","), Pin: !*noPin,
 		Duration: *duration, Factor: *factor, RowEvery: *rowEvery, DatapathPaths: dpPaths, DatapathPayloads: dpPayloads, DatapathRuns: *runs, StockWindows: *stockWin,
-		WireHTTPStreams: splitList(*httpStreams), WirePolicies: splitList(*policies), WireRounds: *rounds,
+		WireHTTPStreams: splitList(*httpStreams), WirePolicies: splitList(*policies), WireRounds: *rounds, WireTrace: *wireTrace,
 		Command:  "vig bench " + strings.Join(append([]string{which}, args...), " "),
 		Progress: os.Stderr, TTY: isTerminal(os.Stderr)}
 	res, err := bench.Run(ctx, opts)
@@ -184,8 +185,8 @@ func checkLoadFlags(fs *flag.FlagSet, which string, duration time.Duration, fact
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	only := map[string]string{"duration": "overload, soak and wire", "factor": "overload", "row-every": "soak",
-		"http-streams": "wire", "policies": "wire", "rounds": "wire", "runs": "datapath"}
-	for _, name := range []string{"duration", "factor", "row-every", "http-streams", "policies", "rounds", "runs"} {
+		"http-streams": "wire", "policies": "wire", "rounds": "wire", "runs": "datapath", "trace": "wire"}
+	for _, name := range []string{"duration", "factor", "row-every", "http-streams", "policies", "rounds", "runs", "trace"} {
 		if set[name] && !strings.Contains(only[name], which) && (which != "all" || (only[name] != "wire" && only[name] != "datapath")) {
 			return fmt.Sprintf("--%s applies to vig bench %s only", name, only[name])
 		}

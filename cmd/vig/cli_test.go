@@ -57,7 +57,7 @@ func TestCLIConventions(t *testing.T) {
 			t.Errorf("vig serve %s: exit %d\n%s", flag, code, out2)
 		}
 	}
-	for _, cmd := range []string{"serve", "doctor", "demo", "mock-backend", "profile", "topology", "bench"} {
+	for _, cmd := range []string{"serve", "doctor", "demo", "mock-backend", "profile", "topology", "bench", "trace"} {
 		out, code := captureStd(t, func() int { return run([]string{cmd, "--help"}) })
 		if code != 0 || !strings.HasPrefix(out, "Usage: vig "+cmd) || !strings.Contains(out, "\nFlags:\n") {
 			t.Errorf("vig %s --help: exit %d; want Usage: vig %s … and a Flags: section:\n%s", cmd, code, cmd, out)
@@ -157,7 +157,7 @@ func TestCLIDocumented(t *testing.T) {
 	}
 	sections := strings.Split(string(doc), "\n## vig ")
 	flagLine := regexp.MustCompile(`(?m)^  -([a-z0-9-]+)`)
-	for _, cmd := range []string{"serve", "doctor", "demo", "mock-backend", "profile", "topology", "bench"} {
+	for _, cmd := range []string{"serve", "doctor", "demo", "mock-backend", "profile", "topology", "bench", "trace"} {
 		out, _ := captureStd(t, func() int { return run([]string{cmd, "--help"}) })
 		flags := flagLine.FindAllStringSubmatch(out, -1)
 		if len(flags) == 0 {

@@ -33,6 +33,7 @@ func runDemo(args []string) int {
 	dur := fs.Duration("duration", 30*time.Second, "how long to run (0: until Ctrl-C)")
 	cfgPath := configFlag(fs, filepath.Join(bench.DefaultScenarioDir, "b.yaml"), "workload `FILE` (a vig config; its backend is replaced by the in-process mock)")
 	refresh := fs.Duration("refresh", time.Second, "table refresh interval")
+	tracePath := fs.String("trace", "", "write the run's scheduling trace to `FILE` when it ends (Chrome trace-event JSON: ui.perfetto.dev; docs/trace.md)")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), demoUsage); fs.PrintDefaults() }
 	if code, ok := parseFlags(fs, args, os.Stdout); !ok {
 		return code
@@ -47,10 +48,14 @@ func runDemo(args []string) int {
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer cancel()
-	err := bench.Demo(ctx, bench.DemoOptions{Config: cfg, Duration: *dur, Refresh: *refresh, Out: os.Stdout, TTY: isTerminal(os.Stdout)})
+	err := bench.Demo(ctx, bench.DemoOptions{Config: cfg, Duration: *dur, Refresh: *refresh, Out: os.Stdout, TTY: isTerminal(os.Stdout),
+		Trace: *tracePath})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "vig demo: %v\n", err)
 		return 1
+	}
+	if *tracePath != "" {
+		fmt.Fprintf(os.Stderr, "vig demo: trace written to %s: open it in ui.perfetto.dev\n", *tracePath)
 	}
 	return 0
 }

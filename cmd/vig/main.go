@@ -21,6 +21,7 @@ Commands:
   mock-backend   run a Triton-protocol mock inference server (tests, benchmarks, demos)
   bench          measure vig: datapath cost, freshness under contention, idle cost
   demo           the scenario-B sensors against vig, with a live per-stream table
+  trace          record a running vig's scheduling decisions for ui.perfetto.dev
   topology       this device's CPUs: clusters (little/mid/big), governors, frequencies
   version        print vig's version
 
@@ -50,6 +51,8 @@ func run(args []string) int {
 		return runBench(rest)
 	case "demo":
 		return runDemo(rest)
+	case "trace":
+		return runTrace(rest)
 	case "topology":
 		return runTopology(rest)
 	case "version", "--version", "-version":

@@ -24,6 +24,7 @@ import (
 	"github.com/vig-edge/vig/agent/gateway/ringback"
 	"github.com/vig-edge/vig/agent/gateway/ringfront"
 	"github.com/vig-edge/vig/agent/metrics"
+	"github.com/vig-edge/vig/agent/trace"
 	"github.com/vig-edge/vig/build/version"
 	"github.com/vig-edge/vig/mockbackend"
 	"github.com/vig-edge/vig/netopt"
@@ -64,9 +65,21 @@ func runServe(args []string) int {
 	noDevice := noDeviceFlag(fs, "skip doctor's device checks at start (the static analysis still runs)")
 	fs.DurationVar(&layoutWait, "layout-wait", layoutWait, "how long to wait for the backend to describe the models' layout (instance groups) before scheduling, when the config leaves it to the server")
 	profilePath := fs.String("profile", "", "profile vig itself while it serves and write the report to `FILE` on drain (.zst: compressed)")
+	tracePath := fs.String("trace", "", "record the scheduling trace from the start and write it to `FILE` (Chrome trace-event JSON; docs/trace.md)")
+	traceSecs := fs.Float64("trace-seconds", 0, "with --trace: stop recording and write the file after `N` seconds (0: at drain)")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), serveUsage); fs.PrintDefaults() }
 	if code, ok := parseFlags(fs, args, os.Stdout); !ok {
 		return code
+	}
+	if *traceSecs < 0 || *traceSecs > 0 && *tracePath == "" {
+		fmt.Fprintln(os.Stderr, "vig serve: --trace-seconds N needs --trace FILE and N ≥ 0 (0: record until drain)")
+		return 2
+	}
+	if *tracePath != "" {
+		if err := writable(*tracePath); err != nil {
+			fmt.Fprintf(os.Stderr, "vig serve: --trace %s: %v (give a file in a directory vig can write)\n", *tracePath, err)
+			return 2
+		}
 	}
 	cfg, code := loadConfig(*cfgPath)
 	if cfg == nil {
@@ -101,7 +114,7 @@ func runServe(args []string) int {
 		}
 	}
 	var answered uint64
-	err := serveWith(ctx, cfg, log, nil, &answered, checkAtStart)
+	err := serveWith(ctx, cfg, log, nil, &answered, checkAtStart, traceOptions{file: *tracePath, seconds: *traceSecs})
 	if prof != nil {
 		writeProfile(log, prof, *profilePath, answered)
 	}
@@ -223,16 +236,17 @@ func newLogger(c config.Log) *slog.Logger {
 // addresses vig listens on once it accepts requests (tests use it).
 // answered, when not nil, receives the number of RPCs answered.
 func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready chan<- map[string]string, answered *uint64) error {
-	return serveWith(ctx, cfg, log, ready, answered, nil)
+	return serveWith(ctx, cfg, log, ready, answered, nil, traceOptions{})
 }
 
 // errStrict: doctor found an error and --strict refuses to serve.
 var errStrict = errors.New("doctor found errors (--strict)")
 
 // serveWith is serve with a check run once the layout is resolved, before
-// the scheduler is built; its error stops vig.
+// the scheduler is built (its error stops vig), recording a trace of the run
+// as to asks.
 func serveWith(ctx context.Context, cfg *config.Config, log *slog.Logger, ready chan<- map[string]string, answered *uint64,
-	atStart func(*config.Config) error) error {
+	atStart func(*config.Config) error, to traceOptions) error {
 	exp, err := loadExposure(cfg.File, cfg.Listen, log)
 	if err != nil {
 		return err
@@ -265,10 +279,17 @@ func serveWith(ctx context.Context, cfg *config.Config, log *slog.Logger, ready 
 		}
 	}
 
-	gov, err := gateway.NewGovernor(gateway.GovernorOptions{Config: cfg, Clock: clock.Monotonic, WallDiff: clock.WallOffset, Log: log})
+	rec, err := trace.NewRecorder(cfg.Trace.BufferEvents, clock.Monotonic, clock.WallOffset)
+	if err != nil {
+		return configError{err} // validated by config
+	}
+	gov, err := gateway.NewGovernor(gateway.GovernorOptions{Config: cfg, Clock: clock.Monotonic, WallDiff: clock.WallOffset, Log: log,
+		Recorder: rec})
 	if err != nil {
 		return fmt.Errorf("scheduler: %w", err)
 	}
+	recording := to.start(rec, log)
+	defer recording.finish()
 	gov.SetObserver(reg.NewSched(gov.Snapshot))
 	// A ring runtime is the gateway's Backend: the gateway opens it and follows its
 	// state; without one, the gateway dials the gRPC backend itself.
@@ -375,6 +396,8 @@ func serveWith(ctx context.Context, cfg *config.Config, log *slog.Logger, ready 
 		if l.name == "metrics" {
 			mux := http.NewServeMux()
 			mux.Handle("/metrics", exp.metricsHandler(reg.Handler(), log, reg))
+			mux.Handle("/debug/trace", exp.metricsHandler(rec.Handler(trace.WriteChrome), log, reg))
+			mux.Handle("/debug/timeline", exp.metricsHandler(trace.TimelineHandler(rec.Recent), log, reg))
 			metricsSrv = newMetricsServer(mux)
 			go func() { errc <- ignoreClosed(metricsSrv.Serve(l.ln)) }()
 			continue
@@ -406,6 +429,7 @@ func serveWith(ctx context.Context, cfg *config.Config, log *slog.Logger, ready 
 		scancel()
 	}
 	gw.GracefulStop()
+	recording.finish() // every accepted request is answered: the file ends with their answers
 	n, accepted := gw.Answered(), gw.Accepted()
 	log.Info(fmt.Sprintf("drained: %d answered, %d lost", n, accepted-n))
 	if answered != nil {
