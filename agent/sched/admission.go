@@ -118,6 +118,11 @@ func (s *Scheduler) earliestStart(now, a Time, pm int32, slot int, endJ Time, jE
 			soonest, soonestSlot = f, i
 		}
 	}
+	if s.capped(pm) {
+		if ia := s.instanceAt(now, pm, endJ, withJ); ia > 0 {
+			t = max(t, ia)
+		}
+	}
 	if s.models[pm].spec.Exclusive || (s.exclRunning && s.slots > 1) {
 		return max(t, latest), 0
 	}

@@ -143,15 +143,16 @@ type Scheduler struct {
 	protected    []int32
 	guarded      []int32 // protected, then high: what a best_effort job is admitted against
 
-	reqs     []request
-	batch    []int32 // the batch being formed (batch.go), lead first
-	bid      uint64  // the batch being formed: streams with bmark == bid are in it
-	forming  int32   // model of the batchable candidate being decided, or -1
-	free     int32
-	tokens   tokenIndex
-	slotRun  []int32 // request started on each slot, or -1 (a batch: its lead)
-	slotNext []int32 // request committed behind it, or -1
-	commitQ  []int32 // committed requests in dispatch order (the backend's FIFO)
+	reqs      []request
+	batch     []int32 // the batch being formed (batch.go), lead first
+	bid       uint64  // the batch being formed: streams with bmark == bid are in it
+	forming   int32   // model of the batchable candidate being decided, or -1
+	candModel int32   // model of the candidate being decided, or -1 (instance.go)
+	free      int32
+	tokens    tokenIndex
+	slotRun   []int32 // request started on each slot, or -1 (a batch: its lead)
+	slotNext  []int32 // request committed behind it, or -1
+	commitQ   []int32 // committed requests in dispatch order (the backend's FIFO)
 
 	busy          int // started jobs
 	committed     int // committed jobs not yet started
@@ -207,6 +208,7 @@ func New(cfg Config) (*Scheduler, error) {
 		wake:         Never,
 		accelName:    name,
 		forming:      -1,
+		candModel:    -1,
 	}
 	for i := range s.slotRun {
 		s.slotRun[i], s.slotNext[i] = -1, -1
@@ -735,7 +737,7 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 	s.account(now)
 	s.passID++
 	holdSlot, holdAt := -1, Never // a slot held for a batch that fills, and until when
-	defer func() { s.forming = -1 }()
+	defer func() { s.forming, s.candModel = -1, -1 }()
 	for !s.draining && !s.backendDown {
 		slot, start, queued := s.place(now, holdSlot)
 		if slot < 0 {
@@ -771,6 +773,18 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 		ri := st.q[0]
 		r := &s.reqs[ri]
 		m := &s.models[st.model]
+		s.candModel = st.model
+		if !s.instanceFree(st.model, slot, queued) {
+			// Every instance of its model is taken: it may only be
+			// committed behind a job of its own model.
+			i := s.ownSlot(now, st.model, holdSlot)
+			if i < 0 {
+				st.pass = s.passID
+				continue
+			}
+			slot, start, queued = i, max(s.reqs[s.slotRun[i]].predEnd, now), true
+			occ = s.occAt(now, start, slot)
+		}
 
 		if now > r.startBy {
 			st.q = st.q[:copy(st.q, st.q[1:])]
@@ -1177,8 +1191,14 @@ func (s *Scheduler) finish(now Time, token uint64, out Outcome, acts []Action) [
 				m.refresh(s.margin)
 			}
 		}
-		if len(s.commitQ) > 0 {
-			s.promote(now, s.commitQ[0], slot)
+		for _, x := range s.commitQ {
+			// The oldest committed job whose model has an instance free
+			// (instance.go); a job behind its own model's still running
+			// one waits for that.
+			if s.startable(x) {
+				s.promote(now, x, slot)
+				break
+			}
 		}
 	}
 	if r.budget {
