@@ -99,6 +99,9 @@ func newFront(cfg Config) (*Scheduler, error) {
 			return nil, err
 		}
 		e.accelName = a.name
+		pm := factorPM(cfg.Accelerators[p].Interference)
+		e.ifr = interference{front: s, part: int32(p), pm: pm}
+		e.ifr.win.init(make([]int64, 2*e.cfg.EstimatorWindow), time.Duration(pm))
 		a.e = e
 		a.global = make([]int32, len(e.streams))
 		if s.accels[s.fallbackPart].e == nil {
@@ -257,6 +260,7 @@ func (s *Scheduler) frontSnapshot(now Time, dst *Snapshot) {
 			a.e.Snapshot(now, &a.snap)
 			as.Busy, as.Committed, as.Exclusive = a.snap.Busy, a.snap.Committed, a.snap.Exclusive
 			as.BusyTime = a.snap.Accelerators[0].BusyTime
+			as.Interference, as.InterferenceSamples = a.e.factor(), a.e.ifr.n
 			for l, st := range a.snap.Streams {
 				dst.Streams[a.global[l]] = st
 			}
@@ -320,4 +324,10 @@ type AcceleratorStats struct {
 	// each job's observed start to its completion): its rate over Slots is
 	// the busy share.
 	BusyTime time.Duration
+	// Interference is the factor by which its jobs are taken to last
+	// longer while another accelerator runs one: the median of what
+	// InterferenceSamples such jobs measured, seeded by the config (1 for
+	// none).
+	Interference        float64
+	InterferenceSamples uint64
 }

@@ -49,6 +49,7 @@ type request struct {
 	seqID     uint64 // Request.SequenceID: 0 belongs to no sequence
 	seqStart  bool   // carries the sequence's START (sequence.go)
 	seqEnd    bool   // carries its END
+	coStart   bool   // started while another accelerator ran a job (interference.go)
 }
 
 type model struct {
@@ -148,6 +149,7 @@ type Scheduler struct {
 	bid       uint64  // the batch being formed: streams with bmark == bid are in it
 	forming   int32   // model of the batchable candidate being decided, or -1
 	candModel int32   // model of the candidate being decided, or -1 (instance.go)
+	ifr       interference
 	free      int32
 	tokens    tokenIndex
 	slotRun   []int32 // request started on each slot, or -1 (a batch: its lead)
@@ -209,6 +211,7 @@ func New(cfg Config) (*Scheduler, error) {
 		accelName:    name,
 		forming:      -1,
 		candModel:    -1,
+		ifr:          interference{pm: 1000},
 	}
 	for i := range s.slotRun {
 		s.slotRun[i], s.slotNext[i] = -1, -1
@@ -716,7 +719,7 @@ func (s *Scheduler) place(now Time, avoid int) (slot int, start Time, queued boo
 // committed: its earliest plausible end (the p10 of its model's estimates at
 // its occupancy) minus CommitLead.
 func (s *Scheduler) commitAt(m *model, occ int32, start Time) Time {
-	return start.Add(m.est[occ].p10 - s.cfg.CommitLead)
+	return start.Add(s.coScale(m.est[occ].p10, start) - s.cfg.CommitLead)
 }
 
 // occAt is the occupancy a job placed on slot at start would run under:
@@ -735,6 +738,7 @@ func (s *Scheduler) occAt(now, start Time, slot int) int {
 // and defers waiting requests, then recomputes the next wake-up.
 func (s *Scheduler) pass(now Time, acts []Action) []Action {
 	s.account(now)
+	s.syncCo(now)
 	s.passID++
 	holdSlot, holdAt := -1, Never // a slot held for a batch that fills, and until when
 	defer func() { s.forming, s.candModel = -1, -1 }()
@@ -758,9 +762,9 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 			if s.seqBusy(c.model, h.seqID) {
 				continue // its sequence's previous frame is still at the backend
 			}
-			cc := s.cost(c.model, occ)
+			cc := s.costAt(c.model, occ, start)
 			if s.batchable(c, h) {
-				cc = s.costN(c.model, occ, s.heads(c, h, occ))
+				cc = s.costNAt(c.model, occ, s.heads(c, h, occ), start)
 			}
 			ck := s.key(c, h, start, cc)
 			if st == nil || s.before(c, st, ck, sk) {
@@ -810,7 +814,7 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 				}
 			}
 		}
-		c := s.cost(st.model, jobOcc)
+		c := s.costAt(st.model, jobOcc, start)
 		probe := false
 		if start.Add(c) > r.deadline {
 			if queued {
@@ -846,7 +850,7 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 			}
 		}
 		if m.maxBatch > 1 && rows > 1 {
-			c = s.costN(st.model, jobOcc, min(rows, m.maxBatch))
+			c = s.costNAt(st.model, jobOcc, min(rows, m.maxBatch), start)
 		} else {
 			if n == 1 && sk.extra && s.batchable(st, r) && s.gains(st.model, jobOcc, 1, 1, 0) && s.hasPeers(now, st) {
 				// An extra of a batching model alone would only double
@@ -883,12 +887,12 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 				s.streams[s.reqs[s.batch[n]].stream].bmark = 0
 				s.batch = s.batch[:n]
 				rows = s.batchRows(n)
-				c = s.costN(st.model, jobOcc, rows)
+				c = s.costNAt(st.model, jobOcc, rows, start)
 				if n > 1 {
 					guarded, guardHigh = s.batchGuards(start, c, n)
 				} else {
 					guarded, guardHigh = st.class != Protected || sk.extra, st.class == BestEffort && !sk.extra
-					c = s.cost(st.model, jobOcc)
+					c = s.costAt(st.model, jobOcc, start)
 					s.forming = -1
 				}
 				if !guarded {
@@ -923,7 +927,7 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 			}
 		}
 		if !budget && !probe && !wait && !sk.extra && rows == 1 && s.cfg.Order == OrderLaxity && sk.lax != math.MaxInt64 {
-			if until, ok := s.landsEarly(st, r, start, c, m.est[jobOcc].fastest()); ok {
+			if until, ok := s.landsEarly(st, r, start, c, s.coScale(m.est[jobOcc].fastest(), start)); ok {
 				if !r.held {
 					r.held = true
 					st.held++
@@ -1055,7 +1059,7 @@ func (s *Scheduler) dispatchHead(now Time, st *stream, slot int, start Time, que
 	r.budget = budget
 	r.start = start
 	r.predEnd = start.Add(c)
-	r.expEnd = start.Add(m.estimate(occ))
+	r.expEnd = start.Add(s.coScale(m.estimate(occ), start))
 	if queued {
 		r.state = stCommitted
 		s.slotNext[slot] = ri
@@ -1063,6 +1067,7 @@ func (s *Scheduler) dispatchHead(now Time, st *stream, slot int, start Time, que
 		s.committed++
 	} else {
 		r.state = stRunning
+		s.started(r)
 		r.commitAt = s.commitAt(m, r.occ, start)
 		s.slotRun[slot] = ri
 		s.busy++
@@ -1104,7 +1109,7 @@ func (s *Scheduler) expire(now Time, acts []Action) []Action {
 				s.wake = min(s.wake, r.startBy+1)
 			}
 			if r.deadline != Never && !r.pinned() {
-				c := s.cost(st.model, s.busy)
+				c := s.costAt(st.model, s.busy, now)
 				if now.Add(c) > r.deadline {
 					s.countStarved(st, r, c, now)
 					st.q = append(st.q[:j], st.q[j+1:]...)
@@ -1184,13 +1189,9 @@ func (s *Scheduler) finish(now Time, token uint64, out Outcome, acts []Action) [
 			// From its observed start: the dispatch to a free slot, or
 			// the predecessor's Complete for a pipelined job — so the
 			// time it queued at the backend is not counted.
-			if m.maxBatch > 1 {
-				m.learnBatch(int(r.occ), max(int(r.bsize), 1), now.Sub(r.start), s.margin)
-			} else {
-				m.est[r.occ].add(now.Sub(r.start))
-				m.refresh(s.margin)
-			}
+			s.learn(m, r, max(int(r.bsize), 1), now.Sub(r.start))
 		}
+		s.syncCo(now)
 		for _, x := range s.commitQ {
 			// The oldest committed job whose model has an instance free
 			// (instance.go); a job behind its own model's still running
@@ -1245,9 +1246,10 @@ func (s *Scheduler) promote(now Time, ri int32, slot int) {
 	r.slot = int32(slot)
 	r.start = now
 	n := max(int(r.bsize), 1)
-	r.predEnd = now.Add(s.costN(st.model, int(r.occ), n))
-	r.expEnd = now.Add(m.estimateN(int(r.occ), n))
-	r.commitAt = now.Add(m.win(int(r.occ), n).p10 - s.cfg.CommitLead)
+	r.predEnd = now.Add(s.costNAt(st.model, int(r.occ), n, now))
+	r.expEnd = now.Add(s.coScale(m.estimateN(int(r.occ), n), now))
+	r.commitAt = now.Add(s.coScale(m.win(int(r.occ), n).p10, now) - s.cfg.CommitLead)
+	s.started(r)
 	s.startMembers(ri)
 	s.slotRun[slot] = ri
 	s.busy++
