@@ -184,12 +184,22 @@ func (s *Scheduler) refreshWake() {
 // due runs the pass of every engine whose wake-up has come, after an event
 // on one accelerator: at or after another's NextWake the event stands for
 // the Tick the caller would have made, so NextWake is always in the future.
+//
+// An engine that deferred a job for another accelerator's protected work
+// (interference.go) is re-evaluated after every event: the job it waits
+// for may have ended.
 func (s *Scheduler) due(now Time, acts []Action) []Action {
-	if s.wake > now {
+	co := false
+	for p := range s.accels {
+		if e := s.accels[p].e; e != nil && e.coDeferred {
+			co = true
+		}
+	}
+	if s.wake > now && !co {
 		return acts
 	}
 	for p := range s.accels {
-		if e := s.accels[p].e; e != nil && e.wake <= now {
+		if e := s.accels[p].e; e != nil && (e.wake <= now || e.coDeferred) {
 			n0 := len(acts)
 			acts = s.translate(int32(p), n0, e.pass(now, acts))
 		}

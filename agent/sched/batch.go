@@ -516,7 +516,7 @@ func (s *Scheduler) dispatchBatch(now Time, n, rows, slot int, start Time, queue
 	if n == 1 {
 		if rows > 1 {
 			// One request carrying several rows: learnt as a batch of them.
-			lead.expEnd = start.Add(s.coScale(m.estimateN(occ, rows), start))
+			lead.expEnd = start.Add(s.estimateAt(m, occ, rows, start))
 			if !queued {
 				lead.commitAt = start.Add(s.coScale(m.win(occ, rows).p10, start) - s.cfg.CommitLead)
 			}
@@ -524,7 +524,7 @@ func (s *Scheduler) dispatchBatch(now Time, n, rows, slot int, start Time, queue
 		m.batches[min(rows, m.maxBatch)]++
 		return acts
 	}
-	lead.expEnd = start.Add(s.coScale(m.estimateN(occ, rows), start))
+	lead.expEnd = start.Add(s.estimateAt(m, occ, rows, start))
 	if !queued {
 		lead.commitAt = start.Add(s.coScale(m.win(occ, rows).p10, start) - s.cfg.CommitLead)
 	}

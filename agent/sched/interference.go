@@ -37,8 +37,8 @@ func (s *Scheduler) syncCo(now Time) {
 // accelerator has a job at the backend predicted to end after start.
 func (s *Scheduler) coAt(start Time) bool { return s.ifr.pm > 1000 && s.ifr.until > start }
 
-// coScale is c, a solo cost, for a job starting at start: × the factor when
-// it would co-run.
+// coScale is c, a solo duration, for a job starting at start: × the
+// accelerator's factor when it would co-run.
 func (s *Scheduler) coScale(c time.Duration, start Time) time.Duration {
 	if s.coAt(start) {
 		return time.Duration(int64(c) * s.ifr.pm / 1000)
@@ -57,6 +57,12 @@ func (s *Scheduler) costNAt(mi int32, occ, n int, start Time) time.Duration {
 	return s.coScale(s.costN(mi, occ, n), start)
 }
 
+// estimateAt is the expected execution time (no margin) of a job of n
+// frames of model m started at start under occupancy occ.
+func (s *Scheduler) estimateAt(m *model, occ, n int, start Time) time.Duration {
+	return s.coScale(m.estimateN(occ, n), start)
+}
+
 // learn takes the execution time d of request r (its job of n frames of
 // model m, from its observed start to now) into the solo estimate as what
 // it would have taken alone. A job that started while another accelerator
@@ -66,9 +72,13 @@ func (s *Scheduler) costNAt(mi int32, occ, n int, start Time) time.Duration {
 // it is: the factor applies to a job by whether another accelerator is busy
 // when it starts, as it is priced (on a device whose slowdown follows the
 // overlap instead, the factor and the solo estimate absorb the average).
-// The factor is measured against jobs that ran alone: while most jobs
-// co-run it stays near its seed, and estimate × factor, the price of a
-// co-running job, still follows what they measure.
+//
+// The factor is measured against the jobs that ran alone. While too few
+// do (under half of a model's samples), it stays near its seed, the solo
+// estimate absorbs the rest, and estimate × factor, the price of a
+// co-running job, still follows what such jobs measure; but a model that
+// always co-runs cannot tell its own time from the slowdown, so the config
+// should seed the factor.
 func (s *Scheduler) learn(m *model, r *request, n int, d time.Duration) {
 	if r.coStart {
 		pm := s.ifr.pm
@@ -122,4 +132,148 @@ func (s *Scheduler) othersBusy(p int32) bool {
 		}
 	}
 	return false
+}
+
+// coGuards reports whether a job on this engine's accelerator may slow a
+// protected job of another: one with a factor above 1 and protected
+// streams.
+func (s *Scheduler) coGuards() bool {
+	f := s.ifr.front
+	if f == nil {
+		return false
+	}
+	for q := range f.accels {
+		if e := f.accels[q].e; int32(q) != s.ifr.part && e != nil && e.ifr.pm > 1000 && len(e.protected) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// coAdmission adds to an admission decision (blocked, misses, recheck) the
+// protected work of the other accelerators that a job on this one, from
+// start to end, would slow past its deadline when it would be in time
+// without it (see More than one kind of accelerator in doc.go). A job so
+// blocked is retried at every event of another accelerator (coDeferred) and
+// at recheck.
+func (s *Scheduler) coAdmission(now, start, end Time, blocked bool, misses uint64, recheck Time) (bool, uint64, Time) {
+	f := s.ifr.front
+	for q := range f.accels {
+		e := f.accels[q].e
+		if int32(q) == s.ifr.part || e == nil || e.ifr.pm <= 1000 || len(e.protected) == 0 {
+			continue
+		}
+		b, m, rc := e.coSlowed(now, start, end, f.othersUntil(int32(q), now))
+		if b {
+			blocked, misses, recheck = true, misses+m, min(recheck, rc)
+			s.coDeferred = true
+		}
+	}
+	return blocked, misses, recheck
+}
+
+// coSlowed counts the protected jobs and frames of this accelerator that a
+// job of another, running from start to end, would push past their
+// deadlines by this accelerator's factor, when each meets it without that
+// job; base is the latest predicted end of the jobs already at the backend
+// on the other accelerators (work that overlaps them co-runs anyway). A job
+// running here is slowed over its overlap with the other job (its rest runs
+// at 1/factor of its speed until end); a job committed here, and a
+// protected frame predicted to start, before end take × factor. It returns
+// when to re-evaluate: the earliest end of a running job it guards, or the
+// instant a guarded frame can no longer meet its deadline anyway.
+func (s *Scheduler) coSlowed(now, start, end, base Time) (blocked bool, misses uint64, recheck Time) {
+	pm := s.ifr.pm
+	recheck = Never
+	for i := range s.slotRun {
+		for k, x := range [2]int32{s.slotRun[i], s.slotNext[i]} {
+			if x < 0 {
+				continue
+			}
+			r := &s.reqs[x]
+			dl := s.protectedDeadline(x)
+			if r.coPriced || dl == Never || r.predEnd > dl {
+				continue
+			}
+			var slowed Time
+			if k == 0 {
+				os := max(start, now, base)
+				rest, span := int64(r.predEnd-os), int64(end-os)
+				if rest <= 0 || span <= 0 {
+					continue
+				}
+				if rest*pm/1000 <= span {
+					slowed = os + Time(rest*pm/1000)
+				} else {
+					slowed = end + Time(rest-span*1000/pm)
+				}
+			} else {
+				if r.start >= end || base > r.start {
+					continue
+				}
+				slowed = r.start + Time(int64(r.predEnd-r.start)*pm/1000)
+			}
+			if slowed > dl {
+				blocked, misses = true, misses+1
+				recheck = min(recheck, max(s.reqs[s.slotRun[i]].predEnd, now+1))
+			}
+		}
+	}
+	for _, pi := range s.protected {
+		p := &s.streams[pi]
+		if !p.seen || now.Sub(p.lastCapture) > 2*p.interval+p.maxAge {
+			continue
+		}
+		c0 := s.cost(p.model, 0)
+		if len(p.q) > 0 {
+			h := &s.reqs[p.q[0]]
+			if b, rc := s.coFrame(now, h.capture, h.deadline, p, end, base); b {
+				blocked, misses, recheck = true, misses+1, min(recheck, rc)
+			}
+		}
+		iv := int64(p.interval)
+		k := int64(1)
+		if need := int64(now.Add(c0)-p.lastCapture) - int64(p.maxAge); need > 0 {
+			k = max(k, (need+iv-1)/iv)
+		}
+		for n := 0; n < 4; n, k = n+1, k+1 {
+			a := p.lastCapture + Time(k*iv)
+			if a >= end {
+				break
+			}
+			if b, rc := s.coFrame(now, a, a.Add(p.maxAge), p, end, base); b {
+				blocked, misses, recheck = true, misses+1, min(recheck, rc)
+			}
+		}
+	}
+	return blocked, misses, recheck
+}
+
+// coFrame reports whether a frame of protected stream p arriving at a with
+// deadline dl, predicted to start here before end and alone, meets dl alone
+// but not × the factor; and when that stops mattering (it cannot meet dl
+// alone any more).
+func (s *Scheduler) coFrame(now, a, dl Time, p *stream, end, base Time) (bool, Time) {
+	fs, occ := s.earliestStart(now, a, p.model, -1, 0, false, false)
+	if fs >= end || base > fs {
+		return false, 0 // it starts after the job, or co-runs anyway
+	}
+	c := s.cost(p.model, occ)
+	if fs.Add(c) > dl || fs.Add(time.Duration(int64(c)*s.ifr.pm/1000)) <= dl {
+		return false, 0
+	}
+	return true, dl - Time(c) + 1
+}
+
+// protectedDeadline is the earliest deadline of the protected requests of
+// the job led by ri (a batch's members too), or Never.
+func (s *Scheduler) protectedDeadline(ri int32) Time {
+	dl := Never
+	for x := ri; x >= 0; x = s.reqs[x].bnext {
+		r := &s.reqs[x]
+		if s.streams[r.stream].class == Protected {
+			dl = min(dl, r.deadline)
+		}
+	}
+	return dl
 }

@@ -111,3 +111,107 @@ func TestInterferenceLearnsMeasuredFactor(t *testing.T) {
 		t.Errorf("pose: %d jobs, %d co-running: the mix does not show anything", m.started["pose"], m.coRun["pose"])
 	}
 }
+
+// crossCfg is a protected detector on dla0 (20 ms, max_age 22 ms: just in
+// time alone) and a high pose stream on the GPU (10 ms), no margin; the
+// DLA's jobs take dlaF longer while the GPU runs one.
+func crossCfg(dlaF float64, poseMinRate float64) Config {
+	return Config{
+		Accelerators: []AcceleratorSpec{{Name: "gpu", Slots: 1}, {Name: "dla0", Slots: 1, Interference: dlaF}},
+		SafetyMargin: Margin(100),
+		Models: []ModelSpec{
+			{Name: "detector", Exec: 20 * ms, Accelerator: "dla0"},
+			{Name: "pose", Exec: 10 * ms, Accelerator: "gpu"},
+		},
+		Streams: []StreamSpec{
+			{Name: "detector", Model: "detector", Class: Protected, Period: 33 * ms, MaxAge: 22 * ms, Queue: Latest},
+			{Name: "pose", Model: "pose", Class: High, Period: 33 * ms, MaxAge: 100 * ms, Queue: Latest, MinRateHz: poseMinRate},
+		},
+	}
+}
+
+// An interference factor that makes a protected frame late defers the job
+// that would cause it: the detector's frame runs on dla0 just in time
+// alone (1000–1020 ms, deadline 1022 ms); a GPU job arriving at 1001 ms
+// would slow its last 19 ms by 1.3 over its 10 ms and end it at 1022.3 ms,
+// so the GPU job waits, idle GPU and all, and starts when the DLA job ends
+// (or once what is left of it is too short to be pushed late).
+// With no factor on the DLA it starts at once; so it does with its
+// min_rate_hz budget owed (counted as a budget run costing one frame).
+func TestInterferenceProtectedFrameDefersCoRunningJob(t *testing.T) {
+	h := newHarness(t, crossCfg(1.3, 0))
+	h.set(at(1000))
+	det, acts := h.arrive("detector", 0)
+	if a := mustDispatch(t, acts, det); a.Slot != 1 {
+		t.Fatalf("detector: %s, want dla0's slot 1", fmtAct(a))
+	}
+	h.set(at(1001))
+	pose, acts := h.arrive("pose", 0)
+	mustNothing(t, acts, pose)
+	if st := h.stats("pose"); st.Deferred != 1 || st.Waiting != 1 {
+		t.Fatalf("pose: %+v, want deferred and waiting", st.Counters)
+	}
+	if w, ok := h.s.NextWake(); !ok || w > at(1020) {
+		t.Fatalf("NextWake %v, want by the DLA job's predicted end (1020 ms)", time.Duration(w))
+	}
+	h.set(at(1010))
+	mustNothing(t, h.tick(), pose) // 1010–1020 slowed over 10 ms: 1022.3
+	// The detector's job ends early: the GPU job starts then, on the
+	// DLA's Complete (an event of another accelerator).
+	h.set(at(1012))
+	acts = h.complete(det, true)
+	if a := mustDispatch(t, acts, pose); a.Slot != 0 || a.Budget {
+		t.Fatalf("pose: %s, want the GPU's slot 0 once the DLA job ended", fmtAct(a))
+	}
+
+	for _, tc := range []struct {
+		name    string
+		cfg     Config
+		budget  bool
+		wantRun bool
+	}{
+		{"no factor", crossCfg(0, 0), false, true},
+		{"factor 1.05", crossCfg(1.05, 0), false, true}, // 19 ms slowed over 10 ms: 1020.5, in time
+		{"budget owed", crossCfg(1.3, 1), true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, tc.cfg)
+			h.set(at(1000))
+			h.arrive("detector", 0)
+			h.set(at(1001))
+			pose, acts := h.arrive("pose", 0)
+			a := mustDispatch(t, acts, pose)
+			if a.Budget != tc.budget {
+				t.Fatalf("pose: %s, budget %v, want %v", fmtAct(a), a.Budget, tc.budget)
+			}
+			if st := h.stats("pose"); tc.budget && (st.BudgetRuns != 1 || st.BudgetCost != 1) {
+				t.Fatalf("pose: budget runs %d cost %d, want 1 and 1", st.BudgetRuns, st.BudgetCost)
+			}
+		})
+	}
+}
+
+// In a simulation where the DLA's jobs take 1.3× when they start while
+// the GPU runs one (the mock backend's rule), GPU jobs timed to overlap
+// the detector's frames would make every one of them stale (26 ms against
+// a max_age of 25 ms). Admission across accelerators defers them past the
+// frames' starts: every detector window is covered, and pose still runs
+// every window.
+func TestInterferenceSimProtectedCoverage(t *testing.T) {
+	cfg := crossCfg(1.3, 0)
+	cfg.SafetyMargin = DefaultMargin
+	cfg.Streams[0].MaxAge = 25 * ms
+	m := newTritonSim(t, cfg, map[string]time.Duration{"detector": 20 * ms, "pose": 10 * ms},
+		map[string]float64{"gpu": 1, "dla0": 1.3})
+	m.sensor("detector", 0, 33*ms)
+	m.sensor("pose", 28*ms, 33*ms)
+	m.run(at(10000))
+	det := Coverage(at(100), at(9900), 33*ms, 25*ms, m.deliv["detector"])
+	pose := Coverage(at(100), at(9900), 33*ms, 100*ms, m.deliv["pose"])
+	if det.Ratio() < 1 || m.coRun["detector"] > 0 {
+		t.Errorf("detector coverage %.3f with %d of %d jobs started beside a GPU job, want 1 and none", det.Ratio(), m.coRun["detector"], m.started["detector"])
+	}
+	if pose.Ratio() < 0.99 {
+		t.Errorf("pose coverage %.3f, want ≥ 0.99 (deferred, not starved)", pose.Ratio())
+	}
+}

@@ -50,6 +50,7 @@ type request struct {
 	seqStart  bool   // carries the sequence's START (sequence.go)
 	seqEnd    bool   // carries its END
 	coStart   bool   // started while another accelerator ran a job (interference.go)
+	coPriced  bool   // its predicted end includes the interference factor
 }
 
 type model struct {
@@ -144,17 +145,18 @@ type Scheduler struct {
 	protected    []int32
 	guarded      []int32 // protected, then high: what a best_effort job is admitted against
 
-	reqs      []request
-	batch     []int32 // the batch being formed (batch.go), lead first
-	bid       uint64  // the batch being formed: streams with bmark == bid are in it
-	forming   int32   // model of the batchable candidate being decided, or -1
-	candModel int32   // model of the candidate being decided, or -1 (instance.go)
-	ifr       interference
-	free      int32
-	tokens    tokenIndex
-	slotRun   []int32 // request started on each slot, or -1 (a batch: its lead)
-	slotNext  []int32 // request committed behind it, or -1
-	commitQ   []int32 // committed requests in dispatch order (the backend's FIFO)
+	reqs       []request
+	batch      []int32 // the batch being formed (batch.go), lead first
+	bid        uint64  // the batch being formed: streams with bmark == bid are in it
+	forming    int32   // model of the batchable candidate being decided, or -1
+	candModel  int32   // model of the candidate being decided, or -1 (instance.go)
+	ifr        interference
+	coDeferred bool // its last pass deferred a job for another accelerator's protected work
+	free       int32
+	tokens     tokenIndex
+	slotRun    []int32 // request started on each slot, or -1 (a batch: its lead)
+	slotNext   []int32 // request committed behind it, or -1
+	commitQ    []int32 // committed requests in dispatch order (the backend's FIFO)
 
 	busy          int // started jobs
 	committed     int // committed jobs not yet started
@@ -739,6 +741,7 @@ func (s *Scheduler) occAt(now, start Time, slot int) int {
 func (s *Scheduler) pass(now Time, acts []Action) []Action {
 	s.account(now)
 	s.syncCo(now)
+	s.coDeferred = false
 	s.passID++
 	holdSlot, holdAt := -1, Never // a slot held for a batch that fills, and until when
 	defer func() { s.forming, s.candModel = -1, -1 }()
@@ -878,7 +881,7 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 		if n > 1 {
 			guarded, guardHigh = s.batchGuards(start, c, n)
 		}
-		if guarded && (len(s.protected) > 0 || guardHigh && len(s.guarded) > 0) {
+		if guarded && (len(s.protected) > 0 || guardHigh && len(s.guarded) > 0 || s.coGuards()) {
 			blocked, misses, recheck := s.admission(now, start, slot, st.idx, excl, guardHigh, c)
 			for blocked && n > 1 {
 				// A smaller batch may fit where this one blocks a
@@ -900,6 +903,9 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 					break
 				}
 				blocked, misses, recheck = s.admission(now, start, slot, st.idx, excl, guardHigh, c)
+			}
+			if guarded && s.coGuards() {
+				blocked, misses, recheck = s.coAdmission(now, start, start.Add(c), blocked, misses, recheck)
 			}
 			if blocked {
 				if !st.anchored {
@@ -1059,7 +1065,8 @@ func (s *Scheduler) dispatchHead(now Time, st *stream, slot int, start Time, que
 	r.budget = budget
 	r.start = start
 	r.predEnd = start.Add(c)
-	r.expEnd = start.Add(s.coScale(m.estimate(occ), start))
+	r.coPriced = s.coAt(start)
+	r.expEnd = start.Add(s.estimateAt(m, occ, 1, start))
 	if queued {
 		r.state = stCommitted
 		s.slotNext[slot] = ri
@@ -1247,7 +1254,8 @@ func (s *Scheduler) promote(now Time, ri int32, slot int) {
 	r.start = now
 	n := max(int(r.bsize), 1)
 	r.predEnd = now.Add(s.costNAt(st.model, int(r.occ), n, now))
-	r.expEnd = now.Add(s.coScale(m.estimateN(int(r.occ), n), now))
+	r.coPriced = s.coAt(now)
+	r.expEnd = now.Add(s.estimateAt(m, int(r.occ), n, now))
 	r.commitAt = now.Add(s.coScale(m.win(int(r.occ), n).p10, now) - s.cfg.CommitLead)
 	s.started(r)
 	s.startMembers(ri)
