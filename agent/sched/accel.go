@@ -8,10 +8,10 @@ import "time"
 type AcceleratorSpec struct {
 	Name  string
 	Slots int
-	// Interference is the factor (≥ 1) by which a job on this accelerator
-	// takes longer while another accelerator runs one (they share the
-	// device's memory bandwidth): it seeds what the estimator learns.
-	// 0 or 1: none assumed until measured.
+	// Interference is the factor (1 to 10) by which a job on this
+	// accelerator takes longer while another accelerator runs one (they
+	// share the device's memory bandwidth): it seeds what the estimator
+	// learns. 0 or 1: none assumed until measured.
 	Interference float64
 }
 
