@@ -395,7 +395,8 @@
 //     already at the backend overlaps it) or that misses anyway is not
 //     counted. The job is deferred like any blocked job — counted once,
 //     min_rate_hz budgets as in admission, so it never starves beyond its
-//     budget — and its engine's pass runs again after every event on any
+//     budget (a budget run counts BudgetCost, and A's protected requests
+//     dropped while it runs BudgetBlocked) — and its engine's pass runs again after every event on any
 //     accelerator while the deferral holds (the blocking job's Complete
 //     frees it at once), and at NextWake: the blocking job's predicted end,
 //     or the instant the guarded frame can no longer be in time anyway.

@@ -150,6 +150,22 @@ func (s *Scheduler) coGuards() bool {
 	return false
 }
 
+// coBudget reports whether a budget job runs on another accelerator that
+// slows this one's: protected requests dropped meanwhile count
+// BudgetBlocked, as beside a budget job of their own accelerator.
+func (s *Scheduler) coBudget() bool {
+	f := s.ifr.front
+	if f == nil || s.ifr.pm <= 1000 {
+		return false
+	}
+	for q := range f.accels {
+		if e := f.accels[q].e; int32(q) != s.ifr.part && e != nil && e.budgetRunning > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // coAdmission adds to an admission decision (blocked, misses, recheck) the
 // protected work of the other accelerators that a job on this one, from
 // start to end, would slow past its deadline when it would be in time

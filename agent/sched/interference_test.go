@@ -187,6 +187,19 @@ func TestInterferenceProtectedFrameDefersCoRunningJob(t *testing.T) {
 			if st := h.stats("pose"); tc.budget && (st.BudgetRuns != 1 || st.BudgetCost != 1) {
 				t.Fatalf("pose: budget runs %d cost %d, want 1 and 1", st.BudgetRuns, st.BudgetCost)
 			}
+			if !tc.budget {
+				return
+			}
+			// A detector frame late-dropped while the GPU's budget job
+			// runs (captured at 1010, the DLA busy until 1020: 1040 >
+			// 1032) counts BudgetBlocked, as beside a budget job on the
+			// DLA itself.
+			h.set(at(1010))
+			det, acts := h.arrive("detector", at(1010))
+			mustAnswer(t, acts, det, DeadlineExceeded, LateDropped)
+			if st := h.stats("detector"); st.BudgetBlocked != 1 {
+				t.Fatalf("detector: budget blocked %d, want 1", st.BudgetBlocked)
+			}
 		})
 	}
 }

@@ -567,7 +567,7 @@ func (s *Scheduler) answer(ri int32, code Code, out Outcome, reason Reason, acts
 	r := &s.reqs[ri]
 	st := &s.streams[r.stream]
 	st.c.add(out)
-	if (out == LateDropped || out == Superseded) && st.class == Protected && s.budgetRunning > 0 {
+	if (out == LateDropped || out == Superseded) && st.class == Protected && (s.budgetRunning > 0 || s.coBudget()) {
 		st.budgetBlocked++
 	}
 	acts = append(acts, Action{Kind: Answer, Token: r.token, Stream: int(r.stream), Code: code, Outcome: out, Reason: reason})
