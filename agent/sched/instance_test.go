@@ -31,6 +31,7 @@ type tritonSim struct {
 	capture  map[uint64]Time
 
 	noInstance int            // dispatches to start at once that found every instance busy
+	queued     map[string]int // dispatches committed (Queued) per model
 	maxAtOnce  map[string]int // most jobs of a model running at once at the backend
 	started    map[string]int // jobs started per model
 	coRun      map[string]int // jobs started per model while another accelerator ran
@@ -47,7 +48,7 @@ func newTritonSim(t testing.TB, cfg Config, exec map[string]time.Duration, slowd
 		accelOf: map[string]string{}, inst: map[string]int{}, queue: map[string][]uint64{},
 		running: map[string]int{}, jobs: map[uint64]tritonJob{}, model: map[uint64]string{},
 		streamOf: map[uint64]string{}, capture: map[uint64]Time{}, maxAtOnce: map[string]int{},
-		started: map[string]int{}, coRun: map[string]int{}, deliv: map[string][]Delivery{}}
+		started: map[string]int{}, queued: map[string]int{}, coRun: map[string]int{}, deliv: map[string][]Delivery{}}
 	slots := map[string]int{"": cfg.Slots}
 	for _, a := range cfg.Accelerators {
 		slots[a.Name] = a.Slots
@@ -74,6 +75,9 @@ func (m *tritonSim) handle(acts []Action) {
 		mod := m.model[a.Token]
 		if !a.Queued && (m.running[mod] >= m.inst[mod] || len(m.queue[mod]) > 0) {
 			m.noInstance++
+		}
+		if a.Queued {
+			m.queued[mod]++
 		}
 		m.queue[mod] = append(m.queue[mod], a.Token)
 		m.tryStart(mod)
@@ -189,14 +193,16 @@ func TestInstancesCountOneNeverTwiceAtOnce(t *testing.T) {
 	m.sensor("lane-c", 2*ms, 33*ms)
 	m.sensor("pose", 1500*time.Microsecond, 33*ms)
 	m.run(at(3000))
+	t.Logf("lane: %d jobs, %d committed behind its own; pose at most %d at once", m.started["lane"], m.queued["lane"], m.maxAtOnce["pose"])
 	if m.noInstance != 0 {
 		t.Errorf("%d requests of lane sent to start at once while its one instance ran", m.noInstance)
 	}
 	if m.maxAtOnce["lane"] != 1 {
 		t.Errorf("lane ran %d at once at the backend, want 1", m.maxAtOnce["lane"])
 	}
-	if m.maxAtOnce["pose"] < 1 || m.started["lane"] < 3*80 {
-		t.Errorf("too little ran to show anything: lane %d jobs, pose at most %d at once", m.started["lane"], m.maxAtOnce["pose"])
+	if m.maxAtOnce["pose"] < 1 || m.started["lane"] < 3*80 || m.queued["lane"] == 0 {
+		t.Errorf("too little ran to show anything: lane %d jobs (%d committed behind its own), pose at most %d at once",
+			m.started["lane"], m.queued["lane"], m.maxAtOnce["pose"])
 	}
 	// Three frames of 9 ms per 33 ms fit one instance: each lane stream is
 	// still covered.
