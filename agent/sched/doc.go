@@ -339,7 +339,8 @@
 // of the engines'. An event at or after another engine's wake-up also runs
 // that engine's pass (the Tick it stands for). Action.Busy is the occupancy
 // of the job's own accelerator, the one its execution time is learnt under.
-// Snapshot.Accelerators has each accelerator's occupancy and busy slot time.
+// Snapshot.Accelerators has each accelerator's occupancy, busy slot time
+// and interference factor.
 // Learnt grids share one origin: the first capture on any stream. Without
 // Accelerators, Slots is the one accelerator (the config's backend.slots
 // shorthand), and the Scheduler is its own engine.

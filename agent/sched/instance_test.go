@@ -254,3 +254,39 @@ func TestInstancesInterferenceValidation(t *testing.T) {
 		}
 	}
 }
+
+// Admission knows a model's instances: on two slots, a high job of a
+// count-1 model holds its one instance, so the protected stream of the same
+// model cannot use the other slot. lane-b's frame at 1025 ms (22 ms with
+// margin, until 1047) would make lane-a's next frame (1033, deadline 1058)
+// start at 1047 and end at 1069: it is deferred, though a slot is free.
+// Taken as just another job on two slots it would start, and lane-a's
+// frame would miss.
+func TestInstancesAdmissionHoldsTheInstance(t *testing.T) {
+	cfg := Config{
+		Slots:        2,
+		SafetyMargin: DefaultMargin,
+		Models:       []ModelSpec{{Name: "lane", Exec: 20 * ms, Instances: 1}},
+		Streams: []StreamSpec{
+			{Name: "lane-a", Model: "lane", Class: Protected, Period: 33 * ms, MaxAge: 25 * ms, Queue: Latest},
+			{Name: "lane-b", Model: "lane", Class: High, Period: 33 * ms, MaxAge: 100 * ms, Queue: Latest},
+		},
+	}
+	h := newHarness(t, cfg)
+	h.set(at(1000))
+	a, acts := h.arrive("lane-a", 0)
+	mustDispatch(t, acts, a)
+	h.set(at(1020))
+	h.complete(a, true)
+	h.set(at(1025))
+	b, acts := h.arrive("lane-b", 0)
+	mustNothing(t, acts, b)
+	if st := h.stats("lane-b"); st.Deferred != 1 {
+		t.Fatalf("lane-b: %+v, want deferred", st.Counters)
+	}
+	h.set(at(1033))
+	a, acts = h.arrive("lane-a", 0)
+	if d := mustDispatch(t, acts, a); d.Slot != 0 && d.Slot != 1 {
+		t.Fatalf("lane-a: %s", fmtAct(d))
+	}
+}
