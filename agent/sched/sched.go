@@ -145,18 +145,19 @@ type Scheduler struct {
 	protected    []int32
 	guarded      []int32 // protected, then high: what a best_effort job is admitted against
 
-	reqs       []request
-	batch      []int32 // the batch being formed (batch.go), lead first
-	bid        uint64  // the batch being formed: streams with bmark == bid are in it
-	forming    int32   // model of the batchable candidate being decided, or -1
-	candModel  int32   // model of the candidate being decided, or -1 (instance.go)
+	reqs     []request
+	batch    []int32 // the batch being formed (batch.go), lead first
+	bid      uint64  // the batch being formed: streams with bmark == bid are in it
+	forming  int32   // model of the batchable candidate being decided, or -1
+	free     int32
+	tokens   tokenIndex
+	slotRun  []int32 // request started on each slot, or -1 (a batch: its lead)
+	slotNext []int32 // request committed behind it, or -1
+	commitQ  []int32 // committed requests in dispatch order (the backend's FIFO)
+
+	candModel  int32 // model of the candidate being decided, or -1 (instance.go)
 	ifr        interference
 	coDeferred bool // its last pass deferred a job for another accelerator's protected work
-	free       int32
-	tokens     tokenIndex
-	slotRun    []int32 // request started on each slot, or -1 (a batch: its lead)
-	slotNext   []int32 // request committed behind it, or -1
-	commitQ    []int32 // committed requests in dispatch order (the backend's FIFO)
 
 	busy          int // started jobs
 	committed     int // committed jobs not yet started
