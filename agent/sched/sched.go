@@ -25,6 +25,8 @@ type request struct {
 	filled    bool // counted as waiting for its batch to fill (once per request)
 	budget    bool // running on a min_rate_hz budget
 	cancelled bool // the client went away while it ran
+	coStart   bool // started while another accelerator ran a job (interference.go)
+	coPriced  bool // its predicted end includes the interference factor
 	capture   Time
 	arrival   Time
 	deadline  Time   // capture + MaxAge; Never under the default contract
@@ -49,8 +51,6 @@ type request struct {
 	seqID     uint64 // Request.SequenceID: 0 belongs to no sequence
 	seqStart  bool   // carries the sequence's START (sequence.go)
 	seqEnd    bool   // carries its END
-	coStart   bool   // started while another accelerator ran a job (interference.go)
-	coPriced  bool   // its predicted end includes the interference factor
 }
 
 type model struct {
