@@ -99,9 +99,7 @@ func newFront(cfg Config) (*Scheduler, error) {
 			return nil, err
 		}
 		e.accelName = a.name
-		pm := factorPM(cfg.Accelerators[p].Interference)
-		e.ifr = interference{front: s, part: int32(p), pm: pm}
-		e.ifr.win.init(make([]int64, 2*e.cfg.EstimatorWindow), time.Duration(pm))
+		e.initCo(s, int32(p), cfg.Accelerators[p].Interference)
 		a.e = e
 		a.global = make([]int32, len(e.streams))
 		if s.accels[s.fallbackPart].e == nil {

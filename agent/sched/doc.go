@@ -365,25 +365,27 @@
 // longer while another accelerator runs one. AcceleratorSpec.Interference
 // (≥ 1, at most 10; 0 or 1 for none) is how much longer, and:
 //
-//   - Pricing: a job is priced × its accelerator's factor when another
-//     accelerator has a job at the backend (running or committed) predicted
-//     to end after the job's start — wherever an engine prices one (ranking,
-//     the late check, admission's and the look-ahead's predicted frames,
-//     commits, batches, the window a result is expected in). Each engine
-//     gets the others' latest predicted end from the front once per pass.
-//     The factor applies to a whole job by whether another accelerator is
-//     busy at its start, as the mock backend slows jobs.
-//   - Learning: a job that started while another accelerator ran one
-//     measures the factor, as its time over its model's median solo
-//     estimate; the factor in use is the median of the last EstimatorWindow
-//     such ratios (at least 1), seeded by the config, and the job enters
-//     the solo window as its time over that factor. Snapshot.Accelerators
-//     has the factor and how many jobs measured it. The factor is measured
-//     against jobs that ran alone: when nearly every job of a model
-//     co-runs, its own time cannot be told from the slowdown; the factor
-//     then stays near its seed while estimate × factor, the price of a
-//     co-running job, still follows what such jobs measure — configure the
-//     seed where the device is always shared.
+//   - Pricing: a job is priced as co-running when another accelerator has
+//     a job at the backend (running or committed) predicted to end after
+//     the job's start — wherever an engine prices one (ranking, the late
+//     check, admission's and the look-ahead's predicted frames, landing in
+//     a window, commits, batches, the window a result is expected in). Each
+//     engine gets the others' latest predicted end from the front once per
+//     pass. Whether a job co-runs is decided at its start, as the mock
+//     backend slows jobs.
+//   - Learning: per (model, occupancy) a job that started while another
+//     accelerator ran one goes to a co-run window (seeded with the prior ×
+//     the configured factor), any other to the solo window; neither feeds
+//     the other. A co-running job is priced by its co-run window; a model
+//     measured alone (half a window) but not co-running by its solo
+//     estimate × the factor, and one that always co-runs is priced alone
+//     at its co-run estimate over the factor. The factor is the median
+//     co-run time over the median solo time, averaged over the windows
+//     where both are measured (a learnt factor under 1.05 is the noise of
+//     two medians: 1); until then the config's. A model that always
+//     co-runs cannot tell its own time from the slowdown: configure the
+//     factor where the device is always shared. Snapshot.Accelerators has
+//     the factor and how many co-running jobs were measured.
 //   - Protection across accelerators: a job subject to admission (high,
 //     best_effort, an extra) on accelerator B is also blocked when, from
 //     its start to its predicted end, it would push protected work of
@@ -392,17 +394,22 @@
 //     it runs at 1/factor of its speed while the two overlap), one
 //     committed on A or a protected frame predicted to start on A (its
 //     waiting head, its next frames as in admission) before the job ends
-//     (× the factor). Work that co-runs anyway (another accelerator's job
-//     already at the backend overlaps it) or that misses anyway is not
-//     counted. The job is deferred like any blocked job — counted once,
-//     min_rate_hz budgets as in admission, so it never starves beyond its
-//     budget (a budget run counts BudgetCost, and A's protected requests
-//     dropped while it runs BudgetBlocked) — and its engine's pass runs again after every event on any
-//     accelerator while the deferral holds (the blocking job's Complete
-//     frees it at once), and at NextWake: the blocking job's predicted end,
-//     or the instant the guarded frame can no longer be in time anyway.
+//     (× the factor; a frame at its co-running price). Work that co-runs
+//     anyway (another accelerator's job already at the backend overlaps
+//     it) or that misses anyway is not counted. The job is deferred like
+//     any blocked job — counted once, min_rate_hz budgets as in admission,
+//     so it never starves beyond its budget (a budget run counts
+//     BudgetCost, and A's protected requests dropped while it runs
+//     BudgetBlocked) — and its engine's pass runs again after every event
+//     on any accelerator while the deferral holds (the blocking job's
+//     Complete frees it at once), and at NextWake: the blocking job's
+//     predicted end, or the instant the guarded frame can no longer be in
+//     time anyway.
 //     Protected jobs are not deferred for another accelerator's protected
-//     work, as they are not on their own.
+//     work, as they are not on their own. Only an accelerator configured
+//     with a factor above 1 is protected so (its learnt factor then used):
+//     one configured without interference has its factor learnt for
+//     pricing only, so that measurement noise never defers a job.
 //
 // # Batching
 //

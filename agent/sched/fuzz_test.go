@@ -102,7 +102,11 @@ func (c *eventChecker) apply(acts []Action) {
 			if dl <= c.h.now && !c.pinned[a.Token] {
 				t.Fatalf("stale token %d dispatched at %v, deadline %v", a.Token, c.h.now, dl)
 			}
-			if !a.Probe && !c.pinned[a.Token] && a.Start.Add(e.cost(str.model, a.Busy)) > dl {
+			cost := e.cost(str.model, a.Busy)
+			if e.models[str.model].co != nil {
+				cost = min(cost, e.coCost(str.model, a.Busy)) // priced as co-running, or not
+			}
+			if !a.Probe && !c.pinned[a.Token] && a.Start.Add(cost) > dl {
 				t.Fatalf("token %d dispatched to miss its deadline", a.Token)
 			}
 			if (!a.Queued && a.Start != c.h.now) || a.Start < c.h.now {

@@ -19,8 +19,8 @@ type interference struct {
 	// accelerator, as of the engine's current event (syncCo).
 	until Time
 	pm    int64  // the factor in use, per mille (≥ 1000)
-	win   window // the factors measured (per mille), seeded by the config
-	n     uint64 // samples learnt from co-run jobs
+	seed  int64  // the configured factor, per mille
+	n     uint64 // jobs measured that started while another accelerator ran one
 }
 
 // factorPM is the config's factor per mille (0 and 1 are none).
@@ -35,65 +35,174 @@ func (s *Scheduler) syncCo(now Time) {
 
 // coAt reports whether a job starting at start would co-run: another
 // accelerator has a job at the backend predicted to end after start.
-func (s *Scheduler) coAt(start Time) bool { return s.ifr.pm > 1000 && s.ifr.until > start }
+func (s *Scheduler) coAt(start Time) bool { return s.ifr.front != nil && s.ifr.until > start }
 
 // coScale is c, a solo duration, for a job starting at start: × the
 // accelerator's factor when it would co-run.
 func (s *Scheduler) coScale(c time.Duration, start Time) time.Duration {
-	if s.coAt(start) {
+	if s.coAt(start) && s.ifr.pm != 1000 {
 		return time.Duration(int64(c) * s.ifr.pm / 1000)
 	}
 	return c
 }
 
+// measured reports whether w holds at least half a window of measurements.
+func measured(w *window) bool { return 2*w.real >= len(w.ring) }
+
+// coEstimate is the estimate of model m's job started beside another
+// accelerator's at occupancy occ, without margin: the p90 of its co-run
+// window (seeded with its prior × the configured factor), unless it ran
+// alone often enough to be measured so and not co-running: then its solo
+// estimate × the factor.
+func (m *model) coEstimate(occ int) time.Duration {
+	if measured(&m.est[occ]) && !measured(&m.co[occ]) {
+		return max(time.Duration(int64(m.est[occ].p90)*m.pm/1000), m.backendMean)
+	}
+	return max(m.co[occ].p90, m.backendMean)
+}
+
+// quantile is q (e.g. the fastest) of the execution times of a job of
+// model m started at start under occupancy occ: from the window its price
+// comes from (co-running or alone), scaled by the factor when that window
+// is the other one (see estimate and coEstimate).
+func (s *Scheduler) quantile(m *model, occ int, start Time, q func(*window) time.Duration) time.Duration {
+	if m.co == nil {
+		return q(&m.est[occ])
+	}
+	so, co := &m.est[occ], &m.co[occ]
+	if s.coAt(start) {
+		if measured(so) && !measured(co) {
+			return time.Duration(int64(q(so)) * m.pm / 1000)
+		}
+		return q(co)
+	}
+	if !measured(so) && measured(co) {
+		return time.Duration(int64(q(co)) * 1000 / m.pm)
+	}
+	return q(so)
+}
+
+// coCost is the margin-scaled estimate of a job of model mi started beside
+// another accelerator's at occupancy occ.
+func (s *Scheduler) coCost(mi int32, occ int) time.Duration {
+	m := &s.models[mi]
+	if m.spec.Exclusive || occ < 0 {
+		occ = 0
+	}
+	if occ >= s.slots {
+		occ = s.slots - 1
+	}
+	return m.cocosts[occ]
+}
+
 // costAt is the margin-scaled estimate of a job of model mi started at
 // start under occupancy occ, with the interference it would meet.
 func (s *Scheduler) costAt(mi int32, occ int, start Time) time.Duration {
-	return s.coScale(s.cost(mi, occ), start)
+	if s.coAt(start) {
+		return s.coCost(mi, occ)
+	}
+	return s.cost(mi, occ)
 }
 
-// costNAt is costAt for a job of n frames.
+// costNAt is costAt for a job of n frames (a batch: its cost × the factor).
 func (s *Scheduler) costNAt(mi int32, occ, n int, start Time) time.Duration {
+	if n <= 1 {
+		return s.costAt(mi, occ, start)
+	}
 	return s.coScale(s.costN(mi, occ, n), start)
 }
 
 // estimateAt is the expected execution time (no margin) of a job of n
 // frames of model m started at start under occupancy occ.
 func (s *Scheduler) estimateAt(m *model, occ, n int, start Time) time.Duration {
+	if n <= 1 && s.coAt(start) {
+		return m.coEstimate(occ)
+	}
 	return s.coScale(m.estimateN(occ, n), start)
 }
 
-// learn takes the execution time d of request r (its job of n frames of
-// model m, from its observed start to now) into the solo estimate as what
-// it would have taken alone. A job that started while another accelerator
-// ran one measures the factor: d over the median solo estimate, into a
-// window whose median (at least 1) is the factor in use; its solo sample is
-// d over the factor it was priced with. Any other job is a solo sample as
-// it is: the factor applies to a job by whether another accelerator is busy
-// when it starts, as it is priced (on a device whose slowdown follows the
-// overlap instead, the factor and the solo estimate absorb the average).
-//
-// The factor is measured against the jobs that ran alone. While too few
-// do (under half of a model's samples), it stays near its seed, the solo
-// estimate absorbs the rest, and estimate × factor, the price of a
-// co-running job, still follows what such jobs measure; but a model that
-// always co-runs cannot tell its own time from the slowdown, so the config
-// should seed the factor.
+// learn takes the execution time d of request r, its job of n frames of
+// model m. A job that started while another accelerator ran one goes to
+// its model's co-run window, never to the solo one (a batch: to its size's
+// window less the factor); any other to the solo window. Neither window is
+// fed from the other, so the factor, derived from them, cannot drift on
+// its own measurements.
 func (s *Scheduler) learn(m *model, r *request, n int, d time.Duration) {
-	if r.coStart {
-		pm := s.ifr.pm
-		if solo := m.win(int(r.occ), n).p50; solo > 0 {
-			f := min(max(int64(d)*1000/int64(solo), 1000), 1000*maxInterference)
-			s.ifr.win.add(time.Duration(f))
-			s.ifr.pm = int64(s.ifr.win.p50)
-			s.ifr.n++
+	if r.coStart && m.co != nil {
+		s.ifr.n++
+		if n > 1 {
+			m.learnBatch(int(r.occ), n, time.Duration(int64(d)*1000/s.ifr.pm), s.margin)
+			return
 		}
-		d = time.Duration(int64(d) * 1000 / pm)
-	}
-	if m.maxBatch > 1 {
+		m.co[r.occ].add(d)
+	} else if m.maxBatch > 1 {
 		m.learnBatch(int(r.occ), n, d, s.margin)
 	} else {
 		m.est[r.occ].add(d)
+	}
+	s.refit(m)
+}
+
+// minLearntPM is the smallest factor learnt (per mille) taken as one: the
+// ratio of two medians of jittery windows strays by a few percent, and a
+// factor above 1 makes admission look across accelerators.
+const minLearntPM = 1050
+
+// refit recomputes the accelerator's factor after a measurement of model
+// m: the median co-run time over the median solo time, averaged over the
+// (model, occupancy) windows where both hold half a window of
+// measurements, weighted by the fewer (below 1.05: none); the config's
+// factor until one does.
+// A model that always co-runs cannot tell its own time from the slowdown:
+// it is priced by what it measures co-running, and alone at that less the
+// factor.
+func (s *Scheduler) refit(m *model) {
+	var sum, w int64
+	for i := range s.models {
+		mi := &s.models[i]
+		for o := range mi.co {
+			so, co := &mi.est[o], &mi.co[o]
+			if !measured(so) || !measured(co) || so.p50 <= 0 {
+				continue
+			}
+			k := int64(min(so.real, co.real))
+			sum += k * min(max(int64(co.p50)*1000/int64(so.p50), 1000), 1000*maxInterference)
+			w += k
+		}
+	}
+	pm := s.ifr.seed
+	if w > 0 {
+		if pm = sum / w; pm < minLearntPM {
+			pm = 1000 // within the noise of two medians: none
+		}
+	}
+	if pm == s.ifr.pm {
+		m.refresh(s.margin)
+		return
+	}
+	s.ifr.pm = pm
+	for i := range s.models {
+		s.models[i].pm = pm
+		s.models[i].refresh(s.margin)
+	}
+}
+
+// initCo sets up interference on an engine of the front: the configured
+// factor, and every model's co-run windows seeded with its prior × it.
+func (s *Scheduler) initCo(front *Scheduler, part int32, seed float64) {
+	pm := factorPM(seed)
+	s.ifr = interference{front: front, part: part, pm: pm, seed: pm}
+	w := s.cfg.EstimatorWindow
+	buf := make([]int64, len(s.models)*s.slots*2*w)
+	for i := range s.models {
+		m := &s.models[i]
+		m.pm = pm
+		m.co = make([]window, s.slots)
+		m.cocosts = make([]time.Duration, s.slots)
+		for o := range m.co {
+			m.co[o].init(buf[:2*w:2*w], time.Duration(int64(m.spec.Exec)*pm/1000))
+			buf = buf[2*w:]
+		}
 		m.refresh(s.margin)
 	}
 }
@@ -134,6 +243,15 @@ func (s *Scheduler) othersBusy(p int32) bool {
 	return false
 }
 
+// coProtects reports whether jobs elsewhere are admitted against this
+// accelerator's protected work: it has some, and a factor above 1 that the
+// config declared (learnt since, perhaps) — a factor learnt on a device
+// configured without interference only prices jobs, so the noise of its
+// measurements never defers one.
+func (s *Scheduler) coProtects() bool {
+	return s.ifr.seed > 1000 && s.ifr.pm > 1000 && len(s.protected) > 0
+}
+
 // coGuards reports whether a job on this engine's accelerator may slow a
 // protected job of another: one with a factor above 1 and protected
 // streams.
@@ -143,7 +261,7 @@ func (s *Scheduler) coGuards() bool {
 		return false
 	}
 	for q := range f.accels {
-		if e := f.accels[q].e; int32(q) != s.ifr.part && e != nil && e.ifr.pm > 1000 && len(e.protected) > 0 {
+		if e := f.accels[q].e; int32(q) != s.ifr.part && e != nil && e.coProtects() {
 			return true
 		}
 	}
@@ -155,7 +273,7 @@ func (s *Scheduler) coGuards() bool {
 // BudgetBlocked, as beside a budget job of their own accelerator.
 func (s *Scheduler) coBudget() bool {
 	f := s.ifr.front
-	if f == nil || s.ifr.pm <= 1000 {
+	if f == nil || !s.coProtects() {
 		return false
 	}
 	for q := range f.accels {
@@ -176,7 +294,7 @@ func (s *Scheduler) coAdmission(now, start, end Time, blocked bool, misses uint6
 	f := s.ifr.front
 	for q := range f.accels {
 		e := f.accels[q].e
-		if int32(q) == s.ifr.part || e == nil || e.ifr.pm <= 1000 || len(e.protected) == 0 {
+		if int32(q) == s.ifr.part || e == nil || !e.coProtects() {
 			continue
 		}
 		b, m, rc := e.coSlowed(now, start, end, f.othersUntil(int32(q), now))
@@ -275,7 +393,7 @@ func (s *Scheduler) coFrame(now, a, dl Time, p *stream, end, base Time) (bool, T
 		return false, 0 // it starts after the job, or co-runs anyway
 	}
 	c := s.cost(p.model, occ)
-	if fs.Add(c) > dl || fs.Add(time.Duration(int64(c)*s.ifr.pm/1000)) <= dl {
+	if fs.Add(c) > dl || fs.Add(s.coCost(p.model, occ)) <= dl {
 		return false, 0
 	}
 	return true, dl - Time(c) + 1

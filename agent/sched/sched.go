@@ -59,6 +59,11 @@ type model struct {
 	costs       []time.Duration // estimate × margin per occupancy, kept current by refresh
 	backendMean time.Duration
 
+	// Interference (interference.go); empty on one accelerator.
+	co      []window        // per occupancy: jobs started while another accelerator ran one
+	cocosts []time.Duration // their margin-scaled estimates, kept current by refresh
+	pm      int64           // its accelerator's factor, per mille
+
 	// Batching (batch.go); empty when MaxBatch ≤ 1.
 	maxBatch int
 	bat      []window        // per (occupancy, size 2..maxBatch)
@@ -70,6 +75,11 @@ type model struct {
 // estimate is the current execution-time estimate at occupancy occ,
 // without margin.
 func (m *model) estimate(occ int) time.Duration {
+	if m.co != nil && !measured(&m.est[occ]) && measured(&m.co[occ]) {
+		// Its jobs co-run too often to measure it alone: what they
+		// measure, less the factor.
+		return max(time.Duration(int64(m.co[occ].p90)*1000/m.pm), m.backendMean)
+	}
 	return max(m.est[occ].p90, m.backendMean)
 }
 
@@ -78,6 +88,9 @@ func (m *model) estimate(occ int) time.Duration {
 func (m *model) refresh(margin Margin) {
 	for o := range m.costs {
 		m.costs[o] = margin.Apply(m.estimate(o))
+	}
+	for o := range m.co {
+		m.cocosts[o] = margin.Apply(m.coEstimate(o))
 	}
 }
 
@@ -934,7 +947,7 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 			}
 		}
 		if !budget && !probe && !wait && !sk.extra && rows == 1 && s.cfg.Order == OrderLaxity && sk.lax != math.MaxInt64 {
-			if until, ok := s.landsEarly(st, r, start, c, s.coScale(m.est[jobOcc].fastest(), start)); ok {
+			if until, ok := s.landsEarly(st, r, start, c, s.quantile(m, jobOcc, start, (*window).fastest)); ok {
 				if !r.held {
 					r.held = true
 					st.held++
@@ -1257,7 +1270,11 @@ func (s *Scheduler) promote(now Time, ri int32, slot int) {
 	r.predEnd = now.Add(s.costNAt(st.model, int(r.occ), n, now))
 	r.coPriced = s.coAt(now)
 	r.expEnd = now.Add(s.estimateAt(m, int(r.occ), n, now))
-	r.commitAt = now.Add(s.coScale(m.win(int(r.occ), n).p10, now) - s.cfg.CommitLead)
+	if n <= 1 {
+		r.commitAt = s.commitAt(m, r.occ, now)
+	} else {
+		r.commitAt = now.Add(s.coScale(m.win(int(r.occ), n).p10, now) - s.cfg.CommitLead)
+	}
 	s.started(r)
 	s.startMembers(ri)
 	s.slotRun[slot] = ri
