@@ -9,10 +9,7 @@ package sched
 
 // capped reports whether model mi has fewer instances than the slots, so
 // its instances, not the slots, bound how many of its jobs run at once.
-func (s *Scheduler) capped(mi int32) bool {
-	n := s.models[mi].spec.Instances
-	return n > 0 && n < s.slots
-}
+func (s *Scheduler) capped(mi int32) bool { return s.models[mi].capped }
 
 // modelOf returns the model of request ri, or -1 for no request.
 func (s *Scheduler) modelOf(ri int32) int32 {

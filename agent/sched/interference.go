@@ -140,6 +140,11 @@ func (s *Scheduler) learn(m *model, r *request, n int, d time.Duration) {
 	} else {
 		m.est[r.occ].add(d)
 	}
+	if m.co == nil || !measured(&m.est[r.occ]) || !measured(&m.co[r.occ]) {
+		// The factor depends only on pairs of measured windows.
+		m.refresh(s.margin)
+		return
+	}
 	s.refit(m)
 }
 

@@ -64,6 +64,8 @@ type model struct {
 	cocosts []time.Duration // their margin-scaled estimates, kept current by refresh
 	pm      int64           // its accelerator's factor, per mille
 
+	capped bool // fewer instances than slots (instance.go)
+
 	// Batching (batch.go); empty when MaxBatch ≤ 1.
 	maxBatch int
 	bat      []window        // per (occupancy, size 2..maxBatch)
@@ -239,6 +241,7 @@ func New(cfg Config) (*Scheduler, error) {
 	for i, spec := range cfg.Models {
 		m := &s.models[i]
 		m.spec = spec
+		m.capped = spec.Instances > 0 && spec.Instances < cfg.Slots
 		m.est = make([]window, cfg.Slots)
 		m.costs = make([]time.Duration, cfg.Slots)
 		for o := range m.est {
