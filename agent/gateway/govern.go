@@ -3,7 +3,6 @@ package gateway
 import (
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -157,27 +156,6 @@ func SchedConfig(c *config.Config) (sched.Config, error) {
 	return sc, nil
 }
 
-// interimSched builds the scheduler without what a scheduler refuses as
-// not supported yet (a model's Instances, an accelerator's Interference),
-// saying what it leaves out: a server whose layout names them must not stop
-// vig from governing it. Remove once the scheduler takes both.
-func interimSched(sc sched.Config, log *slog.Logger) (*sched.Scheduler, error) {
-	for i := range sc.Models {
-		if n := sc.Models[i].Instances; n != 0 {
-			log.Warn("this vig cannot bound a model's instances yet: it runs the model's jobs up to its accelerator's slots",
-				"model", sc.Models[i].Name, "instances", n)
-			sc.Models[i].Instances = 0
-		}
-	}
-	for i := range sc.Accelerators {
-		if f := sc.Accelerators[i].Interference; f != 0 {
-			log.Warn("this vig cannot seed interference yet: it learns none", "accelerator", sc.Accelerators[i].Name, "interference", f)
-			sc.Accelerators[i].Interference = 0
-		}
-	}
-	return sched.New(sc)
-}
-
 // NewGovernor builds the scheduler for a configuration.
 func NewGovernor(o GovernorOptions) (*Governor, error) {
 	sc, err := SchedConfig(o.Config)
@@ -188,9 +166,6 @@ func NewGovernor(o GovernorOptions) (*Governor, error) {
 		o.Log = slog.Default()
 	}
 	s, err := sched.New(sc)
-	if err != nil && strings.Contains(err.Error(), "not supported yet") {
-		s, err = interimSched(sc, o.Log)
-	}
 	if err != nil {
 		return nil, err
 	}

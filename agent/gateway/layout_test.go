@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -11,24 +10,6 @@ import (
 	"github.com/vig-edge/vig/agent/sched"
 	"github.com/vig-edge/vig/wire"
 )
-
-// skipInterim skips a test whose scheduler feature another branch brings:
-// only on the scheduler's interim refusal, never on any other error. Today's
-// scheduler refuses a logical model (needs "variants:NAME") for what it
-// lacks (an accelerator, an exec_ms) before it looks at its variants.
-func skipInterim(t *testing.T, err error, needs string) {
-	t.Helper()
-	if err == nil {
-		return
-	}
-	logical, isVariants := strings.CutPrefix(needs, "variants:")
-	if m := err.Error(); strings.Contains(m, "not supported yet") ||
-		(isVariants && (strings.Contains(m, fmt.Sprintf("model %q: exec_ms must be > 0", logical)) ||
-			strings.Contains(m, fmt.Sprintf("model %q: no accelerator given", logical)))) {
-		t.Skipf("needs sched %s (branch sched-core: instances, interference; sched-variants: variants): %v", needs, err)
-	}
-	t.Fatal(err)
-}
 
 // derivedSched parses yaml, resolves its layout against the server's
 // instance groups, and builds the scheduler from it.
@@ -146,7 +127,9 @@ streams:
   - {name: b2, model: two, class: high, period_ms: 100, max_age_ms: 200}
 `
 	s, err := derivedSched(t, y, map[string][]wire.InstanceGroup{"one": {{Kind: wire.KindGPU, Count: 1}}, "two": {{Kind: wire.KindGPU, Count: 2}}})
-	skipInterim(t, err, "instances")
+	if err != nil {
+		t.Fatal(err)
+	}
 	model := map[string]string{"a1": "one", "b1": "one", "a2": "two", "b2": "two"}
 	if n := mostAtOnce(t, s, []string{"a1", "b1"}, model); n != 1 {
 		t.Fatalf("a count-1 model ran %d at once", n)

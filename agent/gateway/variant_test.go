@@ -30,7 +30,9 @@ func TestVariantRenamedOnTheWire(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = gateway.NewGovernor(gateway.GovernorOptions{Config: cfg, Clock: clock.Monotonic})
-	skipInterim(t, err, "variants:detector")
+	if err != nil {
+		t.Fatal(err)
+	}
 	e, _, _ := startGovernedMock(t, variantConfig, `
 backend: {slots: 2}
 models:

@@ -8,10 +8,10 @@ import "time"
 type AcceleratorSpec struct {
 	Name  string
 	Slots int
-	// Interference is the factor (≥ 1) by which a job on this accelerator
-	// takes longer while another accelerator runs one (they share the
-	// device's memory bandwidth): it seeds what the estimator learns.
-	// 0 or 1: none assumed until measured.
+	// Interference is the factor (1 to 10) by which a job on this
+	// accelerator takes longer while another accelerator runs one (they
+	// share the device's memory bandwidth): it seeds what the estimator
+	// learns. 0 or 1: none assumed until measured.
 	Interference float64
 }
 
@@ -112,6 +112,7 @@ func newFront(cfg Config) (*Scheduler, error) {
 			return nil, err
 		}
 		e.accelName = a.name
+		e.initCo(s, int32(p), cfg.Accelerators[p].Interference)
 		a.e = e
 		a.global = make([]int32, len(e.streams))
 		if s.accels[s.fallbackPart].e == nil {
@@ -200,12 +201,22 @@ func (s *Scheduler) refreshWake() {
 // due runs the pass of every engine whose wake-up has come, after an event
 // on one accelerator: at or after another's NextWake the event stands for
 // the Tick the caller would have made, so NextWake is always in the future.
+//
+// An engine that deferred a job for another accelerator's protected work
+// (interference.go) is re-evaluated after every event: the job it waits
+// for may have ended.
 func (s *Scheduler) due(now Time, acts []Action) []Action {
-	if s.wake > now {
+	co := false
+	for p := range s.accels {
+		if e := s.accels[p].e; e != nil && e.coDeferred {
+			co = true
+		}
+	}
+	if s.wake > now && !co {
 		return acts
 	}
 	for p := range s.accels {
-		if e := s.accels[p].e; e != nil && e.wake <= now {
+		if e := s.accels[p].e; e != nil && (e.wake <= now || e.coDeferred) {
 			n0 := len(acts)
 			acts = s.translate(int32(p), n0, e.pass(now, acts))
 		}
@@ -294,6 +305,7 @@ func (s *Scheduler) frontSnapshot(now Time, dst *Snapshot) {
 			a.e.Snapshot(now, &a.snap)
 			as.Busy, as.Committed, as.Exclusive = a.snap.Busy, a.snap.Committed, a.snap.Exclusive
 			as.BusyTime = a.snap.Accelerators[0].BusyTime
+			as.Interference, as.InterferenceSamples = a.e.factor(), a.e.ifr.n
 			for l, st := range a.snap.Streams {
 				dst.Streams[a.global[l]] = st
 			}
@@ -361,4 +373,10 @@ type AcceleratorStats struct {
 	// each job's observed start to its completion): its rate over Slots is
 	// the busy share.
 	BusyTime time.Duration
+	// Interference is the factor by which its jobs are taken to last
+	// longer while another accelerator runs one: the median of what
+	// InterferenceSamples such jobs measured, seeded by the config (1 for
+	// none).
+	Interference        float64
+	InterferenceSamples uint64
 }

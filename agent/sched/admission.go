@@ -78,7 +78,7 @@ func (s *Scheduler) admission(now, start Time, slot int, self int32, excl, guard
 // stops being true.
 func (s *Scheduler) guard(now Time, p *stream, cl int64, a, dl Time, slot int, endJ Time, excl bool) (bool, Time) {
 	fWo, occWo := s.earliestStart(now, a, p.model, slot, endJ, excl, false)
-	cWo := s.cost(p.model, occWo)
+	cWo := s.costAt(p.model, occWo, fWo)
 	target := dl
 	if s.cfg.Order == OrderLaxity {
 		// Its window: the one it lands in at the earliest, unless that
@@ -96,7 +96,7 @@ func (s *Scheduler) guard(now Time, p *stream, cl int64, a, dl Time, slot int, e
 		target = dl // its window is lost anyway: guard the deadline
 	}
 	fW, occW := s.earliestStart(now, a, p.model, slot, endJ, excl, true)
-	if fW.Add(s.cost(p.model, occW)) > target {
+	if fW.Add(s.costAt(p.model, occW, fW)) > target {
 		return true, target - Time(cWo) + 1
 	}
 	return false, 0
@@ -118,6 +118,11 @@ func (s *Scheduler) earliestStart(now, a Time, pm int32, slot int, endJ Time, jE
 		latest = max(latest, f)
 		if f < soonest {
 			soonest, soonestSlot = f, i
+		}
+	}
+	if s.capped(pm) {
+		if ia := s.instanceAt(now, pm, endJ, withJ); ia > 0 {
+			t = max(t, ia)
 		}
 	}
 	if s.models[pm].spec.Exclusive || (s.exclRunning && s.slots > 1) {
@@ -172,7 +177,7 @@ func (s *Scheduler) lookahead(now, start Time, slot int, j *stream, excl bool, c
 			continue
 		}
 		fWo, occWo := s.earliestStart(now, a, p.model, slot, endJ, excl, false)
-		doneWo := fWo.Add(s.cost(p.model, occWo))
+		doneWo := fWo.Add(s.costAt(p.model, occWo, fWo))
 		w := p.win(doneWo)
 		if w <= s.claimed(p) {
 			continue // its window is covered already
@@ -182,7 +187,7 @@ func (s *Scheduler) lookahead(now, start Time, slot int, j *stream, excl bool, c
 			continue // it misses anyway, or the candidate would miss instead
 		}
 		fW, occW := s.earliestStart(now, a, p.model, slot, endJ, excl, true)
-		if fW.Add(s.cost(p.model, occW)) > target {
+		if fW.Add(s.costAt(p.model, occW, fW)) > target {
 			return true, a.Add(grace) + 1
 		}
 	}
@@ -257,7 +262,7 @@ func (s *Scheduler) lookaheadOne(now, start Time, j *stream, c time.Duration, jT
 		if p == j || p.adhoc || !p.seen || (p.class == BestEffort && j.class != BestEffort) || s.batchPeer(p) {
 			continue
 		}
-		cp := s.cost(p.model, 0)
+		cp := s.costAt(p.model, 0, endJ)
 		if len(p.q) > 0 {
 			h := &s.reqs[p.q[0]]
 			if h.deadline == Never {
@@ -347,7 +352,7 @@ func (s *Scheduler) extraYields(now, start Time, slot int, j *stream, excl bool,
 			continue
 		}
 		fWo, occWo := s.earliestStart(now, a, p.model, slot, endJ, excl, false)
-		doneWo := fWo.Add(s.cost(p.model, occWo))
+		doneWo := fWo.Add(s.costAt(p.model, occWo, fWo))
 		w := p.win(doneWo)
 		if w <= s.claimed(p) {
 			continue // its window is claimed: an extra too

@@ -278,7 +278,7 @@ func (s *Scheduler) gather(start Time, occ int, st *stream) (n, rows int) {
 	s.batch = append(s.batch[:0], st.q[0])
 	st.bmark = s.bid
 	rows = int(lead.rows)
-	full := s.costN(st.model, occ, s.heads(st, lead, occ))
+	full := s.costNAt(st.model, occ, s.heads(st, lead, occ), start)
 	for {
 		var best *stream
 		var bk rankKey
@@ -307,7 +307,7 @@ func (s *Scheduler) gather(start Time, occ int, st *stream) (n, rows int) {
 		for _, ri := range s.batch[:n] {
 			rows += int(s.reqs[ri].rows)
 		}
-		if s.gains(st.model, occ, int(lead.rows), rows-int(lead.rows), 0) && s.fits(start, s.costN(st.model, occ, rows), n) {
+		if s.gains(st.model, occ, int(lead.rows), rows-int(lead.rows), 0) && s.fits(start, s.costNAt(st.model, occ, rows, start), n) {
 			break
 		}
 		s.streams[s.reqs[s.batch[n-1]].stream].bmark = 0
@@ -429,7 +429,7 @@ func (s *Scheduler) fill(now, start Time, occ int, st *stream, n, rows int) (unt
 	if !s.gains(st.model, occ, rows, 1, at.Sub(start)) {
 		return 0, 0, false // idling for it costs more than running it alone
 	}
-	c := s.costN(st.model, occ, rows+1)
+	c := s.costNAt(st.model, occ, rows+1, at)
 	if !s.fits(at, c, n) {
 		return 0, 0, false
 	}
@@ -516,17 +516,17 @@ func (s *Scheduler) dispatchBatch(now Time, n, rows, slot int, start Time, queue
 	if n == 1 {
 		if rows > 1 {
 			// One request carrying several rows: learnt as a batch of them.
-			lead.expEnd = start.Add(m.estimateN(occ, rows))
+			lead.expEnd = start.Add(s.estimateAt(m, occ, rows, start))
 			if !queued {
-				lead.commitAt = start.Add(m.win(occ, rows).p10 - s.cfg.CommitLead)
+				lead.commitAt = start.Add(s.coScale(m.win(occ, rows).p10, start) - s.cfg.CommitLead)
 			}
 		}
 		m.batches[min(rows, m.maxBatch)]++
 		return acts
 	}
-	lead.expEnd = start.Add(m.estimateN(occ, rows))
+	lead.expEnd = start.Add(s.estimateAt(m, occ, rows, start))
 	if !queued {
-		lead.commitAt = start.Add(m.win(occ, rows).p10 - s.cfg.CommitLead)
+		lead.commitAt = start.Add(s.coScale(m.win(occ, rows).p10, start) - s.cfg.CommitLead)
 	}
 	m.batches[rows]++
 	acts[n0].Batch, acts[n0].BatchSize = lead.token, n

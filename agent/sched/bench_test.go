@@ -123,11 +123,31 @@ func eightStreams3Accel() Config {
 	return cfg
 }
 
+// eightStreams3AccelCo is eightStreams3Accel with interference between the
+// accelerators (so admission looks across them) and one instance of seg
+// (FIFO, several would run at once on the DLA's two slots).
+func eightStreams3AccelCo() Config {
+	cfg := eightStreams3Accel()
+	cfg.Accelerators[0].Interference, cfg.Accelerators[1].Interference = 1.3, 1.15
+	for i := range cfg.Models {
+		if cfg.Models[i].Name == "seg" {
+			cfg.Models[i].Instances = 1
+		}
+	}
+	return cfg
+}
+
 // BenchmarkDecision8Streams3Accel is the decision on 3 accelerator slots of
-// two kinds (the bound: under 2 µs, allocation-free).
+// two kinds (the bound: under 2 µs, allocation-free); co: with
+// interference and instances.
 func BenchmarkDecision8Streams3Accel(b *testing.B) {
-	b.Run("idle", func(b *testing.B) {
-		s, err := New(eightStreams3Accel())
+	benchDecision3Accel(b, "", eightStreams3Accel)
+	benchDecision3Accel(b, "co/", eightStreams3AccelCo)
+}
+
+func benchDecision3Accel(b *testing.B, prefix string, config func() Config) {
+	b.Run(prefix+"idle", func(b *testing.B) {
+		s, err := New(config())
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -141,8 +161,8 @@ func BenchmarkDecision8Streams3Accel(b *testing.B) {
 			acts = decisionLoop(s, &now, &tok, acts, 1)
 		}
 	})
-	b.Run("loaded", func(b *testing.B) {
-		s, err := New(eightStreams3Accel())
+	b.Run(prefix+"loaded", func(b *testing.B) {
+		s, err := New(config())
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -194,9 +214,16 @@ func BenchmarkDecision8Streams(b *testing.B) {
 	}
 }
 
-// TestDecisionAllocs3Accel: the same claim on three accelerator slots.
+// TestDecisionAllocs3Accel: the same claim on three accelerator slots,
+// with and without interference and instances.
 func TestDecisionAllocs3Accel(t *testing.T) {
-	s, err := New(eightStreams3Accel())
+	for name, config := range map[string]func() Config{"plain": eightStreams3Accel, "co": eightStreams3AccelCo} {
+		t.Run(name, func(t *testing.T) { decisionAllocs3Accel(t, config()) })
+	}
+}
+
+func decisionAllocs3Accel(t *testing.T, cfg Config) {
+	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

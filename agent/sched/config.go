@@ -202,6 +202,7 @@ const (
 	defaultCommitLead     = 2 * time.Millisecond
 	maxCoverageWindows    = 1 << 14
 	maxSlots              = 256
+	maxInterference       = 10
 	maxCapacity           = 1 << 16
 )
 
@@ -243,8 +244,8 @@ func (c Config) resolveAccelerators() (Config, string, error) {
 			return c, "", cfgErr("accelerator %q declared twice", a.Name)
 		case a.Slots < 1 || a.Slots > maxSlots:
 			return c, "", cfgErr("accelerator %q: %d slots: must be between 1 and %d", a.Name, a.Slots, maxSlots)
-		case a.Interference != 0:
-			return c, "", cfgErr("accelerator %q: interference is not supported yet", a.Name)
+		case a.Interference != 0 && !(a.Interference >= 1 && a.Interference <= maxInterference):
+			return c, "", cfgErr("accelerator %q: interference %v: must be a factor between 1 and %v (how much longer its jobs take while another accelerator runs one), or 0 for none", a.Name, a.Interference, maxInterference)
 		}
 		names[a.Name] = true
 		total += a.Slots
@@ -343,8 +344,8 @@ func (c Config) withDefaults() (Config, error) {
 			return c, cfgErr("model %q configured twice", m.Name)
 		case m.Exec <= 0 && len(m.Variants) == 0:
 			return c, cfgErr("model %q: exec_ms must be > 0 (it seeds the estimator)", m.Name)
-		case m.Instances != 0:
-			return c, cfgErr("model %q: instances are not supported yet", m.Name)
+		case m.Instances < 0 || m.Instances > maxSlots:
+			return c, cfgErr("model %q: instances = %d: must be between 0 (as many as its accelerator's slots) and %d", m.Name, m.Instances, maxSlots)
 		}
 		models[m.Name] = true
 	}

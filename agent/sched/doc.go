@@ -115,7 +115,8 @@
 //     The only exception is a probe (below); a frame already past its
 //     deadline is never dispatched, probe or not.
 //  2. Capacity: at most Slots jobs run and at most one more per slot is
-//     committed behind them. With more than one slot, a model with
+//     committed behind them; a model with Instances runs at most that many
+//     (see Model instances). With more than one slot, a model with
 //     Exclusive set (corun: false) starts only on an idle accelerator,
 //     nothing starts beside it and it is never committed early (the backend
 //     would start it beside the others). When such a job is the best
@@ -327,8 +328,9 @@
 // and the estimator hold per accelerator: a GPU job never starts on a DLA
 // slot, a DLA frame never waits behind a GPU job, a corun: false model runs
 // alone on its own accelerator while the others go on, and admission guards
-// a stream only against jobs on its accelerator (the only ones that can
-// delay it). The front routes an arrival as an engine would (stream name,
+// a stream against the jobs on its accelerator, which can delay it — and,
+// with interference (below), against those elsewhere that can slow it. The
+// front routes an arrival as an engine would (stream name,
 // else its model's accelerator; an unknown model is NotFound), refuses a
 // token live on any accelerator as a duplicate, numbers streams as one
 // engine would (configured streams in config order, then the default
@@ -337,10 +339,77 @@
 // of the engines'. An event at or after another engine's wake-up also runs
 // that engine's pass (the Tick it stands for). Action.Busy is the occupancy
 // of the job's own accelerator, the one its execution time is learnt under.
-// Snapshot.Accelerators has each accelerator's occupancy and busy slot time.
+// Snapshot.Accelerators has each accelerator's occupancy, busy slot time
+// and interference factor.
 // Learnt grids share one origin: the first capture on any stream. Without
 // Accelerators, Slots is the one accelerator (the config's backend.slots
 // shorthand), and the Scheduler is its own engine.
+//
+// Model instances. Triton runs one request per model instance, so a model
+// with Instances n (its instance group's count there) runs at most n jobs
+// at once, whatever its accelerator's slots: a count-1 model never runs
+// twice at once, and two slots of a GPU are two jobs of different models.
+// An instance is claimed by a running job and by a committed one, except a
+// job committed behind a running job of its own model: that is Triton's
+// per-instance queue, the instance passes from one to the other. So a
+// model at its cap starts nowhere, may be committed only behind its own
+// running job (committed behind another model's, it would not start when
+// that one ends, as the pipelined timing assumes), and a slot that frees
+// promotes the oldest committed job whose model has an instance free.
+// Admission predicts a guarded frame's start no earlier than an instance
+// of its model frees. 0 is as many as the slots; Instances ≥ the slots
+// changes nothing; an exclusive model may have instances.
+//
+// Interference. The accelerators of one device share its memory bandwidth
+// (NVIDIA's DLA FAQ; HaX-CoNN measured up to 45 % on Orin): a job runs
+// longer while another accelerator runs one. AcceleratorSpec.Interference
+// (≥ 1, at most 10; 0 or 1 for none) is how much longer, and:
+//
+//   - Pricing: a job is priced as co-running when another accelerator has
+//     a job at the backend (running or committed) predicted to end after
+//     the job's start — wherever an engine prices one (ranking, the late
+//     check, admission's and the look-ahead's predicted frames, landing in
+//     a window, commits, batches, the window a result is expected in). Each
+//     engine gets the others' latest predicted end from the front once per
+//     pass. Whether a job co-runs is decided at its start, as the mock
+//     backend slows jobs.
+//   - Learning: per (model, occupancy) a job that started while another
+//     accelerator ran one goes to a co-run window (seeded with the prior ×
+//     the configured factor), any other to the solo window; neither feeds
+//     the other. A co-running job is priced by its co-run window; a model
+//     measured alone (half a window) but not co-running by its solo
+//     estimate × the factor, and one that always co-runs is priced alone
+//     at its co-run estimate over the factor. The factor is the median
+//     co-run time over the median solo time, averaged over the windows
+//     where both are measured (a learnt factor under 1.05 is the noise of
+//     two medians: 1); until then the config's. A model that always
+//     co-runs cannot tell its own time from the slowdown: configure the
+//     factor where the device is always shared. Snapshot.Accelerators has
+//     the factor and how many co-running jobs were measured.
+//   - Protection across accelerators: a job subject to admission (high,
+//     best_effort, an extra) on accelerator B is also blocked when, from
+//     its start to its predicted end, it would push protected work of
+//     another accelerator A past its deadline, by A's factor, when that
+//     work is in time without it: a protected job running on A (the rest of
+//     it runs at 1/factor of its speed while the two overlap), one
+//     committed on A or a protected frame predicted to start on A (its
+//     waiting head, its next frames as in admission) before the job ends
+//     (× the factor; a frame at its co-running price). Work that co-runs
+//     anyway (another accelerator's job already at the backend overlaps
+//     it) or that misses anyway is not counted. The job is deferred like
+//     any blocked job — counted once, min_rate_hz budgets as in admission,
+//     so it never starves beyond its budget (a budget run counts
+//     BudgetCost, and A's protected requests dropped while it runs
+//     BudgetBlocked) — and its engine's pass runs again after every event
+//     on any accelerator while the deferral holds (the blocking job's
+//     Complete frees it at once), and at NextWake: the blocking job's
+//     predicted end, or the instant the guarded frame can no longer be in
+//     time anyway.
+//     Protected jobs are not deferred for another accelerator's protected
+//     work, as they are not on their own. Only an accelerator configured
+//     with a factor above 1 is protected so (its learnt factor then used):
+//     one configured without interference has its factor learnt for
+//     pricing only, so that measurement noise never defers a job.
 //
 // # Batching
 //

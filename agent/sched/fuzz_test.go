@@ -21,7 +21,7 @@ func fuzzConfig(slots int) Config {
 		ProbeAfter:      2,
 		Models: []ModelSpec{
 			{Name: "det", Exec: 8 * ms},
-			{Name: "pose", Exec: 5 * ms},
+			{Name: "pose", Exec: 5 * ms, Instances: 1}, // pose streams queue FIFO: several would run at once
 			{Name: "depth", Exec: 10 * ms},
 			{Name: "vlm", Exec: 200 * ms, Exclusive: true},
 			{Name: "ocr", Exec: 3 * ms},
@@ -39,13 +39,17 @@ func fuzzConfig(slots int) Config {
 
 // fuzzAccelConfig is fuzzConfig on a GPU and a DLA: the protected detector
 // and one exclusive model on each, so admission, exclusivity and budgets
-// run on both.
+// run on both; the accelerators slow each other (interference), and pose
+// and the detector have one instance each.
 func fuzzAccelConfig(gpu, dla int) Config {
 	cfg := fuzzConfig(0)
-	cfg.Accelerators = []AcceleratorSpec{{Name: "gpu", Slots: gpu}, {Name: "dla", Slots: dla}}
+	cfg.Accelerators = []AcceleratorSpec{{Name: "gpu", Slots: gpu, Interference: 1.3}, {Name: "dla", Slots: dla, Interference: 1.15}}
 	on := map[string]string{"det": "dla", "scan": "dla", "ocr": "dla", "pose": "gpu", "depth": "gpu", "vlm": "gpu"}
 	for i := range cfg.Models {
 		cfg.Models[i].Accelerator = on[cfg.Models[i].Name]
+		if n := cfg.Models[i].Name; n == "pose" || n == "det" {
+			cfg.Models[i].Instances = 1
+		}
 	}
 	return cfg
 }
@@ -98,7 +102,11 @@ func (c *eventChecker) apply(acts []Action) {
 			if dl <= c.h.now && !c.pinned[a.Token] {
 				t.Fatalf("stale token %d dispatched at %v, deadline %v", a.Token, c.h.now, dl)
 			}
-			if !a.Probe && !c.pinned[a.Token] && a.Start.Add(e.cost(str.model, a.Busy)) > dl {
+			cost := e.cost(str.model, a.Busy)
+			if e.models[str.model].co != nil {
+				cost = min(cost, e.coCost(str.model, a.Busy)) // priced as co-running, or not
+			}
+			if !a.Probe && !c.pinned[a.Token] && a.Start.Add(cost) > dl {
 				t.Fatalf("token %d dispatched to miss its deadline", a.Token)
 			}
 			if (!a.Queued && a.Start != c.h.now) || a.Start < c.h.now {
@@ -161,6 +169,18 @@ func (c *eventChecker) apply(acts []Action) {
 		}
 		if started > e.slots || n > 2*e.slots || (excl && e.slots > 1 && n > 1) {
 			t.Fatalf("accelerator %q: %d jobs at the backend, %d started (exclusive %v) on %d slots", e.accelName, n, started, excl, e.slots)
+		}
+		// A model's instances bound its started jobs.
+		for mi := range e.models {
+			inst, k := e.models[mi].spec.Instances, 0
+			for _, x := range e.slotRun {
+				if x >= 0 && e.modelOf(x) == int32(mi) {
+					k++
+				}
+			}
+			if inst > 0 && k > inst {
+				t.Fatalf("accelerator %q: model %s runs %d jobs, has %d instances", e.accelName, e.models[mi].spec.Name, k, inst)
+			}
 		}
 		if n != e.busy+e.committed || started != e.busy {
 			t.Fatalf("accelerator %q: caller sees %d at the backend (%d started), scheduler %d + %d committed", e.accelName, n, started, e.busy, e.committed)

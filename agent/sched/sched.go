@@ -26,6 +26,8 @@ type request struct {
 	budget    bool // running on a min_rate_hz budget
 	cancelled bool // the client went away while it ran
 	variant   bool // a frame of a logical model: its Dispatch names the variant (variant.go)
+	coStart   bool // started while another accelerator ran a job (interference.go)
+	coPriced  bool // its predicted end includes the interference factor
 	capture   Time
 	arrival   Time
 	deadline  Time   // capture + MaxAge; Never under the default contract
@@ -59,6 +61,13 @@ type model struct {
 	costs       []time.Duration // estimate × margin per occupancy, kept current by refresh
 	backendMean time.Duration
 
+	// Interference (interference.go); empty on one accelerator.
+	co      []window        // per occupancy: jobs started while another accelerator ran one
+	cocosts []time.Duration // their margin-scaled estimates, kept current by refresh
+	pm      int64           // its accelerator's factor, per mille
+
+	capped bool // fewer instances than slots (instance.go)
+
 	// Batching (batch.go); empty when MaxBatch ≤ 1.
 	maxBatch int
 	bat      []window        // per (occupancy, size 2..maxBatch)
@@ -70,6 +79,11 @@ type model struct {
 // estimate is the current execution-time estimate at occupancy occ,
 // without margin.
 func (m *model) estimate(occ int) time.Duration {
+	if m.co != nil && !measured(&m.est[occ]) && measured(&m.co[occ]) {
+		// Its jobs co-run too often to measure it alone: what they
+		// measure, less the factor.
+		return max(time.Duration(int64(m.co[occ].p90)*1000/m.pm), m.backendMean)
+	}
 	return max(m.est[occ].p90, m.backendMean)
 }
 
@@ -78,6 +92,9 @@ func (m *model) estimate(occ int) time.Duration {
 func (m *model) refresh(margin Margin) {
 	for o := range m.costs {
 		m.costs[o] = margin.Apply(m.estimate(o))
+	}
+	for o := range m.co {
+		m.cocosts[o] = margin.Apply(m.coEstimate(o))
 	}
 }
 
@@ -157,6 +174,10 @@ type Scheduler struct {
 	slotNext []int32 // request committed behind it, or -1
 	commitQ  []int32 // committed requests in dispatch order (the backend's FIFO)
 
+	candModel  int32 // model of the candidate being decided, or -1 (instance.go)
+	ifr        interference
+	coDeferred bool // its last pass deferred a job for another accelerator's protected work
+
 	busy          int // started jobs
 	committed     int // committed jobs not yet started
 	exclRunning   bool
@@ -214,6 +235,8 @@ func New(cfg Config) (*Scheduler, error) {
 		wake:         Never,
 		accelName:    name,
 		forming:      -1,
+		candModel:    -1,
+		ifr:          interference{pm: 1000},
 	}
 	for i := range s.slotRun {
 		s.slotRun[i], s.slotNext[i] = -1, -1
@@ -225,6 +248,7 @@ func New(cfg Config) (*Scheduler, error) {
 	for i, spec := range cfg.Models {
 		m := &s.models[i]
 		m.spec = spec
+		m.capped = spec.Instances > 0 && spec.Instances < cfg.Slots
 		m.est = make([]window, cfg.Slots)
 		m.costs = make([]time.Duration, cfg.Slots)
 		for o := range m.est {
@@ -568,7 +592,7 @@ func (s *Scheduler) answer(ri int32, code Code, out Outcome, reason Reason, acts
 	r := &s.reqs[ri]
 	st := &s.streams[r.stream]
 	st.c.add(out)
-	if (out == LateDropped || out == Superseded) && st.class == Protected && s.budgetRunning > 0 {
+	if (out == LateDropped || out == Superseded) && st.class == Protected && (s.budgetRunning > 0 || s.coBudget()) {
 		st.budgetBlocked++
 	}
 	acts = append(acts, Action{Kind: Answer, Token: r.token, Stream: int(r.stream), Code: code, Outcome: out, Reason: reason})
@@ -734,7 +758,7 @@ func (s *Scheduler) place(now Time, avoid int) (slot int, start Time, queued boo
 // committed: its earliest plausible end (the p10 of its model's estimates at
 // its occupancy) minus CommitLead.
 func (s *Scheduler) commitAt(m *model, occ int32, start Time) Time {
-	return start.Add(m.est[occ].p10 - s.cfg.CommitLead)
+	return start.Add(s.coScale(m.est[occ].p10, start) - s.cfg.CommitLead)
 }
 
 // occAt is the occupancy a job placed on slot at start would run under:
@@ -753,9 +777,11 @@ func (s *Scheduler) occAt(now, start Time, slot int) int {
 // and defers waiting requests, then recomputes the next wake-up.
 func (s *Scheduler) pass(now Time, acts []Action) []Action {
 	s.account(now)
+	s.syncCo(now)
+	s.coDeferred = false
 	s.passID++
 	holdSlot, holdAt := -1, Never // a slot held for a batch that fills, and until when
-	defer func() { s.forming = -1 }()
+	defer func() { s.forming, s.candModel = -1, -1 }()
 	for !s.draining && !s.backendDown {
 		slot, start, queued := s.place(now, holdSlot)
 		if slot < 0 {
@@ -776,9 +802,9 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 			if s.seqBusy(c.model, h.seqID) {
 				continue // its sequence's previous frame is still at the backend
 			}
-			cc := s.cost(c.model, occ)
+			cc := s.costAt(c.model, occ, start)
 			if s.batchable(c, h) {
-				cc = s.costN(c.model, occ, s.heads(c, h, occ))
+				cc = s.costNAt(c.model, occ, s.heads(c, h, occ), start)
 			}
 			ck := s.key(c, h, start, cc)
 			if st == nil || s.before(c, st, ck, sk) {
@@ -791,6 +817,18 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 		ri := st.q[0]
 		r := &s.reqs[ri]
 		m := &s.models[st.model]
+		s.candModel = st.model
+		if !s.instanceFree(st.model, slot, queued) {
+			// Every instance of its model is taken: it may only be
+			// committed behind a job of its own model.
+			i := s.ownSlot(now, st.model, holdSlot)
+			if i < 0 {
+				st.pass = s.passID
+				continue
+			}
+			slot, start, queued = i, max(s.reqs[s.slotRun[i]].predEnd, now), true
+			occ = s.occAt(now, start, slot)
+		}
 
 		if now > r.startBy {
 			st.q = st.q[:copy(st.q, st.q[1:])]
@@ -816,7 +854,7 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 				}
 			}
 		}
-		c := s.cost(st.model, jobOcc)
+		c := s.costAt(st.model, jobOcc, start)
 		probe := false
 		if start.Add(c) > r.deadline {
 			if queued {
@@ -852,7 +890,7 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 			}
 		}
 		if m.maxBatch > 1 && rows > 1 {
-			c = s.costN(st.model, jobOcc, min(rows, m.maxBatch))
+			c = s.costNAt(st.model, jobOcc, min(rows, m.maxBatch), start)
 		} else {
 			if n == 1 && sk.extra && s.batchable(st, r) && s.gains(st.model, jobOcc, 1, 1, 0) && s.hasPeers(now, st) {
 				// An extra of a batching model alone would only double
@@ -880,7 +918,7 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 		if n > 1 {
 			guarded, guardHigh = s.batchGuards(start, c, n)
 		}
-		if guarded && (len(s.protected) > 0 || guardHigh && len(s.guarded) > 0) {
+		if guarded && (len(s.protected) > 0 || guardHigh && len(s.guarded) > 0 || s.coGuards()) {
 			blocked, misses, recheck := s.admission(now, start, slot, st.idx, excl, guardHigh, c)
 			for blocked && n > 1 {
 				// A smaller batch may fit where this one blocks a
@@ -889,12 +927,12 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 				s.streams[s.reqs[s.batch[n]].stream].bmark = 0
 				s.batch = s.batch[:n]
 				rows = s.batchRows(n)
-				c = s.costN(st.model, jobOcc, rows)
+				c = s.costNAt(st.model, jobOcc, rows, start)
 				if n > 1 {
 					guarded, guardHigh = s.batchGuards(start, c, n)
 				} else {
 					guarded, guardHigh = st.class != Protected || sk.extra, st.class == BestEffort && !sk.extra
-					c = s.cost(st.model, jobOcc)
+					c = s.costAt(st.model, jobOcc, start)
 					s.forming = -1
 				}
 				if !guarded {
@@ -902,6 +940,9 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 					break
 				}
 				blocked, misses, recheck = s.admission(now, start, slot, st.idx, excl, guardHigh, c)
+			}
+			if guarded && s.coGuards() {
+				blocked, misses, recheck = s.coAdmission(now, start, start.Add(c), blocked, misses, recheck)
 			}
 			if blocked {
 				if !st.anchored {
@@ -932,7 +973,7 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 			}
 		}
 		if !budget && !probe && !wait && !sk.extra && rows == 1 && s.cfg.Order == OrderLaxity && sk.lax != math.MaxInt64 {
-			if until, ok := s.landsEarly(st, r, start, c, m.est[jobOcc].fastest()); ok {
+			if until, ok := s.landsEarly(st, r, start, c, s.quantile(m, jobOcc, start, (*window).fastest)); ok {
 				if !r.held {
 					r.held = true
 					st.held++
@@ -1064,7 +1105,8 @@ func (s *Scheduler) dispatchHead(now Time, st *stream, slot int, start Time, que
 	r.budget = budget
 	r.start = start
 	r.predEnd = start.Add(c)
-	r.expEnd = start.Add(m.estimate(occ))
+	r.coPriced = s.coAt(start)
+	r.expEnd = start.Add(s.estimateAt(m, occ, 1, start))
 	if queued {
 		r.state = stCommitted
 		s.slotNext[slot] = ri
@@ -1072,6 +1114,7 @@ func (s *Scheduler) dispatchHead(now Time, st *stream, slot int, start Time, que
 		s.committed++
 	} else {
 		r.state = stRunning
+		s.started(r)
 		r.commitAt = s.commitAt(m, r.occ, start)
 		s.slotRun[slot] = ri
 		s.busy++
@@ -1113,7 +1156,7 @@ func (s *Scheduler) expire(now Time, acts []Action) []Action {
 				s.wake = min(s.wake, r.startBy+1)
 			}
 			if r.deadline != Never && !r.pinned() {
-				c := s.cost(st.model, s.busy)
+				c := s.costAt(st.model, s.busy, now)
 				if now.Add(c) > r.deadline {
 					s.countStarved(st, r, c, now)
 					st.q = append(st.q[:j], st.q[j+1:]...)
@@ -1193,15 +1236,17 @@ func (s *Scheduler) finish(now Time, token uint64, out Outcome, acts []Action) [
 			// From its observed start: the dispatch to a free slot, or
 			// the predecessor's Complete for a pipelined job — so the
 			// time it queued at the backend is not counted.
-			if m.maxBatch > 1 {
-				m.learnBatch(int(r.occ), max(int(r.bsize), 1), now.Sub(r.start), s.margin)
-			} else {
-				m.est[r.occ].add(now.Sub(r.start))
-				m.refresh(s.margin)
-			}
+			s.learn(m, r, max(int(r.bsize), 1), now.Sub(r.start))
 		}
-		if len(s.commitQ) > 0 {
-			s.promote(now, s.commitQ[0], slot)
+		s.syncCo(now)
+		for _, x := range s.commitQ {
+			// The oldest committed job whose model has an instance free
+			// (instance.go); a job behind its own model's still running
+			// one waits for that.
+			if s.startable(x) {
+				s.promote(now, x, slot)
+				break
+			}
 		}
 	}
 	if r.budget {
@@ -1248,9 +1293,15 @@ func (s *Scheduler) promote(now Time, ri int32, slot int) {
 	r.slot = int32(slot)
 	r.start = now
 	n := max(int(r.bsize), 1)
-	r.predEnd = now.Add(s.costN(st.model, int(r.occ), n))
-	r.expEnd = now.Add(m.estimateN(int(r.occ), n))
-	r.commitAt = now.Add(m.win(int(r.occ), n).p10 - s.cfg.CommitLead)
+	r.predEnd = now.Add(s.costNAt(st.model, int(r.occ), n, now))
+	r.coPriced = s.coAt(now)
+	r.expEnd = now.Add(s.estimateAt(m, int(r.occ), n, now))
+	if n <= 1 {
+		r.commitAt = s.commitAt(m, r.occ, now)
+	} else {
+		r.commitAt = now.Add(s.coScale(m.win(int(r.occ), n).p10, now) - s.cfg.CommitLead)
+	}
+	s.started(r)
 	s.startMembers(ri)
 	s.slotRun[slot] = ri
 	s.busy++

@@ -156,7 +156,8 @@ func (s *Scheduler) Snapshot(now Time, dst *Snapshot) {
 	dst.SafetyMargin = s.margin
 	dst.Unrouted = s.unrouted
 	dst.Accelerators = append(dst.Accelerators[:0], AcceleratorStats{Name: s.accelName, Slots: s.slots,
-		Busy: s.busy, Committed: s.committed, Exclusive: s.exclRunning, BusyTime: s.busyTimeAt(now)})
+		Busy: s.busy, Committed: s.committed, Exclusive: s.exclRunning, BusyTime: s.busyTimeAt(now),
+		Interference: s.factor(), InterferenceSamples: s.ifr.n})
 	dst.Streams = dst.Streams[:0]
 	for i := range s.streams {
 		st := &s.streams[i]

@@ -477,9 +477,13 @@ func (s *Scheduler) landing(now, t Time, own *stream, class Class, buf *[]Time) 
 			f[i] = m
 		}
 	}
+	s.syncCo(now) // price with the interference the frame would meet
 	var start Time
 	var c time.Duration
 	place := func(mi int32, at Time) {
+		if mi == own.model && s.capped(mi) {
+			at = max(at, s.instanceAt(now, mi, 0, false)) // an instance of it must be free
+		}
 		k := 0
 		for i := range f {
 			if f[i] < f[k] {
@@ -491,7 +495,7 @@ func (s *Scheduler) landing(now, t Time, own *stream, class Class, buf *[]Time) 
 			for _, x := range f {
 				start = max(start, x)
 			}
-			c = s.cost(mi, 0)
+			c = s.costAt(mi, 0, start)
 			for i := range f {
 				f[i] = start.Add(c)
 			}
@@ -503,7 +507,7 @@ func (s *Scheduler) landing(now, t Time, own *stream, class Class, buf *[]Time) 
 				occ++
 			}
 		}
-		c = s.cost(mi, occ)
+		c = s.costAt(mi, occ, start)
 		f[k] = start.Add(c)
 	}
 	for i := range s.streams {

@@ -2,7 +2,6 @@ package restfront_test
 
 import (
 	"encoding/json"
-	"strings"
 	"testing"
 
 	"github.com/vig-edge/vig/agent/config"
@@ -29,11 +28,6 @@ streams:
 		t.Fatal(err)
 	}
 	if _, err := gateway.NewGovernor(gateway.GovernorOptions{Config: cfg, Clock: clock.Monotonic}); err != nil {
-		// Today's scheduler refuses a logical model for what it lacks.
-		if m := err.Error(); strings.Contains(m, "not supported yet") ||
-			strings.Contains(m, `model "det": exec_ms must be > 0`) || strings.Contains(m, `model "det": no accelerator given`) {
-			t.Skipf("needs sched variants (branch sched-variants): %v", err)
-		}
 		t.Fatal(err)
 	}
 	r := newRigWith(t, cfg, restfront.Options{}, nil)

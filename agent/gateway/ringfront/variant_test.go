@@ -1,7 +1,6 @@
 package ringfront_test
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/vig-edge/vig/agent/config"
@@ -32,11 +31,6 @@ func TestRingVariant(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := gateway.NewGovernor(gateway.GovernorOptions{Config: cfg, Clock: clock.Monotonic}); err != nil {
-		// Today's scheduler refuses a logical model for what it lacks.
-		if m := err.Error(); strings.Contains(m, "not supported yet") ||
-			strings.Contains(m, `model "det": exec_ms must be > 0`) || strings.Contains(m, `model "det": no accelerator given`) {
-			t.Skipf("needs sched variants (branch sched-variants): %v", err)
-		}
 		t.Fatal(err)
 	}
 	defer func(c string) { rigConfig = c }(rigConfig)
