@@ -43,11 +43,16 @@ const (
 	PolicyVigServer = "vig-server"
 )
 
-// FromServer completes a config that leaves the layout to the server (no
+// fromServer completes a config that leaves the layout to the server (no
 // accelerators:, no on:) from the backend's ModelConfig of each model, as
-// `vig serve` does before it builds the scheduler. nil: this build cannot,
-// and PolicyVigServer is reported as not run.
-var FromServer func(cfg *config.Config, models map[string]*wire.ModelConfig) (*config.Config, error)
+// `vig serve` does before it builds the scheduler.
+func fromServer(cfg *config.Config, models map[string]*wire.ModelConfig) (*config.Config, error) {
+	c := *cfg
+	if _, err := c.Resolve(models); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
 
 // Policies lists the policies in the order runs interleave them.
 var Policies = []string{PolicyDirect, PolicyTriton, PolicyVig}
@@ -699,9 +704,6 @@ func runWireOnce(ctx context.Context, sc Scenario, policy string, depth int, dur
 		why := strings.Join(strings.Fields(strings.ReplaceAll(sc.ServerErr.Error(), "\n", "; ")), " ")
 		return &WireRun{Policy: policy, Depth: depth, Skipped: "its config does not parse in this build (" + why + ")"}, nil
 	}
-	if policy == PolicyVigServer && FromServer == nil {
-		return &WireRun{Policy: policy, Depth: depth, Skipped: "this build cannot derive the layout from the server's ModelConfig (bench.FromServer is not set)"}, nil
-	}
 	mcfg := mockbackend.FromConfig(&cfg)
 	if sc.Repository != nil {
 		if err := sc.Repository.Apply(&mcfg); err != nil {
@@ -738,7 +740,7 @@ func runWireOnce(ctx context.Context, sc Scenario, policy string, depth int, dur
 		if err != nil {
 			return nil, err
 		}
-		if gwCfg, err = FromServer(&scfg, mcs); err != nil {
+		if gwCfg, err = fromServer(&scfg, mcs); err != nil {
 			return nil, fmt.Errorf("vig reading the server: %w", err)
 		}
 		cfg = *gwCfg // the sensors drive its streams (the scenario's, by name)

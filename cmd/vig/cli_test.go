@@ -113,13 +113,6 @@ func TestBuiltinExamples(t *testing.T) {
 			}
 			continue
 		}
-		if strings.HasSuffix(name, ".server.yaml") {
-			// vig reading the server (issue 40's syntax: variants,
-			// interference): it parses once agent/config has that syntax;
-			// bench.TestWireScenarioD2 checks that the benchmark says so
-			// meanwhile. The lead drops this skip at merge.
-			continue
-		}
 		cfg, err := config.Parse(name, data)
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
