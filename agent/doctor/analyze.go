@@ -56,7 +56,7 @@ func (g group) moreSlots(n int, tail string) string {
 	if g.l != nil {
 		p = g.l.profile
 	}
-	if lim, why := slotLimit(g.accel, p); g.named && lim > 0 && n > lim {
+	if lim, why := slotLimit(g.accel, p); g.named && why != "" && n > lim {
 		return fmt.Sprintf("not %s: %s", g.slotsKey(n), why)
 	}
 	return g.slotsKey(n) + tail
@@ -284,11 +284,12 @@ func (g group) utilization() (overbooked bool, fs []Finding) {
 				pct(up), g.slots, plural(g.slots)),
 			Formula: fmt.Sprintf("U = Σ_protected C_i/T_i ÷ slots = (%s) ÷ %d = %.3f > 1", strings.Join(terms, " + "), g.slots, up),
 			Remedy: []string{
-				fmt.Sprintf("%s, if the accelerator runs that many jobs side by side", g.slotsKey(int(math.Ceil(up*m)))),
+				g.moreSlots(int(math.Ceil(up*m)), ", if the accelerator runs that many jobs side by side"),
 				"lengthen period_ms of a protected stream, or move one to class: high",
 				"use faster models (exec_ms) for the protected streams",
 			},
 		})
+		fs[len(fs)-1].Remedy = append(fs[len(fs)-1].Remedy, g.moves(0)...)
 	}
 	if uph > 1 {
 		fs = append(fs, Finding{
@@ -296,7 +297,7 @@ func (g group) utilization() (overbooked bool, fs []Finding) {
 			Message: fmt.Sprintf("protected and high contracts together need %s of %d slot%s: high streams will miss windows whenever the protected ones run",
 				pct(uph), g.slots, plural(g.slots)),
 			Formula: "U = Σ_{protected,high} C_i/T_i ÷ slots > 1",
-			Remedy:  []string{"lengthen period_ms of high streams, or move one to best_effort", fmt.Sprintf("add a slot (%s)", g.slotsKey(g.slots+1))},
+			Remedy:  append([]string{"lengthen period_ms of high streams, or move one to best_effort", "add a slot: " + g.moreSlots(g.slots+1, "")}, g.moves(1)...),
 		})
 	}
 	return overbooked, fs
@@ -516,7 +517,9 @@ func (g group) blockedFinding(s stream, hp []task, lower []stream, a rta, b, tol
 	default:
 		m := g.slots + 1
 		a2 := responseTime(i, hp, blocking(i, tasks(lower), m), m)
-		if !a2.unbounded && a2.maxR() <= i.d {
+		if more := g.moreSlots(m, ""); more != g.slotsKey(m) {
+			f.Remedy = append(f.Remedy, more)
+		} else if !a2.unbounded && a2.maxR() <= i.d {
 			f.Remedy = append(f.Remedy, fmt.Sprintf("%s, if the accelerator runs %d jobs side by side (worst response then ≈ %s ms)", g.slotsKey(m), m, ms(a2.maxR())))
 		} else {
 			f.Remedy = append(f.Remedy, fmt.Sprintf("%s is not enough on its own", g.slotsKey(m)))
@@ -599,7 +602,7 @@ func (g group) budgetBlocksHigh() []Finding {
 		if l.task.alone {
 			f.Remedy = append(f.Remedy, fmt.Sprintf("another slot does not help: %s runs alone (corun: false)", l.cfg.Name))
 		} else {
-			f.Remedy = append(f.Remedy, fmt.Sprintf("or %s, if the accelerator runs %d jobs side by side", g.slotsKey(g.slots+1), g.slots+1))
+			f.Remedy = append(f.Remedy, "or "+g.moreSlots(g.slots+1, fmt.Sprintf(", if the accelerator runs %d jobs side by side", g.slots+1)))
 		}
 		fs = append(fs, f)
 	}
@@ -731,6 +734,19 @@ func (g group) budgetRemedy(s stream, blockers []stream) string {
 		msg += ", and makes " + strings.Join(price, ", ")
 	}
 	return msg + ")"
+}
+
+// moves suggests moving streams of class off an overbooked accelerator,
+// the least urgent first: where a variant of their model, or the model
+// itself if it is built for it, has room.
+func (g group) moves(class int) []string {
+	var out []string
+	for k := len(g.streams) - 1; k >= 0 && len(out) < 3; k-- {
+		if s := g.streams[k]; s.class == class {
+			out = append(out, g.elsewhere(s, false)...)
+		}
+	}
+	return out
 }
 
 // uAll is the contracted demand per slot of every stream of the group.

@@ -100,7 +100,7 @@ func DetectProfile(root fs.FS, getenv func(string) string) (p Profile, ok bool) 
 const maxDLACores = 2
 
 // slotLimit is the most slots accelerator name can have on the device, and
-// why; 0 when nothing is known about it. A DLA core (dla0, dla1) runs one
+// why; why is empty when nothing is known about it. A DLA core (dla0, dla1) runs one
 // engine at a time; a pool of DLA cores (dla) has as many slots as the
 // board has cores; a phone's NPU runs one job at a time.
 func slotLimit(name string, p *Profile) (int, string) {
@@ -110,12 +110,15 @@ func slotLimit(name string, p *Profile) (int, string) {
 	switch name {
 	case "dla":
 		if p != nil {
-			return p.DLACores, fmt.Sprintf("a %s has %d DLA core%s", p.Name, p.DLACores, plural(p.DLACores))
+			if p.DLACores == 0 {
+				return 0, fmt.Sprintf("%s has no DLA core", article(p.Name))
+			}
+			return p.DLACores, fmt.Sprintf("%s has %d DLA core%s", article(p.Name), p.DLACores, plural(p.DLACores))
 		}
 		return maxDLACores, fmt.Sprintf("no Jetson has more than %d DLA cores", maxDLACores)
 	case "npu":
 		if p != nil && p.NPUs > 0 {
-			return p.NPUs, fmt.Sprintf("an %s runs one NPU job at a time", p.Name)
+			return p.NPUs, fmt.Sprintf("%s runs one NPU job at a time", article(p.Name))
 		}
 	}
 	return 0, ""
@@ -145,16 +148,16 @@ func deviceLimits(l *layout) []Finding {
 		switch {
 		case l.profile != nil && (isCore || a.Name == "dla") && l.profile.DLACores == 0:
 			fs = append(fs, Finding{Code: CodeBeyondDevice, Severity: Error, Accelerator: a.Name,
-				Message: fmt.Sprintf("%s: a %s has no DLA core: its models cannot run there", a.Name, l.profile.Name),
+				Message: fmt.Sprintf("%s: %s has no DLA core: its models cannot run there", a.Name, article(l.profile.Name)),
 				Numbers: map[string]float64{"dla_cores": 0, "slots": float64(a.Slots)},
 				Remedy:  []string{fmt.Sprintf("build the models of %s for the GPU and place them there", a.Name)}})
 		case l.profile != nil && isCore && core >= l.profile.DLACores:
 			fs = append(fs, Finding{Code: CodeBeyondDevice, Severity: Error, Accelerator: a.Name,
-				Message: fmt.Sprintf("%s: a %s has %d DLA core%s (dla0…dla%d): %s does not exist",
-					a.Name, l.profile.Name, l.profile.DLACores, plural(l.profile.DLACores), l.profile.DLACores-1, a.Name),
+				Message: fmt.Sprintf("%s: %s has %d DLA core%s (dla0…dla%d): %s does not exist",
+					a.Name, article(l.profile.Name), l.profile.DLACores, plural(l.profile.DLACores), l.profile.DLACores-1, a.Name),
 				Numbers: map[string]float64{"dla_cores": float64(l.profile.DLACores)},
 				Remedy:  []string{fmt.Sprintf("bind its models to a core that exists (secondary_devices device_id < %d) or to the GPU", l.profile.DLACores)}})
-		case lim > 0 && a.Slots > lim:
+		case why != "" && a.Slots > lim:
 			fs = append(fs, Finding{Code: CodeBeyondDevice, Severity: Error, Accelerator: a.Name,
 				Message: fmt.Sprintf("%s has %d slots, but %s: doctor's analysis and vig's admission would count on jobs running side by side that run one after the other",
 					a.Name, a.Slots, why),
@@ -329,4 +332,12 @@ func (g group) interference(c *config.Config, at map[string]placed, with []Findi
 			"or measure the factor on the device (vig learns it online); a lower one holds if the hardware shows it",
 		},
 	}}
+}
+
+// article puts "a" or "an" before a device's name.
+func article(name string) string {
+	if name != "" && strings.ContainsRune("AEIOU", rune(name[0])) {
+		return "an " + name
+	}
+	return "a " + name
 }
