@@ -259,6 +259,12 @@ func (g group) utilization() (overbooked bool, fs []Finding) {
 			g.slots, plural(g.slots), pct(up), pct(uph), pct(uall)),
 		Formula: "U = Σ C_i/T_i ÷ slots, C = exec_ms of the stream's model, T = period_ms",
 	})
+	if g.factor > 1 {
+		u := &fs[len(fs)-1]
+		u.Numbers["interference"] = g.factor
+		u.Message += fmt.Sprintf(" (exec_ms × %s: interference while another accelerator runs)", fmtNum(g.factor))
+		u.Formula += fmt.Sprintf(" × interference %s", fmtNum(g.factor))
+	}
 	if len(g.models) > 0 {
 		// vig batches these models: their streams' demand is what their
 		// batches cost, and that is what must fit.
@@ -297,7 +303,7 @@ func (g group) utilization() (overbooked bool, fs []Finding) {
 			Message: fmt.Sprintf("protected and high contracts together need %s of %d slot%s: high streams will miss windows whenever the protected ones run",
 				pct(uph), g.slots, plural(g.slots)),
 			Formula: "U = Σ_{protected,high} C_i/T_i ÷ slots > 1",
-			Remedy:  append([]string{"lengthen period_ms of high streams, or move one to best_effort", "add a slot: " + g.moreSlots(g.slots+1, "")}, g.moves(1)...),
+			Remedy:  append([]string{"lengthen period_ms of high streams, or move one to best_effort", g.addSlot()}, g.moves(1)...),
 		})
 	}
 	return overbooked, fs
@@ -596,8 +602,12 @@ func (g group) budgetBlocksHigh() []Finding {
 			Formula: "windows lost per run ≈ ⌈C_blocker/period_i⌉ for each high stream i whose response time with the blocker, R = B + C_i + interference (B = C_blocker), exceeds max_age_i; share = min_rate_hz × windows × period",
 			Remedy: []string{
 				fmt.Sprintf("pay less: a lower min_rate_hz on %s", l.cfg.Name),
-				fmt.Sprintf("or run %s on an accelerator of its own (on: …), if it is built for one", l.cfg.Name),
 			},
+		}
+		if moves := texts(g.elsewhere(l, true)); len(moves) > 0 {
+			f.Remedy = append(f.Remedy, moves...)
+		} else {
+			f.Remedy = append(f.Remedy, fmt.Sprintf("or run %s on an accelerator of its own (on: …), if it is built for one", l.cfg.Name))
 		}
 		if l.task.alone {
 			f.Remedy = append(f.Remedy, fmt.Sprintf("another slot does not help: %s runs alone (corun: false)", l.cfg.Name))
@@ -665,7 +675,7 @@ func (g group) starvation() []Finding {
 		} else {
 			f.Remedy = append(f.Remedy, fmt.Sprintf("make it best_effort with a budget (class: best_effort, min_rate_hz: %s on %s), or raise the protected streams' max_age", fmtNum(suggestedRate(s.cfg)), s.cfg.Name))
 		}
-		f.Remedy = append(f.Remedy, g.elsewhere(s, true)...)
+		f.Remedy = append(f.Remedy, texts(g.elsewhere(s, true))...)
 		if !s.task.alone {
 			f.Remedy = append(f.Remedy, "or give it its own slot: "+g.moreSlots(g.slots+1, ", corun allowed"))
 		}
@@ -736,30 +746,57 @@ func (g group) budgetRemedy(s stream, blockers []stream) string {
 	return msg + ")"
 }
 
-// moves suggests moving streams of class off an overbooked accelerator,
-// the least urgent first: where a variant of their model, or the model
-// itself if it is built for it, has room.
+// moves suggests moving a stream of class off an overbooked accelerator,
+// the least urgent first, to each accelerator with room for it: a variant
+// of its model there, or the model itself if it is built for it.
 func (g group) moves(class int) []string {
 	var out []string
-	for k := len(g.streams) - 1; k >= 0 && len(out) < 3; k-- {
-		if s := g.streams[k]; s.class == class {
-			out = append(out, g.elsewhere(s, false)...)
+	taken := map[string]bool{}
+	for k := len(g.streams) - 1; k >= 0; k-- {
+		s := g.streams[k]
+		if s.class != class {
+			continue
+		}
+		for _, m := range g.elsewhere(s, false) {
+			if to := m.to; !taken[to] {
+				taken[to] = true
+				out = append(out, m.text)
+			}
 		}
 	}
 	return out
 }
 
+// addSlot is the remedy of one more slot, or why the device has none.
+func (g group) addSlot() string {
+	if more := g.moreSlots(g.slots+1, ""); more != g.slotsKey(g.slots+1) {
+		return more
+	}
+	return "add a slot (" + g.slotsKey(g.slots+1) + ")"
+}
+
 // uAll is the contracted demand per slot of every stream of the group.
 func (g group) uAll() float64 { return contractDemand(g.streams) / float64(g.slots) }
+
+// move is a remedy that moves a stream to accelerator to.
+type move struct{ to, text string }
+
+func texts(ms []move) []string {
+	var out []string
+	for _, m := range ms {
+		out = append(out, m.text)
+	}
+	return out
+}
 
 // elsewhere suggests another accelerator with room for stream s: one of its
 // model's variants that runs there, or its model itself if it is built for
 // it. admit also asks that admission would start s's job there.
-func (g group) elsewhere(s stream, admit bool) []string {
+func (g group) elsewhere(s stream, admit bool) []move {
 	if g.l == nil || !g.named {
 		return nil
 	}
-	var out []string
+	var out []move
 	model := s.logical
 	if model == "" {
 		model = s.cfg.Model
@@ -809,9 +846,9 @@ func (g group) elsewhere(s stream, admit bool) []string {
 			}
 		}
 		if run != model {
-			out = append(out, fmt.Sprintf("or its variant %s on %s: %s", run, a.Name, why))
+			out = append(out, move{a.Name, fmt.Sprintf("or its variant %s on %s: %s", run, a.Name, why)})
 		} else {
-			out = append(out, fmt.Sprintf("or run %s on %s (on: %s), if %s is built for it: %s", s.cfg.Name, a.Name, a.Name, model, why))
+			out = append(out, move{a.Name, fmt.Sprintf("or run %s on %s (on: %s), if %s is built for it: %s", s.cfg.Name, a.Name, a.Name, model, why)})
 		}
 	}
 	return out
