@@ -265,7 +265,7 @@ streams:
 	if !ok || f.Accelerator != "gpu" {
 		t.Fatalf("gpu overbooked: %v", codes(fs, Warning))
 	}
-	if rem := strings.Join(f.Remedy, "\n"); !strings.Contains(rem, "run depth on dla1 (on: dla1), if depth is built for it: dla1 is at 0% of its 1 slot, with depth at 61%") {
+	if rem := strings.Join(f.Remedy, "\n"); !strings.Contains(rem, "run pose on dla1 (on: dla1), if pose is built for it: dla1 is at 0% of its 1 slot, with pose at 61%") {
 		t.Errorf("no move off the GPU:\n%s", rem)
 	}
 }
