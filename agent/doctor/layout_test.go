@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -267,5 +268,39 @@ streams:
 	}
 	if rem := strings.Join(f.Remedy, "\n"); !strings.Contains(rem, "run pose on dla1 (on: dla1), if pose is built for it: dla1 is at 0% of its 1 slot, with pose at 61%") {
 		t.Errorf("no move off the GPU:\n%s", rem)
+	}
+}
+
+// A stream of a logical model is pointed at its variant on another
+// accelerator with room, by that variant's name and exec_ms.
+func TestElsewhereNamesVariant(t *testing.T) {
+	c := parse(t, `
+accelerators: {gpu: 1, dla1: 1}
+models:
+  detector: {exec_ms: 8, on: gpu}
+  detector_gpu: {exec_ms: 8, on: gpu}
+  detector_dla1: {exec_ms: 14, on: dla1}
+  pose: {exec_ms: 20, on: gpu}
+streams:
+  - {name: det, model: detector, class: protected, period_ms: 33, max_age_ms: 50}
+  - {name: pose, model: pose, class: high, period_ms: 33, max_age_ms: 66}
+`)
+	l := layoutOf(c, nil)
+	d := l.models["detector"]
+	d.Accelerator, d.Variants = "", []string{"detector_gpu", "detector_dla1"}
+	l.models["detector"] = d
+	analyze(c, l)
+	g, ok := l.group("gpu")
+	if !ok {
+		t.Fatal("no gpu group")
+	}
+	i := slices.IndexFunc(g.streams, func(s stream) bool { return s.cfg.Name == "det" })
+	if i < 0 || g.streams[i].cfg.Model != "detector_gpu" || g.streams[i].logical != "detector" {
+		t.Fatalf("det on the gpu: %+v", g.streams)
+	}
+	got := texts(g.elsewhere(g.streams[i], true))
+	want := "or its variant detector_dla1 on dla1: dla1 is at 0% of its 1 slot, with det at 42%"
+	if len(got) != 1 || got[0] != want {
+		t.Errorf("got %q, want %q", got, want)
 	}
 }
