@@ -155,6 +155,13 @@ func analyze(c *config.Config, l *layout) []Finding {
 	}
 	fs := deviceLimits(l)
 	at := l.place(c)
+	for _, s := range c.Streams {
+		if _, ok := at[s.Name]; !ok {
+			fs = append(fs, Finding{Code: CodeStreamUnplaced, Severity: Warning, Stream: s.Name, Line: s.Line,
+				Message: fmt.Sprintf("%s names model %s, which runs on no accelerator of the layout: doctor cannot analyse it", s.Name, s.Model),
+				Remedy:  []string{fmt.Sprintf("give %s on: (one of the accelerators), or variants that have one", s.Model)}})
+		}
+	}
 	busy := map[string]bool{}
 	for _, p := range at {
 		busy[p.accel] = true

@@ -180,14 +180,19 @@ type layout struct {
 }
 
 // layoutOf reads the layout the config describes (after any derivation from
-// the server: AcceleratorList and AcceleratorOf answer from it).
+// the server: AcceleratorList and AcceleratorOf answer from it). Where the
+// config leaves the layout to the server, the sources are not claimed.
 func layoutOf(c *config.Config, p *Profile) *layout {
 	l := &layout{models: map[string]ModelPlacement{}, profile: p, exec: map[string]float64{}}
 	list := c.AcceleratorList()
 	_, specs := c.SchedAccelerators()
+	src := "config"
+	if d, ok := any(c).(interface{ DerivesLayout() bool }); ok && d.DerivesLayout() {
+		src = ""
+	}
 	if !(len(list) == 1 && list[0].Name == "") {
 		for k, a := range list {
-			as := AcceleratorSlots{Name: a.Name, Slots: a.Slots, Source: "config"}
+			as := AcceleratorSlots{Name: a.Name, Slots: a.Slots, Source: src}
 			if k < len(specs) && specs[k].Name == a.Name {
 				as.Interference = specs[k].Interference
 			}
@@ -197,7 +202,7 @@ func layoutOf(c *config.Config, p *Profile) *layout {
 	for _, n := range c.ModelNames() {
 		mp := ModelPlacement{Name: n, Accelerator: c.AcceleratorOf(n)}
 		if mp.Accelerator != "" {
-			mp.Source = "config"
+			mp.Source = src
 		}
 		l.models[n] = mp
 		l.exec[n] = c.Models[n].ExecMs

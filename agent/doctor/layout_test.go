@@ -304,3 +304,22 @@ streams:
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
+
+// A stream the layout places nowhere is said, not dropped from the analysis.
+func TestStreamUnplaced(t *testing.T) {
+	c := parse(t, `
+accelerators: {gpu: 1, dla0: 1}
+models:
+  detector: {exec_ms: 8, on: gpu}
+streams:
+  - {name: det, model: detector, class: protected, period_ms: 33, max_age_ms: 50}
+`)
+	l := layoutOf(c, nil)
+	d := l.models["detector"]
+	d.Accelerator = "" // a logical model whose variants the layout lacks
+	l.models["detector"] = d
+	f, ok := find(analyze(c, l), CodeStreamUnplaced, "det")
+	if !ok || f.Severity != Warning || f.Line == 0 || len(f.Remedy) == 0 {
+		t.Fatalf("%+v", f)
+	}
+}

@@ -60,6 +60,7 @@ const (
 	CodeBatching              = "BATCHING"
 	CodeInterference          = "INTERFERENCE_BREAKS_PLAN"
 	CodeBeyondDevice          = "ACCELERATOR_BEYOND_DEVICE"
+	CodeStreamUnplaced        = "STREAM_UNPLACED"
 )
 
 // Finding is one result of the static analysis.
