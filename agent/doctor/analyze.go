@@ -694,11 +694,12 @@ func (g group) starvation() []Finding {
 
 // admissionWindow is the longest start window the streams of a class below
 // class leave a job (see starvation), and those streams, the one leaving the
-// smallest window first.
+// smallest window first. A stream whose own job exceeds its max_age is not
+// guarded: admission leaves alone what it cannot keep.
 func admissionWindow(ss []stream, class int) (int64, []stream) {
 	var guards []stream
 	for _, p := range ss {
-		if p.class < class {
+		if p.class < class && p.task.c <= p.task.d {
 			guards = append(guards, p)
 		}
 	}

@@ -199,8 +199,12 @@ func layoutOf(c *config.Config, p *Profile) *layout {
 			l.accels = append(l.accels, as)
 		}
 	}
+	inst, _ := any(c).(interface{ InstancesOf(string) int })
 	for _, n := range c.ModelNames() {
 		mp := ModelPlacement{Name: n, Accelerator: c.AcceleratorOf(n)}
+		if inst != nil {
+			mp.Instances = inst.InstancesOf(n)
+		}
 		if mp.Accelerator != "" {
 			mp.Source = src
 		}
