@@ -197,6 +197,7 @@ func analyzeGroup(g group) []Finding {
 	var fs []Finding
 	overbooked, u := g.utilization()
 	fs = append(fs, u...)
+	fs = append(fs, g.instances()...)
 	fs = append(fs, g.sensorRate()...)
 	fs = append(fs, g.frameSlowerThanPeriod()...)
 	if !overbooked {
@@ -314,6 +315,63 @@ func (g group) utilization() (overbooked bool, fs []Finding) {
 		})
 	}
 	return overbooked, fs
+}
+
+// instances checks the models whose instances bound them below the
+// accelerator's slots: their streams' contracts must fit in that many jobs
+// at once, whatever the other slots do.
+func (g group) instances() []Finding {
+	if g.l == nil {
+		return nil
+	}
+	type need struct {
+		u, up float64
+		names []string
+	}
+	needs := map[string]*need{}
+	var order []string
+	for _, s := range g.streams {
+		k := g.l.models[s.cfg.Model].Instances
+		if k <= 0 || k >= g.slots || s.cfg.PeriodMs <= 0 || s.class > 1 {
+			continue
+		}
+		n := needs[s.cfg.Model]
+		if n == nil {
+			n = &need{}
+			needs[s.cfg.Model] = n
+			order = append(order, s.cfg.Model)
+		}
+		u := float64(s.task.c) / 1e6 / s.cfg.PeriodMs
+		n.u += u
+		if s.class == 0 {
+			n.up += u
+		}
+		n.names = append(n.names, s.cfg.Name)
+	}
+	var fs []Finding
+	for _, m := range order {
+		n, k := needs[m], g.l.models[m].Instances
+		if n.u <= float64(k) {
+			continue
+		}
+		sev := Warning
+		if n.up > float64(k) {
+			sev = Error
+		}
+		fs = append(fs, Finding{
+			Code: CodeInstancesOverbooked, Severity: sev,
+			Message: fmt.Sprintf("model %s runs at most %d job%s at once (instances), but the protected and high contracts of %s need %s of that: their frames queue behind each other whatever the accelerator's %d slots do",
+				m, k, plural(k), strings.Join(n.names, ", "), pct(n.u/float64(k)), g.slots),
+			Numbers: map[string]float64{"instances": float64(k), "slots": float64(g.slots), "u_model": round3(n.u)},
+			Formula: "Σ_{streams of the model} C_i/T_i ≤ instances",
+			Remedy: []string{
+				fmt.Sprintf("more instances of %s (instance_group count: %d in its config.pbtxt, or instances: %d), if the accelerator runs them side by side", m, int(math.Ceil(n.u)), int(math.Ceil(n.u))),
+				fmt.Sprintf("or a variant of %s on another accelerator", m),
+				"or lengthen period_ms of its streams",
+			},
+		})
+	}
+	return fs
 }
 
 // sensorRate compares what the sensors send with what the slots can run.

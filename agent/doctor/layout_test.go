@@ -323,3 +323,30 @@ streams:
 		t.Fatalf("%+v", f)
 	}
 }
+
+// A model bound to one instance runs one job at a time on a GPU of two
+// slots: its streams must fit in one.
+func TestInstancesOverbooked(t *testing.T) {
+	c := parse(t, `
+accelerators: {gpu: 2, dla0: 1}
+models:
+  det: {exec_ms: 20, on: gpu}
+  lane: {exec_ms: 5, on: dla0}
+streams:
+  - {name: front, model: det, class: protected, period_ms: 33, max_age_ms: 66}
+  - {name: rear, model: det, class: high, period_ms: 33, max_age_ms: 66}
+  - {name: lane, model: lane, class: high, period_ms: 33, max_age_ms: 66}
+`)
+	l := layoutOf(c, nil)
+	if _, ok := find(analyze(c, l), CodeInstancesOverbooked, ""); ok {
+		t.Fatal("instances as many as the slots: nothing to report")
+	}
+	m := l.models["det"]
+	m.Instances = 1
+	l.models["det"] = m
+	f, ok := find(analyze(c, l), CodeInstancesOverbooked, "")
+	// 2 × 20/33 = 1.21 of one instance.
+	if !ok || f.Severity != Warning || f.Accelerator != "gpu" || f.Numbers["u_model"] != 1.212 || !strings.Contains(f.Remedy[0], "instance_group count: 2") {
+		t.Fatalf("%+v", f)
+	}
+}

@@ -61,6 +61,7 @@ const (
 	CodeInterference          = "INTERFERENCE_BREAKS_PLAN"
 	CodeBeyondDevice          = "ACCELERATOR_BEYOND_DEVICE"
 	CodeStreamUnplaced        = "STREAM_UNPLACED"
+	CodeInstancesOverbooked   = "MODEL_INSTANCES_OVERBOOKED"
 )
 
 // Finding is one result of the static analysis.
