@@ -103,7 +103,7 @@ streams:
 
 // Declared accelerators the device does not have are errors with the fix.
 func TestAcceleratorBeyondDevice(t *testing.T) {
-	orin, nano := Profiles["orin"], Profiles["orin-nano"]
+	orin, nano, phone := Profiles["orin"], Profiles["orin-nano"], Profiles["phone"]
 	for _, tt := range []struct {
 		accels, on string
 		p          *Profile
@@ -116,6 +116,8 @@ func TestAcceleratorBeyondDevice(t *testing.T) {
 		{"{gpu: 1, dla0: 2}", "dla0", nil, "dla0 has 2 slots, but a DLA core runs one engine at a time"},
 		{"{gpu: 1, dla0: 1, dla2: 1}", "dla2", &orin, "dla2: a Jetson AGX Orin has 2 DLA cores (dla0…dla1): dla2 does not exist"},
 		{"{gpu: 4}", "gpu", &orin, ""},
+		{"{gpu: 1, npu: 2}", "npu", &phone, "npu has 2 slots, but an Android phone runs one NPU job at a time"},
+		{"{gpu: 1, npu: 1}", "npu", &phone, ""},
 	} {
 		c := parse(t, "accelerators: "+tt.accels+"\nmodels:\n  m: {exec_ms: 5, on: "+tt.on+"}\nstreams:\n  - {name: s, model: m, class: high, period_ms: 33, max_age_ms: 66}\n")
 		f, ok := find(AnalyzeFor(c, tt.p), CodeBeyondDevice, "")
