@@ -100,9 +100,9 @@ func DetectProfile(root fs.FS, getenv func(string) string) (p Profile, ok bool) 
 const maxDLACores = 2
 
 // slotLimit is the most slots accelerator name can have on the device, and
-// why; why is empty when nothing is known about it. A DLA core (dla0, dla1) runs one
-// engine at a time; a pool of DLA cores (dla) has as many slots as the
-// board has cores; a phone's NPU runs one job at a time.
+// why; why is empty when nothing is known about it. A DLA core (dla0, dla1)
+// runs one engine at a time; a pool of DLA cores (dla) has as many slots as
+// the board has cores; an NPU runs one job at a time.
 func slotLimit(name string, p *Profile) (int, string) {
 	if _, ok := dlaCore(name); ok {
 		return 1, "a DLA core runs one engine at a time"
@@ -117,8 +117,11 @@ func slotLimit(name string, p *Profile) (int, string) {
 		}
 		return maxDLACores, fmt.Sprintf("no Jetson has more than %d DLA cores", maxDLACores)
 	case "npu":
-		if p != nil && p.NPUs > 0 {
-			return p.NPUs, fmt.Sprintf("%s runs one NPU job at a time", article(p.Name))
+		switch {
+		case p != nil && p.NPUs == 1:
+			return 1, fmt.Sprintf("%s runs one NPU job at a time", article(p.Name))
+		case p != nil && p.NPUs > 1:
+			return p.NPUs, fmt.Sprintf("%s has %d NPUs, each running one job at a time", article(p.Name), p.NPUs)
 		}
 	}
 	return 0, ""
