@@ -7,26 +7,32 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/vig-edge/vig/agent/config"
+	"github.com/vig-edge/vig/mockbackend"
 )
 
 // DefaultScenarioDir is where the docs/benchmarks.md workloads live in the repository.
 const DefaultScenarioDir = "examples/scenarios"
 
 // DefaultWireScenarios are the docs/benchmarks.md workloads the wire benchmark runs:
-// A–C on one accelerator, D on a GPU and two DLA cores, E and E-linear with six
-// cameras on one batched detector.
-var DefaultWireScenarios = []string{"a", "b", "c", "d", "e", "e-linear"}
+// A–C on one accelerator, D on a GPU and two DLA cores, D2 on them as Triton
+// binds models (per-core engines, variants, interference), E and E-linear with
+// six cameras on one batched detector.
+var DefaultWireScenarios = []string{"a", "b", "c", "d", "d2", "e", "e-linear"}
 
 // LoadScenarios reads <dir>/<name>.yaml for each name ("a", "b", "e-linear"),
 // and the sensors' phases from <dir>/<name>.sensors.yaml when there is one, and
 // names each scenario by its name with the first letter upper-case ("A",
-// "E-linear").
+// "E-linear"). <name>.repository.yaml, when there is one, is the mock
+// backend's model repository (Scenario.Repository); <name>.server.yaml the
+// config of vig reading the server (Scenario.Server): one that does not parse
+// keeps its error for that policy, and the other policies run.
 func LoadScenarios(dir string, names []string) ([]Scenario, error) {
 	var out []Scenario
 	for _, n := range names {
@@ -52,9 +58,46 @@ func LoadScenarios(dir string, names []string) ([]Scenario, error) {
 		case !errors.Is(err, fs.ErrNotExist):
 			return nil, err
 		}
+		rpath := filepath.Join(dir, n+".repository.yaml")
+		switch b, err := os.ReadFile(rpath); {
+		case err == nil:
+			if sc.Repository, err = mockbackend.ParseRepository(rpath, b); err != nil {
+				return nil, fmt.Errorf("scenario %s: %w", n, err)
+			}
+		case !errors.Is(err, fs.ErrNotExist):
+			return nil, err
+		}
+		vpath := filepath.Join(dir, n+".server.yaml")
+		switch b, err := os.ReadFile(vpath); {
+		case err == nil:
+			sc.HasServer = true
+			if sc.Server, err = config.Parse(vpath, b); err != nil {
+				sc.Server, sc.ServerErr = nil, err
+			} else if err := sameStreams(sc.Config, sc.Server); err != nil {
+				return nil, fmt.Errorf("scenario %s: %s: %w", n, vpath, err)
+			}
+		case !errors.Is(err, fs.ErrNotExist):
+			return nil, err
+		}
 		out = append(out, sc)
 	}
 	return out, nil
+}
+
+// sameStreams checks that the config of vig reading the server has the
+// scenario's streams, in the same order: the same sensors drive both.
+func sameStreams(a, b *config.Config) error {
+	var an, bn []string
+	for _, s := range a.Streams {
+		an = append(an, s.Name)
+	}
+	for _, s := range b.Streams {
+		bn = append(bn, s.Name)
+	}
+	if !slices.Equal(an, bn) {
+		return fmt.Errorf("streams %v, want the scenario's %v in that order", bn, an)
+	}
+	return nil
 }
 
 // sensorsFile is <scenario>.sensors.yaml: what the benchmark's sensors do that is

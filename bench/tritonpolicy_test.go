@@ -2,7 +2,9 @@ package bench
 
 import (
 	"context"
+	"runtime"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -40,10 +42,11 @@ type admitted struct {
 	err    error
 }
 
-// waitQueued spins until n requests wait in the emulation's queue.
+// waitQueued spins until n requests wait in the emulation's queue, yielding
+// so that the admitting goroutines run on a loaded machine.
 func waitQueued(t *testing.T, p *TritonPolicy, n int) {
 	t.Helper()
-	for range 1_000_000 {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); runtime.Gosched() {
 		p.mu.Lock()
 		q := 0
 		for _, pool := range p.pools {

@@ -21,6 +21,7 @@ import (
 	"github.com/vig-edge/vig/netopt"
 	"github.com/vig-edge/vig/platform/clock"
 	pb "github.com/vig-edge/vig/proto/inference"
+	"github.com/vig-edge/vig/wire"
 )
 
 // The policies of the wire benchmark (SCENARIOS.md).
@@ -32,7 +33,18 @@ const (
 	// (WireOptions.HTTPStreams) and the others on gRPC, beside PolicyVig's
 	// all-gRPC runs of the same scenario.
 	PolicyVigHTTP = "vig-http"
+	// PolicyVigServer is vig reading the server: a scenario's
+	// <name>.server.yaml, with no accelerators: and no on:, its layout derived
+	// from the mock backend's ModelConfig (instance groups) before the
+	// governor is built, as `vig serve` does.
+	PolicyVigServer = "vig-server"
 )
+
+// FromServer completes a config that leaves the layout to the server (no
+// accelerators:, no on:) from the backend's ModelConfig of each model, as
+// `vig serve` does before it builds the scheduler. nil: this build cannot,
+// and PolicyVigServer is reported as not run.
+var FromServer func(cfg *config.Config, models map[string]*wire.ModelConfig) (*config.Config, error)
 
 // Policies lists the policies in the order runs interleave them.
 var Policies = []string{PolicyDirect, PolicyTriton, PolicyVig}
@@ -93,6 +105,21 @@ func batchAblation(cfg *config.Config, policy string) *config.Config {
 	return &c
 }
 
+// policiesOf lists the policies of a scenario: with a model repository (the
+// backend binds models as Triton does) direct, the emulation, vig configured
+// per core and, given a server config, vig reading the server; else
+// PoliciesFor.
+func policiesOf(sc Scenario) []string {
+	if sc.Repository == nil && !sc.HasServer {
+		return PoliciesFor(sc.Config)
+	}
+	out := slices.Clone(Policies)
+	if sc.HasServer {
+		out = append(out, PolicyVigServer)
+	}
+	return out
+}
+
 // onePool returns the slots of a one-pool ablation policy, or 0.
 func onePool(p string) int {
 	var n int
@@ -111,6 +138,8 @@ func PolicyLabel(p string) string {
 		return fmt.Sprintf("vig as one pool, `slots: %d`", n)
 	}
 	switch p {
+	case PolicyVigServer:
+		return "vig reading the server"
 	case PolicyVigHTTP:
 		return "vig, HTTP + gRPC sensors"
 	case PolicyVigUnbatched:
@@ -123,7 +152,7 @@ func PolicyLabel(p string) string {
 
 // governed reports whether policy runs vig's governor (its counters apply).
 func governed(p string) bool {
-	return p == PolicyVig || p == PolicyVigHTTP || p == PolicyVigUnbatched || p == PolicyVigLearnt || onePool(p) > 0
+	return p == PolicyVig || p == PolicyVigHTTP || p == PolicyVigUnbatched || p == PolicyVigLearnt || p == PolicyVigServer || onePool(p) > 0
 }
 
 // wirePayload is the input tensor each frame carries on the wire benchmark: small,
@@ -162,6 +191,16 @@ type Scenario struct {
 	// Phases are the sensors' first captures after a run's start, by stream
 	// (<name>.sensors.yaml); without them stream i starts at i × 7 ms.
 	Phases map[string]time.Duration
+	// Repository, when set, places the mock backend's models as Triton binds
+	// them (<name>.repository.yaml): per-core DLA engines, instance counts,
+	// interference. Config is then vig configured per core.
+	Repository *mockbackend.Repository
+	// Server is the config of vig reading the server (<name>.server.yaml,
+	// PolicyVigServer); HasServer says the file exists, ServerErr why it
+	// did not parse.
+	Server    *config.Config
+	HasServer bool
+	ServerErr error
 }
 
 // offsets is each stream's phase, in config order.
@@ -266,6 +305,13 @@ type WireRun struct {
 	// Batches counts the backend's executions by model and batch size (rows),
 	// from its timeline, when a model ran a batch of more than one row.
 	Batches map[string]map[int]int `json:"batches,omitempty"`
+	// Models is the backend's inference_count per model in the run (its
+	// ModelStatistics): where the frames ran, e.g. on which engine of a
+	// detector built for several accelerators.
+	Models map[string]uint64 `json:"model_inferences,omitempty"`
+	// Skipped, when set, says why the policy did not run (the run has no
+	// streams).
+	Skipped string `json:"skipped,omitempty"`
 
 	idle []time.Duration // the samples of Idle, pooled per policy
 }
@@ -310,6 +356,11 @@ type WireScenario struct {
 	Busy         map[string]map[string]float64 `json:"busy_share_pct"`
 	// HTTPStreams are the streams whose sensors used HTTP/REST under vig-http.
 	HTTPStreams []string `json:"http_streams,omitempty"`
+	// Skipped are the policies that could not run, with the reason.
+	Skipped map[string]string `json:"skipped,omitempty"`
+	// Repository is the mock backend's model repository, when the scenario
+	// binds models as Triton does.
+	Repository *mockbackend.Repository `json:"repository,omitempty"`
 	// Batches is each policy's executions by model and batch size, every depth
 	// pooled (see WireRun.Batches).
 	Batches map[string]map[string]map[int]int `json:"batches,omitempty"`
@@ -353,9 +404,20 @@ func RunWire(ctx context.Context, o WireOptions) (*WireResult, error) {
 	for i, sc := range o.Scenarios {
 		httpStreams := httpOf[i]
 		ws := WireScenario{Name: sc.Name, Slots: sc.Config.Backend.Slots, Streams: specsOf(sc),
-			Policies: policiesOf[i], Busy: map[string]map[string]float64{}, HTTPStreams: httpStreams}
+			Policies: policiesOf[i], Busy: map[string]map[string]float64{}, HTTPStreams: httpStreams, Repository: sc.Repository}
 		for _, a := range sc.Config.AcceleratorList() {
 			ws.Accelerators = append(ws.Accelerators, AcceleratorSpec{Name: a.Name, Slots: a.Slots})
+		}
+		if sc.Repository != nil {
+			// The device is the repository's: the mock backend's accelerators.
+			mcfg := mockbackend.FromConfig(sc.Config)
+			if err := sc.Repository.Apply(&mcfg); err != nil {
+				return nil, fmt.Errorf("wire %s: %w", sc.Name, err)
+			}
+			ws.Accelerators = ws.Accelerators[:0]
+			for _, a := range mcfg.Accelerators {
+				ws.Accelerators = append(ws.Accelerators, AcceleratorSpec{Name: a.Name, Slots: a.Slots})
+			}
 		}
 		for round := range rounds {
 			k := 0
@@ -371,6 +433,15 @@ func RunWire(ctx context.Context, o WireOptions) (*WireResult, error) {
 					run, err := runWireOnce(ctx, sc, p, d, piece, httpStreams)
 					if err != nil {
 						return nil, fmt.Errorf("wire %s %s depth %d: %w", sc.Name, p, d, err)
+					}
+					if run.Skipped != "" {
+						if ws.Skipped == nil {
+							ws.Skipped = map[string]string{}
+						}
+						if _, said := ws.Skipped[p]; !said && o.Progress != nil {
+							o.Progress("wire %s: %s not run: %s", sc.Name, PolicyLabel(p), run.Skipped)
+						}
+						ws.Skipped[p] = run.Skipped
 					}
 					if round == 0 {
 						ws.Runs = append(ws.Runs, *run)
@@ -486,6 +557,12 @@ func poolRun(into, r *WireRun, n int) {
 		a.QueueFull += b.QueueFull
 		a.TimedOut += b.TimedOut
 	}
+	if len(r.Models) > 0 && into.Models == nil {
+		into.Models = map[string]uint64{}
+	}
+	for m, n := range r.Models {
+		into.Models[m] += n
+	}
 	if len(r.Batches) > 0 && into.Batches == nil {
 		into.Batches = map[string]map[int]int{}
 	}
@@ -533,7 +610,7 @@ func httpStreamsOf(sc Scenario, names []string) ([]string, error) {
 // wirePolicies is the policies a scenario runs: PoliciesFor, vig-http after
 // them when some streams go over HTTP, narrowed to only when it is set.
 func wirePolicies(sc Scenario, withHTTP bool, only []string) ([]string, error) {
-	all := PoliciesFor(sc.Config)
+	all := policiesOf(sc)
 	if withHTTP {
 		all = append(slices.Clone(all), PolicyVigHTTP)
 	}
@@ -602,7 +679,20 @@ func runWireOnce(ctx context.Context, sc Scenario, policy string, depth int, dur
 	cfg := *sc.Config // shallow: the backend address is the only field written
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if policy == PolicyVigServer && sc.ServerErr != nil {
+		// One line: the reason goes into a table and the targets.
+		why := strings.Join(strings.Fields(strings.ReplaceAll(sc.ServerErr.Error(), "\n", "; ")), " ")
+		return &WireRun{Policy: policy, Depth: depth, Skipped: "its config does not parse in this build (" + why + ")"}, nil
+	}
+	if policy == PolicyVigServer && FromServer == nil {
+		return &WireRun{Policy: policy, Depth: depth, Skipped: "this build cannot derive the layout from the server's ModelConfig (bench.FromServer is not set)"}, nil
+	}
 	mcfg := mockbackend.FromConfig(&cfg)
+	if sc.Repository != nil {
+		if err := sc.Repository.Apply(&mcfg); err != nil {
+			return nil, err
+		}
+	}
 	mcfg.Timeline = true
 	mb, err := startMock(ctx, "127.0.0.1:0", mcfg)
 	if err != nil {
@@ -611,6 +701,13 @@ func runWireOnce(ctx context.Context, sc Scenario, policy string, depth int, dur
 	defer mb.Stop()
 	cfg.Backend.Address = mb.Addr()
 	cfg.Backend.Embedded = false
+	device := cfg.AcceleratorList()
+	if len(mcfg.Accelerators) > 0 {
+		device = device[:0:0]
+		for _, a := range mcfg.Accelerators {
+			device = append(device, config.Accelerator{Name: a.Name, Slots: a.Slots})
+		}
+	}
 
 	target, httpTarget := mb.Addr(), ""
 	var gov *gateway.Governor
@@ -618,6 +715,18 @@ func runWireOnce(ctx context.Context, sc Scenario, policy string, depth int, dur
 	gwCfg := &cfg
 	if policy == PolicyVigUnbatched || policy == PolicyVigLearnt {
 		gwCfg = batchAblation(&cfg, policy)
+	}
+	if policy == PolicyVigServer {
+		scfg := *sc.Server
+		scfg.Backend.Address, scfg.Backend.Embedded = mb.Addr(), false
+		mcs, err := modelConfigs(ctx, mb, mcfg.Models)
+		if err != nil {
+			return nil, err
+		}
+		if gwCfg, err = FromServer(&scfg, mcs); err != nil {
+			return nil, fmt.Errorf("vig reading the server: %w", err)
+		}
+		cfg = *gwCfg // the sensors drive its streams (the scenario's, by name)
 	}
 	if policy != PolicyDirect {
 		var admit gateway.Admitter
@@ -674,7 +783,23 @@ func runWireOnce(ctx context.Context, sc Scenario, policy string, depth int, dur
 	if policy == PolicyVigLearnt {
 		warm = learnWarmUp
 	}
-	return driveSensors(ctx, &cfg, sc.offsets(), policy, depth, warm, dur, target, httpTarget, httpStreams, mb, gov, tp)
+	return driveSensors(ctx, &cfg, device, sc.offsets(), policy, depth, warm, dur, target, httpTarget, httpStreams, mb, gov, tp)
+}
+
+// modelConfigs reads every model's ModelConfig from the backend, as vig
+// reads a server's.
+func modelConfigs(ctx context.Context, mb *mockbackend.Running, models []mockbackend.Model) (map[string]*wire.ModelConfig, error) {
+	out := map[string]*wire.ModelConfig{}
+	for _, m := range models {
+		resp, err := mb.ModelConfig(ctx, &pb.ModelConfigRequest{Name: m.Name})
+		if err != nil {
+			return nil, fmt.Errorf("model config of %s: %w", m.Name, err)
+		}
+		if out[m.Name], err = wire.ParseModelConfig(resp.Config); err != nil {
+			return nil, fmt.Errorf("model config of %s: %w", m.Name, err)
+		}
+	}
+	return out, nil
 }
 
 // onePoolConfig is cfg as vig was configured before accelerators: one pool of
@@ -697,7 +822,7 @@ func onePoolConfig(cfg *config.Config, slots int) *config.Config {
 func streamOffset(i int) time.Duration { return time.Duration(i) * 7 * time.Millisecond }
 
 // driveSensors runs the sensors for warm + dur and counts the last dur.
-func driveSensors(ctx context.Context, cfg *config.Config, offsets []time.Duration, policy string, depth int, warm, dur time.Duration,
+func driveSensors(ctx context.Context, cfg *config.Config, device []config.Accelerator, offsets []time.Duration, policy string, depth int, warm, dur time.Duration,
 	target, httpTarget string, httpStreams []string, mb *mockbackend.Running, gov *gateway.Governor, tp *TritonPolicy) (*WireRun, error) {
 	type streamState struct {
 		mu             sync.Mutex
@@ -857,7 +982,19 @@ func driveSensors(ctx context.Context, cfg *config.Config, offsets []time.Durati
 		}
 	}
 	run.Idle, run.idle = idleWhileWaiting(jobs, mono, captures, start, end, cfg.Backend.Slots)
-	run.Busy = busyShare(jobs, mono, start, end, cfg.AcceleratorList())
+	run.Busy = busyShare(jobs, mono, start, end, device)
+	run.Models = map[string]uint64{}
+	for m, n := range inferences {
+		if n > 0 {
+			run.Models[m] = n
+		}
+	}
+	byStream := map[string]uint64{} // rows run per stream, for a stream naming a logical model
+	for _, j := range raw {
+		if s := mono(j.Start); warm == 0 || s >= start && s < end {
+			byStream[j.Stream] += uint64(max(j.Rows, 1))
+		}
+	}
 	run.Batches = batchCounts(jobs, mono, start, end)
 	for i, s := range cfg.Streams {
 		st := &states[i]
@@ -872,6 +1009,9 @@ func driveSensors(ctx context.Context, cfg *config.Config, offsets []time.Durati
 			Delivered: uint64(len(st.deliveries)), Errors: st.errors, Checked: st.checked, Mixed: st.mixed, SensorStats: st.stats,
 			Inferences: inferences[s.Model],
 			AoICDF:     AoIQuantiles(sched.Time(start), sched.Time(end), st.deliveries)}
+		if _, served := inferences[s.Model]; !served {
+			r.Inferences = byStream[s.Name] // its frames ran as other models (variants)
+		}
 		if slices.Contains(httpStreams, s.Name) {
 			r.Protocol = "http"
 		}

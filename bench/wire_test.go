@@ -2,6 +2,10 @@ package bench
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -11,6 +15,7 @@ import (
 	"github.com/vig-edge/vig/agent/config"
 	"github.com/vig-edge/vig/agent/sched"
 	"github.com/vig-edge/vig/mockbackend"
+	"github.com/vig-edge/vig/wire"
 )
 
 func TestBestDepth(t *testing.T) {
@@ -393,5 +398,212 @@ func TestWireRounds(t *testing.T) {
 	}
 	if !strings.Contains(Report(&Results{Wire: res}, nil), "split into 2 rounds of 600ms") {
 		t.Error("the report does not say the runs were in rounds")
+	}
+}
+
+// Scenario D2 on a backend that binds models as Triton does: direct and vig
+// configured per core run end to end; every frame sent is answered or
+// counted as an error, the detector's frames run on its DLA0 engine only
+// (the static choice both make), no two jobs share a DLA core at once, and
+// vig reading the server runs or says clearly why it cannot.
+func TestWireScenarioD2(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the mock backend for a few seconds")
+	}
+	sc := loadScenario(t, "d2")
+	if sc.Repository == nil || !sc.HasServer {
+		t.Fatalf("d2: repository %v, server config %v", sc.Repository != nil, sc.HasServer)
+	}
+	want := []string{PolicyDirect, PolicyTriton, PolicyVig, PolicyVigServer}
+	if got := policiesOf(*sc); !slices.Equal(got, want) {
+		t.Fatalf("policies %v, want %v", got, want)
+	}
+	res, err := RunWire(context.Background(), WireOptions{Scenarios: []Scenario{*sc}, Depths: []int{1},
+		Duration: 800 * time.Millisecond, Policies: []string{PolicyDirect, PolicyVig, PolicyVigServer}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := res.Scenarios[0]
+	accels := []AcceleratorSpec{{"gpu", 1}, {"dla0", 1}, {"dla1", 1}}
+	if !slices.Equal(ws.Accelerators, accels) || len(ws.Runs) != 3 {
+		t.Fatalf("accelerators %v, %d runs", ws.Accelerators, len(ws.Runs))
+	}
+	for _, r := range ws.Runs {
+		if r.Policy == PolicyVigServer {
+			if r.Skipped != "" {
+				// Until agent/config parses its syntax and derives the layout
+				// from ModelConfig: said, not crashed.
+				if len(r.Streams) != 0 || ws.Skipped[PolicyVigServer] != r.Skipped ||
+					!strings.Contains(r.Skipped, "does not parse") && !strings.Contains(r.Skipped, "cannot derive the layout") {
+					t.Errorf("vig-server skipped: %q, streams %d", r.Skipped, len(r.Streams))
+				}
+				continue
+			}
+		}
+		if r.Skipped != "" {
+			t.Errorf("%s skipped: %s", r.Policy, r.Skipped)
+		}
+		if len(r.Streams) != 6 {
+			t.Fatalf("%s: %d streams", r.Policy, len(r.Streams))
+		}
+		for _, s := range r.Streams {
+			if s.Sent != s.Delivered+s.Errors || s.Scheduled != s.Sent+s.Dropped {
+				t.Errorf("%s/%s: %+v does not add up", r.Policy, s.Stream, s)
+			}
+			if s.Stream != "vlm" && s.Delivered == 0 {
+				t.Errorf("%s/%s: nothing delivered", r.Policy, s.Stream)
+			}
+		}
+		var detector uint64
+		for m, n := range r.Models {
+			if strings.HasPrefix(m, "detector_") {
+				detector += n
+			}
+		}
+		if r.Policy != PolicyVigServer && (r.Models["detector_dla0"] == 0 || detector != r.Models["detector_dla0"]) {
+			t.Errorf("%s: detector frames ran as %v, want on detector_dla0 alone", r.Policy, r.Models)
+		}
+		// The stream's count is its jobs on the timeline, read after the
+		// statistics: a frame still running as the sensors stopped is in it.
+		if n := r.Streams[0].Inferences; r.Policy == PolicyVigServer && (detector == 0 || n < detector || n > detector+2) {
+			t.Errorf("vig-server: detector engines ran %d frames, the stream counts %d", detector, n)
+		}
+		if r.Busy["dla0"] <= 0 || r.Busy["dla1"] <= 0 || r.Busy["gpu"] <= 0 {
+			t.Errorf("%s: busy %v", r.Policy, r.Busy)
+		}
+	}
+	md := Report(&Results{Wire: res}, nil)
+	for _, s := range []string{"### Scenario D2 (gpu 1 slot, dla0 1 slot, dla1 1 slot)", "`detector_dla1` DLA1", "gpu ×1.3",
+		"| policy | depth | `depth` | `detector_dla0` |"} {
+		if !strings.Contains(md, s) {
+			t.Errorf("report lacks %q", s)
+		}
+	}
+	if why := ws.Skipped[PolicyVigServer]; why != "" && !strings.Contains(md, "**vig reading the server was not run**: "+why) {
+		t.Errorf("report does not say why vig reading the server did not run")
+	}
+	tg := scenarioD2Target(&Results{Wire: res})
+	if ws.Skipped[PolicyVigServer] != "" && (tg.Status != NotMeasured || !strings.Contains(tg.Detail, "not run")) {
+		t.Errorf("D2 target %+v with vig reading the server not run", tg)
+	}
+}
+
+// The D2 target reads vig reading the server's best runs: floors per stream,
+// and no stream but the VLM below direct or vig per core.
+func TestScenarioD2Target(t *testing.T) {
+	mk := func(cov map[string]float64) []StreamResult {
+		var out []StreamResult
+		for _, s := range []string{"detector", "lane", "segment", "pose", "depth", "vlm"} {
+			class := "high"
+			if s == "vlm" {
+				class = "best_effort"
+			}
+			out = append(out, StreamResult{Stream: s, Class: class, Coverage: cov[s]})
+		}
+		return out
+	}
+	good := map[string]float64{"detector": 1, "lane": 0.96, "segment": 0.97, "pose": 0.94, "depth": 0.95, "vlm": 0.2}
+	base := map[string]float64{"detector": 0.99, "lane": 0.8, "segment": 0.97, "pose": 0.7, "depth": 0.7, "vlm": 0.5}
+	res := func(server map[string]float64) *Results {
+		return &Results{Wire: &WireResult{Scenarios: []WireScenario{{Name: "D2", Best: map[string][]StreamResult{
+			PolicyDirect: mk(base), PolicyVig: mk(base), PolicyVigServer: mk(server)}}}}}
+	}
+	if tg := scenarioD2Target(res(good)); tg.Status != Holds {
+		t.Errorf("good: %+v", tg)
+	}
+	short := maps.Clone(good)
+	short["lane"] = 0.94
+	if tg := scenarioD2Target(res(short)); tg.Status != Fails || !strings.Contains(tg.Detail, "lane 94.0 % (1.0 points short)") {
+		t.Errorf("lane short: %+v", tg)
+	}
+	below := maps.Clone(good)
+	below["segment"] = 0.96 // above its floor, below direct's 97
+	if tg := scenarioD2Target(res(below)); tg.Status != Fails || !strings.Contains(tg.Detail, "below direct's 97.0 %") {
+		t.Errorf("segment below direct: %+v", tg)
+	}
+}
+
+// The plumbing of vig reading the server: the backend's ModelConfigs reach
+// FromServer, the config it returns builds the governor and drives the
+// sensors. A stand-in derivation (accelerator from the instance group) and a
+// server config without issue 40's new keys (the detector stream on its
+// DLA1 engine, so that its frames show which config the sensors ran).
+func TestWireVigServerPlumbing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the mock backend for a second")
+	}
+	dir := t.TempDir()
+	for _, f := range []string{"d2.yaml", "d2.repository.yaml", "d2.sensors.yaml"} {
+		b, err := os.ReadFile(filepath.Join("..", "examples", "scenarios", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(dir, f), b, 0o644)
+	}
+	server := `backend: {address: "127.0.0.1:8001", seed: 1}
+models:
+  detector_dla1: {exec_ms: 14}
+  lane_dla0: {exec_ms: 14}
+  segment_dla1: {exec_ms: 14}
+  pose: {exec_ms: 5}
+  depth: {exec_ms: 10}
+  vlm: {exec_ms: 200}
+streams:
+  - {name: detector, model: detector_dla1, class: protected, period_ms: 33, max_age_ms: 50, queue: latest}
+  - {name: lane, model: lane_dla0, class: high, period_ms: 33, max_age_ms: 66, queue: latest}
+  - {name: segment, model: segment_dla1, class: high, period_ms: 33, max_age_ms: 66, queue: latest}
+  - {name: pose, model: pose, class: high, period_ms: 33, max_age_ms: 66, queue: latest}
+  - {name: depth, model: depth, class: high, period_ms: 33, max_age_ms: 100, queue: latest}
+  - {name: vlm, model: vlm, class: best_effort, period_ms: 1000, max_age_ms: 2000, queue: latest, min_rate_hz: 0.2}
+`
+	os.WriteFile(filepath.Join(dir, "d2.server.yaml"), []byte(server), 0o644)
+	scs, err := LoadScenarios(dir, []string{"d2"})
+	if err != nil || scs[0].Server == nil {
+		t.Fatalf("%v (server config %v)", err, scs)
+	}
+	var seen []string
+	defer func(f func(*config.Config, map[string]*wire.ModelConfig) (*config.Config, error)) { FromServer = f }(FromServer)
+	FromServer = func(cfg *config.Config, mcs map[string]*wire.ModelConfig) (*config.Config, error) {
+		c := *cfg
+		c.Accelerators, c.Backend.Slots, c.Models = map[string]int{}, 0, map[string]config.Model{}
+		for name, m := range cfg.Models {
+			mc, ok := mcs[name]
+			if !ok || len(mc.InstanceGroups) != 1 {
+				return nil, fmt.Errorf("model %s: no instance group", name)
+			}
+			m.On = "gpu"
+			for _, d := range mc.InstanceGroups[0].SecondaryDevices {
+				m.On = fmt.Sprintf("dla%d", d.DeviceID)
+			}
+			c.Accelerators[m.On] = 1
+			c.Models[name] = m
+		}
+		c.Backend.Slots = len(c.Accelerators)
+		for name := range mcs {
+			seen = append(seen, name)
+		}
+		return &c, nil
+	}
+	res, err := RunWire(context.Background(), WireOptions{Scenarios: scs, Depths: []int{1}, Duration: 600 * time.Millisecond, Policies: []string{PolicyVigServer}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(seen)
+	if want := []string{"depth", "detector_dla0", "detector_dla1", "detector_gpu", "lane_dla0", "pose", "segment_dla1", "vlm"}; !slices.Equal(seen, want) {
+		t.Errorf("FromServer saw %v, want every model the backend serves", seen)
+	}
+	r := res.Scenarios[0].Runs[0]
+	if r.Skipped != "" || len(r.Streams) != 6 {
+		t.Fatalf("skipped %q, %d streams", r.Skipped, len(r.Streams))
+	}
+	if r.Models["detector_dla1"] == 0 || r.Models["detector_dla0"] != 0 || r.Streams[0].Delivered == 0 {
+		t.Errorf("the server config's detector (on detector_dla1) did not drive the sensors: %v", r.Models)
+	}
+	FromServer = func(*config.Config, map[string]*wire.ModelConfig) (*config.Config, error) {
+		return nil, errors.New("dla7: no such core")
+	}
+	if _, err := RunWire(context.Background(), WireOptions{Scenarios: scs, Depths: []int{1}, Duration: 100 * time.Millisecond, Policies: []string{PolicyVigServer}}); err == nil ||
+		!strings.Contains(err.Error(), "vig reading the server: dla7: no such core") {
+		t.Errorf("a derivation that fails: %v", err)
 	}
 }

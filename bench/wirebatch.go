@@ -93,15 +93,19 @@ func batchCounts(jobs []mockbackend.Job, mono func(time.Time) int64, start, end 
 // them is the one the batch formed around.
 func executions(jobs []mockbackend.Job) []mockbackend.Job {
 	out := make([]mockbackend.Job, 0, len(jobs))
-	at := map[uint64]int{} // execution → its index in out
+	type key struct {
+		accel string
+		x     uint64
+	}
+	at := map[key]int{} // execution (numbered per accelerator) → its index in out
 	for _, j := range jobs {
-		if k, ok := at[j.Execution]; ok && j.Execution != 0 {
+		if k, ok := at[key{j.Accelerator, j.Execution}]; ok && j.Execution != 0 {
 			if j.Queued.Before(out[k].Queued) {
 				out[k] = j
 			}
 			continue
 		}
-		at[j.Execution] = len(out)
+		at[key{j.Accelerator, j.Execution}] = len(out)
 		out = append(out, j)
 	}
 	return out

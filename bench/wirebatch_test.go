@@ -227,15 +227,18 @@ func TestExecutions(t *testing.T) {
 		{ID: "c", Execution: 2, Queued: at(4), Start: at(5), End: at(9), Batch: 3, Rows: 1},
 		{ID: "b", Execution: 2, Queued: at(3), Start: at(5), End: at(9), Batch: 3, Rows: 2},
 		{ID: "d", Execution: 3, Queued: at(6), Start: at(9), End: at(10), Batch: 1, Rows: 1},
+		// Another accelerator numbers its executions from 1 too.
+		{ID: "e", Accelerator: "dla", Slot: 1, Execution: 1, Queued: at(1), Start: at(2), End: at(4), Batch: 1, Rows: 1},
 	}
 	got := executions(jobs)
 	var ids []string
 	for _, j := range got {
 		ids = append(ids, j.ID)
 	}
-	if strings.Join(ids, ",") != "a,b,d" {
-		t.Errorf("executions %v, want a,b,d (b queued before c in their batch)", ids)
+	if strings.Join(ids, ",") != "a,b,d,e" {
+		t.Errorf("executions %v, want a,b,d,e (b queued before c in their batch; e another accelerator's)", ids)
 	}
+	got = got[:3]
 	mono := func(t time.Time) int64 { return t.UnixNano() }
 	counts := batchCounts(got, mono, at(0).UnixNano(), at(20).UnixNano())
 	if counts["m"] != nil || counts[""][1] != 2 || counts[""][3] != 1 {

@@ -34,9 +34,25 @@
 // produces one output: OUTPUT0, INT64, shape [2] = [Digest(inputs), frame], little
 // endian in raw_output_contents. ModelMetadata describes the inputs as INPUT0 UINT8
 // [-1]; ModelConfig returns ModelConfigOf, encoded (wire.AppendModelConfig): name,
-// platform, max_batch_size, one KIND_GPU instance group of count 1 and the dynamic
-// batcher. Each model has the single version "1" (a request for version "" or "1"
-// runs it; the response names version "1").
+// platform, max_batch_size, its instance group (below) and the dynamic batcher.
+// Each model has the single version "1" (a request for version "" or "1" runs it;
+// the response names version "1").
+//
+// # Instance groups, DLA cores and interference
+//
+// A model's accelerator (Model.On) and instance count (Model.Instances) are
+// what its ModelConfig's instance_group reports, as Triton binds a model: on
+// "dla<N>" a TensorRT engine on DLA core N (KIND_GPU, secondary_devices
+// KIND_NVDLA device_id N), on "cpu" KIND_CPU, elsewhere KIND_GPU; count
+// Instances (1 when 0). At most Instances executions of a model run at once:
+// a request whose model has every instance busy stays queued while the
+// requests behind it in its accelerator's FIFO go first. A Repository (a YAML
+// file, or `vig mock-backend --instance`) places models so and derives the
+// device: the GPU with its slots (default 1: one job at a time without MPS),
+// one accelerator of one slot per DLA core (a core runs one engine at a
+// time) and the CPU. With Config.Interference a job that starts while another
+// accelerator runs a job takes its length × its accelerator's factor (the GPU
+// and DLA cores share DRAM bandwidth); Job.Interference records it.
 //
 // # Batching
 //

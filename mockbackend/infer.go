@@ -162,7 +162,7 @@ func (s *Server) run(ctx context.Context, m *model, req *inference.ModelInferReq
 	queued := time.Now()
 	ph.input = queued.Sub(arrival)
 
-	wk := work{rows: j.rows, policy: m.policy}
+	wk := work{rows: j.rows, policy: m.policy, limit: m.limit}
 	if j.rows == 1 {
 		wk.exec = ExecTime(s.cfg.Seed, stream, frame, m.Exec)
 	} else {
@@ -178,7 +178,7 @@ func (s *Server) run(ctx context.Context, m *model, req *inference.ModelInferReq
 	end := g.end
 	if s.timeline != nil {
 		s.timeline.add(Job{ID: req.Id, Model: m.Name, Stream: stream, Frame: frame, Slot: m.base + g.slot, Accelerator: m.accel,
-			Queued: queued, Start: g.start, End: end, Execution: g.exec.id, Rows: j.rows, Batch: g.exec.rows})
+			Queued: queued, Start: g.start, End: end, Execution: g.exec.id, Rows: j.rows, Batch: g.exec.rows, Interference: g.exec.factor})
 	}
 	if g.leader {
 		if s.spin >= 0 {

@@ -33,8 +33,15 @@ type Model struct {
 	// frame, Exec), between 0.9 and 1.3 × Exec.
 	Exec time.Duration
 	// On names the accelerator the model runs on, one of Config.Accelerators;
-	// empty without accelerators.
+	// empty without accelerators. Its ModelConfig's instance group follows it:
+	// "dla<N>" is a TensorRT engine bound to DLA core N (KIND_GPU with
+	// secondary device KIND_NVDLA N), "cpu" KIND_CPU, any other KIND_GPU.
 	On string
+	// Instances is the count of the model's instance group: at most this many
+	// executions of the model run at once, whatever its accelerator's slots
+	// (a request whose model has every instance busy lets the requests behind
+	// it in the FIFO go first). 0: no bound but the slots, reported as count 1.
+	Instances int
 	// MaxBatch is the model's max_batch_size. Above 0 every input's first
 	// dimension is the request's batch size b (1 ≤ b ≤ MaxBatch) and OUTPUT0 has
 	// one row per input row (see RowOutput); 0 keeps the batch-free interface.
@@ -82,6 +89,12 @@ type Config struct {
 	// Timeline records every job's slot, queueing, start and end for
 	// Server.Timeline (benchmarks); off, nothing is kept.
 	Timeline bool
+	// Interference slows co-running accelerators (shared DRAM bandwidth on a
+	// Jetson): a job that starts while another accelerator runs a job takes
+	// its length × the factor of its own accelerator, by name ("dla" for
+	// every DLA core without an entry of its own). Factors are 1 or more;
+	// none: accelerators do not affect each other.
+	Interference map[string]float64
 }
 
 // FromConfig takes the models, slots and seed from a vig configuration: what the
@@ -172,6 +185,7 @@ type model struct {
 	seq      *seqBatcher   // its sequence batcher, nil without (sequence.go)
 	base     int           // the global number of its accelerator's slot 0
 	accel    string
+	limit    *instances // nil unless Instances > 0
 
 	mu sync.Mutex
 	st stats
@@ -233,6 +247,19 @@ func New(cfg Config) (*Server, error) {
 		s.accels = append(s.accels, a.Name)
 	}
 	s.slots = s.pools[0]
+	if len(cfg.Interference) > 0 {
+		if len(cfg.Accelerators) == 0 {
+			return nil, errors.New("mockbackend: interference needs accelerators: one accelerator cannot slow another")
+		}
+		factors, err := interferenceOf(cfg.Interference, s.accels)
+		if err != nil {
+			return nil, err
+		}
+		dev := &device{}
+		for i, p := range s.pools {
+			p.dev, p.idx, p.factor = dev, i, factors[i]
+		}
+	}
 	if cfg.Timeline {
 		s.timeline = &timeline{}
 	}
@@ -242,6 +269,8 @@ func New(cfg Config) (*Server, error) {
 			return nil, errors.New("mockbackend: a model has no name")
 		case m.Exec < 0:
 			return nil, fmt.Errorf("mockbackend: model %q: negative execution time %v", m.Name, m.Exec)
+		case m.Instances < 0:
+			return nil, fmt.Errorf("mockbackend: model %q: instances %d: give the instance group's count, 1 or more (0: bounded by the slots alone)", m.Name, m.Instances)
 		}
 		if _, dup := s.models[m.Name]; dup {
 			return nil, fmt.Errorf("mockbackend: model %q listed twice", m.Name)
@@ -258,6 +287,9 @@ func New(cfg Config) (*Server, error) {
 			}
 		}
 		s.models[m.Name] = &model{Model: m, pool: s.pools[p], base: bases[s.accels[p]], accel: s.accels[p], policy: policy}
+		if m.Instances > 0 {
+			s.models[m.Name].limit = newInstances(m.Instances)
+		}
 		if m.Sequence != nil {
 			s.models[m.Name].seq = newSeqBatcher(*m.Sequence)
 		}
@@ -403,8 +435,9 @@ func (s *Server) ModelConfig(_ context.Context, req *inference.ModelConfigReques
 }
 
 // ModelConfigOf is the configuration the mock reports for a model: name,
-// platform, max_batch_size, one instance group of KIND_GPU with count 1, the
-// dynamic batcher if it has one, and its tensors: without a batch dimension one
+// platform, max_batch_size, one instance group (KIND_GPU with count 1 unless
+// the model's On and Instances say otherwise: see Model.On), the dynamic
+// batcher if it has one, and its tensors: without a batch dimension one
 // UINT8 input INPUT0 of dims [-1] and one INT64 output OUTPUT0 of dims [2];
 // with one (MaxBatch > 0) INPUT0 UINT8 [-1] and OUTPUT0 UINT8 [16] per row.
 func ModelConfigOf(m Model) *wire.ModelConfig {
@@ -414,7 +447,7 @@ func ModelConfigOf(m Model) *wire.ModelConfig {
 		MaxBatchSize:   int32(m.MaxBatch),
 		Inputs:         []wire.TensorConfig{{Name: inputName, DataType: wire.TypeUint8, Dims: []int64{-1}}},
 		Outputs:        []wire.TensorConfig{{Name: OutputName, DataType: wire.TypeInt64, Dims: []int64{2}}},
-		InstanceGroups: []wire.InstanceGroup{{Name: m.Name, Kind: wire.KindGPU, Count: 1}},
+		InstanceGroups: []wire.InstanceGroup{instanceGroupOf(m)},
 	}
 	if m.MaxBatch > 0 {
 		c.Outputs = []wire.TensorConfig{{Name: OutputName, DataType: wire.TypeUint8, Dims: []int64{RowBytes}}}

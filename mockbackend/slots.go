@@ -37,6 +37,16 @@ type slots struct {
 
 	running    atomic.Int64 // executions holding a slot now
 	maxRunning atomic.Int64 // most executions that ever held a slot at once
+
+	cur []*execution // the execution holding each slot, nil when free
+
+	// dev couples the accelerators' timelines when interference is
+	// configured (nil otherwise); idx is this accelerator's number on it and
+	// factor how much longer a job takes that starts while another
+	// accelerator runs one (≤ 1: no slowdown).
+	dev    *device
+	idx    int
+	factor float64
 }
 
 // work is what a request brings to the accelerator: its rows and their summed
@@ -45,6 +55,35 @@ type work struct {
 	rows   int
 	exec   time.Duration
 	policy *batchPolicy
+	limit  *instances // nil: no limit beyond the accelerator's slots
+}
+
+// instances bounds how many executions of one model run at once: the count of
+// its Triton instance group. Each instance keeps its own timeline, as a slot
+// does: an execution starts no earlier than the scheduled end of its
+// instance's previous one. A model runs on one accelerator, so its
+// accelerator's mutex guards them.
+type instances struct {
+	busy []bool
+	end  []time.Time
+}
+
+func newInstances(n int) *instances {
+	return &instances{busy: make([]bool, n), end: make([]time.Time, n)}
+}
+
+func (l *instances) full() bool { return l != nil && !slices.Contains(l.busy, false) }
+
+// take holds a free instance (the one that freed first) and returns it.
+func (l *instances) take() int {
+	k := -1
+	for i, b := range l.busy {
+		if !b && (k < 0 || l.end[i].Before(l.end[k])) {
+			k = i
+		}
+	}
+	l.busy[k] = true
+	return k
 }
 
 // batchPolicy is a batching model's max_batch_size, its dynamic batcher
@@ -79,10 +118,14 @@ type execution struct {
 	rows     int // rows of all its requests: the batch size the model ran
 	requests int
 	done     chan struct{} // closed when the leader released the slot
+	limit    *instances    // its model's instances, if bounded
+	inst     int           // the instance it holds
+	// factor is the interference slowdown its length includes (1: none).
+	factor float64
 }
 
 func newSlots(n int) *slots {
-	return &slots{end: make([]time.Time, n), busy: make([]bool, n)}
+	return &slots{end: make([]time.Time, n), busy: make([]bool, n), cur: make([]*execution, n)}
 }
 
 // acquire waits for a free slot in FIFO order for a job whose length the caller
@@ -152,6 +195,18 @@ func (s *slots) release(i int, end time.Time) {
 func (s *slots) handOff(i int, end time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if x := s.cur[i]; x != nil {
+		if x.limit != nil {
+			x.limit.busy[x.inst] = false
+			// A job given back unrun ends before its instance's last end:
+			// the instance's timeline never goes back.
+			x.limit.end[x.inst] = later(x.limit.end[x.inst], end)
+		}
+		if s.dev != nil {
+			s.dev.ended(x, end) // a job that never ran ends at its start
+		}
+		s.cur[i] = nil
+	}
 	s.end[i] = end
 	s.busy[i] = false
 	s.dispatchLocked(time.Now())
@@ -173,13 +228,26 @@ func (s *slots) dispatchLocked(now time.Time) {
 		}
 		s.busy[i] = true
 		s.execs++
-		x := &execution{id: s.execs, requests: len(members), done: make(chan struct{})}
+		x := &execution{id: s.execs, requests: len(members), done: make(chan struct{}), limit: members[0].limit, factor: 1}
+		if x.limit != nil {
+			x.inst = x.limit.take()
+			start = later(start, x.limit.end[x.inst])
+		}
+		s.cur[i] = x
 		var sum time.Duration
 		for _, w := range members {
 			x.rows += w.rows
 			sum += w.exec
 		}
-		end := start.Add(batchCost(sum, x.rows, members[0].policy))
+		cost := batchCost(sum, x.rows, members[0].policy)
+		if s.dev != nil {
+			if s.factor > 1 && s.dev.busyElsewhere(s.idx, start) {
+				x.factor = s.factor
+				cost = time.Duration(math.Round(float64(cost) * s.factor))
+			}
+			s.dev.started(s.idx, x, start, start.Add(cost))
+		}
+		end := start.Add(cost)
 		for k, w := range members {
 			s.queue.Remove(w.elem)
 			w.elem = nil
@@ -207,6 +275,9 @@ func (s *slots) nextLocked(slotEnd, now time.Time) (members []*waiter, start, wa
 	var delayed []*batchPolicy
 	for e := s.queue.Front(); e != nil; e = e.Next() {
 		w := e.Value.(*waiter)
+		if w.limit.full() {
+			continue // every instance of its model runs: the requests behind it go first
+		}
 		p := w.policy
 		if p == nil || !p.merge {
 			return []*waiter{w}, later(w.arrival, slotEnd), time.Time{}

@@ -29,6 +29,9 @@ type Job struct {
 	Execution uint64
 	Rows      int
 	Batch     int
+	// Interference is the factor the execution's length took because another
+	// accelerator ran a job when it started (Config.Interference); 1: none.
+	Interference float64
 }
 
 // timeline records jobs when Config.Timeline is set (off by default: `vig

@@ -31,11 +31,13 @@ report.md and SVG plots into DIR (default ./vig-bench-results/<date>-<host>/):
             proxy (vig and nginx run as their own processes in their default
             configuration; the TCP rows are repeated with both pinned to one
             CPU with taskset when there is a second CPU)
-  wire      coverage and age of information for the benchmark workloads A–D, E
-            and E-linear (examples/scenarios, built in; --only picks some) with
+  wire      coverage and age of information for the benchmark workloads A–D, D2,
+            E and E-linear (examples/scenarios, built in; --only picks some) with
             open-loop sensors: direct, an emulation of Triton's queue policy, and
             vig; on D's GPU and two DLA cores also vig configured as one pool (the
-            ablation); on E's batched detector also vig with max_batch: 1 and
+            ablation); on D2's models bound as Triton binds them (per-core DLA
+            engines, interference) vig per core and vig reading the server
+            (vig-server); on E's batched detector also vig with max_batch: 1 and
             vig with only max_batch (vig-unbatched, vig-learnt);
             --http-streams LIST adds vig with those sensors on HTTP/REST beside
             the others on gRPC (vig-http); --policies, --rounds, --duration
@@ -66,7 +68,7 @@ func runBench(args []string) int {
 	quick := fs.Bool("quick", false, "shorter runs (fewer rounds, 5 s wire runs, 3 s idle samples)")
 	out := fs.String("out", "", "output `DIR` (default vig-bench-results/<date>-<host> in the current directory)")
 	scen := fs.String("scenarios", bench.DefaultScenarioDir, "`DIR` holding the scenario configs a.yaml … e-linear.yaml and their sensors' phases, e.sensors.yaml (absent: the ones built into vig)")
-	only := fs.String("only", strings.Join(bench.DefaultWireScenarios, ","), "wire: the scenarios to run, a `LIST` such as d, a,b,c or e,e-linear")
+	only := fs.String("only", strings.Join(bench.DefaultWireScenarios, ","), "wire: the scenarios to run, a `LIST` such as d,d2, a,b,c or e,e-linear")
 	noPin := fs.Bool("no-pin", false, "skip the datapath rows that pin vig and nginx to CPU 1 with taskset, and do not pin vig in idle")
 	vigBin := fs.String("vig", "", "vig `BINARY` to measure as its own process (default: this executable)")
 	duration := fs.Duration("duration", 0, "overload: length of each case (default 60s); soak: length of the run (default 10m); wire: length of each run (default 15s, --quick 5s)")

@@ -37,10 +37,20 @@ A request id "<stream>#<frame>" selects the frame whose execution time is used.
 execution of b rows costs the mean of their times x (1 + gain·(b − 1)). From -c, a
 model with max_batch > 1 batches so, at the gain its batch_exec_ms implies.
 
+Placement as Triton binds models (docs/jetson.md): --repository FILE, or
+--instance NAME=gpu|cpu|dla<N>[:COUNT], gives models their instance groups; the
+device then has the GPU (--gpu-slots, default 1), one accelerator of one slot per
+DLA core a model is bound to, and the CPU; each has its own FIFO, and a model runs
+at most COUNT executions at once. ModelConfig reports the groups (a DLA engine as
+KIND_GPU with secondary device KIND_NVDLA N). --interference gpu=1.3,dla=1.15: a
+job that starts while another accelerator runs one takes x its factor.
+
 Examples:
   vig mock-backend --model detector=8 --model vlm=200 --slots 1
   vig mock-backend --model detector=10 --batch detector=8,gain=0.25 --model depth=6
   vig mock-backend -c examples/demo.yaml --listen unix:/tmp/mock.sock
+  vig mock-backend --repository examples/scenarios/d2.repository.yaml
+  vig mock-backend --model det_gpu=8 --model det_dla0=14 --instance det_dla0=dla0 --interference gpu=1.3,dla=1.15
 
 Flags:
 `
@@ -144,6 +154,11 @@ func mockBackend(ctx context.Context, args []string, stdout, stderr io.Writer, r
 	fs.Var(&batches, "batch", "a model's batching as `NAME=MAX[,gain=G][,delay_us=N][,preferred=P/P…]`: Triton's max_batch_size with its dynamic batcher, the batch gain (default 1: no gain); repeatable")
 	seqs, queues := mockSequenceFlags{}, mockQueueFlags{}
 	fs.Var(seqs, "sequence", "serve model NAME behind Triton's sequence batcher: `NAME[=MAX_IDLE_MS[,SLOTS]]`; repeatable")
+	instances := mockInstanceFlags{}
+	fs.Var(instances, "instance", "place model NAME as Triton's instance group: `NAME=gpu|cpu|dla<N>[:COUNT]` (dla0: an engine on DLA core 0); repeatable, overrides --repository")
+	repoFile := fs.String("repository", "", "YAML `FILE` describing the model repository: gpu_slots, interference, models: {NAME: {exec_ms, kind, count, dla_core}} (docs/jetson.md)")
+	gpuSlots := fs.Int("gpu-slots", 0, "with a repository: jobs the GPU runs at once (default 1, or the repository's gpu_slots)")
+	interference := fs.String("interference", "", "with a repository: slowdown of a job that starts while another accelerator runs one, `LIST` such as gpu=1.3,dla=1.15 (dla: every core; dla0: one)")
 	fs.Var(queues, "queue-timeout", "give model NAME a dynamic batcher queue policy that honours request timeouts below its default: `NAME=DEFAULT_TIMEOUT_MS[,PRIORITY_LEVELS]`; repeatable")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), mockBackendUsage)
@@ -205,6 +220,21 @@ func mockBackend(ctx context.Context, args []string, stdout, stderr io.Writer, r
 		return 2
 	}
 	cfg.Models = mergeMockModels(cfg.Models, models)
+	if *repoFile != "" || len(instances) > 0 || set["gpu-slots"] || set["interference"] {
+		if set["slots"] {
+			fmt.Fprintln(stderr, "vig mock-backend: --slots: a repository places the models on the GPU, DLA cores and CPU: give the GPU's slots with --gpu-slots")
+			return 2
+		}
+		repo, err := mockRepository(*repoFile, instances, *gpuSlots, *interference)
+		if err != nil {
+			fmt.Fprintf(stderr, "vig mock-backend: %v\n", err)
+			return 2
+		}
+		if err := repo.Apply(&cfg); err != nil {
+			fmt.Fprintf(stderr, "vig mock-backend: %v\n", err)
+			return 2
+		}
+	}
 	if len(cfg.Models) == 0 {
 		fmt.Fprintln(stderr, "vig mock-backend: no models: give --model NAME=EXEC_MS (e.g. --model detector=8) or -c FILE with a models: section")
 		return 2
@@ -243,6 +273,12 @@ func mockBackend(ctx context.Context, args []string, stdout, stderr io.Writer, r
 	var desc []string
 	for _, m := range cfg.Models {
 		d := fmt.Sprintf("%s=%v", m.Name, m.Exec)
+		if m.On != "" {
+			d += " on " + m.On
+			if m.Instances > 1 {
+				d += fmt.Sprintf(" x%d", m.Instances)
+			}
+		}
 		if m.MaxBatch > 0 {
 			d += fmt.Sprintf(" (batch %d, gain %g)", m.MaxBatch, m.BatchGain)
 		}
@@ -271,8 +307,12 @@ func mockBackend(ctx context.Context, args []string, stdout, stderr io.Writer, r
 		}()
 		log.Info("mock backend serving rings", "ring", rln.Addr())
 	}
+	var accels []string
+	for _, a := range cfg.Accelerators {
+		accels = append(accels, fmt.Sprintf("%s:%d", a.Name, a.Slots))
+	}
 	log.Info("mock backend serving", "addr", r.Addr(), "models", strings.Join(desc, ","),
-		"slots", cfg.Slots, "seed", cfg.Seed, "spin", r.Spin())
+		"slots", cfg.Slots, "accelerators", strings.Join(accels, ","), "interference", cfg.Interference, "seed", cfg.Seed, "spin", r.Spin())
 	if ready != nil {
 		ready(r.Addr())
 	}
@@ -309,4 +349,58 @@ func mergeMockModels(base []mockbackend.Model, flags []mockbackend.Model) []mock
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
+}
+
+// mockInstanceFlags collects repeated --instance NAME=gpu|cpu|dla<N>[:COUNT].
+type mockInstanceFlags map[string]mockbackend.RepositoryModel
+
+func (m mockInstanceFlags) String() string { return fmt.Sprint(len(m), " instance groups") }
+
+func (m mockInstanceFlags) Set(v string) error {
+	name, where, ok := strings.Cut(v, "=")
+	if !ok || name == "" {
+		return fmt.Errorf("%q: want NAME=gpu|cpu|dla<N>[:COUNT], e.g. detector_dla0=dla0 or pose=gpu:2", v)
+	}
+	g, err := mockbackend.ParseInstance(where)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	m[name] = g
+	return nil
+}
+
+// mockRepository is the repository of --repository, with --instance,
+// --gpu-slots and --interference over it.
+func mockRepository(file string, instances mockInstanceFlags, gpuSlots int, interference string) (*mockbackend.Repository, error) {
+	repo := &mockbackend.Repository{}
+	if file != "" {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("--repository: %w", err)
+		}
+		if repo, err = mockbackend.ParseRepository(file, data); err != nil {
+			return nil, fmt.Errorf("--repository %w", err)
+		}
+	}
+	if repo.Models == nil {
+		repo.Models = map[string]mockbackend.RepositoryModel{}
+	}
+	for name, g := range instances {
+		g.ExecMs = repo.Models[name].ExecMs
+		repo.Models[name] = g
+	}
+	if gpuSlots < 0 {
+		return nil, fmt.Errorf("--gpu-slots %d: give 1 or more", gpuSlots)
+	}
+	if gpuSlots > 0 {
+		repo.GPUSlots = gpuSlots
+	}
+	if interference != "" {
+		f, err := mockbackend.ParseInterference(interference)
+		if err != nil {
+			return nil, fmt.Errorf("--interference %w", err)
+		}
+		repo.Interference = f
+	}
+	return repo, nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -52,6 +53,15 @@ func TestMockBackendFlagErrors(t *testing.T) {
 		{[]string{"-c", filepath.Join(dir, "missing.yaml")}, "no such file"},
 		{[]string{"-c", badCfg}, "bad.yaml:2: models.a.bogus: unknown key"},
 		{[]string{"-c", filepath.Join("..", "..", "examples", "scenarios", "d.yaml"), "--slots", "2"}, "declares accelerators with their slots; drop --slots"},
+		{[]string{"--model", "a=1", "--instance", "a=tpu"}, "a: \"tpu\": want gpu, cpu or dla<N>"},
+		{[]string{"--model", "a=1", "--instance", "a"}, "want NAME=gpu|cpu|dla<N>[:COUNT]"},
+		{[]string{"--model", "a=1", "--instance", "b=dla0"}, "model b: give its exec_ms"},
+		{[]string{"--model", "a=1", "--interference", "gpu"}, "--interference \"gpu\": want ACCELERATOR=FACTOR"},
+		{[]string{"--model", "a=1", "--interference", "npu=1.2"}, "interference npu: no such accelerator"},
+		{[]string{"--model", "a=1", "--gpu-slots", "-1"}, "--gpu-slots -1"},
+		{[]string{"--model", "a=1", "--instance", "a=gpu", "--slots", "2"}, "give the GPU's slots with --gpu-slots"},
+		{[]string{"--repository", filepath.Join(dir, "missing.yaml")}, "--repository: open"},
+		{[]string{"--repository", badCfg}, "bad.yaml: yaml"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := mockBackend(context.Background(), tc.args, &stdout, &stderr, func(string) { t.Errorf("%q: started", tc.args) })
@@ -235,6 +245,66 @@ func TestMockBackendSequenceFlags(t *testing.T) {
 		}
 		if mc, err := wire.ParseModelConfig(resp.Config); err != nil || !check(mc) {
 			t.Errorf("%s: ModelConfig %+v, %v", model, mc, err)
+		}
+	}
+	cancel()
+	if code := <-codec; code != 0 {
+		t.Errorf("exit %d after stop; log:\n%s", code, stderr.String())
+	}
+}
+
+// --repository serves a Jetson-Orin-shaped repository: each model's
+// ModelConfig names its instance group (a DLA engine with its secondary
+// device), --instance and --interference apply over the file, and requests
+// run.
+func TestMockBackendRepository(t *testing.T) {
+	sock := "unix:" + filepath.Join(t.TempDir(), "mock.sock")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	addrc := make(chan string, 1)
+	codec := make(chan int, 1)
+	var stderr syncBuffer
+	repo := filepath.Join("..", "..", "examples", "scenarios", "d2.repository.yaml")
+	go func() {
+		codec <- mockBackend(ctx, []string{"--listen", sock, "--repository", repo, "--model", "ocr=1", "--instance", "ocr=cpu:2", "--instance", "pose=gpu:2", "--gpu-slots", "2", "--interference", "gpu=1.2,dla=1.1"},
+			&bytes.Buffer{}, &stderr, func(a string) { addrc <- a })
+	}()
+	var addr string
+	select {
+	case addr = <-addrc:
+	case code := <-codec:
+		t.Fatalf("exited %d before serving: %s", code, stderr.String())
+	}
+	c := dialMock(t, addr)
+	for model, want := range map[string]string{
+		"detector_dla1": "KIND_GPU x1 nvdla[1]", "lane_dla0": "KIND_GPU x1 nvdla[0]", "detector_gpu": "KIND_GPU x1",
+		"pose": "KIND_GPU x2", "ocr": "KIND_CPU x2",
+	} {
+		resp, err := c.ModelConfig(context.Background(), &pb.ModelConfigRequest{Name: model})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mc, err := wire.ParseModelConfig(resp.Config)
+		if err != nil || len(mc.InstanceGroups) != 1 {
+			t.Fatalf("%s: %+v, %v", model, mc, err)
+		}
+		g := mc.InstanceGroups[0]
+		got := fmt.Sprintf("%v x%d", g.Kind, g.Count)
+		for _, d := range g.SecondaryDevices {
+			if d.Kind == wire.KindNVDLA {
+				got += fmt.Sprintf(" nvdla[%d]", d.DeviceID)
+			}
+		}
+		if got != want {
+			t.Errorf("%s: instance group %s, want %s", model, got, want)
+		}
+		if _, err := c.ModelInfer(context.Background(), &pb.ModelInferRequest{ModelName: model, Id: model + "#1"}); err != nil {
+			t.Errorf("%s: %v", model, err)
+		}
+	}
+	for _, s := range []string{"accelerators=gpu:2,dla0:1,dla1:1,cpu:2", "interference=\"map[dla:1.1 gpu:1.2]\"", "detector_dla0=14ms on dla0", "pose=5ms on gpu x2"} {
+		if !strings.Contains(stderr.String(), s) {
+			t.Errorf("log lacks %q:\n%s", s, stderr.String())
 		}
 	}
 	cancel()
