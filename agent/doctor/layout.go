@@ -242,14 +242,33 @@ func (l *layout) modelList() []ModelPlacement {
 
 // place puts each stream where the analysis runs its frames: its model's
 // accelerator, or, for a logical model, the variant whose accelerator has
-// the most room left once the streams before it (class, then max_age order)
-// are placed — a static stand-in for vig's choice, per frame, of the
-// variant whose result lands first.
+// the least contracted demand once every stream of a placed model and the
+// logical streams before it (class, then max_age order) are counted — a
+// static stand-in for vig's choice, per frame, of the variant whose result
+// lands first.
 func (l *layout) place(c *config.Config) map[string]placed {
 	at := map[string]placed{}
 	load := map[string]float64{} // contracted demand per slot placed so far
-	ss := slices.Clone(c.Streams)
-	slices.SortStableFunc(ss, func(a, b config.Stream) int {
+	demand := func(model, accel string, s config.Stream) float64 {
+		a, _ := l.accel(accel)
+		if s.PeriodMs <= 0 {
+			return 0
+		}
+		return c.Models[model].ExecMs * max(a.Interference, 1) / s.PeriodMs / float64(max(a.Slots, 1))
+	}
+	var logical []config.Stream
+	for _, s := range c.Streams {
+		mp := l.models[s.Model]
+		if len(mp.Variants) > 0 {
+			logical = append(logical, s)
+			continue
+		}
+		if _, ok := l.accel(mp.Accelerator); ok {
+			at[s.Name] = placed{accel: mp.Accelerator, model: s.Model}
+			load[mp.Accelerator] += demand(s.Model, mp.Accelerator, s)
+		}
+	}
+	slices.SortStableFunc(logical, func(a, b config.Stream) int {
 		if d := classRank(a.Class) - classRank(b.Class); d != 0 {
 			return d
 		}
@@ -261,24 +280,9 @@ func (l *layout) place(c *config.Config) map[string]placed {
 		}
 		return strings.Compare(a.Name, b.Name)
 	})
-	demand := func(model, accel string, s config.Stream) float64 {
-		a, _ := l.accel(accel)
-		if s.PeriodMs <= 0 {
-			return 0
-		}
-		return c.Models[model].ExecMs * max(a.Interference, 1) / s.PeriodMs / float64(max(a.Slots, 1))
-	}
-	for _, s := range ss {
-		mp := l.models[s.Model]
-		if len(mp.Variants) == 0 {
-			if _, ok := l.accel(mp.Accelerator); ok {
-				at[s.Name] = placed{accel: mp.Accelerator, model: s.Model}
-				load[mp.Accelerator] += demand(s.Model, mp.Accelerator, s)
-			}
-			continue
-		}
+	for _, s := range logical {
 		best, bestU := placed{}, 0.0
-		for _, v := range mp.Variants {
+		for _, v := range l.models[s.Model].Variants {
 			vp := l.models[v]
 			if _, ok := l.accel(vp.Accelerator); !ok {
 				continue

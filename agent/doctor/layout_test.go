@@ -282,7 +282,7 @@ models:
   detector: {exec_ms: 8, on: gpu}
   detector_gpu: {exec_ms: 8, on: gpu}
   detector_dla1: {exec_ms: 14, on: dla1}
-  pose: {exec_ms: 20, on: gpu}
+  pose: {exec_ms: 5, on: gpu}
 streams:
   - {name: det, model: detector, class: protected, period_ms: 33, max_age_ms: 50}
   - {name: pose, model: pose, class: high, period_ms: 33, max_age_ms: 66}
