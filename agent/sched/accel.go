@@ -66,7 +66,11 @@ func newFront(cfg Config) (*Scheduler, error) {
 		sub.Accelerators, sub.Slots, sub.Models, sub.Streams = nil, s.accels[p].slots, nil, nil
 		subs[p] = sub
 	}
+	s.vars = newVariants(cfg)
 	for _, m := range cfg.Models {
+		if len(m.Variants) > 0 {
+			continue // logical: its frames run as its variants
+		}
 		p := partOf(m.Accelerator)
 		s.partOfModel[m.Name] = p
 		m.Accelerator = ""
@@ -74,6 +78,12 @@ func newFront(cfg Config) (*Scheduler, error) {
 	}
 	local := make([]int32, len(s.accels))
 	for _, st := range cfg.Streams {
+		if s.vars.logicalModel(st.Model) {
+			// One copy per variant, in the variant's engine; the front
+			// numbers the stream once (variant.go).
+			s.streamAt = append(s.streamAt, s.vars.addStream(st, int32(len(s.streamAt)), s.partOfModel, subs, local))
+			continue
+		}
 		p := s.partOfModel[st.Model]
 		s.partOfName[st.Name] = p
 		subs[p].Streams = append(subs[p].Streams, st)
@@ -84,6 +94,9 @@ func newFront(cfg Config) (*Scheduler, error) {
 		// Each engine appends its models' default streams after its
 		// configured ones, in its model order (the config's).
 		for _, m := range cfg.Models {
+			if len(m.Variants) > 0 {
+				continue // its requests join a variant's default stream (variant.go)
+			}
 			p := s.partOfModel[m.Name]
 			s.streamAt = append(s.streamAt, streamRef{p, local[p]})
 			local[p]++
@@ -107,6 +120,9 @@ func newFront(cfg Config) (*Scheduler, error) {
 	}
 	for g, ref := range s.streamAt {
 		s.accels[ref.part].global[ref.local] = int32(g)
+	}
+	if s.vars != nil {
+		s.vars.link(s)
 	}
 	return s, nil
 }
@@ -148,6 +164,9 @@ func (s *Scheduler) partOfToken(token uint64) int32 {
 func (s *Scheduler) translate(p int32, n0 int, acts []Action) []Action {
 	a := &s.accels[p]
 	for i := n0; i < len(acts); i++ {
+		if s.vars != nil && acts[i].Kind == Dispatch {
+			s.vars.dispatched(p, a.e, &acts[i])
+		}
 		if acts[i].Stream >= 0 {
 			acts[i].Stream = int(a.global[acts[i].Stream])
 		}
@@ -194,36 +213,51 @@ func (s *Scheduler) due(now Time, acts []Action) []Action {
 	return acts
 }
 
+// settle ends every event of the front: the passes due, then where each
+// logical stream's next frame is expected (variant.go).
+func (s *Scheduler) settle(now Time, acts []Action) []Action {
+	acts = s.due(now, acts)
+	if s.vars != nil {
+		acts = s.vars.steer(s, now, acts)
+	}
+	return acts
+}
+
 func (s *Scheduler) frontArrive(now Time, r Request, acts []Action) []Action {
+	if s.vars != nil {
+		if out, ok := s.vars.arrive(s, now, r, acts); ok {
+			return s.settle(now, out)
+		}
+	}
 	p := s.part(&r)
 	dup := false
 	if q := s.partOfToken(r.Token); q >= 0 && q != p {
 		dup = true // live on another accelerator: refused like any duplicate
 	}
 	n0 := len(acts)
-	return s.due(now, s.translate(p, n0, s.accels[p].e.arrive(now, r, dup, acts)))
+	return s.settle(now, s.translate(p, n0, s.accels[p].e.arrive(now, r, dup, acts)))
 }
 
 func (s *Scheduler) frontFinish(now Time, token uint64, out Outcome, acts []Action) []Action {
 	p := s.partOfToken(token)
 	if p < 0 {
-		return s.due(now, acts)
+		return s.settle(now, acts)
 	}
 	n0 := len(acts)
-	return s.due(now, s.translate(p, n0, s.accels[p].e.finish(now, token, out, acts)))
+	return s.settle(now, s.translate(p, n0, s.accels[p].e.finish(now, token, out, acts)))
 }
 
 func (s *Scheduler) frontCancel(now Time, token uint64, acts []Action) []Action {
 	p := s.partOfToken(token)
 	if p < 0 {
-		return s.due(now, acts)
+		return s.settle(now, acts)
 	}
 	n0 := len(acts)
-	return s.due(now, s.translate(p, n0, s.accels[p].e.Cancel(now, token, acts)))
+	return s.settle(now, s.translate(p, n0, s.accels[p].e.Cancel(now, token, acts)))
 }
 
-// each calls f on every engine and translates what it appended.
-func (s *Scheduler) each(acts []Action, f func(e *Scheduler, acts []Action) []Action) []Action {
+// each calls f on every engine at now and translates what it appended.
+func (s *Scheduler) each(now Time, acts []Action, f func(e *Scheduler, acts []Action) []Action) []Action {
 	for p := range s.accels {
 		if e := s.accels[p].e; e != nil {
 			n0 := len(acts)
@@ -231,6 +265,9 @@ func (s *Scheduler) each(acts []Action, f func(e *Scheduler, acts []Action) []Ac
 		}
 	}
 	s.refreshWake()
+	if s.vars != nil {
+		acts = s.vars.steer(s, now, acts)
+	}
 	return acts
 }
 
@@ -270,6 +307,10 @@ func (s *Scheduler) frontSnapshot(now Time, dst *Snapshot) {
 		dst.Committed += as.Committed
 		dst.Exclusive = dst.Exclusive || as.Exclusive
 		dst.Accelerators = append(dst.Accelerators, as)
+	}
+	dst.Variants = dst.Variants[:0]
+	if s.vars != nil {
+		s.vars.snapshot(s, dst)
 	}
 }
 

@@ -46,8 +46,8 @@ func (s *Scheduler) admission(now, start Time, slot int, self int32, excl, guard
 			}
 		}
 		iv := int64(p.interval)
-		if now.Sub(p.lastCapture) > 2*p.interval+p.maxAge {
-			continue // the sensor stopped: do not guard phantom frames
+		if p.silent(now) {
+			continue // the sensor stopped (or its next frame goes elsewhere): do not guard phantom frames
 		}
 		// First frame k ≥ 1 after the last one received that can still
 		// make its deadline when started at once on an idle accelerator.
@@ -156,7 +156,7 @@ func (s *Scheduler) lookahead(now, start Time, slot int, j *stream, excl bool, c
 		if p == j || p.adhoc || !p.seen || len(p.q) > 0 || (p.class == BestEffort && j.class != BestEffort) || s.batchPeer(p) {
 			continue
 		}
-		if now.Sub(p.lastCapture) > 2*p.interval+p.maxAge {
+		if p.silent(now) {
 			continue // the sensor stopped
 		}
 		iv := int64(p.interval)
@@ -191,8 +191,7 @@ func (s *Scheduler) lookahead(now, start Time, slot int, j *stream, excl bool, c
 // capture; ok is false when p's sensor stopped or p is not a candidate for
 // the look-ahead of a job of stream j ranked as class jc.
 func (s *Scheduler) next(now Time, p, j *stream, jc Class) (a, capture Time, ok bool) {
-	if p == j || p.adhoc || !p.seen || (p.class == BestEffort && jc != BestEffort) ||
-		now.Sub(p.lastCapture) > 2*p.interval+p.maxAge {
+	if p == j || p.adhoc || !p.seen || (p.class == BestEffort && jc != BestEffort) || p.silent(now) {
 		return 0, 0, false
 	}
 	iv := int64(p.interval)

@@ -333,7 +333,7 @@ func (s *Scheduler) hasPeers(now Time, st *stream) bool {
 		if len(p.q) > 0 && s.reqs[p.q[0]].key == key {
 			return true
 		}
-		if p.lastKey == key && now.Sub(p.lastCapture) <= 2*p.interval+p.maxAge {
+		if p.lastKey == key && !p.silent(now) {
 			return true
 		}
 	}
@@ -456,7 +456,7 @@ func (s *Scheduler) fill(now, start Time, occ int, st *stream, n, rows int) (unt
 // arrival lag after it is due (a frame a little late joins; one that does not
 // come is not waited for past then).
 func (s *Scheduler) nextLate(now Time, p *stream) (a, capture Time, ok bool) {
-	if p.adhoc || !p.seen || now.Sub(p.lastCapture) > 2*p.interval+p.maxAge {
+	if p.adhoc || !p.seen || p.silent(now) {
 		return 0, 0, false
 	}
 	iv := int64(p.interval)

@@ -38,9 +38,10 @@ type ModelSpec struct {
 	Instances int
 	// Variants makes the model a logical one: a frame of it runs as one of
 	// these models (the same network built for several accelerators, each
-	// a ModelSpec of its own with its Exec and Accelerator), the one whose
-	// result lands first; the Dispatch names it (Action.Model). A logical
-	// model has no Exec, Accelerator or batching of its own.
+	// a ModelSpec of its own with its Exec and Accelerator, at most one per
+	// accelerator), the one whose result lands first; the Dispatch names it
+	// (Action.Model). A logical model has no Exec, Accelerator, batching,
+	// Instances or Exclusive of its own (see Variants in doc.go).
 	Variants []string
 }
 
@@ -217,6 +218,10 @@ func cfgErr(format string, args ...any) error {
 // accelerator checked and the whole config validated as one pool (so the
 // messages about models and streams are the same either way).
 func (c Config) resolveAccelerators() (Config, string, error) {
+	logical, err := c.validateVariants()
+	if err != nil {
+		return c, "", err
+	}
 	if len(c.Accelerators) == 0 {
 		for _, m := range c.Models {
 			if m.Accelerator != "" {
@@ -246,6 +251,8 @@ func (c Config) resolveAccelerators() (Config, string, error) {
 	}
 	for _, m := range c.Models {
 		switch {
+		case len(m.Variants) > 0:
+			// Logical: placed by its variants (validateVariants).
 		case m.Accelerator == "" && len(c.Accelerators) > 1:
 			return c, "", cfgErr("model %q: no accelerator given; with %d accelerators every model names the one it runs on", m.Name, len(c.Accelerators))
 		case m.Accelerator != "" && !names[m.Accelerator]:
@@ -262,9 +269,21 @@ func (c Config) resolveAccelerators() (Config, string, error) {
 	if _, err := whole.withDefaults(); err != nil {
 		return c, "", err
 	}
-	if len(c.Accelerators) == 1 {
+	if len(c.Accelerators) == 1 && !logical {
 		whole.Slots = c.Accelerators[0].Slots
 		return whole, c.Accelerators[0].Name, nil
+	}
+	if len(c.Accelerators) == 1 {
+		// Variants need the front, even over one accelerator: every
+		// model is placed on it.
+		models := make([]ModelSpec, len(c.Models))
+		for i, m := range c.Models {
+			if m.Accelerator == "" && len(m.Variants) == 0 {
+				m.Accelerator = c.Accelerators[0].Name
+			}
+			models[i] = m
+		}
+		c.Models = models
 	}
 	return c, "", nil
 }
@@ -322,10 +341,8 @@ func (c Config) withDefaults() (Config, error) {
 			return c, cfgErr("models[%d]: empty name", i)
 		case models[m.Name]:
 			return c, cfgErr("model %q configured twice", m.Name)
-		case m.Exec <= 0:
+		case m.Exec <= 0 && len(m.Variants) == 0:
 			return c, cfgErr("model %q: exec_ms must be > 0 (it seeds the estimator)", m.Name)
-		case len(m.Variants) > 0:
-			return c, cfgErr("model %q: variants are not supported yet", m.Name)
 		case m.Instances != 0:
 			return c, cfgErr("model %q: instances are not supported yet", m.Name)
 		}

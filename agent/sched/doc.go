@@ -412,6 +412,58 @@
 // and it breaks down at 2 ms. With the batch's cost linear in b (E-linear) it
 // batches nothing and matches the unbatched schedule.
 //
+// # Variants
+//
+// A model built several times — a detector with a GPU engine and an engine per
+// DLA core — is a logical model (ModelSpec.Variants): each variant is a model
+// of its own, with its Exec and Accelerator (at most one variant per
+// accelerator). A logical model has no Exec, Accelerator, batching, instances
+// or corun of its own, needs Config.Accelerators (with one accelerator, a
+// logical model of one variant is an alias), and a variant belongs to one
+// logical model. Streams name the logical model. Each of its streams has a copy
+// in every variant's engine; the front sends each frame to the copy whose
+// engine would complete it first: after the jobs at the backend (each slot free
+// at the predicted end of its last job) and the waiting requests of its class
+// or a stricter one, each at that engine's own cost (estimate × margin at the
+// occupancy it would start under), ties to the first listed. The Dispatch names
+// the variant (Action.Model; the caller sends the request under that name) and
+// the logical stream (Action.Stream). A frame of a sequence goes to the variant
+// its id selects (SequenceID mod the number of variants), as its state lives
+// in one model's instance.
+//
+// The copies are one stream. A newer frame supersedes an older one waiting at
+// any variant (answered Aborted once); an arrival older than a frame waiting at
+// some variant goes there and is superseded; pinned frames are kept as in one
+// queue. A FIFO stream of a logical model holds up to Capacity requests per
+// variant. A result delivered by any copy covers its window for all of them:
+// coverage counts a window once, a window claimed by a job at one variant is
+// claimed at all (a frame for it is an extra everywhere), and AoI is the
+// stream's. Only the engine the next frame is expected at — the variant where
+// it would land first if it came when predicted, re-evaluated after every event
+// — guards it (admission, look-ahead); the others do not reserve room for a
+// frame that will not come to them. Snapshot shows the stream once (the
+// copies' counters summed) with its logical model, and Snapshot.Variants counts
+// its jobs per variant. Streams are numbered as without variants — a logical
+// stream once, in config order — except that a logical model has no default
+// stream of its own.
+//
+// A variant is also an ordinary model: other streams may name it (they share
+// its accelerator and estimator with the logical model's frames), and a
+// request naming it is routed as any request (to its one configured stream,
+// else its default contract), never to a logical stream's copy. Under
+// DefaultContract a request of the logical model matching none of its streams
+// joins the default stream of the variant where it lands first (counted there;
+// Snapshot.Variants under "default/<model>").
+//
+// In the simulation of scenario D2 without interference (variant_test.go:
+// {gpu: 1, dla0: 1, dla1: 1}, the bench's hops) the detector ran on the idle
+// GPU for ~95 % of its frames and on a DLA core while the VLM held the GPU:
+// detector 100 %, lane 99.5 %, segment 99.5 %, pose and depth ~96 %, where vig
+// with the detector fixed on DLA0 covers lane 83 % (segment 100 %) and direct
+// clients lane 84 %, pose and depth 76 %. Segment's lost windows are the VLM's
+// budget runs: two 14 ms jobs (up to 1.3× each) do not always fit in one 33 ms
+// window of a DLA core.
+//
 // # Sequences
 //
 // A stateful model behind Triton's sequence batcher (a tracker) takes

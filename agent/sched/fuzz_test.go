@@ -81,8 +81,8 @@ func (c *eventChecker) apply(acts []Action) {
 			}
 			c.state[a.Token] = tokRunning
 			c.running = append(c.running, a.Token)
-			e, str, base := engineStream(s, a.Stream)
-			if e != engineOfToken(s, a.Token) || a.Slot < base || a.Slot >= base+e.slots {
+			e, str, base := engineOfDispatch(s, a.Token)
+			if a.Slot < base || a.Slot >= base+e.slots {
 				t.Fatalf("token %d dispatched to slot %d, outside its model's accelerator (slots %d..%d)", a.Token, a.Slot, base, base+e.slots-1)
 			}
 			dl := c.capture[a.Token].Add(str.maxAge)
@@ -111,6 +111,9 @@ func (c *eventChecker) apply(acts []Action) {
 				if e.models[str.model].spec.Exclusive && e.slots > 1 {
 					t.Fatalf("exclusive token %d committed behind a running job", a.Token)
 				}
+			}
+			if r := &e.reqs[e.tokens.get(a.Token)]; (a.Model != "") != r.variant || (r.variant && a.Model != str.spec.Model) {
+				t.Fatalf("token %d (a logical model's: %v) dispatched as model %q on stream %s of %s", a.Token, r.variant, a.Model, str.name, str.spec.Model)
 			}
 			if e.models[str.model].spec.Exclusive && a.Busy != 0 {
 				t.Fatalf("exclusive token %d dispatched beside %d jobs", a.Token, a.Busy)
@@ -198,15 +201,14 @@ func engines(s *Scheduler) []*Scheduler {
 	return es
 }
 
-// engineStream returns the engine of s's stream i, the stream in it, and the
-// global number of the engine's slot 0.
-func engineStream(s *Scheduler, i int) (*Scheduler, *stream, int) {
+// engineOfDispatch returns the engine holding tok, its stream there (a copy,
+// for a logical model's frame) and the global number of its slot 0.
+func engineOfDispatch(s *Scheduler, tok uint64) (*Scheduler, *stream, int) {
 	if !s.multi() {
-		return s, &s.streams[i], 0
+		return s, &s.streams[s.reqs[s.tokens.get(tok)].stream], 0
 	}
-	ref := s.streamAt[i]
-	a := &s.accels[ref.part]
-	return a.e, &a.e.streams[ref.local], a.slotBase
+	a := &s.accels[s.partOfToken(tok)]
+	return a.e, &a.e.streams[a.e.reqs[a.e.tokens.get(tok)].stream], a.slotBase
 }
 
 // engineOfToken returns the engine holding tok (s itself on one accelerator).
@@ -257,8 +259,12 @@ func runEvents(t testing.TB, data []byte) {
 	// The first byte picks the device: one pool of 1–3 slots, or (128 and
 	// up) a GPU and a DLA of 1–2 slots each, every model on one of them.
 	cfg := fuzzConfig(1 + int(data[0]%3))
-	if data[0] >= 128 {
+	reqs := fuzzStreams
+	switch {
+	case data[0] >= 128:
 		cfg = fuzzAccelConfig(1+int(data[0]%2), 1+int(data[0]>>1%2))
+	case data[0] >= 96:
+		cfg, reqs = fuzzVariantConfig(1+int(data[0]%2)), fuzzVariantStreams
 	}
 	data = data[1:]
 	c := &eventChecker{
@@ -283,7 +289,7 @@ func runEvents(t testing.TB, data []byte) {
 		op := next()
 		switch op % 8 {
 		case 0, 1, 2:
-			r := fuzzStreams[int(next())%len(fuzzStreams)]
+			r := reqs[int(next())%len(reqs)]
 			h.tok++
 			r.Token = h.tok
 			dup := false
@@ -426,6 +432,7 @@ func seedCorpus() [][]byte {
 		{1, 0, 4, 0, 0, 0, 0, 0, 0, 5, 100, 3, 0, 255, 7, 105, 6},
 		{2, 0, 4, 200, 250, 0, 0, 10, 9, 6, 6, 5, 255, 5, 255, 3, 0, 200, 7, 50, 0},
 		{128, 0, 4, 0, 0, 1, 3, 0, 0, 0, 0, 5, 100, 3, 0, 255, 7, 105, 6},
+		{97, 0, 0, 0, 0, 0, 0, 10, 0, 0, 0, 20, 0, 0, 9, 0, 0, 5, 100, 3, 0, 255, 7, 105, 6, 0, 6, 0, 0, 7, 20, 0},
 		{131, 0, 4, 200, 250, 0, 1, 10, 9, 0, 2, 0, 0, 6, 6, 5, 255, 5, 255, 3, 0, 200, 7, 50, 0},
 	}
 	r := rand.New(rand.NewPCG(7, 7))

@@ -25,6 +25,7 @@ type request struct {
 	filled    bool // counted as waiting for its batch to fill (once per request)
 	budget    bool // running on a min_rate_hz budget
 	cancelled bool // the client went away while it ran
+	variant   bool // a frame of a logical model: its Dispatch names the variant (variant.go)
 	capture   Time
 	arrival   Time
 	deadline  Time   // capture + MaxAge; Never under the default contract
@@ -125,6 +126,8 @@ type stream struct {
 	newest    Time // newest delivered capture (AoI)
 	delivered bool
 	lastAge   time.Duration
+
+	lc *copyState // a copy of a logical model's stream in one variant's engine (variant.go); nil otherwise
 }
 
 // Scheduler is the freshness scheduler. It is not safe for concurrent use:
@@ -184,6 +187,7 @@ type Scheduler struct {
 	partOfName   map[string]int32 // configured stream name → accelerator
 	partOfModel  map[string]int32 // model name → accelerator
 	fallbackPart int32            // the accelerator whose engine answers an unknown model
+	vars         *variants        // logical models and their streams' copies (variant.go); nil without
 }
 
 // New validates cfg and builds a scheduler with every table allocated up
@@ -499,6 +503,7 @@ func (s *Scheduler) arrive(now Time, r Request, dup bool, acts []Action) []Actio
 		deadline: Never, startBy: Never, seq: s.seq, next: -1, slot: -1,
 		rows: int32(max(r.Rows, 1)), bnext: -1, blead: -1,
 		seqID: r.SequenceID, seqStart: r.SequenceStart && r.SequenceID != 0, seqEnd: r.SequenceEnd && r.SequenceID != 0,
+		variant: r.variant,
 	}
 	if s.models[st.model].maxBatch > 1 && r.SequenceID == 0 {
 		// A frame of a sequence runs alone: its state lives in the
@@ -596,8 +601,20 @@ func (st *stream) windowStart(k int64) Time { return st.origin + Time(k*st.perio
 func (st *stream) windowEnd(k int64) Time   { return st.origin + Time((k+1)*st.period) }
 
 // claimed is the newest window of st that has a fresh result or is expected
-// to get one from a job of st already at the backend.
+// to get one from a job of st already at the backend — on any accelerator,
+// for a copy of a logical model's stream.
 func (s *Scheduler) claimed(st *stream) int64 {
+	k := s.claimedHere(st)
+	if st.lc != nil {
+		for _, t := range st.lc.twins {
+			k = max(k, t.e.claimedHere(&t.e.streams[t.st]))
+		}
+	}
+	return k
+}
+
+// claimedHere is claimed counting the jobs of this engine only.
+func (s *Scheduler) claimedHere(st *stream) int64 {
 	k := st.delivWin
 	if st.running == 0 {
 		return k
@@ -1257,6 +1274,9 @@ func (s *Scheduler) deliver(now Time, st *stream, capture Time) {
 		st.cov.deliver(now)
 		st.delivWin = max(st.delivWin, st.win(now))
 	}
+	if st.lc != nil {
+		st.lc.shareDelivery(now, capture, age)
+	}
 }
 
 // Cancel reports that the client of token went away. A waiting request is
@@ -1293,7 +1313,7 @@ func (s *Scheduler) Cancel(now Time, token uint64, acts []Action) []Action {
 // calling it at other times is harmless.
 func (s *Scheduler) Tick(now Time, acts []Action) []Action {
 	if s.multi() {
-		return s.each(acts, func(e *Scheduler, acts []Action) []Action { return e.pass(now, acts) })
+		return s.each(now, acts, func(e *Scheduler, acts []Action) []Action { return e.pass(now, acts) })
 	}
 	return s.pass(now, acts)
 }
@@ -1309,7 +1329,7 @@ func (s *Scheduler) NextWake() (Time, bool) { return s.wake, s.wake != Never }
 func (s *Scheduler) Drain(now Time, acts []Action) []Action {
 	s.draining = true
 	if s.multi() {
-		return s.each(acts, func(e *Scheduler, acts []Action) []Action { return e.Drain(now, acts) })
+		return s.each(now, acts, func(e *Scheduler, acts []Action) []Action { return e.Drain(now, acts) })
 	}
 	return s.flush(ReasonDraining, acts)
 }
@@ -1334,7 +1354,7 @@ func (s *Scheduler) Drained() bool {
 func (s *Scheduler) SetBackendAvailable(now Time, up bool, acts []Action) []Action {
 	s.backendDown = !up
 	if s.multi() {
-		return s.each(acts, func(e *Scheduler, acts []Action) []Action { return e.SetBackendAvailable(now, up, acts) })
+		return s.each(now, acts, func(e *Scheduler, acts []Action) []Action { return e.SetBackendAvailable(now, up, acts) })
 	}
 	if up {
 		return s.pass(now, acts)

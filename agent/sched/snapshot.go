@@ -127,6 +127,9 @@ type Snapshot struct {
 	Accelerators []AcceleratorStats
 	// Batches counts the jobs of every batching model by size.
 	Batches []BatchStats
+	// Variants counts, per stream of a logical model and variant, the
+	// jobs sent to that variant (see Variants in doc.go).
+	Variants []VariantStats
 }
 
 // busyTimeAt is the slot time busy up to now (as far as vig can tell: from
@@ -187,6 +190,7 @@ func (s *Scheduler) Snapshot(now Time, dst *Snapshot) {
 		dst.Streams = append(dst.Streams, ss)
 	}
 	dst.Batches = s.batchSnapshot(dst.Batches[:0])
+	dst.Variants = dst.Variants[:0]
 	dst.Estimates = dst.Estimates[:0]
 	for i := range s.models {
 		m := &s.models[i]

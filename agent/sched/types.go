@@ -235,6 +235,8 @@ type Request struct {
 	SequenceID    uint64
 	SequenceStart bool
 	SequenceEnd   bool
+
+	variant bool // set by the front on a frame of a logical model (variant.go)
 }
 
 // ActionKind says what the caller must do with an Action.

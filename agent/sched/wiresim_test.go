@@ -91,6 +91,20 @@ type wireScenario struct {
 	// backend has a FIFO and slots per accelerator, and a stream's job runs
 	// only on its own. Otherwise the backend is one pool of slots.
 	accels []int
+	// phases, when set, are the sensors' phases (else stream i starts 7·i
+	// ms after the run).
+	phases []time.Duration
+	// variants, when set, makes stream i's model a logical one built as
+	// these models (scenario D2); its own accel and exec are the variant a
+	// policy without variants uses.
+	variants map[int][]wireVariant
+}
+
+// wireVariant is one variant of a logical model in the simulation.
+type wireVariant struct {
+	name  string
+	accel int
+	exec  time.Duration
 }
 
 // wireScenarioD is SCENARIOS.md's scenario D: a GPU (accelerator 0, 1 slot)
@@ -118,9 +132,9 @@ func wireScenarios() []wireScenario {
 			{"pose", High, 33 * ms, 100 * ms, 100 * ms, 8 * ms, 0, false, 0},
 			{"depth", High, 33 * ms, 100 * ms, 150 * ms, 20 * ms, 0, false, 0},
 			{"vlm", BestEffort, 1000 * ms, 1000 * ms, 2000 * ms, 200 * ms, 0, false, 0},
-		}, nil, nil},
-		{"B", 1, b, nil, nil},
-		{"C", 2, b, nil, nil},
+		}, nil, nil, nil, nil},
+		{"B", 1, b, nil, nil, nil, nil},
+		{"C", 2, b, nil, nil, nil, nil},
 	}
 }
 
@@ -135,6 +149,7 @@ type wirePolicy struct {
 	gridOffset bool          // tell vig the grid (else it learns it from captures)
 	gridError  time.Duration // told, but wrong by this much
 	onePool    int           // >0: vig configured as one pool of this many slots (scenario D's ablation)
+	noVariants bool          // vig configured without the scenario's variants: each stream on its own model
 }
 
 type simEvent struct {
@@ -181,6 +196,8 @@ type simJob struct {
 	start, end    Time
 	slot          int
 	ok            bool
+	accel         int           // the accelerator it runs on: its stream's, or its variant's
+	exec          time.Duration // its model's base execution time
 }
 
 // wireStreamResult is one stream's figures in one run.
@@ -196,6 +213,8 @@ type wireRun struct {
 	idle    []time.Duration // per job that waited when its slot freed: the slot's idle time before it
 	idleSum time.Duration   // all idle time while some job for the slot waited
 	jobs    int
+	// variants counts vig's jobs per variant of a logical model.
+	variants []VariantStats
 }
 
 // tpState is the triton-policy emulation (bench/tritonpolicy.go): priority
@@ -260,10 +279,17 @@ func simulateWire(t testing.TB, sc wireScenario, p wirePolicy, depth int, dur ti
 		} else if p.onePool > 0 {
 			cfg.Slots = p.onePool
 		}
-		for _, st := range sc.streams {
+		for i, st := range sc.streams {
 			m := ModelSpec{Name: st.name, Exec: st.exec, Exclusive: st.excl}
 			if named {
 				m.Accelerator = fmt.Sprint("acc", st.accel)
+			}
+			if vs := sc.variants[i]; len(vs) > 0 && named && !p.noVariants {
+				m = ModelSpec{Name: st.name}
+				for _, v := range vs {
+					m.Variants = append(m.Variants, v.name)
+					cfg.Models = append(cfg.Models, ModelSpec{Name: v.name, Exec: v.exec, Accelerator: fmt.Sprint("acc", v.accel)})
+				}
 			}
 			cfg.Models = append(cfg.Models, m)
 			cfg.Streams = append(cfg.Streams, StreamSpec{Name: st.name, Model: st.name, Class: st.class,
@@ -291,13 +317,16 @@ func simulateWire(t testing.TB, sc wireScenario, p wirePolicy, depth int, dur ti
 	for k, n := range pools {
 		tps[k].free = n
 	}
-	poolOf := func(j int) int { return sc.streams[jobs[j].stream].accel }
+	poolOf := func(j int) int { return jobs[j].accel }
 	wakeAt := Never
 	end := Time(dur)
 
-	for i, st := range sc.streams {
-		push(Time(time.Duration(i)*7*ms), evCapture, i, 0)
-		_ = st
+	for i := range sc.streams {
+		phase := time.Duration(i) * 7 * ms
+		if i < len(sc.phases) {
+			phase = sc.phases[i]
+		}
+		push(Time(phase), evCapture, i, 0)
 	}
 	startJob := func(now Time, j int, slot int) {
 		jb := &jobs[j]
@@ -315,7 +344,7 @@ func simulateWire(t testing.TB, sc wireScenario, p wirePolicy, depth int, dur ti
 		slotBusy[slot] = true
 		jb.slot = slot
 		st := sc.streams[jb.stream]
-		jb.end = jb.start.Add(simExecTime(1, st.name, uint64(jb.frame), st.exec))
+		jb.end = jb.start.Add(simExecTime(1, st.name, uint64(jb.frame), jb.exec))
 		slotEnd[slot] = jb.end
 		run.jobs++
 		push(jb.end, evEnd, j, 0)
@@ -341,6 +370,13 @@ func simulateWire(t testing.TB, sc wireScenario, p wirePolicy, depth int, dur ti
 			j := byToken[a.Token]
 			switch a.Kind {
 			case Dispatch:
+				if a.Model != "" {
+					for _, v := range sc.variants[jobs[j].stream] {
+						if v.name == a.Model {
+							jobs[j].accel, jobs[j].exec = v.accel, v.exec
+						}
+					}
+				}
 				push(hop(now, hops.backend, pathToBackend), evBackend, j, 0)
 			case Answer:
 				answerClient(hop(now, hops.client, clientOut(jobs[j].stream)), j, false)
@@ -400,7 +436,7 @@ func simulateWire(t testing.TB, sc wireScenario, p wirePolicy, depth int, dur ti
 				continue // dropped at the client
 			}
 			outstanding[e.a]++
-			jobs = append(jobs, simJob{stream: e.a, frame: e.b, capture: now})
+			jobs = append(jobs, simJob{stream: e.a, frame: e.b, capture: now, accel: st.accel, exec: st.exec})
 			j := len(jobs) - 1
 			switch {
 			case p.direct:
@@ -475,6 +511,7 @@ func simulateWire(t testing.TB, sc wireScenario, p wirePolicy, depth int, dur ti
 	var snap Snapshot
 	if s != nil {
 		s.Snapshot(end, &snap)
+		run.variants = snap.Variants
 	}
 	for i, st := range sc.streams {
 		r := wireStreamResult{cov: Coverage(0, end, st.period, st.maxAge, deliv[i])}
