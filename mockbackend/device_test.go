@@ -171,6 +171,24 @@ func TestModelConfigInstanceGroups(t *testing.T) {
 	}
 }
 
+// A model without a count runs as many at once as its accelerator's slots,
+// and its instance group says so: a governor reading it must not run the
+// model one at a time on `vig mock-backend --slots 3`.
+func TestModelConfigCountIsSlotsWithoutInstances(t *testing.T) {
+	_, c, _ := serve(t, "127.0.0.1:0", Config{Slots: 3, Models: []Model{{Name: "det", Exec: time.Millisecond}}})
+	resp, err := c.ModelConfig(context.Background(), &inference.ModelConfigRequest{Name: "det"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc, err := wire.ParseModelConfig(resp.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mc.InstanceGroups) != 1 || mc.InstanceGroups[0].Count != 3 {
+		t.Errorf("instance groups %+v, want count 3 (the slots)", mc.InstanceGroups)
+	}
+}
+
 func igEqual(a, b wire.InstanceGroup) bool {
 	return a.Name == b.Name && a.Kind == b.Kind && a.Count == b.Count && slices.Equal(a.GPUs, b.GPUs) && slices.Equal(a.SecondaryDevices, b.SecondaryDevices)
 }

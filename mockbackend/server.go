@@ -108,6 +108,9 @@ func FromConfig(c *config.Config) Config {
 		}
 	}
 	for name, m := range c.Models {
+		if m.Logical() {
+			continue // its frames reach the server as its variants
+		}
 		mm := Model{Name: name, Exec: m.Exec(), On: c.AcceleratorOf(name)}
 		if m.MaxBatch != nil && *m.MaxBatch > 1 {
 			mm.MaxBatch = *m.MaxBatch
@@ -425,13 +428,21 @@ func (s *Server) ModelMetadata(_ context.Context, req *inference.ModelMetadataRe
 }
 
 // ModelConfig returns the model's configuration encoded as Triton's ModelConfig
-// message (see ModelConfigOf).
+// message (see ModelConfigOf); a model without Instances reports its
+// accelerator's slots as its count.
 func (s *Server) ModelConfig(_ context.Context, req *inference.ModelConfigRequest) (*inference.ModelConfigResponse, error) {
 	m, err := s.lookup(req.Name, req.Version)
 	if err != nil {
 		return nil, err
 	}
-	return &inference.ModelConfigResponse{Config: wire.AppendModelConfig(nil, m.withTritonRules(ModelConfigOf(m.Model)))}, nil
+	mm := m.Model
+	if mm.Instances == 0 {
+		// No count given: the mock runs as many of the model at once as its
+		// accelerator's slots, and says so, so that a governor reading the
+		// count does not run it one at a time.
+		mm.Instances = len(m.pool.end)
+	}
+	return &inference.ModelConfigResponse{Config: wire.AppendModelConfig(nil, m.withTritonRules(ModelConfigOf(mm)))}, nil
 }
 
 // ModelConfigOf is the configuration the mock reports for a model: name,

@@ -27,7 +27,7 @@ func TestParseAccelerators(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := c.AcceleratorList()
-	if len(got) != 2 || got[0] != (Accelerator{"gpu", 1, 3}) || got[1] != (Accelerator{"dla", 2, 3}) {
+	if len(got) != 2 || got[0] != (Accelerator{Name: "gpu", Slots: 1, Line: 3}) || got[1] != (Accelerator{Name: "dla", Slots: 2, Line: 3}) {
 		t.Fatalf("accelerators %+v (want declaration order gpu, dla)", got)
 	}
 	if c.Backend.Slots != 3 || c.AcceleratorOf("detector") != "dla" || c.AcceleratorOf("vlm") != "gpu" {

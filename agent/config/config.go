@@ -27,20 +27,29 @@ type Config struct {
 	Listen  Listen  `yaml:"listen"`
 	Backend Backend `yaml:"backend"`
 	// Accelerators declares a device with more than one kind of accelerator:
-	// name → slots (accel.go). Absent: one accelerator of backend.slots.
-	Accelerators map[string]int   `yaml:"accelerators"`
-	GRPC         GRPC             `yaml:"grpc"`
-	REST         REST             `yaml:"rest"` // rest.go
-	Log          Log              `yaml:"log"`
-	Scheduler    Scheduler        `yaml:"scheduler"`
-	Models       map[string]Model `yaml:"models"`
-	Streams      []Stream         `yaml:"streams"`
-	CPU          CPU              `yaml:"cpu"`
+	// name → slots (accel.go). Absent with no model's on:, or written
+	// `from_server`, the layout is derived from the server's model
+	// configuration (layout.go); the server describing none: one accelerator
+	// of backend.slots.
+	Accelerators map[string]int `yaml:"accelerators"`
+	// Interference is, per accelerator, the factor (1 to 10) by which a job
+	// there takes longer while another accelerator runs one: the estimator's
+	// seed (accel.go).
+	Interference map[string]float64 `yaml:"interference"`
+	GRPC         GRPC               `yaml:"grpc"`
+	REST         REST               `yaml:"rest"` // rest.go
+	Log          Log                `yaml:"log"`
+	Scheduler    Scheduler          `yaml:"scheduler"`
+	Models       map[string]Model   `yaml:"models"`
+	Streams      []Stream           `yaml:"streams"`
+	CPU          CPU                `yaml:"cpu"`
 
 	File string `yaml:"-"` // the name Parse was given, for errors found later (files the config names)
 
-	accel accelInfo
-	lines map[string]int // dotted key (backend.slots, streams[0].period_ms) → line, for errors
+	accel       accelInfo
+	layout      *Layout // set by Resolve: the layout vig runs (layout.go)
+	layoutNotes []Disagreement
+	lines       map[string]int // dotted key (backend.slots, streams[0].period_ms) → line, for errors
 }
 
 // Line returns the line of a key given by its dotted path (backend.slots,
@@ -214,8 +223,19 @@ type Model struct {
 	// a dynamic batcher whose queue policy allows a request's timeout;
 	// priority: priority_levels above 0), on always, off never.
 	HandDeadline string `yaml:"hand_deadline"`
-	Line         int    `yaml:"-"`
+	// Variants makes the model a logical one: the same network built for
+	// several accelerators, each variant a model of its own; a frame of it
+	// runs as the variant whose result lands first. A logical model has no
+	// exec_ms, on, max_batch or instances of its own.
+	Variants []string `yaml:"variants"`
+	// Instances overrides how many jobs of the model its accelerator runs at
+	// once (the server's instance_group count there); 0: as the layout says.
+	Instances int `yaml:"instances"`
+	Line      int `yaml:"-"`
 }
+
+// Logical reports whether the model is a logical one (variants).
+func (m Model) Logical() bool { return len(m.Variants) > 0 }
 
 // The values of models.X.hand_deadline.
 const (
@@ -429,7 +449,7 @@ func checkCounts(file string, doc *yaml.Node) error {
 			n, limit = len(v.Content), MaxStreams
 		case "models":
 			n, limit = len(v.Content)/2, MaxModels
-		case "accelerators":
+		case "accelerators", "interference":
 			n, limit = len(v.Content)/2, MaxAccelerators
 		default:
 			continue
@@ -743,6 +763,7 @@ func (c *Config) applyDefaults() {
 	setDefaultInt(&c.Backend.CallTimeoutMs, DefaultCallTimeoutMs)
 	setDefault(&c.Backend.Address, DefaultBackendAddr)
 	c.accel.slotsGiven = c.Backend.Slots != 0
+	c.accel.gpuSlots = max(c.Backend.Slots, 1)
 	if len(c.Accelerators) > 0 && !c.accel.slotsGiven {
 		c.Backend.Slots = max(c.accelTotal(), 1)
 	}

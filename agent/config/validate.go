@@ -128,6 +128,10 @@ func (c *Config) validate(file string) error {
 		if name == "" {
 			bad(m.Line, key, "a model needs a name")
 		}
+		if m.Logical() {
+			c.validateVariants(bad, name, m)
+			continue
+		}
 		if m.ExecMs <= 0 {
 			bad(m.Line, key+".exec_ms", "%g: give the model's typical execution time in ms (a prior; vig refines it online)", m.ExecMs)
 		}
@@ -181,8 +185,8 @@ func (c *Config) validate(file string) error {
 		}
 		if s.MaxAgeMs <= 0 {
 			bad(s.Line, key+".max_age_ms", "%g: the freshness bound must be positive", s.MaxAgeMs)
-		} else if ok && m.ExecMs > 0 && s.MaxAgeMs < m.ExecMs {
-			bad(s.Line, key+".max_age_ms", "%g ms is below the execution time of %s (%g ms): no result can ever be fresh; raise max_age_ms", s.MaxAgeMs, s.Model, m.ExecMs)
+		} else if exec := c.fastestExec(m); ok && exec > 0 && s.MaxAgeMs < exec {
+			bad(s.Line, key+".max_age_ms", "%g ms is below the execution time of %s (%g ms): no result can ever be fresh; raise max_age_ms", s.MaxAgeMs, s.Model, exec)
 		}
 		if c.given(fmt.Sprintf("streams[%d].frame_interval_ms", i)) && s.FrameIntervalMs < 0 { // absent, it is period_ms, checked above
 			bad(s.Line, key+".frame_interval_ms", "%g must not be negative", s.FrameIntervalMs)
@@ -223,6 +227,52 @@ func (c *Config) validate(file string) error {
 		return a.Key < b.Key
 	})
 	return joinErrors(file, errs, 0)
+}
+
+// validateVariants checks a logical model: its variants are configured models
+// of their own, and it has none of a model's own keys.
+func (c *Config) validateVariants(bad func(line int, key, format string, args ...any), name string, m Model) {
+	key := "models." + name
+	for k, given := range map[string]bool{"exec_ms": m.ExecMs != 0, "on": m.On != "", "max_batch": m.MaxBatch != nil,
+		"batch_exec_ms": len(m.BatchExecMs) > 0, "instances": m.Instances != 0, "corun": m.CoRun != nil, "hand_deadline": m.HandDeadline != ""} {
+		if given {
+			bad(m.Line, key+"."+k, "%s is a logical model (variants): it runs as its variants, so %s belongs to each variant; move it there", name, k)
+		}
+	}
+	seen := map[string]bool{}
+	for i, v := range m.Variants {
+		vkey := fmt.Sprintf("%s.variants[%d]", key, i)
+		vm, ok := c.Models[v]
+		switch {
+		case v == name:
+			bad(m.Line, vkey, "%q is the logical model itself: a variant is another model, e.g. %s_gpu", v, name)
+		case seen[v]:
+			bad(m.Line, vkey, "%q is listed twice: give each variant once", v)
+		case !ok:
+			bad(m.Line, vkey, "unknown model %q: add it under models: with its exec_ms (each variant is a model of the server's)", v)
+		case vm.Logical():
+			bad(m.Line, vkey, "%q is itself a logical model: a variant is a model the server runs; list its variants here instead", v)
+		}
+		seen[v] = true
+	}
+	if _, ok := c.Backend.SequenceBatching[name]; ok {
+		bad(m.Line, key, "a logical model cannot be behind a sequence batcher (a sequence must stay on one model instance): remove it from backend.sequence_batching")
+	}
+}
+
+// fastestExec is a model's exec_ms, or for a logical model its fastest
+// variant's: the soonest a result of it can be there.
+func (c *Config) fastestExec(m Model) float64 {
+	if !m.Logical() {
+		return m.ExecMs
+	}
+	best := 0.0
+	for _, v := range m.Variants {
+		if e := c.Models[v].ExecMs; e > 0 && (best == 0 || e < best) {
+			best = e
+		}
+	}
+	return best
 }
 
 // keyLine returns the line of a key as validate names it: a dotted path, where a

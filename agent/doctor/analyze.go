@@ -271,7 +271,7 @@ func (g group) utilization() (overbooked bool, fs []Finding) {
 		u := &fs[len(fs)-1]
 		u.Numbers["interference"] = g.factor
 		u.Message += fmt.Sprintf(" (exec_ms × %s: interference while another accelerator runs)", fmtNum(g.factor))
-		u.Formula += fmt.Sprintf(" × interference %s", fmtNum(g.factor))
+		u.Formula += fmt.Sprintf("; C × %s (interference)", fmtNum(g.factor))
 	}
 	if len(g.models) > 0 {
 		// vig batches these models: their streams' demand is what their

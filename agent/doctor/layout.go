@@ -182,34 +182,31 @@ type layout struct {
 	groups  []group            // one per accelerator with streams, once built
 }
 
-// layoutOf reads the layout the config describes (after any derivation from
-// the server: AcceleratorList and AcceleratorOf answer from it). Where the
-// config leaves the layout to the server, the sources are not claimed.
+// layoutOf reads the layout the config describes, after any derivation from
+// the server (config.Resolve): the accelerators with their interference
+// factors, each model's placement and instances, a logical model's variants,
+// and where each came from.
 func layoutOf(c *config.Config, p *Profile) *layout {
 	l := &layout{models: map[string]ModelPlacement{}, profile: p, exec: map[string]float64{}}
 	list := c.AcceleratorList()
 	_, specs := c.SchedAccelerators()
-	src := "config"
-	if d, ok := any(c).(interface{ DerivesLayout() bool }); ok && d.DerivesLayout() {
-		src = ""
-	}
 	if !(len(list) == 1 && list[0].Name == "") {
 		for k, a := range list {
-			as := AcceleratorSlots{Name: a.Name, Slots: a.Slots, Source: src}
+			as := AcceleratorSlots{Name: a.Name, Slots: a.Slots, Source: a.Source.String()}
 			if k < len(specs) && specs[k].Name == a.Name {
 				as.Interference = specs[k].Interference
 			}
 			l.accels = append(l.accels, as)
 		}
 	}
-	inst, _ := any(c).(interface{ InstancesOf(string) int })
 	for _, n := range c.ModelNames() {
-		mp := ModelPlacement{Name: n, Accelerator: c.AcceleratorOf(n)}
-		if inst != nil {
-			mp.Instances = inst.InstancesOf(n)
-		}
-		if mp.Accelerator != "" {
-			mp.Source = src
+		pl := c.PlacementOf(n)
+		mp := ModelPlacement{Name: n, Accelerator: pl.Accelerator, Instances: pl.Instances, Variants: c.Models[n].Variants}
+		switch {
+		case len(mp.Variants) > 0:
+			mp.Source = "config" // a logical model is the config's
+		case mp.Accelerator != "":
+			mp.Source = pl.Source.String()
 		}
 		l.models[n] = mp
 		l.exec[n] = c.Models[n].ExecMs

@@ -80,6 +80,11 @@ func (g *Governor) batchKey(c *Call, req *sched.Request) {
 	}
 }
 
+// logicalModel reports whether model is a logical one (variants).
+func (g *Gateway) logicalModel(model []byte) bool {
+	return g.gov != nil && g.gov.logical[string(model)]
+}
+
 // batching reports whether vig merges the frames of model into batches.
 func (g *Gateway) batching(model []byte) bool {
 	if g.gov == nil {
@@ -161,6 +166,7 @@ func (g *Gateway) startBatch(b *batchRun) {
 	}
 	lead := b.members[0]
 	bc.Meta = append(bc.Meta[:0], lead.Meta...)
+	bc.rename = lead.rename // the members' messages name the model they were sent for
 	bc.hand.deadline, bc.hand.class = sched.Never, sched.BestEffort
 	for _, m := range b.members {
 		if m.Deadline != 0 && (bc.Deadline == 0 || m.Deadline < bc.Deadline) {

@@ -84,6 +84,9 @@ type Call struct {
 	batch   *batchRun          // the batch it runs in (batch.go)
 	left    bool               // a batch member whose client left
 	hand    handOn             // what vig hands on to the backend (handoff.go)
+	// rename is the model_name field of the variant a frame of a logical
+	// model runs as (wire.RenameModel); nil otherwise.
+	rename mem.Buffer
 }
 
 // SharedFrame is where a request's inputs lie in a sealed memory file.

@@ -90,10 +90,12 @@ func (s *sstream) Early(got mem.BufferSlice, total int, compressed bool) (h2.Sin
 	}
 	call := s.c.g.NewCall()
 	head, ok := call.Header.ParseInferHead(got, total)
-	if !ok || call.Header.Shm || s.c.g.batching(call.Header.Model) {
+	if !ok || call.Header.Shm || s.c.g.batching(call.Header.Model) || s.c.g.logicalModel(call.Header.Model) {
 		// A frame of a batching model arrives whole instead, so that it
 		// can join a batch: what batching saves on the accelerator is
-		// worth more than overlapping its transfers.
+		// worth more than overlapping its transfers. A frame of a logical
+		// model arrives whole too: it is sent renamed (wire.RenameModel),
+		// which needs the message, not its head.
 		call.release()
 		return nil, !ok // the head may not be all there yet
 	}

@@ -3,11 +3,13 @@ package gateway
 import (
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 
 	"github.com/vig-edge/vig/agent/config"
@@ -37,6 +39,10 @@ type Governor struct {
 	// (batch.go). The map is fixed at construction; a value changes when the
 	// server's configuration is read (servermodels.go).
 	maxBatch map[string]*atomic.Int32
+	// variants are the models a logical model's frames run as: the name a
+	// dispatched frame takes, and its model_name field (wire.RenameModel).
+	variants map[string]variant
+	logical  map[string]bool
 
 	mu     sync.Mutex
 	s      *sched.Scheduler
@@ -64,6 +70,9 @@ type Observer interface {
 	// why (wire's Alone* reasons, and the gateway's: streamed, ring,
 	// over_max_batch).
 	Alone(model, why string)
+	// Variant counts a frame of a logical model dispatched as one of its
+	// variants.
+	Variant(model, variant string)
 }
 
 // GovernorOptions configures NewGovernor.
@@ -73,6 +82,12 @@ type GovernorOptions struct {
 	WallDiff func() int64 // wall clock minus Clock, ns, for capture_clock: realtime
 	Log      *slog.Logger
 	Observer Observer
+}
+
+// variant is a model a logical model's frame may run as.
+type variant struct {
+	name  []byte     // immutable, shared by every call renamed to it
+	field mem.Buffer // wire.ModelNameField(name)
 }
 
 // SetObserver sets the metrics observer; call before serving.
@@ -91,12 +106,25 @@ func SchedConfig(c *config.Config) (sched.Config, error) {
 	if sc.UnknownStreams, err = sched.ParseUnknownPolicy(c.Scheduler.UnknownStreams); err != nil {
 		return sc, err
 	}
+	slots := map[string]int{}
+	for _, a := range c.AcceleratorList() {
+		slots[a.Name] = a.Slots
+	}
 	for _, name := range c.ModelNames() {
 		m := c.Models[name]
+		if m.Logical() {
+			sc.Models = append(sc.Models, sched.ModelSpec{Name: name, Variants: m.Variants})
+			continue
+		}
 		spec := sched.ModelSpec{Name: name, Exec: m.Exec(), Exclusive: !m.RunsBeside(), Accelerator: c.AcceleratorOf(name),
 			BatchExec: m.BatchCosts()}
 		if m.MaxBatch != nil {
 			spec.MaxBatch = *m.MaxBatch
+		}
+		// Instances bound the model only below its accelerator's slots; at
+		// or above them the slots bound it already.
+		if n := c.InstancesOf(name); n > 0 && n < slots[spec.Accelerator] {
+			spec.Instances = n
 		}
 		sc.Models = append(sc.Models, spec)
 	}
@@ -117,18 +145,42 @@ func SchedConfig(c *config.Config) (sched.Config, error) {
 	return sc, nil
 }
 
+// interimSched builds the scheduler without what a scheduler refuses as
+// not supported yet (a model's Instances, an accelerator's Interference),
+// saying what it leaves out: a server whose layout names them must not stop
+// vig from governing it. Remove once the scheduler takes both.
+func interimSched(sc sched.Config, log *slog.Logger) (*sched.Scheduler, error) {
+	for i := range sc.Models {
+		if n := sc.Models[i].Instances; n != 0 {
+			log.Warn("this vig cannot bound a model's instances yet: it runs the model's jobs up to its accelerator's slots",
+				"model", sc.Models[i].Name, "instances", n)
+			sc.Models[i].Instances = 0
+		}
+	}
+	for i := range sc.Accelerators {
+		if f := sc.Accelerators[i].Interference; f != 0 {
+			log.Warn("this vig cannot seed interference yet: it learns none", "accelerator", sc.Accelerators[i].Name, "interference", f)
+			sc.Accelerators[i].Interference = 0
+		}
+	}
+	return sched.New(sc)
+}
+
 // NewGovernor builds the scheduler for a configuration.
 func NewGovernor(o GovernorOptions) (*Governor, error) {
 	sc, err := SchedConfig(o.Config)
 	if err != nil {
 		return nil, err
 	}
-	s, err := sched.New(sc)
-	if err != nil {
-		return nil, err
-	}
 	if o.Log == nil {
 		o.Log = slog.Default()
+	}
+	s, err := sched.New(sc)
+	if err != nil && strings.Contains(err.Error(), "not supported yet") {
+		s, err = interimSched(sc, o.Log)
+	}
+	if err != nil {
+		return nil, err
 	}
 	g := &Governor{
 		clock:    func() sched.Time { return sched.Time(o.Clock()) },
@@ -137,6 +189,8 @@ func NewGovernor(o GovernorOptions) (*Governor, error) {
 		names:    map[string]string{},
 		bound:    map[string]string{},
 		maxBatch: map[string]*atomic.Int32{},
+		variants: map[string]variant{},
+		logical:  map[string]bool{},
 		s:        s,
 		calls:    map[uint64]*Call{},
 		obs:      o.Observer,
@@ -149,9 +203,15 @@ func NewGovernor(o GovernorOptions) (*Governor, error) {
 		g.maxBatch[m.Name] = new(atomic.Int32)
 		g.maxBatch[m.Name].Store(int32(m.MaxBatch))
 	}
-	for name := range o.Config.Models {
+	for name, m := range o.Config.Models {
 		g.known[name] = true
 		g.names[name] = name
+		if m.Logical() {
+			g.logical[name] = true
+			for _, v := range m.Variants {
+				g.variants[v] = variant{name: []byte(v), field: wire.ModelNameField(v)}
+			}
+		}
 	}
 	for _, st := range o.Config.Streams {
 		g.names[st.Name] = st.Name
@@ -259,6 +319,9 @@ func (g *Governor) collect(now sched.Time, ds []decision) []decision {
 		} else {
 			c.phase, c.stream, c.capture, c.started = phaseRunning, a.Stream, a.Capture, now
 			c.hand.deadline, c.hand.class = a.Deadline, g.s.StreamClass(a.Stream)
+			if a.Model != "" {
+				g.runAs(c, a.Model)
+			}
 			if a.Batch != 0 && a.BatchSize > 1 && !g.group(c, a) {
 				continue // carried out with its batch's lead
 			}
@@ -267,6 +330,21 @@ func (g *Governor) collect(now sched.Time, ds []decision) []decision {
 	}
 	g.rearm(now)
 	return ds
+}
+
+// runAs makes a dispatched frame of a logical model the variant's: its
+// header names the variant from here on (hand-off, a ring backend's
+// descriptor and answer), and a gRPC backend is sent the message renamed.
+// Called with mu held.
+func (g *Governor) runAs(c *Call, model string) {
+	v, ok := g.variants[model]
+	if !ok {
+		return // not a variant of vig's config: the scheduler names only those
+	}
+	if g.obs != nil {
+		g.obs.Variant(g.intern(c.Header.Model), model)
+	}
+	c.Header.Model, c.rename = v.name, v.field
 }
 
 // complete reports the backend's answer for a dispatched call.

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/vig-edge/vig/agent/sched"
@@ -19,11 +20,22 @@ func (g *Governor) Admit(ctx context.Context, h *wire.InferHeader) (func(error),
 		g.ungoverned(string(h.Model))
 		return func(error) {}, nil
 	}
+	if g.logical[string(h.Model)] {
+		return nil, errLogicalAdmit(string(h.Model))
+	}
 	req, err := g.request(h)
 	if err != nil {
 		return nil, err
 	}
 	return g.admitWait(ctx, req)
+}
+
+// errLogicalAdmit: a frame of a logical model runs as the variant the
+// scheduler picks, under that name; a caller that sends frames itself is
+// not told which.
+func errLogicalAdmit(model string) error {
+	return status.Errorf(codes.InvalidArgument, "vig: %q is a logical model (variants): its frames are sent as the variant vig picks, "+
+		"so they must go through vig's gRPC, HTTP or ring frontend; or name a variant", model)
 }
 
 // AdmitFrame is Admit for requests that do not arrive as gRPC messages: stream,
@@ -32,6 +44,9 @@ func (g *Governor) AdmitFrame(ctx context.Context, stream, model string, capture
 	if !g.known[model] {
 		g.ungoverned(model)
 		return func(error) {}, nil
+	}
+	if g.logical[model] {
+		return nil, errLogicalAdmit(model)
 	}
 	req := sched.Request{Stream: stream, Model: model}
 	if captureNs != 0 {

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/vig-edge/vig/h2"
+	"github.com/vig-edge/vig/wire"
 )
 
 // The backend leg: one HTTP/2 connection to Triton (or any server of its gRPC
@@ -298,13 +299,25 @@ func (b *h2Backend) Start(call *Call) {
 		call.Finish(nil, err)
 		return
 	}
+	owned := false // msg holds references of its own (else the Call's)
+	if call.rename != nil {
+		if msg, err = wire.RenameModel(nil, msg, call.rename); err != nil {
+			call.Finish(nil, status.Errorf(codes.Internal, "renaming the request for its variant: %v", err))
+			return
+		}
+		owned = true
+	}
 	msg = call.gw.withHandOff(call, msg)
 	if b.gzip {
-		if msg, err = gzipMessage(msg); err != nil {
+		zipped, err := gzipMessage(msg)
+		if owned {
+			msg.Free()
+		}
+		if msg = zipped; err != nil {
 			call.Finish(nil, status.Errorf(codes.Internal, "compressing the request: %v", err))
 			return
 		}
-	} else {
+	} else if !owned {
 		msg.Ref() // the Call keeps its own references (its header views them)
 	}
 	bs, ok := c.openCall(call, msg)

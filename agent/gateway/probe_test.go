@@ -303,6 +303,9 @@ func governedProbe(t *testing.T) (*env, *gateway.Governor, *probe) {
 	t.Helper()
 	p := startProbe(t)
 	e, gov, _ := governedAt(t, governedYAML, p.addr)
+	// vig reads the model's configuration on connecting: done before a test
+	// sets the probe's behaviour (onCall), which those calls would race with.
+	eventually(t, "the server's model configuration read", func() bool { return e.gw.ServerModelReads() > 0 })
 	return e, gov, p
 }
 

@@ -3,11 +3,15 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"maps"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -77,7 +81,8 @@ func (g *Gateway) readServerModels() {
 		return
 	}
 	defer g.server.reads.Add(1)
-	for _, name := range g.opts.Config.ModelNames() {
+	defer g.checkLayout()
+	for _, name := range g.opts.Config.ServedModelNames() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		mc, err := g.ReadModelConfig(ctx, name)
 		cancel()
@@ -135,4 +140,79 @@ func (g *Governor) setMaxBatch(model string, n int) bool {
 		p.Store(int32(n))
 	}
 	return true
+}
+
+// FetchServerModels reads the configuration of each of models from the
+// backend at addr (host:port or unix:PATH) over a connection of its own: the
+// layout is read before the gateway and its scheduler exist. A model whose
+// configuration the server refuses (NOT_FOUND: not loaded) is left out of
+// the map; a server without ModelConfig (UNIMPLEMENTED) gives an empty map.
+// A backend that is not up (UNAVAILABLE, a deadline) is the error, for the
+// caller to retry.
+func FetchServerModels(ctx context.Context, addr string, models []string) (map[string]*wire.ModelConfig, error) {
+	target := "passthrough:///" + addr
+	if strings.HasPrefix(addr, "unix:") {
+		target = addr
+	}
+	cc, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	defer cc.Close()
+	out := map[string]*wire.ModelConfig{}
+	for _, name := range models {
+		var resp pb.ModelConfigResponse
+		err := cc.Invoke(ctx, methodModelConfig, &pb.ModelConfigRequest{Name: name}, &resp)
+		switch status.Code(err) {
+		case codes.OK:
+		case codes.Unimplemented:
+			return out, nil
+		case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+			return nil, err // not up (yet)
+		default:
+			continue // the server refuses this model's configuration: it does not describe it
+		}
+		mc, err := wire.ParseModelConfig(resp.Config)
+		if err != nil {
+			return nil, fmt.Errorf("model %s: the server's configuration: %w", name, err)
+		}
+		out[name] = mc
+	}
+	return out, nil
+}
+
+// checkLayout compares the layout the server now describes with the one vig
+// runs, after a reconnect: the scheduler is not rebuilt live, so a change is
+// said, with the fix.
+func (g *Gateway) checkLayout() {
+	cfg := g.opts.Config
+	if cfg.Backend.Embedded {
+		return // the embedded mock serves the config's models: nothing to compare
+	}
+	g.server.mu.RLock()
+	srv := maps.Clone(g.server.models)
+	g.server.mu.RUnlock()
+	if !cfg.DerivesLayout() {
+		// The config declares the layout: where the server binds a model
+		// elsewhere, say so with the fix.
+		_, notes, _ := config.Derive(cfg, srv)
+		for _, n := range notes {
+			g.log.Warn("layout: "+n.String(), "model", n.Model)
+		}
+		return
+	}
+	running, ok := cfg.Resolved()
+	if !ok {
+		return
+	}
+	now, _, err := config.Derive(cfg, srv)
+	if err != nil {
+		g.log.Warn("the server's layout no longer resolves: vig keeps scheduling the layout it started with; fix the server's model configuration, then restart vig",
+			"err", err)
+		return
+	}
+	if same, diff := config.SameLayout(running, now); !same {
+		g.log.Warn("the server's layout differs from the one vig schedules (read at start): vig keeps the old one; restart vig to take the new",
+			"differences", diff)
+	}
 }

@@ -95,7 +95,7 @@ func (p *StatsPoller) poll(ctx context.Context) {
 		}
 	}
 	for model := range p.gov.known {
-		if !seen[model] {
+		if !seen[model] && !p.gov.logical[model] { // a logical model's statistics are its variants'
 			p.warn.Warn(model, "backend reports no compute statistics for model: its estimate relies on vig's own measurements", "model", model)
 		}
 	}

@@ -169,6 +169,23 @@ vig_batch_size_rows_count{model="detector"} 10
 	}
 }
 
+func TestVariantMetrics(t *testing.T) {
+	r := New()
+	s := r.NewSched(func(dst *sched.Snapshot) { *dst = sched.Snapshot{SafetyMargin: sched.DefaultMargin} })
+	s.Variant("detector", "detector_dla0")
+	s.Variant("detector", "detector_dla0")
+	s.Variant("detector", "detector_gpu")
+	want := `
+# HELP vig_variant_dispatches_total Frames of a logical model (variants) dispatched, by the variant they ran as (docs/config.md, models.NAME.variants).
+# TYPE vig_variant_dispatches_total counter
+vig_variant_dispatches_total{model="detector",variant="detector_dla0"} 2
+vig_variant_dispatches_total{model="detector",variant="detector_gpu"} 1
+`
+	if err := testutil.GatherAndCompare(r.reg, strings.NewReader(want), "vig_variant_dispatches_total"); err != nil {
+		t.Error(err)
+	}
+}
+
 // The coverage gauge exists only for a stream with a window that has ended: a
 // default-contract stream (no period) has none, and a 0 would read as a
 // contract missed.

@@ -26,6 +26,7 @@ type Sched struct {
 	age        []prometheus.Observer
 	ungoverned *prometheus.CounterVec
 	alone      *prometheus.CounterVec
+	variants   *prometheus.CounterVec
 	batchSize  *prometheus.Desc
 
 	descs map[string]*prometheus.Desc
@@ -61,6 +62,10 @@ func (r *Registry) NewSched(snapshot func(*sched.Snapshot)) *Sched {
 		Name: "vig_batch_alone_total",
 		Help: "Frames of a batching model (max_batch > 1) that could not join a batch and ran alone, by reason (docs/batching.md).",
 	}, []string{"model", "reason"})
+	s.variants = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "vig_variant_dispatches_total",
+		Help: "Frames of a logical model (variants) dispatched, by the variant they ran as (docs/config.md, models.NAME.variants).",
+	}, []string{"model", "variant"})
 	s.batchSize = prometheus.NewDesc("vig_batch_size_rows",
 		"Jobs dispatched to the backend per batching model, by the rows (frames of one row each) they carried: 1 is a frame alone.",
 		[]string{"model"}, nil)
@@ -99,7 +104,7 @@ func (r *Registry) NewSched(snapshot func(*sched.Snapshot)) *Sched {
 		}
 		s.descs[name] = prometheus.NewDesc(name, help, labels, nil)
 	}
-	r.reg.MustRegister(s, s.ungoverned, s.alone)
+	r.reg.MustRegister(s, s.ungoverned, s.alone, s.variants)
 	return s
 }
 
@@ -198,6 +203,9 @@ func (s *Sched) Finished(stream int, wait, total, age time.Duration) {
 
 // Ungoverned counts a request forwarded without scheduling (gateway.Observer).
 func (s *Sched) Ungoverned(model string) { s.ungoverned.WithLabelValues(model).Inc() }
+
+// Variant counts a frame of logical model dispatched as variant (gateway.Observer).
+func (s *Sched) Variant(model, variant string) { s.variants.WithLabelValues(model, variant).Inc() }
 
 // Alone counts a frame of a batching model that ran alone (gateway.Observer).
 func (s *Sched) Alone(model, why string) { s.alone.WithLabelValues(model, why).Inc() }

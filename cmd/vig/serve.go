@@ -46,7 +46,10 @@ listeners the config turns on (listen:):
   ring       vig's shared-memory rings for co-located sensors (off by default)
   metrics    Prometheus metrics at /metrics (default 127.0.0.1:9090)
 
-At start vig runs doctor's checks and logs what they find; --strict refuses to
+When the config leaves the layout to the server (no accelerators and no on:,
+or accelerators: from_server), vig first reads each model's instance groups
+from the backend, waiting up to --layout-wait for it (docs/config.md).
+Then vig runs doctor's checks and logs what they find; --strict refuses to
 serve when doctor finds an error (as vig.service does). SIGTERM or SIGINT drains:
 vig stops accepting, answers every accepted request, and exits 0.
 
@@ -59,6 +62,7 @@ func runServe(args []string) int {
 	logFormat := fs.String("log-format", "", "override log.format: text or json")
 	strict := fs.Bool("strict", false, "refuse to start when doctor finds an error (unschedulable contracts, broken device setup)")
 	noDevice := noDeviceFlag(fs, "skip doctor's device checks at start (the static analysis still runs)")
+	fs.DurationVar(&layoutWait, "layout-wait", layoutWait, "how long to wait for the backend to describe the models' layout (instance groups) before scheduling, when the config leaves it to the server")
 	profilePath := fs.String("profile", "", "profile vig itself while it serves and write the report to `FILE` on drain (.zst: compressed)")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), serveUsage); fs.PrintDefaults() }
 	if code, ok := parseFlags(fs, args, os.Stdout); !ok {
@@ -77,11 +81,15 @@ func runServe(args []string) int {
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer cancel()
 
-	report := doctor.Run(ctx, cfg, doctor.Options{Device: !*noDevice, Host: cpuHost(deviceHost())})
-	logDoctor(log, report)
-	if *strict && report.Worst() == doctor.Error {
-		log.Error("doctor found errors and --strict is set: not serving (run `vig doctor -c FILE` for the details)")
-		return 2
+	// doctor looks at the layout vig schedules: it runs once the layout is
+	// resolved (from the server, when the config leaves it to it).
+	checkAtStart := func(cfg *config.Config) error {
+		report := doctor.Run(ctx, cfg, doctor.Options{Device: !*noDevice, Host: cpuHost(deviceHost())})
+		logDoctor(log, report)
+		if *strict && report.Worst() == doctor.Error {
+			return errStrict
+		}
+		return nil
 	}
 
 	var prof *profile.Session
@@ -93,9 +101,13 @@ func runServe(args []string) int {
 		}
 	}
 	var answered uint64
-	err := serve(ctx, cfg, log, nil, &answered)
+	err := serveWith(ctx, cfg, log, nil, &answered, checkAtStart)
 	if prof != nil {
 		writeProfile(log, prof, *profilePath, answered)
+	}
+	if errors.Is(err, errStrict) {
+		log.Error("doctor found errors and --strict is set: not serving (run `vig doctor -c FILE` for the details)")
+		return 2
 	}
 	if ce := (configError{}); errors.As(err, &ce) {
 		fmt.Fprintf(os.Stderr, "vig: invalid config:\n%v\n", ce.error)
@@ -211,6 +223,16 @@ func newLogger(c config.Log) *slog.Logger {
 // addresses vig listens on once it accepts requests (tests use it).
 // answered, when not nil, receives the number of RPCs answered.
 func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready chan<- map[string]string, answered *uint64) error {
+	return serveWith(ctx, cfg, log, ready, answered, nil)
+}
+
+// errStrict: doctor found an error and --strict refuses to serve.
+var errStrict = errors.New("doctor found errors (--strict)")
+
+// serveWith is serve with a check run once the layout is resolved, before
+// the scheduler is built; its error stops vig.
+func serveWith(ctx context.Context, cfg *config.Config, log *slog.Logger, ready chan<- map[string]string, answered *uint64,
+	atStart func(*config.Config) error) error {
 	exp, err := loadExposure(cfg.File, cfg.Listen, log)
 	if err != nil {
 		return err
@@ -234,6 +256,14 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready chan
 		log.Info("embedded mock backend started", "address", mb.Addr(), "models", len(cfg.Models), "slots", cfg.Backend.Slots, "accelerators", acceleratorList(cfg))
 	}
 	deviceStart(ctx, cfg, reg, log) // per-device facts and metrics (devices.go)
+	if err := resolveLayout(ctx, cfg, log, layoutWait); err != nil {
+		return err
+	}
+	if atStart != nil {
+		if err := atStart(cfg); err != nil {
+			return err
+		}
+	}
 
 	gov, err := gateway.NewGovernor(gateway.GovernorOptions{Config: cfg, Clock: clock.Monotonic, WallDiff: clock.WallOffset, Log: log})
 	if err != nil {
@@ -389,6 +419,84 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger, ready chan
 	return err
 }
 
+// layoutWait bounds how long vig serve waits for the backend to describe
+// the layout before it schedules (--layout-wait).
+var layoutWait = 45 * time.Second
+
+// resolveLayout reads the server's model configuration before the scheduler
+// is built, when the config leaves the layout to the server: retried with
+// backoff while the backend is not up, for at most wait. Then, with
+// accelerators: from_server, vig exits with the fix; without accelerators,
+// it starts with the config's own layout (backend.slots) and says so.
+func resolveLayout(ctx context.Context, cfg *config.Config, log *slog.Logger, wait time.Duration) error {
+	if _, ring := cfg.Backend.RingBackend(); ring || cfg.Backend.Embedded || !cfg.DerivesLayout() {
+		// A ring runtime does not describe its models, the embedded mock
+		// serves the config's; a declared layout is compared on connect.
+		return nil
+	}
+	models := cfg.ServedModelNames()
+	deadline := time.Now().Add(wait)
+	backoff, said := 100*time.Millisecond, time.Time{}
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		srv, err := gateway.FetchServerModels(rctx, cfg.Backend.Address, models)
+		cancel()
+		if err == nil {
+			notes, err := cfg.Resolve(srv)
+			for _, n := range notes {
+				log.Warn("layout: "+n.String(), "model", n.Model)
+			}
+			if err != nil {
+				return configError{err}
+			}
+			logLayout(log, cfg)
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if time.Now().After(deadline) {
+			if cfg.LayoutFromServer() {
+				return fmt.Errorf("accelerators: from_server, but the backend at %s did not describe the models within %s (%v): "+
+					"start the backend first (or give vig longer: --layout-wait), or declare the accelerators and each model's on: in the config", cfg.Backend.Address, wait, err)
+			}
+			log.Warn("the backend did not describe the models in time: vig schedules with the config's own layout (one accelerator of backend.slots); "+
+				"once the backend is up vig compares its layout and says so if it differs (then restart vig)",
+				"backend", cfg.Backend.Address, "waited", wait, "slots", cfg.Backend.Slots, "err", err)
+			// The layout vig runs, for that comparison: nothing described.
+			if _, err := cfg.Resolve(nil); err != nil {
+				return configError{err}
+			}
+			return nil
+		}
+		if time.Since(said) >= 10*time.Second {
+			log.Info("waiting for the backend to describe the models' instance groups (the layout vig schedules)",
+				"backend", cfg.Backend.Address, "models", len(models), "up_to", time.Until(deadline).Round(time.Second), "err", err)
+			said = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 2*time.Second)
+	}
+}
+
+// logLayout says where each model runs and where that comes from.
+func logLayout(log *slog.Logger, cfg *config.Config) {
+	l, _ := cfg.Resolved()
+	if len(l.Accelerators) == 0 {
+		log.Info("layout: the server describes none of the models: one accelerator of backend.slots", "slots", cfg.Backend.Slots)
+		return
+	}
+	log.Info("layout derived from the server", "accelerators", acceleratorList(cfg), "models", l.Described)
+	for _, name := range cfg.ServedModelNames() {
+		p := cfg.PlacementOf(name)
+		log.Info("layout", "model", name, "on", p.Accelerator, "instances", p.Instances, "source", p.Source.String())
+	}
+}
+
 // ringConfig sizes the ring to a ring backend from the config (0 = default).
 func ringConfig(r config.BackendRing) shmring.Config {
 	c := shmring.DefaultConfig
@@ -431,13 +539,12 @@ func newMetricsServer(h http.Handler) *http.Server {
 // acceleratorList names the accelerators and their slots for the log
 // ("dla=2,gpu=1"); empty for the one-accelerator shorthand (backend.slots).
 func acceleratorList(cfg *config.Config) string {
-	names := make([]string, 0, len(cfg.Accelerators))
-	for name := range cfg.Accelerators {
-		names = append(names, name)
+	var names []string
+	for _, a := range cfg.AcceleratorList() {
+		if a.Name != "" {
+			names = append(names, fmt.Sprintf("%s=%d", a.Name, a.Slots))
+		}
 	}
 	sort.Strings(names)
-	for i, name := range names {
-		names[i] = fmt.Sprintf("%s=%d", name, cfg.Accelerators[name])
-	}
 	return strings.Join(names, ",")
 }

@@ -88,6 +88,12 @@ func newRig(t *testing.T, opts restfront.Options, register func(*grpc.Server)) *
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newRigWith(t, cfg, opts, register)
+}
+
+// newRigWith is newRig for a config of the test's own.
+func newRigWith(t *testing.T, cfg *config.Config, opts restfront.Options, register func(*grpc.Server)) *rig {
+	t.Helper()
 	r := &rig{}
 	if register == nil {
 		mcfg := mockbackend.FromConfig(cfg)
