@@ -1,6 +1,7 @@
 package doctor
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -79,5 +80,73 @@ streams:
 	fs := ConfigFindings(err)
 	if len(fs) != 1 || fs[0].Line != 4 || !strings.Contains(fs[0].Message, `"npu" is not a declared accelerator (declared: gpu, dla)`) {
 		t.Fatalf("findings %+v", fs)
+	}
+}
+
+// Scenario D without min_rate_hz: the VLM waits for pose and depth on the
+// GPU (high streams: admission guards a best_effort job against them) and
+// never starts; doctor says so, names them, and gives remedies that fit.
+func TestScenarioDStarvation(t *testing.T) {
+	c := edit(t, "d.yaml", ", min_rate_hz: 0.2}", "}")
+	fs := Analyze(c)
+	f, ok := find(fs, CodeStreamStarves, "vlm")
+	if !ok {
+		t.Fatalf("no %s for vlm: %v", CodeStreamStarves, codes(fs, Warning))
+	}
+	if f.Severity != Warning || f.Accelerator != "gpu" || !slices.Equal(f.Blockers, []string{"pose", "depth"}) {
+		t.Fatalf("finding %+v", f)
+	}
+	// pose leaves (33 − 5) + (66 − 5) = 89 ms, depth (33 − 10) + (100 − 10) = 113 ms.
+	if f.Numbers["window_ms"] != 89 || f.Numbers["exec_ms"] != 200 || !strings.Contains(f.Formula, "(33 − 5) + (66 − 5) = 89 ms < C = 200 ms") {
+		t.Errorf("numbers %v, formula %q", f.Numbers, f.Formula)
+	}
+	rem := strings.Join(f.Remedy, "\n")
+	// The budget fits: pose and depth need 15/33 of the GPU, 55 % is left,
+	// and a run of 200 ms makes ⌈(200 + 5 − 66)/33⌉ = 5 pose and
+	// ⌈(200 + 10 − 100)/33⌉ = 4 depth results late.
+	for _, want := range []string{"min_rate_hz: 0.1 on vlm", "leave 55% of the accelerator", "≤ 5 pose results late", "≤ 4 depth results late", "a model faster than 89 ms"} {
+		if !strings.Contains(rem, want) {
+			t.Errorf("remedies lack %q:\n%s", want, rem)
+		}
+	}
+	if strings.Contains(rem, "own slot") {
+		t.Errorf("a slot offered to a corun: false model:\n%s", rem)
+	}
+	// The budget in the scenario removes the finding.
+	if _, ok := find(Analyze(loadScenario(t, "d.yaml")), CodeStreamStarves, ""); ok {
+		t.Error("starvation reported with min_rate_hz 0.2")
+	}
+}
+
+// A high stream longer than what a protected one leaves starves too, and
+// another accelerator with room is offered.
+func TestHighStarvesMovesElsewhere(t *testing.T) {
+	c, err := config.Parse("h.yaml", []byte(`
+accelerators: {gpu: 1, dla0: 1}
+models:
+  det: {exec_ms: 20, on: gpu}
+  seg: {exec_ms: 60, on: gpu}
+  lane: {exec_ms: 5, on: dla0}
+streams:
+  - {name: det, model: det, class: protected, period_ms: 33, max_age_ms: 40}
+  - {name: seg, model: seg, class: high, period_ms: 200, max_age_ms: 400}
+  - {name: lane, model: lane, class: high, period_ms: 50, max_age_ms: 100}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, ok := find(Analyze(c), CodeStreamStarves, "seg")
+	if !ok {
+		t.Fatal("high stream seg (60 ms) beside det leaving (33 − 20) + (40 − 20) = 33 ms: no starvation reported")
+	}
+	if !slices.Equal(f.Blockers, []string{"det"}) || f.Numbers["window_ms"] != 33 {
+		t.Errorf("%+v", f)
+	}
+	rem := strings.Join(f.Remedy, "\n")
+	if !strings.Contains(rem, "run seg on dla0 (on: dla0), if seg is built for it: dla0 is at 10% of its 1 slot, with seg at 40%") {
+		t.Errorf("no move to dla0:\n%s", rem)
+	}
+	if !strings.Contains(rem, "class: best_effort, min_rate_hz: 0.5 on seg") {
+		t.Errorf("a budget needs class best_effort (config allows min_rate_hz there only):\n%s", rem)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/vig-edge/vig/agent/config"
 	"github.com/vig-edge/vig/agent/sched"
@@ -21,6 +22,9 @@ type stream struct {
 	// batch is the model's max_batch when vig batches the model's frames
 	// (max_batch > 1 in the config), else 0.
 	batch int
+	// logical is the logical model the stream names when cfg.Model is the
+	// variant the analysis placed it on.
+	logical string
 }
 
 // group is the set of streams that share an accelerator's slots, in priority
@@ -31,6 +35,10 @@ type group struct {
 	named   bool   // accelerators are declared: remedies name accelerators.<accel>
 	streams []stream
 	models  map[string]sched.ModelSpec // the models vig batches, by name
+	// factor is the interference factor its jobs' exec_ms are multiplied
+	// by (1: none): another accelerator runs work beside it.
+	factor float64
+	l      *layout
 }
 
 // slotsKey is the config setting that gives the group n slots.
@@ -39,6 +47,19 @@ func (g group) slotsKey(n int) string {
 		return fmt.Sprintf("accelerators: {%s: %d}", g.accel, n)
 	}
 	return fmt.Sprintf("backend.slots: %d", n)
+}
+
+// moreSlots is the remedy that gives the group n slots, followed by tail, or,
+// when the device has fewer, why that is no remedy.
+func (g group) moreSlots(n int, tail string) string {
+	var p *Profile
+	if g.l != nil {
+		p = g.l.profile
+	}
+	if lim, why := slotLimit(g.accel, p); g.named && why != "" && n > lim {
+		return fmt.Sprintf("not %s: %s", g.slotsKey(n), why)
+	}
+	return g.slotsKey(n) + tail
 }
 
 func classRank(c string) int {
@@ -51,34 +72,55 @@ func classRank(c string) int {
 	return 2
 }
 
-func newGroup(c *config.Config) group {
-	return newAccelGroup(c, config.Accelerator{Slots: max(c.Backend.Slots, 1)}, false)
+func newGroup(c *config.Config, l *layout) group {
+	return newAccelGroup(c, l, AcceleratorSlots{Slots: max(c.Backend.Slots, 1)}, nil, 1)
 }
 
-// newAccelGroup is the group of the streams whose models run on accelerator a.
-func newAccelGroup(c *config.Config, a config.Accelerator, named bool) group {
-	g := group{slots: max(a.Slots, 1), accel: a.Name, named: named, models: map[string]sched.ModelSpec{}}
+// placed is where the analysis runs a stream's frames: its model's
+// accelerator, or, for a logical model, one of its variants.
+type placed struct {
+	accel, model string
+}
+
+// newAccelGroup is the group of the streams placed on accelerator a (all of
+// them when at is nil), their exec_ms times factor.
+func newAccelGroup(c *config.Config, l *layout, a AcceleratorSlots, at map[string]placed, factor float64) group {
+	g := group{slots: max(a.Slots, 1), accel: a.Name, named: at != nil, models: map[string]sched.ModelSpec{}, factor: max(factor, 1), l: l}
 	for _, s := range c.Streams {
-		if named && c.AcceleratorOf(s.Model) != a.Name {
-			continue
+		model := s.Model
+		if at != nil {
+			p, ok := at[s.Name]
+			if !ok || p.accel != a.Name {
+				continue
+			}
+			model = p.model
 		}
-		m := c.Models[s.Model]
+		logical := ""
+		if model != s.Model {
+			logical, s.Model = s.Model, model
+		}
+		m := c.Models[model]
 		batch := 0
 		if m.MaxBatch != nil && *m.MaxBatch > 1 {
 			batch = *m.MaxBatch
-			g.models[s.Model] = sched.ModelSpec{Name: s.Model, Exec: m.Exec(), MaxBatch: batch, BatchExec: m.BatchCosts()}
+			costs := m.BatchCosts()
+			for k := range costs {
+				costs[k].Exec = time.Duration(float64(costs[k].Exec) * g.factor)
+			}
+			g.models[model] = sched.ModelSpec{Name: model, Exec: time.Duration(float64(m.Exec()) * g.factor), MaxBatch: batch, BatchExec: costs}
 		}
 		frame := s.FrameIntervalMs
 		if frame <= 0 {
 			frame = s.PeriodMs
 		}
 		g.streams = append(g.streams, stream{
-			cfg:   s,
-			batch: batch,
-			class: classRank(s.Class),
+			cfg:     s,
+			logical: logical,
+			batch:   batch,
+			class:   classRank(s.Class),
 			task: task{
 				name:  s.Name,
-				c:     clamp(nanos(m.ExecMs), 1, horizon),
+				c:     clamp(nanos(m.ExecMs*g.factor), 1, horizon),
 				t:     clamp(nanos(frame), minInterval, horizon),
 				d:     clamp(nanos(s.MaxAgeMs), 1, horizon),
 				alone: !m.RunsBeside(),
@@ -96,23 +138,53 @@ func newAccelGroup(c *config.Config, a config.Accelerator, named bool) group {
 // Analyze runs the static analysis over a config that config.Parse accepted and
 // returns its findings, worst first. It is pure: no I/O, no clock.
 //
-// With accelerators declared, each is analysed on its own (its slots, the streams
-// whose models run there: a job on one never blocks another's), and every finding
-// names its accelerator.
-func Analyze(c *config.Config) []Finding {
-	if len(c.Accelerators) == 0 {
-		return analyzeGroup(newGroup(c))
+// With accelerators declared (or derived from the server), each is analysed
+// on its own (its slots, the streams whose models run there: a job on one
+// never blocks another's), and every finding names its accelerator. Remedies
+// keep to the limits every device shares (a DLA core runs one engine at a
+// time; no Jetson has more than two DLA cores); AnalyzeFor knows the device.
+func Analyze(c *config.Config) []Finding { return analyze(c, layoutOf(c, nil)) }
+
+// AnalyzeFor is Analyze for a known device: remedies stay within its
+// accelerators, and accelerators it does not have are errors.
+func AnalyzeFor(c *config.Config, p *Profile) []Finding { return analyze(c, layoutOf(c, p)) }
+
+func analyze(c *config.Config, l *layout) []Finding {
+	if !l.named() {
+		return analyzeGroup(newGroup(c, l))
 	}
-	var fs []Finding
-	for _, a := range c.AcceleratorList() {
-		g := newAccelGroup(c, a, true)
-		if len(g.streams) == 0 {
-			continue
+	fs := deviceLimits(l)
+	at := l.place(c)
+	for _, s := range c.Streams {
+		if _, ok := at[s.Name]; !ok {
+			fs = append(fs, Finding{Code: CodeStreamUnplaced, Severity: Warning, Stream: s.Name, Line: s.Line,
+				Message: fmt.Sprintf("%s names model %s, which runs on no accelerator of the layout: doctor cannot analyse it", s.Name, s.Model),
+				Remedy:  []string{fmt.Sprintf("give %s on: (one of the accelerators), or variants that have one", s.Model)}})
 		}
-		for _, f := range analyzeGroup(g) {
-			f.Accelerator = a.Name
-			if len(c.Accelerators) > 1 {
-				f.Message = a.Name + ": " + f.Message
+	}
+	busy := map[string]bool{}
+	for _, p := range at {
+		busy[p.accel] = true
+	}
+	l.groups = nil
+	for _, a := range l.accels {
+		f := 1.0
+		if a.Interference > 1 && len(busy) > 1 {
+			f = a.Interference // another accelerator runs beside this one
+		}
+		if g := newAccelGroup(c, l, a, at, f); len(g.streams) > 0 {
+			l.groups = append(l.groups, g)
+		}
+	}
+	for _, g := range l.groups {
+		gfs := analyzeGroup(g)
+		if g.factor > 1 {
+			gfs = append(gfs, g.interference(c, at, gfs)...)
+		}
+		for _, f := range gfs {
+			f.Accelerator = g.accel
+			if len(l.accels) > 1 {
+				f.Message = g.accel + ": " + f.Message
 			}
 			fs = append(fs, f)
 		}
@@ -125,6 +197,7 @@ func analyzeGroup(g group) []Finding {
 	var fs []Finding
 	overbooked, u := g.utilization()
 	fs = append(fs, u...)
+	fs = append(fs, g.instances()...)
 	fs = append(fs, g.sensorRate()...)
 	fs = append(fs, g.frameSlowerThanPeriod()...)
 	if !overbooked {
@@ -194,6 +267,12 @@ func (g group) utilization() (overbooked bool, fs []Finding) {
 			g.slots, plural(g.slots), pct(up), pct(uph), pct(uall)),
 		Formula: "U = Σ C_i/T_i ÷ slots, C = exec_ms of the stream's model, T = period_ms",
 	})
+	if g.factor > 1 {
+		u := &fs[len(fs)-1]
+		u.Numbers["interference"] = g.factor
+		u.Message += fmt.Sprintf(" (exec_ms × %s: interference while another accelerator runs)", fmtNum(g.factor))
+		u.Formula += fmt.Sprintf("; C × %s (interference)", fmtNum(g.factor))
+	}
 	if len(g.models) > 0 {
 		// vig batches these models: their streams' demand is what their
 		// batches cost, and that is what must fit.
@@ -219,11 +298,12 @@ func (g group) utilization() (overbooked bool, fs []Finding) {
 				pct(up), g.slots, plural(g.slots)),
 			Formula: fmt.Sprintf("U = Σ_protected C_i/T_i ÷ slots = (%s) ÷ %d = %.3f > 1", strings.Join(terms, " + "), g.slots, up),
 			Remedy: []string{
-				fmt.Sprintf("%s, if the accelerator runs that many jobs side by side", g.slotsKey(int(math.Ceil(up*m)))),
+				g.moreSlots(int(math.Ceil(up*m)), ", if the accelerator runs that many jobs side by side"),
 				"lengthen period_ms of a protected stream, or move one to class: high",
 				"use faster models (exec_ms) for the protected streams",
 			},
 		})
+		fs[len(fs)-1].Remedy = append(fs[len(fs)-1].Remedy, g.moves(0)...)
 	}
 	if uph > 1 {
 		fs = append(fs, Finding{
@@ -231,10 +311,67 @@ func (g group) utilization() (overbooked bool, fs []Finding) {
 			Message: fmt.Sprintf("protected and high contracts together need %s of %d slot%s: high streams will miss windows whenever the protected ones run",
 				pct(uph), g.slots, plural(g.slots)),
 			Formula: "U = Σ_{protected,high} C_i/T_i ÷ slots > 1",
-			Remedy:  []string{"lengthen period_ms of high streams, or move one to best_effort", fmt.Sprintf("add a slot (%s)", g.slotsKey(g.slots+1))},
+			Remedy:  append([]string{"lengthen period_ms of high streams, or move one to best_effort", g.addSlot()}, g.moves(1)...),
 		})
 	}
 	return overbooked, fs
+}
+
+// instances checks the models whose instances bound them below the
+// accelerator's slots: their streams' contracts must fit in that many jobs
+// at once, whatever the other slots do.
+func (g group) instances() []Finding {
+	if g.l == nil {
+		return nil
+	}
+	type need struct {
+		u, up float64
+		names []string
+	}
+	needs := map[string]*need{}
+	var order []string
+	for _, s := range g.streams {
+		k := g.l.models[s.cfg.Model].Instances
+		if k <= 0 || k >= g.slots || s.cfg.PeriodMs <= 0 || s.class > 1 {
+			continue
+		}
+		n := needs[s.cfg.Model]
+		if n == nil {
+			n = &need{}
+			needs[s.cfg.Model] = n
+			order = append(order, s.cfg.Model)
+		}
+		u := float64(s.task.c) / 1e6 / s.cfg.PeriodMs
+		n.u += u
+		if s.class == 0 {
+			n.up += u
+		}
+		n.names = append(n.names, s.cfg.Name)
+	}
+	var fs []Finding
+	for _, m := range order {
+		n, k := needs[m], g.l.models[m].Instances
+		if n.u <= float64(k) {
+			continue
+		}
+		sev := Warning
+		if n.up > float64(k) {
+			sev = Error
+		}
+		fs = append(fs, Finding{
+			Code: CodeInstancesOverbooked, Severity: sev,
+			Message: fmt.Sprintf("model %s runs at most %d job%s at once (instances), but the protected and high contracts of %s need %s of that: their frames queue behind each other whatever the accelerator's %d slots do",
+				m, k, plural(k), strings.Join(n.names, ", "), pct(n.u/float64(k)), g.slots),
+			Numbers: map[string]float64{"instances": float64(k), "slots": float64(g.slots), "u_model": round3(n.u)},
+			Formula: "Σ_{streams of the model} C_i/T_i ≤ instances",
+			Remedy: []string{
+				fmt.Sprintf("more instances of %s (instance_group count: %d in its config.pbtxt, or instances: %d), if the accelerator runs them side by side", m, int(math.Ceil(n.u)), int(math.Ceil(n.u))),
+				fmt.Sprintf("or a variant of %s on another accelerator", m),
+				"or lengthen period_ms of its streams",
+			},
+		})
+	}
+	return fs
 }
 
 // sensorRate compares what the sensors send with what the slots can run.
@@ -451,7 +588,9 @@ func (g group) blockedFinding(s stream, hp []task, lower []stream, a rta, b, tol
 	default:
 		m := g.slots + 1
 		a2 := responseTime(i, hp, blocking(i, tasks(lower), m), m)
-		if !a2.unbounded && a2.maxR() <= i.d {
+		if more := g.moreSlots(m, ""); more != g.slotsKey(m) {
+			f.Remedy = append(f.Remedy, more)
+		} else if !a2.unbounded && a2.maxR() <= i.d {
 			f.Remedy = append(f.Remedy, fmt.Sprintf("%s, if the accelerator runs %d jobs side by side (worst response then ≈ %s ms)", g.slotsKey(m), m, ms(a2.maxR())))
 		} else {
 			f.Remedy = append(f.Remedy, fmt.Sprintf("%s is not enough on its own", g.slotsKey(m)))
@@ -528,13 +667,17 @@ func (g group) budgetBlocksHigh() []Finding {
 			Formula: "windows lost per run ≈ ⌈C_blocker/period_i⌉ for each high stream i whose response time with the blocker, R = B + C_i + interference (B = C_blocker), exceeds max_age_i; share = min_rate_hz × windows × period",
 			Remedy: []string{
 				fmt.Sprintf("pay less: a lower min_rate_hz on %s", l.cfg.Name),
-				fmt.Sprintf("or run %s on an accelerator of its own (on: …), if it is built for one", l.cfg.Name),
 			},
+		}
+		if moves := texts(g.elsewhere(l, true)); len(moves) > 0 {
+			f.Remedy = append(f.Remedy, moves...)
+		} else {
+			f.Remedy = append(f.Remedy, fmt.Sprintf("or run %s on an accelerator of its own (on: …), if it is built for one", l.cfg.Name))
 		}
 		if l.task.alone {
 			f.Remedy = append(f.Remedy, fmt.Sprintf("another slot does not help: %s runs alone (corun: false)", l.cfg.Name))
 		} else {
-			f.Remedy = append(f.Remedy, fmt.Sprintf("or %s, if the accelerator runs %d jobs side by side", g.slotsKey(g.slots+1), g.slots+1))
+			f.Remedy = append(f.Remedy, "or "+g.moreSlots(g.slots+1, fmt.Sprintf(", if the accelerator runs %d jobs side by side", g.slots+1)))
 		}
 		fs = append(fs, f)
 	}
@@ -556,45 +699,225 @@ func suggestedRate(s config.Stream) float64 {
 	return round3(1000 / (10 * s.PeriodMs))
 }
 
-// starvation finds best-effort streams that admission would never start: a job of
-// length C starts only if the next frame of every protected stream can still meet
-// its max_age, and the longest such window a protected stream i ever leaves is
-// (T_i − C_i) + (max_age_i − C_i), right after its own job completes.
+// starvation finds streams that admission would never start. A best_effort
+// job starts only if the next frame of every protected and high stream of its
+// accelerator still meets its max_age, a high job only if every protected
+// one's does; the longest window a guarded stream i ever leaves is
+// (T_i − C_i) + (max_age_i − C_i), right after its own job completes, and
+// with several guarded streams the window is at most the smallest of theirs.
+// A job longer than that never starts.
 func (g group) starvation() []Finding {
 	var fs []Finding
 	for _, s := range g.streams {
-		if s.class != 2 || s.cfg.MinRateHz > 0 || (g.slots > 1 && !s.task.alone) {
+		if s.class == 0 || s.cfg.MinRateHz > 0 || (g.slots > 1 && !s.task.alone) {
 			continue
 		}
-		gap, by := int64(math.MaxInt64), stream{}
-		for _, p := range g.streams {
-			if p.class != 0 {
-				continue
-			}
-			if w := p.task.t - p.task.c + p.task.d - p.task.c; w < gap {
-				gap, by = w, p
-			}
-		}
-		if by.cfg.Name == "" || s.task.c <= gap {
+		gap, blockers := admissionWindow(g.streams, s.class)
+		if len(blockers) == 0 || s.task.c <= gap {
 			continue
 		}
-		rate := suggestedRate(s.cfg)
-		fs = append(fs, Finding{
-			Code: CodeStreamStarves, Severity: Warning, Stream: s.cfg.Name, Line: s.cfg.Line, Blockers: []string{by.cfg.Name},
-			Message: fmt.Sprintf("%s (%s ms) can never be admitted: vig starts a job only if the next frame of every protected stream still meets its max_age, and %s never leaves more than %s ms; without min_rate_hz %s will starve",
-				s.cfg.Name, ms(s.task.c), by.cfg.Name, ms(gap), s.cfg.Name),
+		by := blockers[0]
+		var names []string
+		for _, b := range blockers {
+			if b.task.t-b.task.c+b.task.d-b.task.c < s.task.c {
+				names = append(names, b.cfg.Name)
+			}
+		}
+		guards, unless := "protected", "as configured"
+		if s.class == 2 {
+			guards, unless = "protected and high", "without min_rate_hz"
+		}
+		f := Finding{
+			Code: CodeStreamStarves, Severity: Warning, Stream: s.cfg.Name, Line: s.cfg.Line, Blockers: names,
+			Message: fmt.Sprintf("%s (%s ms, %s) can never be admitted: vig starts its job only if the next frame of every %s stream of the accelerator still meets its max_age, and %s never leave%s more than %s ms; %s %s starves",
+				s.cfg.Name, ms(s.task.c), s.cfg.Class, guards, strings.Join(names, " and "), pluralVerb(len(names)), ms(gap), unless, s.cfg.Name),
 			Numbers: map[string]float64{"exec_ms": msf(s.task.c), "window_ms": msf(gap)},
-			Formula: fmt.Sprintf("admission window = min over protected i of (T_i − C_i) + (max_age_i − C_i) = (%s − %s) + (%s − %s) = %s ms < C = %s ms",
-				ms(by.task.t), ms(by.task.c), ms(by.task.d), ms(by.task.c), ms(gap), ms(s.task.c)),
-			Remedy: []string{
-				fmt.Sprintf("budget it: min_rate_hz: %s on %s (one result every %s s, each run makes ≤ %d %s result%s late)",
-					fmtNum(rate), s.cfg.Name, fmtNum(round3(1/rate)), lateFramesPerRun(s.task.c, by.task), by.cfg.Name, plural(int(lateFramesPerRun(s.task.c, by.task)))),
-				fmt.Sprintf("or give it its own slot (%s, corun allowed)", g.slotsKey(g.slots+1)),
-				fmt.Sprintf("or a model faster than %s ms", ms(gap)),
-			},
-		})
+			Formula: fmt.Sprintf("admission window ≤ min over guarded i of (T_i − C_i) + (max_age_i − C_i) = (%s − %s) + (%s − %s) = %s ms < C = %s ms (%s)",
+				ms(by.task.t), ms(by.task.c), ms(by.task.d), ms(by.task.c), ms(gap), ms(s.task.c), by.cfg.Name),
+		}
+		if s.class == 2 {
+			f.Remedy = append(f.Remedy, g.budgetRemedy(s, blockers))
+		} else {
+			f.Remedy = append(f.Remedy, fmt.Sprintf("make it best_effort with a budget (class: best_effort, min_rate_hz: %s on %s), or raise the protected streams' max_age", fmtNum(suggestedRate(s.cfg)), s.cfg.Name))
+		}
+		f.Remedy = append(f.Remedy, texts(g.elsewhere(s, true))...)
+		if !s.task.alone {
+			f.Remedy = append(f.Remedy, "or give it its own slot: "+g.moreSlots(g.slots+1, ", corun allowed"))
+		}
+		f.Remedy = append(f.Remedy, fmt.Sprintf("or a model faster than %s ms", ms(gap)))
+		fs = append(fs, f)
 	}
 	return fs
+}
+
+// admissionWindow is the longest start window the streams of a class below
+// class leave a job (see starvation), and those streams, the one leaving the
+// smallest window first. A stream whose own job exceeds its max_age is not
+// guarded: admission leaves alone what it cannot keep.
+func admissionWindow(ss []stream, class int) (int64, []stream) {
+	var guards []stream
+	for _, p := range ss {
+		if p.class < class && p.task.c <= p.task.d {
+			guards = append(guards, p)
+		}
+	}
+	w := func(p stream) int64 { return p.task.t - p.task.c + p.task.d - p.task.c }
+	slices.SortStableFunc(guards, func(a, b stream) int { return cmp.Compare(w(a), w(b)) })
+	if len(guards) == 0 {
+		return math.MaxInt64, nil
+	}
+	return w(guards[0]), guards
+}
+
+// contractDemand is Σ C_i/period_i over the streams, in slots: what their
+// contracts need.
+func contractDemand(ss []stream) float64 {
+	var u float64
+	for _, s := range ss {
+		if s.cfg.PeriodMs > 0 {
+			u += float64(s.task.c) / 1e6 / s.cfg.PeriodMs
+		}
+	}
+	return u
+}
+
+// budgetRemedy proposes a min_rate_hz for starving best_effort stream s that
+// fits in what the streams it waits for leave of the accelerator (all of it
+// per run when its model runs alone), priced per run in their results.
+func (g group) budgetRemedy(s stream, blockers []stream) string {
+	left := float64(g.slots) - contractDemand(blockers)
+	per := float64(s.task.c) / 1e9
+	if s.task.alone {
+		per *= float64(g.slots)
+	}
+	if left <= 0 {
+		return fmt.Sprintf("no budget fits: the streams it waits for need all of the accelerator's %d slot%s", g.slots, plural(g.slots))
+	}
+	maxRate := math.Floor(left/per*1000) / 1000
+	rate := min(suggestedRate(s.cfg), maxRate)
+	if rate <= 0 {
+		return fmt.Sprintf("no budget fits: the streams it waits for leave %s of the accelerator, less than one %s ms run per 1000 s", pct(left/float64(g.slots)), ms(s.task.c))
+	}
+	var price []string
+	for _, b := range blockers {
+		if n := lateFramesPerRun(s.task.c, b.task); n > 0 {
+			price = append(price, fmt.Sprintf("≤ %d %s result%s late", n, b.cfg.Name, plural(int(n))))
+		}
+	}
+	msg := fmt.Sprintf("budget it: min_rate_hz: %s on %s (one result every %s s; it fits: the streams it waits for leave %s of the accelerator, each run takes %s ms",
+		fmtNum(rate), s.cfg.Name, fmtNum(round3(1/rate)), pct(left/float64(g.slots)), ms(s.task.c))
+	if len(price) > 0 {
+		msg += ", and makes " + strings.Join(price, ", ")
+	}
+	return msg + ")"
+}
+
+// moves suggests moving a stream of class off an overbooked accelerator,
+// the least urgent first, to each accelerator with room for it: a variant
+// of its model there, or the model itself if it is built for it.
+func (g group) moves(class int) []string {
+	var out []string
+	taken := map[string]bool{}
+	for k := len(g.streams) - 1; k >= 0; k-- {
+		s := g.streams[k]
+		if s.class != class {
+			continue
+		}
+		for _, m := range g.elsewhere(s, false) {
+			if to := m.to; !taken[to] {
+				taken[to] = true
+				out = append(out, m.text)
+			}
+		}
+	}
+	return out
+}
+
+// addSlot is the remedy of one more slot, or why the device has none.
+func (g group) addSlot() string {
+	if more := g.moreSlots(g.slots+1, ""); more != g.slotsKey(g.slots+1) {
+		return more
+	}
+	return "add a slot (" + g.slotsKey(g.slots+1) + ")"
+}
+
+// uAll is the contracted demand per slot of every stream of the group.
+func (g group) uAll() float64 { return contractDemand(g.streams) / float64(g.slots) }
+
+// move is a remedy that moves a stream to accelerator to.
+type move struct{ to, text string }
+
+func texts(ms []move) []string {
+	var out []string
+	for _, m := range ms {
+		out = append(out, m.text)
+	}
+	return out
+}
+
+// elsewhere suggests another accelerator with room for stream s: one of its
+// model's variants that runs there, or its model itself if it is built for
+// it. admit also asks that admission would start s's job there.
+func (g group) elsewhere(s stream, admit bool) []move {
+	if g.l == nil || !g.named {
+		return nil
+	}
+	var out []move
+	model := s.logical
+	if model == "" {
+		model = s.cfg.Model
+	}
+	variants := g.l.models[model].Variants
+	for _, a := range g.l.accels {
+		if a.Name == g.accel {
+			continue
+		}
+		run := model
+		if len(variants) > 0 {
+			run = ""
+			for _, v := range variants {
+				if g.l.models[v].Accelerator == a.Name {
+					run = v
+					break
+				}
+			}
+			if run == "" {
+				continue
+			}
+		}
+		o, _ := g.l.group(a.Name)
+		if o.l == nil {
+			o = group{slots: max(a.Slots, 1), accel: a.Name, named: true, factor: 1, l: g.l}
+		}
+		factor := 1.0
+		if a.Interference > 1 {
+			factor = a.Interference
+		}
+		c := s.task.c
+		if em, ok := g.l.exec[run]; ok {
+			c = clamp(nanos(em*factor), 1, horizon)
+		}
+		u := o.uAll() + float64(c)/1e6/max(s.cfg.PeriodMs, 1e-3)/float64(o.slots)
+		if u > 1 {
+			continue
+		}
+		why := fmt.Sprintf("%s is at %s of its %d slot%s, with %s at %s", a.Name, pct(o.uAll()), o.slots, plural(o.slots), s.cfg.Name, pct(u))
+		if admit && !(o.slots > 1 && !s.task.alone) {
+			gap, _ := admissionWindow(o.streams, s.class)
+			if c > gap {
+				continue
+			}
+			if gap != math.MaxInt64 {
+				why += fmt.Sprintf(", and leaves its %s ms job a %s ms window", ms(c), ms(gap))
+			}
+		}
+		if run != model {
+			out = append(out, move{a.Name, fmt.Sprintf("or its variant %s on %s: %s", run, a.Name, why)})
+		} else {
+			out = append(out, move{a.Name, fmt.Sprintf("or run %s on %s (on: %s), if %s is built for it: %s", s.cfg.Name, a.Name, a.Name, model, why)})
+		}
+	}
+	return out
 }
 
 // othersThan returns the streams of ss that do not run model.

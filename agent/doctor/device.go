@@ -62,16 +62,24 @@ type Options struct {
 	// Host is the device to check (cmd/vig's deviceHost for this machine).
 	// Without one the device checks are reported as skipped.
 	Host *Host
+	// Profile is the device whose limits remedies keep to; nil: the one
+	// DetectProfile recognises on Host, if any.
+	Profile *Profile
 }
 
 // Run analyses cfg and, with Options.Device, checks the device. This is what both
 // `vig doctor` and `vig serve` call.
 func Run(ctx context.Context, cfg *config.Config, opts Options) Report {
-	r := Report{Slots: cfg.Backend.Slots, Findings: Analyze(cfg)}
-	if len(cfg.Accelerators) > 0 {
-		for _, a := range cfg.AcceleratorList() {
-			r.Accelerators = append(r.Accelerators, AcceleratorSlots{Name: a.Name, Slots: a.Slots})
+	p := opts.Profile
+	if p == nil && opts.Host != nil && opts.Host.Root != nil {
+		if d, ok := DetectProfile(opts.Host.Root, opts.Host.Getenv); ok {
+			p = &d
 		}
+	}
+	l := layoutOf(cfg, p)
+	r := Report{Slots: cfg.Backend.Slots, Findings: analyze(cfg, l), Accelerators: l.accels, Device: p}
+	if l.named() {
+		r.Models = l.modelList()
 	}
 	if opts.Device {
 		if opts.Host == nil {

@@ -4,8 +4,11 @@
 // The static half (Analyze) is pure arithmetic over a parsed config: utilization of
 // the protected contracts per slot, a non-preemptive response-time analysis with
 // blocking that checks every job of the busy period, the sensors' per-frame demand,
-// and best-effort streams that admission would never start. Every Finding carries a
-// stable code, a severity, its numbers, the formula that produced them and a remedy.
+// and best_effort or high streams that admission would never start. Every Finding
+// carries a stable code, a severity, its numbers, the formula that produced them and
+// a remedy. Each accelerator is analysed on its own, its jobs slowed by its
+// interference factor while another has work; remedies stay within the device's
+// accelerators (Profile: a Jetson's DLA cores, a phone's NPU).
 //
 // The device half (Run with Options.Device) asks whether shared memory, TCP_NODELAY,
 // the CPU governor, the clock source, Doze, thermal state, nvpmodel and eBPF are as

@@ -58,6 +58,10 @@ const (
 	CodeSensorRateExceeds     = "SENSOR_RATE_EXCEEDS_CAPACITY"
 	CodeFrameSlowerThanPeriod = "FRAME_SLOWER_THAN_PERIOD"
 	CodeBatching              = "BATCHING"
+	CodeInterference          = "INTERFERENCE_BREAKS_PLAN"
+	CodeBeyondDevice          = "ACCELERATOR_BEYOND_DEVICE"
+	CodeStreamUnplaced        = "STREAM_UNPLACED"
+	CodeInstancesOverbooked   = "MODEL_INSTANCES_OVERBOOKED"
 )
 
 // Finding is one result of the static analysis.
@@ -144,16 +148,38 @@ type Check struct {
 type Report struct {
 	Config string `json:"config,omitempty"` // file name, when known
 	Slots  int    `json:"slots"`
-	// Accelerators lists the declared accelerators (none for backend.slots).
+	// Accelerators lists the accelerators (none for backend.slots), and
+	// Models where each model runs: the layout the analysis used.
 	Accelerators []AcceleratorSlots `json:"accelerators,omitempty"`
-	Findings     []Finding          `json:"findings"`
-	Checks       []Check            `json:"checks,omitempty"`
+	Models       []ModelPlacement   `json:"models,omitempty"`
+	// Device is the device whose limits the remedies keep to, when known.
+	Device   *Profile  `json:"device,omitempty"`
+	Findings []Finding `json:"findings"`
+	Checks   []Check   `json:"checks,omitempty"`
 }
 
-// AcceleratorSlots is one declared accelerator.
+// AcceleratorSlots is one accelerator of the layout.
 type AcceleratorSlots struct {
 	Name  string `json:"name"`
 	Slots int    `json:"slots"`
+	// Interference is the factor its jobs take longer by while another
+	// accelerator runs one (0: none given).
+	Interference float64 `json:"interference,omitempty"`
+	// Source says where the accelerator comes from: "config" or "server".
+	Source string `json:"source,omitempty"`
+}
+
+// ModelPlacement is where a model runs.
+type ModelPlacement struct {
+	Name        string `json:"name"`
+	Accelerator string `json:"accelerator,omitempty"`
+	// Instances is how many of its jobs the accelerator runs at once (0:
+	// as many as the slots).
+	Instances int `json:"instances,omitempty"`
+	// Variants are the models a logical model's frames run as.
+	Variants []string `json:"variants,omitempty"`
+	// Source says where the placement comes from: "config" or "server".
+	Source string `json:"source,omitempty"`
 }
 
 // Worst returns the highest severity among the findings and checks (Info when clean).

@@ -194,7 +194,7 @@ streams:
 }
 
 func FuzzAnalyze(f *testing.F) {
-	for _, n := range []string{"a.yaml", "b.yaml", "c.yaml", "overbooked.yaml"} {
+	for _, n := range []string{"a.yaml", "b.yaml", "c.yaml", "d.yaml", "overbooked.yaml"} {
 		data, err := os.ReadFile(filepath.Join("..", "..", "examples", "scenarios", n))
 		if err != nil {
 			f.Fatal(err)

@@ -44,6 +44,7 @@ func (r Report) WriteTable(w io.Writer, color bool) error {
 	} else { // a config that could not be read: claim no slots
 		tw.printf("%s\n\n", title)
 	}
+	r.writeLayout(tw)
 
 	codeW := len("CODE")
 	for _, f := range r.Findings {
@@ -123,6 +124,57 @@ func (r Report) WriteTable(w io.Writer, color bool) error {
 	}
 	tw.printf("\n%s: %d error%s, %d warning%s (exit %d)\n", verdict, ne, plural(ne), nw, plural(nw), r.ExitCode())
 	return tw.err
+}
+
+// writeLayout prints the device, the accelerators and where each model runs,
+// with where each came from when known.
+func (r Report) writeLayout(tw *tableWriter) {
+	if d := r.Device; d != nil {
+		tw.printf("device: %s (%d DLA core%s, %d NPU%s", d.Name, d.DLACores, plural(d.DLACores), d.NPUs, plural(d.NPUs))
+		if d.Why != "" {
+			tw.printf("; %s", d.Why)
+		}
+		tw.printf(")\n\n")
+	}
+	if len(r.Models) == 0 {
+		return
+	}
+	rows := [][]string{{"ACCELERATOR", "SLOTS", "INTERFERENCE", "SOURCE"}}
+	for _, a := range r.Accelerators {
+		f := "-"
+		if a.Interference > 0 {
+			f = "×" + fmtNum(a.Interference)
+		}
+		rows = append(rows, []string{a.Name, fmt.Sprint(a.Slots), f, orDash(a.Source)})
+	}
+	tw.columns(rows)
+	rows = [][]string{{"MODEL", "ACCELERATOR", "INSTANCES", "SOURCE"}}
+	for _, m := range r.Models {
+		on, inst := orDash(m.Accelerator), "-"
+		if len(m.Variants) > 0 {
+			var vs []string
+			for _, v := range m.Variants {
+				vs = append(vs, v+" ("+r.accelOf(v)+")")
+			}
+			on = "variants " + strings.Join(vs, ", ")
+		} else if m.Instances > 0 {
+			inst = fmt.Sprint(m.Instances)
+		}
+		rows = append(rows, []string{m.Name, on, inst, orDash(m.Source)})
+	}
+	tw.printf("\n")
+	tw.columns(rows)
+	tw.printf("\n")
+}
+
+// accelOf is the accelerator model runs on in the report's layout.
+func (r Report) accelOf(model string) string {
+	for _, m := range r.Models {
+		if m.Name == model {
+			return orDash(m.Accelerator)
+		}
+	}
+	return "-"
 }
 
 // paintAux dims the "formula:" and "remedy:" labels.
@@ -206,6 +258,30 @@ func glueUnits(words []string) []string {
 type tableWriter struct {
 	w   io.Writer
 	err error
+}
+
+// columns prints rows aligned in columns; the last column is not padded.
+func (t *tableWriter) columns(rows [][]string) {
+	var w []int
+	for _, r := range rows {
+		for k, c := range r {
+			if k >= len(w) {
+				w = append(w, 0)
+			}
+			w[k] = max(w[k], len([]rune(c)))
+		}
+	}
+	for _, r := range rows {
+		var b strings.Builder
+		for k, c := range r {
+			if k == len(r)-1 {
+				b.WriteString(c)
+				break
+			}
+			b.WriteString(c + strings.Repeat(" ", w[k]-len([]rune(c))+2))
+		}
+		t.printf("%s\n", b.String())
+	}
 }
 
 func (t *tableWriter) printf(format string, args ...any) {

@@ -584,9 +584,10 @@
 // never ran is owed at once, and after that once 1/MinRateHz has passed since
 // its last dispatch — is dispatched despite admission (still never
 // late, never beside an exclusive job, never beyond the slots). Each such
-// dispatch counts BudgetRuns, and BudgetCost adds the protected frames it was
-// predicted to make miss; protected requests late-dropped or superseded
-// while a budget job runs count BudgetBlocked on their stream. doctor and
+// dispatch counts BudgetRuns, and BudgetCost adds the guarded frames it was
+// predicted to make miss (protected, and high for a best_effort job);
+// requests of a guarded stream late-dropped or superseded while such a
+// budget job runs count BudgetBlocked on their stream. doctor and
 // metrics show these next to the coverage they cost.
 //
 // # Estimator

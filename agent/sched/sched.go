@@ -196,6 +196,11 @@ type Scheduler struct {
 	onDefer       func(now Time, token uint64, stream, forStream int) // trace.go
 	blockedBy     int32                                               // the stream admission last found blocked
 
+	// budgetRunningBE counts the running budget jobs of best_effort
+	// streams: they are admitted against high frames too, so high
+	// losses while one runs are theirs (BudgetBlocked).
+	budgetRunningBE int
+
 	// A scheduler over more than one accelerator is a front: one engine —
 	// a Scheduler of one accelerator — per accelerator (see Accelerators in
 	// doc.go). The front keeps only cfg, margin, slots (the total),
@@ -592,7 +597,7 @@ func (s *Scheduler) answer(ri int32, code Code, out Outcome, reason Reason, acts
 	r := &s.reqs[ri]
 	st := &s.streams[r.stream]
 	st.c.add(out)
-	if (out == LateDropped || out == Superseded) && st.class == Protected && (s.budgetRunning > 0 || s.coBudget()) {
+	if (out == LateDropped || out == Superseded) && (st.class == Protected && (s.budgetRunning > 0 || s.coBudget()) || st.class == High && s.budgetRunningBE > 0) {
 		st.budgetBlocked++
 	}
 	acts = append(acts, Action{Kind: Answer, Token: r.token, Stream: int(r.stream), Code: code, Outcome: out, Reason: reason})
@@ -1124,6 +1129,9 @@ func (s *Scheduler) dispatchHead(now Time, st *stream, slot int, start Time, que
 	}
 	if budget {
 		s.budgetRunning++
+		if st.class == BestEffort {
+			s.budgetRunningBE++
+		}
 	}
 	st.running++
 	st.lateStreak = 0
@@ -1251,6 +1259,9 @@ func (s *Scheduler) finish(now Time, token uint64, out Outcome, acts []Action) [
 	}
 	if r.budget {
 		s.budgetRunning--
+		if st.class == BestEffort {
+			s.budgetRunningBE--
+		}
 	}
 	s.finishMembers(now, ri, out)
 	st.running--

@@ -771,3 +771,36 @@ func TestParseEnums(t *testing.T) {
 		}
 	}
 }
+
+// TestBudgetCountsGuardedHigh: a best_effort budget job is admitted against
+// high frames too, so BudgetCost counts the high frames it was predicted to
+// make miss and BudgetBlocked the high requests lost while it runs.
+func TestBudgetCountsGuardedHigh(t *testing.T) {
+	cfg := detVLM(1, false, 50*ms)
+	cfg.Streams[0].Class = High
+	cfg.NoPipeline = true
+	cfg.Streams[1].MinRateHz = 10
+	h := newHarness(t, cfg)
+	det, _ := h.arrive("detector", 0)
+	h.set(at(8))
+	h.complete(det, true)
+	h.set(at(45))
+	vlm, acts := h.arrive("vlm", 0)
+	if a := mustDispatch(t, acts, vlm); !a.Budget {
+		t.Fatal("budget dispatch not flagged")
+	}
+	if st := h.stats("vlm"); st.BudgetRuns != 1 || st.BudgetCost == 0 {
+		t.Fatalf("vlm: runs %d cost %d: the high frames it blocks are its cost", st.BudgetRuns, st.BudgetCost)
+	}
+	h.set(at(50))
+	a, _ := h.arrive("detector", 0)
+	h.set(at(60))
+	_, acts = h.arrive("detector", 0)
+	mustAnswer(t, acts, a, Aborted, Superseded)
+	h.set(at(200))
+	h.tick()
+	det1 := h.stats("detector")
+	if lost := det1.Superseded + det1.LateDropped; det1.BudgetBlocked == 0 || det1.BudgetBlocked != lost {
+		t.Fatalf("high detector: %d lost while the budget job ran, %d attributed to it", lost, det1.BudgetBlocked)
+	}
+}

@@ -68,10 +68,11 @@ type StreamStats struct {
 	HasAoI  bool
 	LastAge time.Duration
 	// BudgetRuns counts dispatches made on the min_rate_hz budget against
-	// admission, BudgetCost the protected frames those dispatches were
-	// predicted to make miss, and (on protected streams) BudgetBlocked
-	// the protected requests actually late-dropped or superseded while a
-	// budget job ran.
+	// admission; BudgetCost the frames those dispatches were predicted to
+	// make miss among the streams admission guards them against
+	// (protected streams, and high ones for a best_effort stream's job);
+	// and, on a guarded stream, BudgetBlocked its requests late-dropped or
+	// superseded while a budget job guarded against it ran.
 	BudgetRuns    uint64
 	BudgetCost    uint64
 	BudgetBlocked uint64

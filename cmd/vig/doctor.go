@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -16,13 +17,15 @@ import (
 	"github.com/vig-edge/vig/agent/gateway"
 )
 
-const doctorUsage = `Usage: vig doctor -c FILE [--json] [--no-device-checks]
+const doctorUsage = `Usage: vig doctor -c FILE [--json] [--no-device-checks] [--no-server] [--device NAME]
 
-Checks, before vig serves, whether the freshness contracts in FILE can hold
+Prints the layout (accelerators, their slots, where each model runs) and
+checks, before vig serves, whether the freshness contracts in FILE can hold
 (utilization per slot, response-time analysis with non-preemptive blocking,
-sensor rate, starving best-effort streams) and whether this device is set up
-for vig (backend, TCP_NODELAY, shared memory, CPU governor, clock source,
-Android Doze/thermal, Jetson nvpmodel/jetson_clocks, eBPF).
+sensor rate, streams admission never starts, interference, remedies within
+the device's accelerators) and whether this device is set up for vig
+(backend, TCP_NODELAY, shared memory, CPU governor, clock source, Android
+Doze/thermal, Jetson nvpmodel/jetson_clocks, eBPF).
 
 Exit status: 0 clean, 1 warnings, 2 errors (or a usage error). The codes and
 what to do about each: docs/doctor.md.
@@ -44,6 +47,7 @@ func doctorMain(ctx context.Context, args []string, stdout, stderr io.Writer, tt
 	asJSON := fs.Bool("json", false, "write the report as JSON to stdout instead of a table")
 	noDevice := noDeviceFlag(fs, "skip the device checks: analyse the config only")
 	noServer := fs.Bool("no-server", false, "do not read the models' layout (instance groups) from the backend: analyse the config's own layout")
+	device := fs.String("device", "", "keep remedies within the accelerators of device `NAME` ("+strings.Join(doctor.ProfileNames(), ", ")+"); default: the device doctor runs on, when it recognises it")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), doctorUsage)
 		fs.PrintDefaults()
@@ -61,6 +65,15 @@ func doctorMain(ctx context.Context, args []string, stdout, stderr io.Writer, tt
 		fs.Usage()
 		return 2
 	}
+	var prof *doctor.Profile
+	if *device != "" {
+		p, ok := doctor.Profiles[*device]
+		if !ok {
+			fmt.Fprintf(stderr, "vig doctor: --device %q: unknown; give one of %s\n", *device, strings.Join(doctor.ProfileNames(), ", "))
+			return 2
+		}
+		prof = &p
+	}
 	data, err := readConfig(path)
 	if err != nil {
 		fmt.Fprintf(stderr, "vig doctor: %v\n", err)
@@ -76,7 +89,7 @@ func doctorMain(ctx context.Context, args []string, stdout, stderr io.Writer, tt
 	} else if checks, err := doctorLayout(ctx, cfg, !*noDevice && !*noServer, stderr); err != nil {
 		r = doctor.Report{Findings: doctor.ConfigFindings(err)}
 	} else {
-		r = doctor.Run(ctx, cfg, doctor.Options{Device: !*noDevice, Host: cpuHost(deviceHost())})
+		r = doctor.Run(ctx, cfg, doctor.Options{Device: !*noDevice, Host: cpuHost(deviceHost()), Profile: prof})
 		r.Checks = append(r.Checks, checks...)
 	}
 	r.Config = path

@@ -114,3 +114,43 @@ func TestDoctorColour(t *testing.T) {
 		t.Error("an invalid fd is not a terminal")
 	}
 }
+
+// --device keeps remedies within a named device: more DLA cores than an
+// Orin has is an error, and never a remedy.
+func TestDoctorDeviceProfile(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "dla3.yaml")
+	if err := os.WriteFile(cfg, []byte(`accelerators: {gpu: 1, dla: 3}
+models:
+  det: {exec_ms: 30, on: dla}
+streams:
+  - {name: a, model: det, class: protected, period_ms: 33, max_age_ms: 66}
+  - {name: b, model: det, class: protected, period_ms: 33, max_age_ms: 66}
+  - {name: c, model: det, class: protected, period_ms: 33, max_age_ms: 66}
+  - {name: d, model: det, class: protected, period_ms: 33, max_age_ms: 66}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := doctorMain(context.Background(), []string{"-c", cfg, "--no-device", "--device", "orin", "--json"}, &out, &errb, false); code != 2 {
+		t.Fatalf("exit %d; stderr %s", code, errb.String())
+	}
+	var r doctor.Report
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatal(err)
+	}
+	if !r.Has(doctor.CodeBeyondDevice) || r.Device == nil || r.Device.DLACores != 2 {
+		t.Fatalf("report %+v", r)
+	}
+	for _, f := range r.Findings {
+		for _, rem := range f.Remedy {
+			if strings.Contains(rem, "accelerators: {dla: 4}") && !strings.Contains(rem, "not accelerators: {dla: 4}") {
+				t.Errorf("%s remedy asks for 4 DLA cores on an Orin: %q", f.Code, rem)
+			}
+		}
+	}
+	errb.Reset()
+	if code := doctorMain(context.Background(), []string{"-c", cfg, "--device", "orion"}, &out, &errb, false); code != 2 || !strings.Contains(errb.String(), "give one of orin, orin-nano") {
+		t.Errorf("unknown device: exit %d, %q", code, errb.String())
+	}
+}
