@@ -284,3 +284,51 @@ type doctorJSON struct {
 		Detail string `json:"detail"`
 	} `json:"checks"`
 }
+
+// The issue's case end to end: vig's mock backend serving an Orin-shaped
+// repository (GPU count 1, engines on DLA0 and DLA1, interference), and a
+// config with no accelerators: and no on: — doctor derives the layout from
+// the server and prints it.
+func TestDoctorDerivesOrinFromMock(t *testing.T) {
+	sock := "unix:" + filepath.Join(t.TempDir(), "mock.sock")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	addrc, codec := make(chan string, 1), make(chan int, 1)
+	var stderr syncBuffer
+	examples := filepath.Join("..", "..", "examples", "scenarios")
+	go func() {
+		codec <- mockBackend(ctx, []string{"--listen", sock, "--repository", filepath.Join(examples, "d2.repository.yaml")},
+			&bytes.Buffer{}, &stderr, func(a string) { addrc <- a })
+	}()
+	select {
+	case <-addrc:
+	case code := <-codec:
+		t.Fatalf("mock exited %d before serving: %s", code, stderr.String())
+	}
+	b, err := os.ReadFile(filepath.Join(examples, "d2.server.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "vig.yaml")
+	if err := os.WriteFile(path, []byte(strings.Replace(string(b), `"127.0.0.1:8001"`, `"`+sock+`"`, 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	doctorMain(context.Background(), []string{"-c", path, "--device", "orin"}, &out, &errb, false)
+	got := map[string][]string{}
+	for _, line := range strings.Split(out.String(), "\n") {
+		if f := strings.Fields(line); len(f) > 1 {
+			got[f[0]] = f[1:]
+		}
+	}
+	for name, want := range map[string]string{
+		"gpu": "1 ×1.3 server", "dla0": "1 ×1.15 server", "dla1": "1 ×1.15 server",
+		"detector_dla0": "dla0 1 server", "detector_dla1": "dla1 1 server", "detector_gpu": "gpu 1 server",
+		"lane_dla0": "dla0 1 server", "segment_dla1": "dla1 1 server", "pose": "gpu 1 server",
+		"detector": "variants detector_gpu (gpu), detector_dla0 (dla0), detector_dla1 (dla1) - config",
+	} {
+		if g := strings.Join(got[name], " "); g != want {
+			t.Errorf("%s: %q, want %q\n%s%s", name, g, want, out.String(), errb.String())
+		}
+	}
+}
