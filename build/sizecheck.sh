@@ -5,9 +5,9 @@
 #
 #   build/sizecheck.sh BINARY
 set -eu
-# 16.5 MB (decimal). The aim is 12 MB: see CONTRIBUTING.md's
+# 17 MB (decimal). The aim is 12 MB: see CONTRIBUTING.md's
 # "Release builds".
-BUDGET=${SIZE_BUDGET:-16500000}
+BUDGET=${SIZE_BUDGET:-17000000}
 bin=${1:?usage: $0 BINARY}
 size=$(stat -c %s "$bin")
 mb=$(awk -v s="$size" 'BEGIN { printf "%.2f", s / 1e6 }')
