@@ -292,11 +292,11 @@ func TestChromeSynthetic(t *testing.T) {
 		t.Errorf("lives %q, want %q", got, wantLives)
 	}
 	sup := lives["pose f6 superseded"]
-	if sup.Args["reason"] != reasonTexts[reasonSup] || sup.Args["code"] != "ABORTED" || sup.Args["triton_id"] != "req-6" {
+	if sup.Args["reason"] != reasonText(reasonSup) || sup.Args["code"] != "ABORTED" || sup.Args["triton_id"] != "req-6" {
 		t.Errorf("superseded frame: %v", sup.Args)
 	}
 	lt := lives["cam0 f8 late_dropped"]
-	if lt.Args["reason"] != reasonTexts[reasonLate] || lt.Args["code"] != "DEADLINE_EXCEEDED" || lt.Args["outcome"] != "late_dropped" {
+	if lt.Args["reason"] != reasonText(reasonLate) || lt.Args["code"] != "DEADLINE_EXCEEDED" || lt.Args["outcome"] != "late_dropped" {
 		t.Errorf("late frame: %v", lt.Args)
 	}
 	// A life starts at capture (2 ms before arrival) and ends at the answer.

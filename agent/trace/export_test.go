@@ -1,9 +1,8 @@
 package trace
 
 var (
-	OutcomeNames = outcomeNames[:]
-	ReasonTexts  = reasonTexts[:]
-	CodeNames    = codeNames[:]
+	CodeNames = codeNames[:]
+	Cnames    = outcomeCnames[:]
 )
 
 var (
