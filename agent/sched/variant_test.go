@@ -416,6 +416,62 @@ func TestWireSimulationScenarioD2(t *testing.T) {
 	}
 }
 
+// TestWireSimulationScenarioD2Interference is scenario D2 as SCENARIOS.md
+// has it: with interference (a job that starts while another accelerator
+// runs one takes ×1.3 on the GPU, ×1.15 on a DLA core, as the mock backend
+// slows it), vig configured as `vig bench wire` runs it: per core without
+// the factors (d2.yaml), with variants told them (d2.server.yaml). It
+// checks what the variants hold here: the detector, lane, segment, pose
+// and the VLM at their targets, lane far above the detector fixed on DLA0,
+// pose and depth above direct clients.
+//
+// Segment stays below direct and vig per core (100 %: alone on DLA1), and
+// depth falls short of its target (≥ 93 % and ≥ vig per core): sending each
+// frame where it lands first puts nearly all of them on the GPU (8 ms, the
+// fastest), where detector, pose and depth — 11.4 + 7.2 + 14.3 ms at the
+// mean with interference — fill its 33 ms window, so depth's result ends
+// around its window's end and alternately doubles a window and leaves the
+// next one empty (measured: lane 97.0, segment 97.5, pose 94.9, depth
+// 87.0; the real bench: depth 88). Spreading the detector by load does not
+// repair it: a detector frame on a DLA core makes the next lane (segment)
+// result land a window later, which costs that stream a window each time
+// it happens (all frames on the DLA cores, alternating: lane and segment
+// ~60–75 %, depth 94.4).
+func TestWireSimulationScenarioD2Interference(t *testing.T) {
+	dur := 20 * time.Second
+	if testing.Short() {
+		dur = 10 * time.Second
+	}
+	sc := wireScenarioD2()
+	sc.name, sc.interference = "D2+interference", []float64{1.3, 1.15, 1.15}
+	fixed := wirePolicy{name: "vig per core, detector_dla0", order: OrderLaxity, noVariants: true}
+	vars := wirePolicy{name: "vig per core, variants", order: OrderLaxity, interference: true}
+	res := map[string]wireSummary{}
+	for _, p := range []wirePolicy{polDirect, fixed, vars} {
+		res[p.name] = simulateBest(t, sc, p, dur, benchHops)
+		t.Log(formatSummary(sc, p, res[p.name]))
+	}
+	v, f, d := res[vars.name], res[fixed.name], res[polDirect.name]
+	for i, floor := range map[int]float64{0: 0.99, 1: 0.95, 2: 0.95, 3: 0.93, 5: 0.19} { // depth: see above
+		if got := v.best[i].cov.Ratio(); got < floor {
+			t.Errorf("%s %.1f%% with variants, want ≥ %.0f%%", sc.streams[i].name, 100*got, 100*floor)
+		}
+	}
+	for i := 3; i <= 4; i++ {
+		if got, was := v.best[i].cov.Ratio(), d.best[i].cov.Ratio(); got < was {
+			t.Errorf("%s %.1f%% with variants, direct %.1f%%", sc.streams[i].name, 100*got, 100*was)
+		}
+	}
+	if got, was := v.best[1].cov.Ratio(), f.best[1].cov.Ratio(); got < was+0.1 {
+		t.Errorf("lane %.1f%% with variants, %.1f%% with the detector fixed on DLA0", 100*got, 100*was)
+	}
+	for i := 2; i <= 4; i += 2 { // segment, depth: issue 40's gap (see above)
+		if got, was := v.best[i].cov.Ratio(), f.best[i].cov.Ratio(); got < was {
+			t.Logf("%s %.1f%% with variants, %.1f%% with the detector fixed on DLA0: below issue 40's target", sc.streams[i].name, 100*got, 100*was)
+		}
+	}
+}
+
 // Only the engine the front expects the next frame at guards it: a long lane
 // job on DLA0 starts while the detector's next frame is expected at the idle
 // GPU, and is deferred when that frame is expected at DLA0.
