@@ -226,7 +226,9 @@ type Model struct {
 	HandDeadline string `yaml:"hand_deadline"`
 	// Variants makes the model a logical one: the same network built for
 	// several accelerators, each variant a model of its own; a frame of it
-	// runs as the variant whose result lands first. A logical model has no
+	// runs as the variant whose result lands first (or, when that
+	// accelerator is over 85 % busy, the least busy one that still lands it
+	// in time). A logical model has no
 	// exec_ms, on, max_batch or instances of its own.
 	Variants []string `yaml:"variants"`
 	// Instances overrides how many jobs of the model its accelerator runs at

@@ -354,3 +354,39 @@ func TestHeldToLandInItsWindow(t *testing.T) {
 	b, acts = h.arrive("depth", 0)
 	mustDispatch(t, acts, b)
 }
+
+// A stream running late keeps its pace: its frame would land in its own
+// capture window, already covered by the older frame that ran late, so it is
+// held until even its fastest result lands in the next window (run at once,
+// it would double that window and leave the next one empty).
+func TestHeldToKeepALatePace(t *testing.T) {
+	cfg := Config{
+		Slots: 1, SafetyMargin: 100,
+		Models: []ModelSpec{{Name: "lane", Exec: 14 * ms}, {Name: "long", Exec: 20 * ms}},
+		Streams: []StreamSpec{
+			{Name: "lane", Model: "lane", Class: High, Period: 33 * ms, MaxAge: 66 * ms, Queue: Latest},
+			{Name: "long", Model: "long", Class: High, Period: time.Second, MaxAge: 2 * time.Second, Queue: Latest},
+		},
+	}
+	h := newHarness(t, cfg)
+	long, acts := h.arrive("long", 0)
+	mustDispatch(t, acts, long) // 0–20 ms
+	h.set(at(1))
+	a, acts := h.arrive("lane", 0) // the grid starts here
+	mustNothing(t, acts, a)
+	h.set(at(20))
+	mustDispatch(t, h.complete(long, true), a) // 20–34 ms
+	h.set(at(34))
+	h.complete(a, true) // window 1, by a frame of window 0
+	h.set(at(35))
+	b, acts := h.arrive("lane", at(33))
+	mustNothing(t, acts, b) // at 35 + 14 it would double window 1
+	if w, ok := h.s.NextWake(); !ok || w != at(52) {
+		t.Fatalf("NextWake %v %v, want 52 ms (window 2's start − 14 ms)", time.Duration(w), ok)
+	}
+	h.set(at(52))
+	mustDispatch(t, h.tick(), b)
+	if st := h.stats("lane"); st.Held != 1 {
+		t.Fatalf("held %d", st.Held)
+	}
+}

@@ -39,7 +39,9 @@ type ModelSpec struct {
 	// Variants makes the model a logical one: a frame of it runs as one of
 	// these models (the same network built for several accelerators, each
 	// a ModelSpec of its own with its Exec and Accelerator, at most one per
-	// accelerator), the one whose result lands first; the Dispatch names it
+	// accelerator), the one whose result lands first unless that accelerator
+	// is busy above 85 % of late and another still lands it in time; the
+	// Dispatch names it
 	// (Action.Model). A logical model has no Exec, Accelerator, batching,
 	// Instances or Exclusive of its own (see Variants in doc.go).
 	Variants []string

@@ -977,6 +977,18 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 				cost = misses
 			}
 		}
+		if !budget && !probe && !wait && sk.extra && rows == 1 && s.cfg.Order == OrderLaxity && r.deadline != Never {
+			if until, ok := s.keepsLate(st, r, start, c, s.quantile(m, jobOcc, start, (*window).fastest)); ok {
+				if !r.held {
+					r.held = true
+					st.held++
+				}
+				r.deferPass = s.passID
+				r.recheck = until
+				st.pass = s.passID
+				continue
+			}
+		}
 		if !budget && !probe && !wait && !sk.extra && rows == 1 && s.cfg.Order == OrderLaxity && sk.lax != math.MaxInt64 {
 			if until, ok := s.landsEarly(st, r, start, c, s.quantile(m, jobOcc, start, (*window).fastest)); ok {
 				if !r.held {
@@ -1073,6 +1085,51 @@ func (s *Scheduler) landsEarly(st *stream, r *request, start Time, c, fastest ti
 		return 0, false // a newer frame comes first: holding this one only loses it
 	}
 	return until, true
+}
+
+// keepsLate reports whether a frame whose result would land in its own
+// capture window, already covered by an older frame's late result, should
+// wait until even its fastest result lands in the next window (see Landing
+// in a window in doc.go): the stream then keeps one result per window
+// instead of doubling this one and leaving the next empty. The hold must
+// still meet the frame's target (deadline and the next window's end) and
+// end before the stream's next frame is due.
+func (s *Scheduler) keepsLate(st *stream, r *request, start Time, c, fastest time.Duration) (Time, bool) {
+	cl := s.claimed(st)
+	if st.win(r.capture) != cl || !s.claimedLate(st, cl) {
+		return 0, false
+	}
+	until := st.windowStart(cl+1) - Time(fastest)
+	if until <= start || until.Add(c) > min(r.deadline, st.windowEnd(cl+1)) {
+		return 0, false
+	}
+	if until >= st.lastCapture.Add(st.interval) {
+		return 0, false // a newer frame comes first: holding this one only loses it
+	}
+	return until, true
+}
+
+// claimedLate reports whether window cl of st is claimed by a frame captured
+// in an earlier window: its newest delivery, or a job of st at the backend
+// predicted to end in cl.
+func (s *Scheduler) claimedLate(st *stream, cl int64) bool {
+	if st.delivered && st.delivWin == cl && st.win(st.newest) < cl {
+		return true
+	}
+	if st.running == 0 {
+		return false
+	}
+	for i := range s.slotRun {
+		for _, x := range [2]int32{s.slotRun[i], s.slotNext[i]} {
+			for ; x >= 0; x = s.reqs[x].bnext {
+				r := &s.reqs[x]
+				if r.stream == st.idx && r.expEnd < r.deadline && st.win(r.expEnd) == cl && st.win(r.capture) < cl {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // slotFree is when slot i is predicted to be free: the predicted end of the

@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"math"
 	"strings"
 	"time"
 )
@@ -26,10 +27,12 @@ type variants struct {
 	streams  []logicalStream
 	byName   map[string]int32 // logical stream name → index in streams
 	stats    []VariantStats
-	statOf   [][]int32 // per accelerator: its engine's stream → index in stats, or -1
-	free     []Time    // scratch of landing
-	defaults bool      // UnknownStreams == DefaultContract
-	unrouted Counters  // requests for a logical model matching none of its streams
+	statOf   [][]int32   // per accelerator: its engine's stream → index in stats, or -1
+	free     []Time      // scratch of landing
+	lands    []Time      // scratch of choose: each copy's predicted landing
+	load     []busyShare // per accelerator
+	defaults bool        // UnknownStreams == DefaultContract
+	unrouted Counters    // requests for a logical model matching none of its streams
 }
 
 type logicalModel struct {
@@ -236,6 +239,12 @@ func (v *variants) link(s *Scheduler) {
 		}
 	}
 	v.statOf = make([][]int32, len(s.accels))
+	v.load = make([]busyShare, len(s.accels))
+	for _, lm := range v.order {
+		if len(lm.variants) > len(v.lands) {
+			v.lands = make([]Time, len(lm.variants))
+		}
+	}
 	for p := range s.accels {
 		if e := s.accels[p].e; e != nil {
 			v.statOf[p] = make([]int32, len(e.streams))
@@ -382,7 +391,7 @@ func (v *variants) arrive(s *Scheduler, now Time, r Request, acts []Action) ([]A
 		ci = int(r.SequenceID % uint64(len(ls.copies)))
 	}
 	if ci < 0 {
-		ci = v.choose(s, ls.copies, now, now, ls.spec.Class)
+		ci = v.choose(s, ls.copies, now, now, ls.spec.Class, ls.deadline(capture))
 	}
 	c := ls.copies[ci]
 	r.Model, r.Stream, r.variant = ls.model.variants[ci], ls.spec.Name, true
@@ -419,7 +428,7 @@ func (v *variants) arriveDefault(s *Scheduler, now Time, lm *logicalModel, r Req
 	if r.SequenceID != 0 {
 		ci = int(r.SequenceID % uint64(len(lm.defaults)))
 	} else {
-		ci = v.choose(s, lm.defaults, now, now, BestEffort)
+		ci = v.choose(s, lm.defaults, now, now, BestEffort, Never)
 	}
 	// A stream name that no configured stream has (validateVariants)
 	// routes to the variant's default stream.
@@ -437,18 +446,88 @@ func (v *variants) send(s *Scheduler, now Time, c streamRef, r Request, acts []A
 	return s.translate(c.part, n0, s.accels[c.part].e.arrive(now, r, dup, acts))
 }
 
-// choose returns the copy whose engine would complete a frame of class
-// arriving at t first; the first listed of equals (Variants order: the
-// operator's preference).
-func (v *variants) choose(s *Scheduler, copies []streamRef, now, t Time, class Class) int {
-	best, bestT := 0, Never
+// choose returns the copy to send a frame of class arriving at t to, fresh
+// until deadline (Never: no deadline; see Variants in doc.go): the copy whose
+// engine would complete it first (ties to the first listed, in Variants
+// order: the operator's preference), unless that accelerator's recent busy
+// share is above busyHigh; then, among the copies that would complete it by
+// its target — the deadline, and the end of the window its earliest result
+// lands in — the one whose accelerator was the least busy (ties to the
+// earlier landing, then the first listed).
+func (v *variants) choose(s *Scheduler, copies []streamRef, now, t Time, class Class, deadline Time) int {
+	lands := v.lands[:len(copies)]
+	best := 0
 	for i, c := range copies {
 		e := s.accels[c.part].e
-		if land := e.landing(now, t, &e.streams[c.local], class, &v.free); land < bestT {
-			best, bestT = i, land
+		lands[i] = e.landing(now, t, &e.streams[c.local], class, &v.free)
+		if lands[i] < lands[best] {
+			best = i
 		}
 	}
-	return best
+	target := deadline
+	if st := &s.accels[copies[0].part].e.streams[copies[0].local]; st.gridSet && s.cfg.Order == OrderLaxity {
+		target = min(target, st.windowEnd(st.win(lands[best])))
+	}
+	if deadline == Never || lands[best] > target {
+		return best
+	}
+	pick, least := best, v.share(s, copies[best].part, now)
+	if least <= busyHigh {
+		return best
+	}
+	for i, c := range copies {
+		if i == best || lands[i] > target {
+			continue
+		}
+		if sh := v.share(s, c.part, now); sh < least || sh == least && (lands[i] < lands[pick] || lands[i] == lands[pick] && i < pick) {
+			pick, least = i, sh
+		}
+	}
+	return pick
+}
+
+// shareHorizon is the time constant of an accelerator's recent busy share:
+// several frame periods, so that where the last frames of a logical stream
+// went counts, and a long job (a VLM's) does not count for long after.
+const shareHorizon = 250 * time.Millisecond
+
+// busyHigh is the recent busy share above which an accelerator gives a frame
+// to a less busy one where it is still on time: below it the frame goes where
+// it lands first.
+const busyHigh = 0.85
+
+// busyShare follows an accelerator's recent busy share: the slot time its
+// jobs held (dispatch to completion) per slot, averaged with an exponential
+// decay of time constant shareHorizon.
+type busyShare struct {
+	at    Time
+	busy  time.Duration // the engine's busy slot time at at
+	share float64       // 0 at the start: a frame goes where it lands first until the share is known
+}
+
+// share updates and returns accelerator p's recent busy share at now.
+func (v *variants) share(s *Scheduler, p int32, now Time) float64 {
+	e, l := s.accels[p].e, &v.load[p]
+	if now <= l.at {
+		return l.share
+	}
+	b := e.busyTime
+	if now > e.busyAt {
+		b += time.Duration(e.busy) * now.Sub(e.busyAt)
+	}
+	dt := now.Sub(l.at)
+	inst := float64(b-l.busy) / float64(dt) / float64(e.slots)
+	l.share += (1 - math.Exp(-float64(dt)/float64(shareHorizon))) * (inst - l.share)
+	l.at, l.busy = now, b
+	return l.share
+}
+
+// deadline is when a frame of ls captured at capture stops being fresh.
+func (ls *logicalStream) deadline(capture Time) Time {
+	if ls.spec.MaxAge <= 0 {
+		return Never
+	}
+	return capture.Add(ls.spec.MaxAge)
 }
 
 // maxAhead bounds the waiting requests per stream that landing places ahead
@@ -564,7 +643,7 @@ func (v *variants) steer(s *Scheduler, now Time, acts []Action) []Action {
 			k = d/iv + 1
 		}
 		a := (st.lastCapture + Time(k*iv)).Add(st.lag)
-		best := v.choose(s, ls.copies, now, max(a, now), ls.spec.Class)
+		best := v.choose(s, ls.copies, now, max(a, now), ls.spec.Class, ls.deadline(st.lastCapture+Time(k*iv)))
 		for ci, c := range ls.copies {
 			e := s.accels[c.part].e
 			lc := e.streams[c.local].lc

@@ -98,6 +98,10 @@ type wireScenario struct {
 	// these models (scenario D2); its own accel and exec are the variant a
 	// policy without variants uses.
 	variants map[int][]wireVariant
+	// interference, when set, is per accelerator the factor by which a job
+	// that starts while another accelerator runs one takes longer (the mock
+	// backend's Config.Interference).
+	interference []float64
 }
 
 // wireVariant is one variant of a logical model in the simulation.
@@ -132,9 +136,9 @@ func wireScenarios() []wireScenario {
 			{"pose", High, 33 * ms, 100 * ms, 100 * ms, 8 * ms, 0, false, 0},
 			{"depth", High, 33 * ms, 100 * ms, 150 * ms, 20 * ms, 0, false, 0},
 			{"vlm", BestEffort, 1000 * ms, 1000 * ms, 2000 * ms, 200 * ms, 0, false, 0},
-		}, nil, nil, nil, nil},
-		{"B", 1, b, nil, nil, nil, nil},
-		{"C", 2, b, nil, nil, nil, nil},
+		}, nil, nil, nil, nil, nil},
+		{"B", 1, b, nil, nil, nil, nil, nil},
+		{"C", 2, b, nil, nil, nil, nil, nil},
 	}
 }
 
@@ -144,12 +148,13 @@ type wirePolicy struct {
 	direct bool
 	triton bool
 	// for vig:
-	order      Order
-	noPipeline bool
-	gridOffset bool          // tell vig the grid (else it learns it from captures)
-	gridError  time.Duration // told, but wrong by this much
-	onePool    int           // >0: vig configured as one pool of this many slots (scenario D's ablation)
-	noVariants bool          // vig configured without the scenario's variants: each stream on its own model
+	order        Order
+	noPipeline   bool
+	gridOffset   bool          // tell vig the grid (else it learns it from captures)
+	gridError    time.Duration // told, but wrong by this much
+	onePool      int           // >0: vig configured as one pool of this many slots (scenario D's ablation)
+	noVariants   bool          // vig configured without the scenario's variants: each stream on its own model
+	interference bool          // vig configured with the scenario's interference factors
 }
 
 type simEvent struct {
@@ -274,7 +279,11 @@ func simulateWire(t testing.TB, sc wireScenario, p wirePolicy, depth int, dur ti
 		if named {
 			cfg.Slots = 0
 			for k, n := range sc.accels {
-				cfg.Accelerators = append(cfg.Accelerators, AcceleratorSpec{Name: fmt.Sprint("acc", k), Slots: n})
+				a := AcceleratorSpec{Name: fmt.Sprint("acc", k), Slots: n}
+				if p.interference && k < len(sc.interference) {
+					a.Interference = sc.interference[k]
+				}
+				cfg.Accelerators = append(cfg.Accelerators, a)
 			}
 		} else if p.onePool > 0 {
 			cfg.Slots = p.onePool
@@ -318,6 +327,12 @@ func simulateWire(t testing.TB, sc wireScenario, p wirePolicy, depth int, dur ti
 		tps[k].free = n
 	}
 	poolOf := func(j int) int { return jobs[j].accel }
+	slotPool := make([]int, nSlots)
+	for k, n := range pools {
+		for i := base[k]; i < base[k]+n; i++ {
+			slotPool[i] = k
+		}
+	}
 	wakeAt := Never
 	end := Time(dur)
 
@@ -344,7 +359,17 @@ func simulateWire(t testing.TB, sc wireScenario, p wirePolicy, depth int, dur ti
 		slotBusy[slot] = true
 		jb.slot = slot
 		st := sc.streams[jb.stream]
-		jb.end = jb.start.Add(simExecTime(1, st.name, uint64(jb.frame), jb.exec))
+		d := simExecTime(1, st.name, uint64(jb.frame), jb.exec)
+		if k := slotPool[slot]; k < len(sc.interference) && sc.interference[k] > 1 {
+			for i := range nSlots {
+				// As the mock: another accelerator runs a job at the start.
+				if slotPool[i] != k && slotBusy[i] && slotEnd[i] > jb.start {
+					d = time.Duration(math.Round(float64(d) * sc.interference[k]))
+					break
+				}
+			}
+		}
+		jb.end = jb.start.Add(d)
 		slotEnd[slot] = jb.end
 		run.jobs++
 		push(jb.end, evEnd, j, 0)
