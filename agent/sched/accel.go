@@ -102,6 +102,13 @@ func newFront(cfg Config) (*Scheduler, error) {
 			local[p]++
 		}
 	}
+	// Interference is priced and learnt only on a device configured with
+	// it: otherwise the accelerators are independent, as before, and cost
+	// nothing per decision for it.
+	coRun := false
+	for _, a := range cfg.Accelerators {
+		coRun = coRun || a.Interference > 1
+	}
 	for p := range s.accels {
 		a := &s.accels[p]
 		if len(subs[p].Models) == 0 {
@@ -112,7 +119,9 @@ func newFront(cfg Config) (*Scheduler, error) {
 			return nil, err
 		}
 		e.accelName = a.name
-		e.initCo(s, int32(p), cfg.Accelerators[p].Interference)
+		if coRun {
+			e.initCo(s, int32(p), cfg.Accelerators[p].Interference)
+		}
 		a.e = e
 		a.global = make([]int32, len(e.streams))
 		if s.accels[s.fallbackPart].e == nil {

@@ -372,7 +372,9 @@
 // Interference. The accelerators of one device share its memory bandwidth
 // (NVIDIA's DLA FAQ; HaX-CoNN measured up to 45 % on Orin): a job runs
 // longer while another accelerator runs one. AcceleratorSpec.Interference
-// (≥ 1, at most 10; 0 or 1 for none) is how much longer, and:
+// (≥ 1, at most 10; 0 or 1 for none) is how much longer. When no
+// accelerator has a factor above 1 vig neither prices nor learns
+// interference (nothing of the below runs); otherwise:
 //
 //   - Pricing: a job is priced as co-running when another accelerator has
 //     a job at the backend (running or committed) predicted to end after
@@ -417,8 +419,9 @@
 //     Protected jobs are not deferred for another accelerator's protected
 //     work, as they are not on their own. Only an accelerator configured
 //     with a factor above 1 is protected so (its learnt factor then used):
-//     one configured without interference has its factor learnt for
-//     pricing only, so that measurement noise never defers a job.
+//     on a device with interference, one configured without it has its
+//     factor learnt for pricing only, so that measurement noise never
+//     defers a job.
 //
 // # Batching
 //
