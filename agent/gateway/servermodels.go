@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"strings"
@@ -148,7 +149,7 @@ func (g *Governor) setMaxBatch(model string, n int) bool {
 // configuration the server refuses (NOT_FOUND: not loaded) is left out of
 // the map; a server without ModelConfig (UNIMPLEMENTED) gives an empty map.
 // A backend that is not up (UNAVAILABLE, a deadline) is the error, for the
-// caller to retry.
+// caller to retry; a configuration that does not decode is ErrBadModelConfig.
 func FetchServerModels(ctx context.Context, addr string, models []string) (map[string]*wire.ModelConfig, error) {
 	target := "passthrough:///" + addr
 	if strings.HasPrefix(addr, "unix:") {
@@ -174,12 +175,16 @@ func FetchServerModels(ctx context.Context, addr string, models []string) (map[s
 		}
 		mc, err := wire.ParseModelConfig(resp.Config)
 		if err != nil {
-			return nil, fmt.Errorf("model %s: the server's configuration: %w", name, err)
+			return nil, fmt.Errorf("model %s: %w: %w", name, ErrBadModelConfig, err)
 		}
 		out[name] = mc
 	}
 	return out, nil
 }
+
+// ErrBadModelConfig marks a model configuration the backend sent that vig
+// cannot decode: asking again does not help.
+var ErrBadModelConfig = errors.New("the backend's model configuration does not decode as Triton's ModelConfig")
 
 // checkLayout compares the layout the server now describes with the one vig
 // runs, after a reconnect: the scheduler is not rebuilt live, so a change is

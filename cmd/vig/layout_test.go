@@ -332,3 +332,37 @@ func TestDoctorDerivesOrinFromMock(t *testing.T) {
 		}
 	}
 }
+
+// badConfigServer answers ModelConfig with bytes that do not decode.
+type badConfigServer struct {
+	pb.UnimplementedGRPCInferenceServiceServer
+}
+
+func (badConfigServer) ModelConfig(context.Context, *pb.ModelConfigRequest) (*pb.ModelConfigResponse, error) {
+	return &pb.ModelConfigResponse{Config: []byte{0xff, 0xff, 0xff}}, nil
+}
+
+// A backend that answers with a configuration vig cannot decode is not a
+// backend that is not up yet: vig stops at once with the fix, not after
+// --layout-wait with "start the backend first".
+func TestServeLayoutBadConfigNotRetried(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "bad.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	pb.RegisterGRPCInferenceServiceServer(srv, badConfigServer{})
+	go srv.Serve(ln)
+	defer srv.Stop()
+	cfg, err := config.Parse("f.yaml", []byte(derivedYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Backend.Address = "unix:" + sock
+	err = serve(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil)
+	if err == nil || !strings.Contains(err.Error(), "does not decode as Triton's ModelConfig") || !strings.Contains(err.Error(), "config.pbtxt") ||
+		strings.Contains(err.Error(), "start the backend first") {
+		t.Fatalf("error %v", err)
+	}
+}

@@ -479,6 +479,10 @@ func resolveLayout(ctx context.Context, cfg *config.Config, log *slog.Logger, wa
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		if errors.Is(err, gateway.ErrBadModelConfig) {
+			return fmt.Errorf("the backend at %s answered, but %w: check that it is Triton (or speaks its ModelConfig) and the model's config.pbtxt, "+
+				"or declare the accelerators and each model's on: in vig's config", cfg.Backend.Address, err)
+		}
 		if time.Now().After(deadline) {
 			if cfg.LayoutFromServer() {
 				return fmt.Errorf("accelerators: from_server, but the backend at %s did not describe the models within %s (%v): "+
