@@ -43,12 +43,14 @@ func (g *Governor) traceSetup(rec *trace.Recorder, cfg *config.Config) {
 	for _, name := range g.modelNames {
 		g.modelIdx[name] = int16(len(g.modelIdx))
 	}
-	g.s.SetOnDefer(func(now sched.Time, token uint64, stream, forStream int) {
-		if g.rec.On() {
-			w, _ := g.s.Load(0)
-			g.rec.Record(&trace.Event{Time: int64(now), Kind: trace.Defer, Token: token, Stream: int32(stream),
-				For: int32(forStream), Waiting: int32(w), Accel: -1, Variant: -1}, nil)
+	g.s.SetOnDefer(func(now sched.Time, token uint64, stream, forStream int) bool {
+		if !g.rec.On() {
+			return false
 		}
+		w, _ := g.s.Load(0)
+		g.rec.Record(&trace.Event{Time: int64(now), Kind: trace.Defer, Token: token, Stream: int32(stream),
+			For: int32(forStream), Waiting: int32(w), Accel: -1, Variant: -1}, nil)
+		return true
 	})
 	rec.SetMeta(g.traceMeta)
 }

@@ -193,8 +193,8 @@ type Scheduler struct {
 	accelName     string        // the accelerator's name; "" for the backend.slots shorthand
 	busyTime      time.Duration // slot time busy up to busyAt: Σ busy × dt
 	busyAt        Time
-	onDefer       func(now Time, token uint64, stream, forStream int) // trace.go
-	blockedBy     int32                                               // the stream admission last found blocked
+	onDefer       func(now Time, token uint64, stream, forStream int) bool // trace.go
+	blockedBy     int32                                                    // the stream admission last found blocked
 
 	// budgetRunningBE counts the running budget jobs of best_effort
 	// streams: they are admitted against high frames too, so high

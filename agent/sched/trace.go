@@ -6,9 +6,10 @@ package sched
 
 // SetOnDefer sets f to be called when admission holds a waiting request back
 // for another stream's frame (forStream; -1 unknown): once per request and
-// stream it waits for, with the front's stream numbers. Set it before the
-// first event; nil turns it off.
-func (s *Scheduler) SetOnDefer(f func(now Time, token uint64, stream, forStream int)) {
+// stream it waits for, with the front's stream numbers; f reports whether
+// it recorded the deferral (a request not recorded is told again the next
+// time it is held back). Set it before the first event; nil turns it off.
+func (s *Scheduler) SetOnDefer(f func(now Time, token uint64, stream, forStream int) bool) {
 	if !s.multi() {
 		s.onDefer = f
 		return
@@ -23,12 +24,12 @@ func (s *Scheduler) SetOnDefer(f func(now Time, token uint64, stream, forStream 
 			continue
 		}
 		global := a.global
-		a.e.onDefer = func(now Time, token uint64, st, forSt int) {
+		a.e.onDefer = func(now Time, token uint64, st, forSt int) bool {
 			g := -1
 			if forSt >= 0 {
 				g = int(global[forSt])
 			}
-			f(now, token, int(global[st]), g)
+			return f(now, token, int(global[st]), g)
 		}
 	}
 }
@@ -39,8 +40,9 @@ func (s *Scheduler) deferred(now Time, r *request, st int32) {
 	if r.deferFor == s.blockedBy+1 {
 		return
 	}
-	r.deferFor = s.blockedBy + 1
-	s.onDefer(now, r.token, int(st), int(s.blockedBy))
+	if s.onDefer(now, r.token, int(st), int(s.blockedBy)) {
+		r.deferFor = s.blockedBy + 1
+	}
 }
 
 // Route returns the stream a request of that stream and model name would be

@@ -24,7 +24,10 @@ func TestDeferHook(t *testing.T) {
 				at        Time
 			}
 			var calls []call
-			h.s.SetOnDefer(func(now Time, tok uint64, st, forSt int) { calls = append(calls, call{tok, st, forSt, now}) })
+			h.s.SetOnDefer(func(now Time, tok uint64, st, forSt int) bool {
+				calls = append(calls, call{tok, st, forSt, now})
+				return len(calls) > 1 // the first is not recorded (recording off): told again
+			})
 			h.set(at(1000))
 			det, _ := h.arrive("detector", 0)
 			h.set(at(1012))
@@ -32,7 +35,9 @@ func TestDeferHook(t *testing.T) {
 			h.set(at(1013))
 			vlm, _ := h.arrive("vlm", 0)
 			h.set(at(1014))
-			h.tick() // deferred again for the same stream: not told again
+			h.tick() // deferred again for the same stream: told again, as the first was not recorded
+			h.set(at(1015))
+			h.tick() // recorded at 1014: not told again
 			vi, di := h.s.Route("vlm", "vlm"), h.s.Route("detector", "detector")
 			if h.s.StreamName(vi) != "vlm" || h.s.StreamName(di) != "detector" || h.s.Route("nobody", "nomodel") != -1 {
 				t.Fatalf("Route: vlm %d, detector %d", vi, di)
@@ -43,8 +48,8 @@ func TestDeferHook(t *testing.T) {
 				}
 				return
 			}
-			if len(calls) != 1 || calls[0] != (call{vlm, vi, di, at(1013)}) || h.stats("vlm").Deferred != 1 {
-				t.Fatalf("hook calls %+v; want one {vlm %d, stream %d, for %d}", calls, vlm, vi, di)
+			if len(calls) != 2 || calls[0] != (call{vlm, vi, di, at(1013)}) || calls[1] != (call{vlm, vi, di, at(1014)}) || h.stats("vlm").Deferred != 1 {
+				t.Fatalf("hook calls %+v; want {vlm %d, stream %d, for %d} at 1013 (not recorded) and again at 1014", calls, vlm, vi, di)
 			}
 			if waiting, jobs := h.s.Load(0); waiting != 1 || jobs != 0 {
 				t.Errorf("Load: %d waiting, %d jobs; want the VLM waiting, nothing running", waiting, jobs)
