@@ -112,7 +112,7 @@ func backendChecks(ctx context.Context, cfg *config.Config, h *Host) []Check {
 	if cfg.Backend.Embedded {
 		return []Check{{Name: "backend", Status: Skipped, Detail: fmt.Sprintf(
 			"backend.embedded: vig serve runs the mock backend in-process (models %s); there is nothing to reach before it starts",
-			strings.Join(cfg.ModelNames(), ", "))}}
+			strings.Join(cfg.ServedModelNames(), ", "))}}
 	}
 	addr := cfg.Backend.Address
 	ctx, cancel := context.WithTimeout(ctx, backendTimeout)
@@ -133,7 +133,7 @@ func backendChecks(ctx context.Context, cfg *config.Config, h *Host) []Check {
 		return []Check{{Name: "backend", Status: Warn, Detail: fmt.Sprintf("%s answers but is not live (ServerLive false, %s)", addr, lat.Round(10*time.Microsecond))}}
 	}
 	cs := []Check{{Name: "backend", Status: OK, Detail: fmt.Sprintf("%s live, ServerLive took %s", addr, lat.Round(10*time.Microsecond))}}
-	for _, m := range cfg.ModelNames() {
+	for _, m := range cfg.ServedModelNames() {
 		c := Check{Name: "model " + m}
 		rr, err := client.ModelReady(ctx, &inference.ModelReadyRequest{Name: m})
 		switch {

@@ -315,6 +315,9 @@ func TestDoctorDerivesOrinFromMock(t *testing.T) {
 	}
 	var out, errb bytes.Buffer
 	doctorMain(context.Background(), []string{"-c", path, "--device", "orin"}, &out, &errb, false)
+	if strings.Contains(out.String(), "ModelReady") || strings.Contains(out.String(), "not ready") {
+		t.Errorf("a model the server serves is said not ready, or the logical model was asked for:\n%s", out.String())
+	}
 	got := map[string][]string{}
 	for _, line := range strings.Split(out.String(), "\n") {
 		if f := strings.Fields(line); len(f) > 1 {
