@@ -157,7 +157,7 @@ func (c *Config) SchedAccelerators() (slots int, accels []sched.AcceleratorSpec)
 
 // InstancesOf returns how many jobs of model its accelerator runs at once:
 // the resolved layout's count (the server's, or instances: overriding it),
-// else instances:; 0 when nothing bounds it below the accelerator's slots.
+// else instances:; 0 when none is given (the accelerator's slots bound it).
 func (c *Config) InstancesOf(model string) int {
 	if l := c.layout; l != nil && len(l.Accelerators) > 0 {
 		return l.Models[model].Instances

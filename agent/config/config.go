@@ -47,10 +47,9 @@ type Config struct {
 
 	File string `yaml:"-"` // the name Parse was given, for errors found later (files the config names)
 
-	accel       accelInfo
-	layout      *Layout // set by Resolve: the layout vig runs (layout.go)
-	layoutNotes []Disagreement
-	lines       map[string]int // dotted key (backend.slots, streams[0].period_ms) → line, for errors
+	accel  accelInfo
+	layout *Layout        // set by Resolve: the layout vig runs (layout.go)
+	lines  map[string]int // dotted key (backend.slots, streams[0].period_ms) → line, for errors
 }
 
 // Line returns the line of a key given by its dotted path (backend.slots,

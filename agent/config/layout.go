@@ -48,9 +48,8 @@ type Placement struct {
 	Accelerator string
 	// Instances is how many jobs of the model its accelerator runs at once
 	// (0: as many as the accelerator's slots).
-	Instances       int
-	Source          Source // of Accelerator
-	InstancesSource Source
+	Instances int
+	Source    Source // of Accelerator
 }
 
 // Layout is the accelerators and the placement of every model vig schedules
@@ -224,7 +223,7 @@ func Derive(c *Config, server map[string]*wire.ModelConfig) (Layout, []Disagreem
 		var p Placement
 		switch {
 		case b.described:
-			p = Placement{Accelerator: b.accel, Instances: b.instances, Source: FromServer, InstancesSource: FromServer}
+			p = Placement{Accelerator: b.accel, Instances: b.instances, Source: FromServer}
 			if m.On != "" && m.On != b.accel {
 				notes = append(notes, Disagreement{Model: name, Config: "on: " + m.On, Server: "binds it to " + b.accel,
 					Does: "vig runs it where the server binds it, on " + b.accel, Fix: "remove on: from the model (the server decides where it runs)"})
@@ -236,7 +235,7 @@ func Derive(c *Config, server map[string]*wire.ModelConfig) (Layout, []Disagreem
 			continue
 		}
 		if m.Instances > 0 {
-			p.Instances, p.InstancesSource = m.Instances, FromConfig
+			p.Instances = m.Instances
 		}
 		if p.Accelerator == "gpu" && b.described && p.Instances > gpuSlots && m.Instances == 0 {
 			notes = append(notes, Disagreement{Model: name, Config: fmt.Sprintf("the GPU runs %d job(s) at once (backend.slots)", gpuSlots),
@@ -403,7 +402,7 @@ func (c *Config) Resolve(server map[string]*wire.ModelConfig) ([]Disagreement, e
 	if err != nil {
 		return notes, err
 	}
-	c.layout, c.layoutNotes = &l, notes
+	c.layout = &l
 	if len(l.Accelerators) > 0 {
 		total := 0
 		for _, a := range l.Accelerators {
@@ -413,10 +412,6 @@ func (c *Config) Resolve(server map[string]*wire.ModelConfig) ([]Disagreement, e
 	}
 	return notes, nil
 }
-
-// LayoutNotes returns the disagreements Resolve found between the config
-// and the server.
-func (c *Config) LayoutNotes() []Disagreement { return c.layoutNotes }
 
 // LayoutFromServer reports whether the config writes accelerators: from_server
 // (the layout must come from the server).

@@ -117,10 +117,6 @@ func SchedConfig(c *config.Config) (sched.Config, error) {
 	if sc.UnknownStreams, err = sched.ParseUnknownPolicy(c.Scheduler.UnknownStreams); err != nil {
 		return sc, err
 	}
-	slots := map[string]int{}
-	for _, a := range c.AcceleratorList() {
-		slots[a.Name] = a.Slots
-	}
 	for _, name := range c.ModelNames() {
 		m := c.Models[name]
 		if m.Logical() {
@@ -132,11 +128,7 @@ func SchedConfig(c *config.Config) (sched.Config, error) {
 		if m.MaxBatch != nil {
 			spec.MaxBatch = *m.MaxBatch
 		}
-		// Instances bound the model only below its accelerator's slots; at
-		// or above them the slots bound it already.
-		if n := c.InstancesOf(name); n > 0 && n < slots[spec.Accelerator] {
-			spec.Instances = n
-		}
+		spec.Instances = c.InstancesOf(name) // binds only below the accelerator's slots (sched)
 		sc.Models = append(sc.Models, spec)
 	}
 	for _, s := range c.Streams {

