@@ -331,7 +331,12 @@ func (g *Governor) runAs(c *Call, model string) {
 	if g.obs != nil {
 		g.obs.Variant(g.intern(c.Header.Model), model)
 	}
-	c.Header.Model, c.rename = v.name, v.field
+	c.Header.Model = v.name
+	if c.Msg != nil {
+		// A message the client sent names the logical model; one built on
+		// demand (Build: the ring, REST) is built from the header's name.
+		c.rename = v.field
+	}
 }
 
 // complete reports the backend's answer for a dispatched call.
