@@ -110,21 +110,11 @@ func (c *chromeWriter) thread(pid, tid int32, name string, lane int, stream int3
 	c.end()
 }
 
-func (c *chromeWriter) streamName(s int32) string {
-	if s >= 0 && int(s) < len(c.win.Streams) {
-		return c.win.Streams[s].Name
-	}
-	return ""
-}
+func (c *chromeWriter) streamName(s int32) string { return streamName(c.win, s) }
 
 // appendFrameName appends "stream f<token>" ("f<token>" for no stream).
 func (c *chromeWriter) appendFrameName(b []byte, stream int32, token uint64) []byte {
-	if n := c.streamName(stream); n != "" {
-		b = appendJSONInner(b, n)
-		b = append(b, ' ')
-	}
-	b = append(b, 'f')
-	return strconv.AppendUint(b, token, 10)
+	return appendFrameLabel(b, c.win, stream, token, appendJSONInner)
 }
 
 func (c *chromeWriter) span(s *span) {

@@ -173,20 +173,10 @@ func (d *svgDrawer) rect(b []byte, t0, t1 int64, y, h int, fill string, title fu
 	return append(b, "</title></rect>"...)
 }
 
-func (d *svgDrawer) streamName(s int32) string {
-	if s >= 0 && int(s) < len(d.win.Streams) {
-		return d.win.Streams[s].Name
-	}
-	return ""
-}
+func (d *svgDrawer) streamName(s int32) string { return streamName(d.win, s) }
 
 func (d *svgDrawer) appendFrame(b []byte, stream int32, token uint64) []byte {
-	if n := d.streamName(stream); n != "" {
-		b = appendXML(b, n)
-		b = append(b, ' ')
-	}
-	b = append(b, 'f')
-	return strconv.AppendUint(b, token, 10)
+	return appendFrameLabel(b, d.win, stream, token, appendXML)
 }
 
 func appendMs(b []byte, ns int64) []byte {
@@ -241,9 +231,9 @@ func (d *svgDrawer) span(s *span) {
 		if f.answered && !f.lost {
 			switch f.outcome {
 			case outcomeForwarded:
-			case 2: // superseded
+			case outcomeSuperseded:
 				fill = svgSupersededColour
-			case 3: // late_dropped
+			case outcomeLateDropped:
 				fill = svgLateColour
 			default:
 				fill = svgErrorColour
