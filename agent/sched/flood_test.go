@@ -128,9 +128,12 @@ func TestFloodingProtectedLeavesHighItsCoverage(t *testing.T) {
 		}
 	}
 	// The detector's extras take nothing from pose and depth: neither
-	// waits in vig longer than when the detector keeps its contract.
+	// waits in vig longer than when the detector keeps its contract. A job
+	// committed behind a running one is dispatched when that job may end
+	// within CommitLead (its p10, learnt), so its recorded wait moves by up
+	// to CommitLead with the estimates the two runs learnt.
 	for _, n := range []string{"pose", "depth"} {
-		if waited[n] > base[n] {
+		if waited[n] > base[n]+defaultCommitLead {
 			t.Errorf("%s waited up to %v with the detector at 10×, %v without", n, waited[n], base[n])
 		}
 	}

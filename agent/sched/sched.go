@@ -978,7 +978,7 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 			}
 		}
 		if !budget && !probe && !wait && sk.extra && rows == 1 && s.cfg.Order == OrderLaxity && r.deadline != Never {
-			if until, ok := s.keepsLate(st, r, start, c, s.quantile(m, jobOcc, start, (*window).fastest)); ok {
+			if until, ok := s.keepsLate(st, r, s.earliest(now, slot, start, queued), start, c, s.quantile(m, jobOcc, start, (*window).fastest)); ok {
 				if !r.held {
 					r.held = true
 					st.held++
@@ -990,7 +990,7 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 			}
 		}
 		if !budget && !probe && !wait && !sk.extra && rows == 1 && s.cfg.Order == OrderLaxity && sk.lax != math.MaxInt64 {
-			if until, ok := s.landsEarly(st, r, start, c, s.quantile(m, jobOcc, start, (*window).fastest)); ok {
+			if until, ok := s.landsEarly(st, r, s.earliest(now, slot, start, queued), start, c, s.quantile(m, jobOcc, start, (*window).fastest)); ok {
 				if !r.held {
 					r.held = true
 					st.held++
@@ -1061,16 +1061,17 @@ func (s *Scheduler) account(now Time) {
 
 // landsEarly reports whether a head placed at start should wait so that its
 // result lands in the window it is for (see Landing in a window in doc.go):
-// its fastest plausible result (start + the shortest execution time in its
-// estimator window) would land in a window of its stream already claimed —
+// its fastest plausible result (early, its earliest plausible start, + the
+// shortest execution time in its estimator window) would land in a window of
+// its stream already claimed —
 // doubling it — while its predicted one (start + c) lands in a later window,
 // not claimed. It is then held until windowStart(w) − fastest, when even its
 // fastest result lands in w, provided it
 // still meets its target (deadline and w's end) from there and the hold ends
 // before the stream's next frame is due.
-func (s *Scheduler) landsEarly(st *stream, r *request, start Time, c, fastest time.Duration) (Time, bool) {
+func (s *Scheduler) landsEarly(st *stream, r *request, early, start Time, c, fastest time.Duration) (Time, bool) {
 	cl := s.claimed(st)
-	if st.win(start.Add(fastest)) > cl {
+	if st.win(early.Add(fastest)) > cl {
 		return 0, false
 	}
 	w := st.win(start.Add(c))
@@ -1078,7 +1079,7 @@ func (s *Scheduler) landsEarly(st *stream, r *request, start Time, c, fastest ti
 		return 0, false
 	}
 	until := st.windowStart(w) - Time(fastest)
-	if until <= start || until.Add(c) > min(r.deadline, st.windowEnd(w)) {
+	if until <= early || until.Add(c) > min(r.deadline, st.windowEnd(w)) {
 		return 0, false
 	}
 	if until >= st.lastCapture.Add(st.interval) {
@@ -1089,18 +1090,19 @@ func (s *Scheduler) landsEarly(st *stream, r *request, start Time, c, fastest ti
 
 // keepsLate reports whether a frame whose result would land in its own
 // capture window, already covered by an older frame's late result, should
-// wait until even its fastest result lands in the next window (see Landing
-// in a window in doc.go): the stream then keeps one result per window
+// wait until even its fastest result (from early, its earliest plausible
+// start) lands in the next window (see Landing in a window in doc.go): the
+// stream then keeps one result per window
 // instead of doubling this one and leaving the next empty. The hold must
 // still meet the frame's target (deadline and the next window's end) and
 // end before the stream's next frame is due.
-func (s *Scheduler) keepsLate(st *stream, r *request, start Time, c, fastest time.Duration) (Time, bool) {
+func (s *Scheduler) keepsLate(st *stream, r *request, early, start Time, c, fastest time.Duration) (Time, bool) {
 	cl := s.claimed(st)
 	if st.win(r.capture) != cl || !s.claimedLate(st, cl) {
 		return 0, false
 	}
 	until := st.windowStart(cl+1) - Time(fastest)
-	if until <= start || until.Add(c) > min(r.deadline, st.windowEnd(cl+1)) {
+	if until <= early || until.Add(c) > min(r.deadline, st.windowEnd(cl+1)) {
 		return 0, false
 	}
 	if until >= st.lastCapture.Add(st.interval) {
@@ -1130,6 +1132,18 @@ func (s *Scheduler) claimedLate(st *stream, cl int64) bool {
 		}
 	}
 	return false
+}
+
+// earliest is the earliest plausible start of a job placed on slot at start:
+// start itself on a free slot; behind a running job (queued), that job's
+// earliest plausible end (the p10 its commitAt was set from), which may come
+// well before its predicted one. A hold decided from the predicted start alone
+// would commit a job that then starts, and lands, early.
+func (s *Scheduler) earliest(now Time, slot int, start Time, queued bool) Time {
+	if !queued {
+		return start
+	}
+	return min(start, max(now, s.reqs[s.slotRun[slot]].commitAt.Add(s.cfg.CommitLead)))
 }
 
 // slotFree is when slot i is predicted to be free: the predicted end of the
