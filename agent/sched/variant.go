@@ -30,6 +30,7 @@ type variants struct {
 	statOf   [][]int32   // per accelerator: its engine's stream → index in stats, or -1
 	free     []Time      // scratch of landing
 	lands    []Time      // scratch of choose: each copy's predicted landing
+	sq       []sqJob     // scratch of squeeze
 	load     []busyShare // per accelerator
 	defaults bool        // UnknownStreams == DefaultContract
 	unrouted Counters    // requests for a logical model matching none of its streams
@@ -447,13 +448,16 @@ func (v *variants) send(s *Scheduler, now Time, c streamRef, r Request, acts []A
 }
 
 // choose returns the copy to send a frame of class arriving at t to, fresh
-// until deadline (Never: no deadline; see Variants in doc.go): the copy whose
-// engine would complete it first (ties to the first listed, in Variants
-// order: the operator's preference), unless that accelerator's recent busy
-// share is above busyHigh; then, among the copies that would complete it by
-// its target — the deadline, and the end of the window its earliest result
-// lands in — the one whose accelerator was the least busy (ties to the
-// earlier landing, then the first listed).
+// until deadline (Never: no deadline; see Variants in doc.go). Each copy's
+// engine predicts when it would complete the frame; the target is the
+// deadline and the end of the window the earliest of them lands in. Among the
+// copies that would complete it by the target it takes the one that costs
+// least — each frame of another protected or high stream of its accelerator
+// that the frame would push past its window or deadline (squeeze) one, an
+// accelerator busy above busyHigh of late one — and of those the one where it
+// lands first (ties to the first listed, in Variants order: the operator's
+// preference). When none would complete it by the target, or without a
+// deadline, the one where it lands first.
 func (v *variants) choose(s *Scheduler, copies []streamRef, now, t Time, class Class, deadline Time) int {
 	lands := v.lands[:len(copies)]
 	best := 0
@@ -471,16 +475,18 @@ func (v *variants) choose(s *Scheduler, copies []streamRef, now, t Time, class C
 	if deadline == Never || lands[best] > target {
 		return best
 	}
-	pick, least := best, v.share(s, copies[best].part, now)
-	if least <= busyHigh {
-		return best
-	}
+	pick, least := best, math.MaxInt
 	for i, c := range copies {
-		if i == best || lands[i] > target {
+		if lands[i] > target {
 			continue
 		}
-		if sh := v.share(s, c.part, now); sh < least || sh == least && (lands[i] < lands[pick] || lands[i] == lands[pick] && i < pick) {
-			pick, least = i, sh
+		e := s.accels[c.part].e
+		cost := e.squeeze(now, t, &e.streams[c.local], target, &v.sq, &v.free)
+		if v.share(s, c.part, now) > busyHigh {
+			cost++
+		}
+		if cost < least || cost == least && lands[i] < lands[pick] {
+			pick, least = i, cost
 		}
 	}
 	return pick
@@ -491,10 +497,10 @@ func (v *variants) choose(s *Scheduler, copies []streamRef, now, t Time, class C
 // went counts, and a long job (a VLM's) does not count for long after.
 const shareHorizon = 250 * time.Millisecond
 
-// busyHigh is the recent busy share above which an accelerator gives a frame
-// to a less busy one where it is still on time: below it the frame goes where
-// it lands first.
-const busyHigh = 0.85
+// busyHigh is the recent busy share above which an accelerator costs a frame
+// placed there as much as a frame it pushes past its window: so busy, its
+// queue is one late job away from pushing the next ones.
+const busyHigh = 0.9
 
 // busyShare follows an accelerator's recent busy share: the slot time its
 // jobs held (dispatch to completion) per slot, averaged with an exponential

@@ -21,6 +21,10 @@ import (
 // vig↔backend, sensor↔backend for the direct path, plus vig's timer
 // lateness. It is deterministic, so policies can be compared job by job.
 
+// simSeed seeds the execution times of simulateWire (the mock backend's
+// --seed; vig bench wire runs seed 1).
+var simSeed uint64 = 1
+
 // simExecTime is mockbackend.ExecTime (the same law, copied so that the
 // scheduler's tests do not link the mock's gRPC server).
 func simExecTime(seed uint64, stream string, frame uint64, base time.Duration) time.Duration {
@@ -359,7 +363,7 @@ func simulateWire(t testing.TB, sc wireScenario, p wirePolicy, depth int, dur ti
 		slotBusy[slot] = true
 		jb.slot = slot
 		st := sc.streams[jb.stream]
-		d := simExecTime(1, st.name, uint64(jb.frame), jb.exec)
+		d := simExecTime(simSeed, st.name, uint64(jb.frame), jb.exec)
 		if k := slotPool[slot]; k < len(sc.interference) && sc.interference[k] > 1 {
 			for i := range nSlots {
 				// As the mock: another accelerator runs a job at the start.
