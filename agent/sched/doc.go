@@ -517,8 +517,10 @@
 // at the occupancy it would start under, with interference), ties to the first
 // listed — unless that costs another stream a window. Among the variants that
 // would complete it by its target (its deadline, and the end of the window
-// where its earliest result lands) the frame goes to the one that costs least,
-// then where it lands first: each frame of another protected or high stream
+// where its earliest result lands) the frame goes where it lands first of
+// those that cost nothing; when each costs something, to the one that costs
+// least, ties to the first listed (the operator's order decides which stream
+// pays). Each frame of another protected or high stream
 // on that accelerator that it would push past its own target counts one (a
 // schedule of the jobs at the backend, the other streams' waiting frames and
 // next predicted frames, earliest target first, with and without it; a

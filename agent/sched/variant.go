@@ -451,13 +451,14 @@ func (v *variants) send(s *Scheduler, now Time, c streamRef, r Request, acts []A
 // until deadline (Never: no deadline; see Variants in doc.go). Each copy's
 // engine predicts when it would complete the frame; the target is the
 // deadline and the end of the window the earliest of them lands in. Among the
-// copies that would complete it by the target it takes the one that costs
-// least — each frame of another protected or high stream of its accelerator
-// that the frame would push past its window or deadline (squeeze) one, an
-// accelerator busy above busyHigh of late one — and of those the one where it
-// lands first (ties to the first listed, in Variants order: the operator's
-// preference). When none would complete it by the target, or without a
-// deadline, the one where it lands first.
+// copies that would complete it by the target it takes the one where it lands
+// first of those that cost nothing: no frame of another protected or high
+// stream of its accelerator pushed past its window or deadline (squeeze), an
+// accelerator not busy above busyHigh of late. When each costs something, the
+// one that costs least (each pushed frame one, a busy accelerator one), ties
+// to the first listed (in Variants order: the operator's preference decides
+// which stream pays). When none would complete it by the target, or without a
+// deadline, the one where it lands first (ties to the first listed).
 func (v *variants) choose(s *Scheduler, copies []streamRef, now, t Time, class Class, deadline Time) int {
 	lands := v.lands[:len(copies)]
 	best := 0
@@ -485,7 +486,7 @@ func (v *variants) choose(s *Scheduler, copies []streamRef, now, t Time, class C
 		if v.share(s, c.part, now) > busyHigh {
 			cost++
 		}
-		if cost < least || cost == least && lands[i] < lands[pick] {
+		if cost < least || cost == 0 && least == 0 && lands[i] < lands[pick] {
 			pick, least = i, cost
 		}
 	}
