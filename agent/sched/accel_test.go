@@ -390,3 +390,46 @@ func TestHeldToKeepALatePace(t *testing.T) {
 		t.Fatalf("held %d", st.Held)
 	}
 }
+
+// A frame committed behind a running job is held, as on a free slot, when its
+// fastest result could double a window its stream already has: judged from
+// the running job's earliest plausible end (its p10), not its predicted one
+// (p90), since the backend starts the committed job the moment the running
+// one ends.
+func TestHeldBehindAnEarlyEnd(t *testing.T) {
+	cfg := Config{
+		Slots: 1, SafetyMargin: 100,
+		Models: []ModelSpec{{Name: "depth", Exec: 10 * ms}, {Name: "pose", Exec: 10 * ms}},
+		Streams: []StreamSpec{
+			{Name: "depth", Model: "depth", Class: High, Period: 33 * ms, MaxAge: 100 * ms, Queue: Latest},
+			{Name: "pose", Model: "pose", Class: High, Period: 33 * ms, MaxAge: 66 * ms, Queue: Latest},
+		},
+	}
+	h := newHarness(t, cfg)
+	// pose runs 6 or 14 ms (p10 6, p90 14); depth 10 ms.
+	for k := range 20 {
+		base := at(float64(33 * k))
+		h.set(base)
+		p, acts := h.arrive("pose", base)
+		mustDispatch(t, acts, p)
+		h.set(base.Add(time.Duration(6+8*(k%2)) * ms))
+		h.complete(p, true)
+	}
+	base := at(33 * 20)
+	h.set(base.Add(2 * ms))
+	d, acts := h.arrive("depth", base.Add(2*ms))
+	mustDispatch(t, acts, d)
+	h.set(base.Add(12 * ms))
+	h.complete(d, true) // depth's window 20 covered
+	h.set(base.Add(16 * ms))
+	p, acts := h.arrive("pose", base.Add(16*ms))
+	mustDispatch(t, acts, p) // ends at 22–30 ms into the window
+	h.set(base.Add(21 * ms))
+	d, acts = h.arrive("depth", base.Add(21*ms))
+	// Behind pose's predicted end (30) depth would land at 40, in window
+	// 21; behind its earliest (22) at 31, doubling window 20.
+	mustNothing(t, acts, d)
+	if st := h.stats("depth"); st.Held != 1 {
+		t.Fatalf("held %d", st.Held)
+	}
+}

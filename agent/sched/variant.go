@@ -454,8 +454,9 @@ func (v *variants) send(s *Scheduler, now Time, c streamRef, r Request, acts []A
 // copies that would complete it by the target it takes the one where it lands
 // first of those that cost nothing: no frame of another protected or high
 // stream of its accelerator pushed past its window or deadline (squeeze), an
-// accelerator not busy above busyHigh of late. When each costs something, the
-// one that costs least (each pushed frame one, a busy accelerator one), ties
+// accelerator not busy above busyHigh of late, a landing on time even if the
+// jobs ahead of it end as late as their spread allows (a VLM's 200–340 ms).
+// When each costs something, the one that costs least (one for each), ties
 // to the first listed (in Variants order: the operator's preference decides
 // which stream pays). When none would complete it by the target, or without a
 // deadline, the one where it lands first (ties to the first listed).
@@ -464,7 +465,7 @@ func (v *variants) choose(s *Scheduler, copies []streamRef, now, t Time, class C
 	best := 0
 	for i, c := range copies {
 		e := s.accels[c.part].e
-		lands[i] = e.landing(now, t, &e.streams[c.local], class, &v.free)
+		lands[i] = e.landing(now, t, &e.streams[c.local], class, deadline, &v.free)
 		if lands[i] < lands[best] {
 			best = i
 		}
@@ -483,6 +484,9 @@ func (v *variants) choose(s *Scheduler, copies []streamRef, now, t Time, class C
 		}
 		e := s.accels[c.part].e
 		cost := e.squeeze(now, t, &e.streams[c.local], target, &v.sq, &v.free)
+		if lands[i].Add(e.spread()) > target {
+			cost++ // the frame itself is at risk: its queue may end that much later
+		}
 		if v.share(s, c.part, now) > busyHigh {
 			cost++
 		}
@@ -544,11 +548,12 @@ const maxAhead = 64
 // landing predicts when a frame of stream own arriving at t (≥ now) would
 // complete on this engine: after the jobs at the backend (each slot free at
 // the predicted end of its last job) and the waiting requests that would go
-// before it — those of streams of its class or a stricter one, but not the
-// frame its arrival supersedes (own's Latest queue) — placed on the slot that
+// before it — those of streams of its class or a stricter one, and under
+// OrderLaxity those of a laxer contract class due before its deadline, but
+// not the frame its arrival supersedes (own's Latest queue) — placed on the slot that
 // frees first, each at the engine's own price (estimate × margin at the
 // occupancy it would start under).
-func (s *Scheduler) landing(now, t Time, own *stream, class Class, buf *[]Time) Time {
+func (s *Scheduler) landing(now, t Time, own *stream, class Class, deadline Time, buf *[]Time) Time {
 	f := (*buf)[:0]
 	for i := range s.slotRun {
 		f = append(f, s.slotFree(i, now))
@@ -598,8 +603,15 @@ func (s *Scheduler) landing(now, t Time, own *stream, class Class, buf *[]Time) 
 	}
 	for i := range s.streams {
 		p := &s.streams[i]
-		if len(p.q) == 0 || p.class > class || (p == own && p.spec.Queue == Latest) {
+		if len(p.q) == 0 || (p == own && p.spec.Queue == Latest) {
 			continue
+		}
+		if p.class > class {
+			// Under OrderLaxity a contract frame of a laxer class due
+			// earlier ranks first.
+			if s.cfg.Order != OrderLaxity || p.class == BestEffort || s.reqs[p.q[0]].deadline >= deadline {
+				continue
+			}
 		}
 		for range min(len(p.q), maxAhead) {
 			place(p.model, now)
@@ -710,4 +722,27 @@ func (c *Counters) addAll(o Counters) {
 	c.Deferred += o.Deferred
 	c.Waiting += o.Waiting
 	c.Running += o.Running
+}
+
+// spread is how much later than predicted the jobs at the backend may end:
+// per slot, the running job's predicted end less its earliest plausible one
+// (its p10, from which commitAt was set), plus for a job committed behind it
+// its predicted run less its p10; the largest over the slots.
+func (s *Scheduler) spread() time.Duration {
+	var d time.Duration
+	for i := range s.slotRun {
+		var di time.Duration
+		if x := s.slotRun[i]; x >= 0 {
+			r := &s.reqs[x]
+			di += r.predEnd.Sub(r.commitAt.Add(s.cfg.CommitLead))
+		}
+		if x := s.slotNext[i]; x >= 0 {
+			r := &s.reqs[x]
+			m := &s.models[s.streams[r.stream].model]
+			p10 := s.coScale(m.win(int(r.occ), max(int(r.bsize), 1)).p10, r.start)
+			di += max(r.predEnd.Sub(r.start)-p10, 0)
+		}
+		d = max(d, di)
+	}
+	return d
 }
