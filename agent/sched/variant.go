@@ -477,6 +477,15 @@ func (v *variants) choose(s *Scheduler, copies []streamRef, now, t Time, class C
 	if deadline == Never || lands[best] > target {
 		return best
 	}
+	inTime := 0
+	for i := range copies {
+		if lands[i] <= target {
+			inTime++
+		}
+	}
+	if inTime == 1 {
+		return best // the only one in time: nothing to weigh
+	}
 	pick, least := best, math.MaxInt
 	for i, c := range copies {
 		if lands[i] > target {
