@@ -229,7 +229,8 @@
 // contracted rate keeps its own windows and takes nothing the others are
 // contracted for: in the simulation of scenario B with the detector at 10×
 // (flood_test.go) every detector, pose and depth window is covered, pose
-// and depth wait in vig no longer than with the detector at its contract,
+// and depth wait in vig no longer than with the detector at its contract
+// (to within CommitLead, the resolution of a commit's dispatch time),
 // and the detector is served ~4 times per window where the slot has room.
 // Default-contract streams have no period and no window: they are never
 // extras, and rank as before.
