@@ -12,7 +12,6 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/vig-edge/vig/agent/access"
 	"github.com/vig-edge/vig/agent/trace"
+	"github.com/vig-edge/vig/internal/atomicfile"
 )
 
 const traceUsage = `Usage: vig trace [--addr 127.0.0.1:9090] [--seconds 10] [-o vig.trace.json]
@@ -89,6 +89,11 @@ func (e usageError) Unwrap() error { return e.error }
 // fetchTrace asks vig for a window and writes it to r.out; it returns the bytes
 // written and the response's headers.
 func fetchTrace(ctx context.Context, r traceRequest) (int64, http.Header, error) {
+	if r.out != "-" {
+		if err := writable(r.out); err != nil {
+			return 0, nil, usageError{fmt.Errorf("-o %s: %w", r.out, err)}
+		}
+	}
 	base := r.addr
 	if !strings.Contains(base, "://") {
 		base = "http://" + base
@@ -144,19 +149,11 @@ func fetchTrace(ctx context.Context, r traceRequest) (int64, http.Header, error)
 		n, err := io.Copy(os.Stdout, resp.Body)
 		return n, resp.Header, err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(r.out), "."+filepath.Base(r.out)+".*")
-	if err != nil {
-		return 0, resp.Header, usageError{fmt.Errorf("-o %s: %w", r.out, err)}
-	}
-	n, err := io.Copy(tmp, resp.Body)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), r.out)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-	}
+	var n int64
+	err = atomicfile.Write(r.out, func(w io.Writer) error {
+		var err error
+		n, err = io.Copy(w, resp.Body)
+		return err
+	})
 	return n, resp.Header, err
 }
