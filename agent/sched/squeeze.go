@@ -23,7 +23,7 @@ const maxSqueeze = 16
 // own arriving at t (≥ now), due by target, would push past their own target
 // on this engine. It schedules twice, without and with that frame: the jobs at
 // the backend (each slot free at the predicted end of its last job), each
-// other protected or high stream's newest waiting request and, for a stream
+// other protected or high stream's waiting head and, for a stream
 // with none, its next predicted frame, each at the engine's price; a slot that
 // frees takes the arrived job with the earliest target (the laxity order, for
 // jobs of one period), else the next to arrive. A frame's target is its
@@ -41,7 +41,7 @@ func (s *Scheduler) squeeze(now, t Time, own *stream, target Time, buf *[]sqJob,
 			continue
 		}
 		if len(p.q) > 0 {
-			r := &s.reqs[p.q[len(p.q)-1]]
+			r := &s.reqs[p.q[0]]
 			if r.deadline == Never {
 				continue
 			}
