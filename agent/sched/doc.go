@@ -568,8 +568,8 @@
 // In the simulation of scenario D2 (variant_test.go: {gpu: 1, dla0: 1, dla1:
 // 1}, the bench's hops) with interference (×1.3 on the GPU, ×1.15 on a DLA
 // core, as the mock backend), over six seeds of the execution times, the
-// mean coverage with the variants is detector 100 %, lane 99.0 %, segment
-// 99.4 %, pose 94.0 %, depth 94.1 %; vig with the detector fixed on DLA0
+// mean coverage with the variants is detector 100 %, lane 97.5 %, segment
+// 99.9 %, pose 94.3 %, depth 94.0 %; vig with the detector fixed on DLA0
 // covers 100, 77.5, 100, 94.5, 94.3 and direct clients 99.3, 82.1, 100, 69.7,
 // 68.4 (TestWireSimulationScenarioD2Seeds). Always landing first left depth
 // 87 %; a frame on DLA1 while segment lands in its own window makes segment's

@@ -26,7 +26,8 @@ const maxSqueeze = 16
 // other protected or high stream's waiting head and, for a stream
 // with none, its next predicted frame, each at the engine's price; a slot that
 // frees takes the arrived job with the earliest target (the laxity order, for
-// jobs of one period), else the next to arrive. A frame's target is its
+// jobs of one period) — a protected own frame first, as admission holds the
+// others back for it — else the next to arrive. A frame's target is its
 // deadline and the end of the window its stream next needs — the one after
 // its newest claimed window, or its capture's if later: a stream whose results
 // land a window late keeps that pace (Landing in a window, doc.go) and loses
@@ -88,7 +89,9 @@ func (s *Scheduler) squeeze(now, t Time, own *stream, target Time, buf *[]sqJob,
 				}
 				pj := &jobs[pick]
 				in, pin := jb.a <= f[k], pj.a <= f[k]
-				if in && !pin || in && pin && jb.target < pj.target || !in && !pin && jb.a < pj.a {
+				first := jb.own && own.class == Protected
+				pfirst := pj.own && own.class == Protected
+				if in && !pin || in && pin && (first || !pfirst && jb.target < pj.target) || !in && !pin && jb.a < pj.a {
 					pick = j
 				}
 			}

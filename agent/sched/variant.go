@@ -558,10 +558,11 @@ const maxAhead = 64
 // complete on this engine: after the jobs at the backend (each slot free at
 // the predicted end of its last job) and the waiting requests that would go
 // before it — those of streams of its class or a stricter one, and under
-// OrderLaxity those of a laxer contract class due before its deadline, but
-// not the frame its arrival supersedes (own's Latest queue) — placed on the slot that
-// frees first, each at the engine's own price (estimate × margin at the
-// occupancy it would start under).
+// OrderLaxity, for a frame that is not protected, those of a laxer contract
+// class due before its deadline, but not the frame its arrival supersedes
+// (own's Latest queue) — placed on the slot that frees first, each at the
+// engine's own price (estimate × margin at the occupancy it would start
+// under).
 func (s *Scheduler) landing(now, t Time, own *stream, class Class, deadline Time, buf *[]Time) Time {
 	f := (*buf)[:0]
 	for i := range s.slotRun {
@@ -617,8 +618,9 @@ func (s *Scheduler) landing(now, t Time, own *stream, class Class, deadline Time
 		}
 		if p.class > class {
 			// Under OrderLaxity a contract frame of a laxer class due
-			// earlier ranks first.
-			if s.cfg.Order != OrderLaxity || p.class == BestEffort || s.reqs[p.q[0]].deadline >= deadline {
+			// earlier ranks first, unless the frame is protected:
+			// admission holds the laxer one back for it.
+			if s.cfg.Order != OrderLaxity || class == Protected || p.class == BestEffort || s.reqs[p.q[0]].deadline >= deadline {
 				continue
 			}
 		}

@@ -574,7 +574,7 @@ func TestWireSimulationScenarioD2Interference(t *testing.T) {
 // bench's noise rule, as for scenario E-linear) of the better of direct
 // clients and vig with the detector fixed on DLA0 (segment alone on DLA1
 // either way: 100 %), and lane 15 points better than both (~77 % and ~82 %).
-// Measured: detector 100, segment 99.4, pose 94.0, depth 94.1 against 100,
+// Measured: detector 100, segment 99.9, pose 94.3, depth 94.0 against 100,
 // 100, 94.5, 94.3 — what a frame on a DLA core or the GPU still costs another
 // stream now and then: the prices are p90s, and a result predicted just
 // inside a window lands past it one time in a few (see Variants in doc.go).
