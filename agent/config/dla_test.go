@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vig-edge/vig/internal/fuzztest"
 	"github.com/vig-edge/vig/wire"
 )
 
@@ -95,4 +96,31 @@ func TestDeriveTooManyAccelerators(t *testing.T) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
 	}
+}
+
+// A name DLACore reads as core n is exactly DLAName(n), so no two names
+// are one core; a name dlaFix has a fix for is no core, and its fix is.
+func FuzzDLACore(f *testing.F) {
+	for _, s := range []string{"dla0", "dla1", "dla", "dla01", "DLA0", "dla_1", "dla-1", "dla+1", "dla 1", "dla99999999999999999999"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		defer fuzztest.Bound(t)()
+		core, ok := DLACore(name)
+		if ok && (core < 0 || DLAName(core) != name) {
+			t.Fatalf("DLACore(%q) = %d: DLAName gives %q", name, core, DLAName(core))
+		}
+		fix := dlaFix(name)
+		if fix == "" {
+			return
+		}
+		if ok {
+			t.Fatalf("dlaFix(%q) = %q for a core", name, fix)
+		}
+		if w, found := strings.CutPrefix(fix, "write "); found {
+			if _, ok := DLACore(w); !ok {
+				t.Fatalf("dlaFix(%q) = %q: not a core", name, fix)
+			}
+		}
+	})
 }
