@@ -1,9 +1,13 @@
 package jetson
 
 import (
+	"bytes"
 	"os"
+	"strings"
 	"testing"
 	"testing/fstest"
+
+	"github.com/vig-edge/vig/internal/fuzztest"
 )
 
 func TestBoardOf(t *testing.T) {
@@ -54,4 +58,26 @@ func TestBoardsTable(t *testing.T) {
 	if MaxDLACores() != 2 {
 		t.Errorf("MaxDLACores %d: no Jetson has more than 2", MaxDLACores())
 	}
+}
+
+// Whatever the device tree holds, a board found is named by one of its
+// entries.
+func FuzzBoardOf(f *testing.F) {
+	f.Add([]byte("nvidia,p3768-0000+p3767-0005\x00nvidia,p3767-0005\x00nvidia,tegra234\x00"))
+	f.Add([]byte("nvidia,p3701\x00\x00"))
+	f.Add([]byte("nvidia,tegra234-"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		defer fuzztest.Bound(t)()
+		b, entry, ok := BoardOf(fstest.MapFS{rel(DeviceTreeCompatible): {Data: data}})
+		if !ok {
+			return
+		}
+		listed := false
+		for _, e := range bytes.Split(data, []byte{0}) {
+			listed = listed || string(e) == entry
+		}
+		if !listed || !(entry == b.Compatible || strings.HasPrefix(entry, b.Compatible+"-")) {
+			t.Fatalf("%q: board %+v from entry %q", data, b, entry)
+		}
+	})
 }
