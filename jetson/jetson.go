@@ -1,6 +1,7 @@
 // Package jetson holds vig's NVIDIA Jetson device policy: whether this is a Jetson
 // (decided at run time from /etc/nv_tegra_release or the device tree), which
-// nvpmodel power mode it runs, whether jetson_clocks pins the clocks, and how busy
+// board it is and how many DLA cores it has (Boards, BoardOf), which nvpmodel
+// power mode it runs, whether jetson_clocks pins the clocks, and how busy
 // the GPU, the memory bus and the cores are (tegrastats). Execution-time priors
 // (exec_ms) only hold in the power mode, clock setup and load they were measured
 // in, so doctor reports them all, and Collector exports them as metrics.

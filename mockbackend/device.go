@@ -4,11 +4,11 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/vig-edge/vig/agent/config"
 	"github.com/vig-edge/vig/wire"
 )
 
@@ -68,27 +68,12 @@ func (d *device) ended(x *execution, end time.Time) {
 }
 
 // Accelerator names the mock gives a Triton-style placement: "gpu", "cpu",
-// and "dla<N>" for DLA core N (DLAName).
+// and "dla<N>" for DLA core N (config.DLACore reads them, config.DLAName
+// writes them).
 const (
 	AccelGPU = "gpu"
 	AccelCPU = "cpu"
 )
-
-// DLAName is the accelerator of DLA core n: "dla0", "dla1", ….
-func DLAName(n int) string { return "dla" + strconv.Itoa(n) }
-
-// dlaCore is the core of an accelerator named dla<N>, or -1.
-func dlaCore(accel string) int {
-	rest, ok := strings.CutPrefix(accel, "dla")
-	if !ok || rest == "" || (len(rest) > 1 && rest[0] == '0') {
-		return -1
-	}
-	n, err := strconv.Atoi(rest)
-	if err != nil || n < 0 {
-		return -1
-	}
-	return n
-}
 
 // instanceGroupOf is the instance group the mock reports for a model, as
 // Triton completes it on a device with one GPU: placed on "dla<N>", a
@@ -97,10 +82,10 @@ func dlaCore(accel string) int {
 // KIND_GPU on gpus [0]. The count is Model.Instances (1 when 0).
 func instanceGroupOf(m Model) wire.InstanceGroup {
 	g := wire.InstanceGroup{Name: m.Name, Kind: wire.KindGPU, Count: int32(max(m.Instances, 1)), GPUs: []int32{0}}
-	switch n := dlaCore(m.On); {
+	switch n, dla := config.DLACore(m.On); {
 	case m.On == AccelCPU:
 		g.Kind, g.GPUs = wire.KindCPU, nil
-	case n >= 0:
+	case dla:
 		g.SecondaryDevices = []wire.SecondaryDevice{{Kind: wire.KindNVDLA, DeviceID: int64(n)}}
 	}
 	return g
@@ -122,8 +107,10 @@ func interferenceOf(f map[string]float64, accels []string) ([]float64, error) {
 		out[i] = 1
 		if v, ok := f[a]; ok {
 			out[i] = v
-		} else if v, ok := f["dla"]; ok && dlaCore(a) >= 0 {
-			out[i] = v
+		} else if _, dla := config.DLACore(a); dla {
+			if v, ok := f["dla"]; ok {
+				out[i] = v
+			}
 		}
 	}
 	return out, nil

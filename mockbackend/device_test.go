@@ -107,7 +107,7 @@ func TestRepositoryErrors(t *testing.T) {
 			t.Errorf("%v: err %v, want %q", tc.f, err, tc.want)
 		}
 	}
-	if _, err := New(Config{Interference: map[string]float64{"gpu": 1.3}, Spin: -1}); err == nil || !strings.Contains(err.Error(), "interference needs accelerators") {
+	if _, err := New(Config{Interference: map[string]float64{"gpu": 1.3}, Spin: -1}); err == nil || !strings.Contains(err.Error(), "give Config.Accelerators (e.g. gpu and dla0) and each Model.On, or drop Config.Interference") {
 		t.Errorf("interference without accelerators: %v", err)
 	}
 	if _, err := New(Config{Models: []Model{{Name: "m", Instances: -1}}, Spin: -1}); err == nil || !strings.Contains(err.Error(), "instances -1") {

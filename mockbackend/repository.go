@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/vig-edge/vig/agent/config"
 )
 
 // Repository describes the mock's model repository as Triton's would place its
@@ -91,7 +93,7 @@ func (r *Repository) check() error {
 func (m RepositoryModel) accelOf() string {
 	switch {
 	case m.DLACore != nil:
-		return DLAName(*m.DLACore)
+		return config.DLAName(*m.DLACore)
 	case m.Kind == "cpu":
 		return AccelCPU
 	}
@@ -144,7 +146,7 @@ func (r *Repository) Apply(cfg *Config) error {
 	cfg.Slots = 0
 	cfg.Accelerators = []Accelerator{{Name: AccelGPU, Slots: max(r.GPUSlots, 1)}}
 	for _, n := range dlas {
-		cfg.Accelerators = append(cfg.Accelerators, Accelerator{Name: DLAName(n), Slots: 1})
+		cfg.Accelerators = append(cfg.Accelerators, Accelerator{Name: config.DLAName(n), Slots: 1})
 	}
 	if cpu > 0 {
 		cfg.Accelerators = append(cfg.Accelerators, Accelerator{Name: AccelCPU, Slots: cpu})
@@ -174,11 +176,11 @@ func ParseInstance(s string) (RepositoryModel, error) {
 		}
 		m.Count = n
 	}
-	switch n := dlaCore(where); {
+	switch n, dla := config.DLACore(where); {
 	case where == AccelGPU:
 	case where == AccelCPU:
 		m.Kind = "cpu"
-	case n >= 0:
+	case dla:
 		m.DLACore = &n
 	default:
 		return m, fmt.Errorf("%q: %s", s, want)

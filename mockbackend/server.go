@@ -97,8 +97,12 @@ type Config struct {
 	Interference map[string]float64
 }
 
-// FromConfig takes the models, slots and seed from a vig configuration: what the
-// embedded backend of `vig serve` and `vig mock-backend -c` serve.
+// FromConfig takes the device and the models from a vig configuration: what the
+// embedded backend of `vig serve` and `vig mock-backend -c` serve. The device
+// is the one vig schedules: the accelerators with their slots, each model on
+// its accelerator with its instances (instances:, the count of its instance
+// group) and the interference between accelerators (interference:; with
+// the backend.slots shorthand there is one accelerator, and nothing to slow).
 func FromConfig(c *config.Config) Config {
 	cfg := Config{Slots: c.Backend.Slots, Seed: c.Backend.Seed}
 	if len(c.Accelerators) > 0 {
@@ -106,12 +110,15 @@ func FromConfig(c *config.Config) Config {
 		for _, a := range c.AcceleratorList() {
 			cfg.Accelerators = append(cfg.Accelerators, Accelerator{Name: a.Name, Slots: a.Slots})
 		}
+		if len(c.Interference) > 0 {
+			cfg.Interference = maps.Clone(c.Interference)
+		}
 	}
 	for name, m := range c.Models {
 		if m.Logical() {
 			continue // its frames reach the server as its variants
 		}
-		mm := Model{Name: name, Exec: m.Exec(), On: c.AcceleratorOf(name)}
+		mm := Model{Name: name, Exec: m.Exec(), On: c.AcceleratorOf(name), Instances: c.InstancesOf(name)}
 		if m.MaxBatch != nil && *m.MaxBatch > 1 {
 			mm.MaxBatch = *m.MaxBatch
 			mm.Batcher = &wire.DynamicBatching{}
@@ -252,7 +259,8 @@ func New(cfg Config) (*Server, error) {
 	s.slots = s.pools[0]
 	if len(cfg.Interference) > 0 {
 		if len(cfg.Accelerators) == 0 {
-			return nil, errors.New("mockbackend: interference needs accelerators: one accelerator cannot slow another")
+			return nil, errors.New("mockbackend: interference needs two accelerators or more (a job slows while another accelerator runs one), and there is one: " +
+				"give Config.Accelerators (e.g. gpu and dla0) and each Model.On, or drop Config.Interference")
 		}
 		factors, err := interferenceOf(cfg.Interference, s.accels)
 		if err != nil {

@@ -221,7 +221,7 @@ func (c *Config) validateAccelerators(bad func(line int, key, format string, arg
 			bad(c.accel.line, "backend.slots", "both backend.slots and accelerators are set: backend.slots is the shorthand for one accelerator; drop it (the slots are given per accelerator)")
 		}
 		for _, a := range list {
-			if !validAccelName(a.Name) {
+			if !badDLA(bad, a.Line, "accelerators."+a.Name, a.Name) && !validAccelName(a.Name) {
 				bad(a.Line, "accelerators."+a.Name, "%q: an accelerator's name is 1–32 lower-case letters, digits, _ or - (e.g. gpu, dla, npu)", a.Name)
 			}
 			if a.Slots < 1 || a.Slots > 256 {
@@ -238,6 +238,7 @@ func (c *Config) validateAccelerators(bad func(line int, key, format string, arg
 		switch {
 		case m.Logical():
 			continue // validateVariants
+		case badDLA(bad, m.Line, key+".on", m.On):
 		case m.On != "" && c.accel.fromServer:
 			if !validAccelName(m.On) {
 				bad(m.Line, key+".on", "%q: an accelerator's name is 1–32 lower-case letters, digits, _ or - (e.g. gpu, dla0, npu)", m.On)
@@ -266,6 +267,7 @@ func (c *Config) validateInterference(bad func(line int, key, format string, arg
 		switch {
 		case !(f >= 1 && f <= 10):
 			bad(0, key, "%g: a factor from 1 (no slowdown) to 10 by which a job on %s takes longer while another accelerator runs one, e.g. %s: 1.3", f, n, n)
+		case badDLA(bad, 0, key, n):
 		case !validAccelName(n):
 			bad(0, key, "%q: an accelerator's name is 1–32 lower-case letters, digits, _ or - (e.g. gpu, dla0)", n)
 		case len(c.Accelerators) > 0 && !has(declared, n):

@@ -100,7 +100,7 @@ func bindingOf(name string, mc *wire.ModelConfig, notes *[]Disagreement) binding
 		accel, n := "", max(int(g.Count), 1) // Triton's default count is 1
 		for _, d := range g.SecondaryDevices {
 			if d.Kind == wire.KindNVDLA {
-				accel, n = fmt.Sprintf("dla%d", d.DeviceID), 1
+				accel, n = DLAName(int(d.DeviceID)), 1
 				break
 			}
 		}
@@ -292,7 +292,7 @@ func Derive(c *Config, server map[string]*wire.ModelConfig) (Layout, []Disagreem
 		switch {
 		case name == "gpu":
 			a.Slots = gpuSlots
-		case isDLA(name):
+		case isCore(name):
 			a.Slots = 1
 		}
 		if !serverBound(l.Models, name) {
@@ -307,16 +307,18 @@ func Derive(c *Config, server map[string]*wire.ModelConfig) (Layout, []Disagreem
 		}
 		return l.Accelerators[i].Name < l.Accelerators[j].Name
 	})
+	names := make([]string, 0, len(l.Accelerators))
+	for _, a := range l.Accelerators {
+		names = append(names, a.Name)
+	}
 	if len(l.Accelerators) > MaxAccelerators {
-		return l, notes, &Error{File: c.File, Key: "accelerators", Msg: fmt.Sprintf("the server's layout has %d accelerators: vig takes at most %d", len(l.Accelerators), MaxAccelerators)}
+		return l, notes, &Error{File: c.File, Key: "accelerators", Msg: fmt.Sprintf("the server's layout binds the models to %d accelerators (%s): vig governs at most %d; "+
+			"split the models across vig instances, each config listing the models of at most %d accelerators, or fix the instance groups that bind models to devices the board lacks",
+			len(l.Accelerators), quoteShort(strings.Join(names, ", ")), MaxAccelerators, MaxAccelerators)}
 	}
 	var errs []error
 	for _, n := range sortedKeys(c.Interference) {
 		if _, ok := slots[n]; !ok {
-			names := make([]string, 0, len(l.Accelerators))
-			for _, a := range l.Accelerators {
-				names = append(names, a.Name)
-			}
 			errs = append(errs, &Error{File: c.File, Line: c.Line("interference." + n), Key: "interference." + n,
 				Msg: fmt.Sprintf("%q is not an accelerator of the server's layout (%s): name one of them, or remove it", n, strings.Join(names, ", "))})
 		}
@@ -329,9 +331,10 @@ func Derive(c *Config, server map[string]*wire.ModelConfig) (Layout, []Disagreem
 
 // describe says how the server binds a model, in config.pbtxt's terms.
 func describe(b binding) string {
+	core, dla := DLACore(b.accel)
 	switch {
-	case isDLA(b.accel):
-		return "instance_group secondary_devices KIND_NVDLA device_id " + strings.TrimPrefix(b.accel, "dla")
+	case dla:
+		return fmt.Sprintf("instance_group secondary_devices KIND_NVDLA device_id %d", core)
 	case b.accel == "cpu":
 		return fmt.Sprintf("KIND_CPU, count %d", b.instances)
 	}
@@ -343,23 +346,16 @@ func slotsOf(accel string, gpuSlots int, b binding) int {
 	switch {
 	case accel == "gpu":
 		return gpuSlots
-	case isDLA(accel):
+	case isCore(accel):
 		return 1
 	}
 	return max(b.instances, 1)
 }
 
-func isDLA(name string) bool {
-	rest, ok := strings.CutPrefix(name, "dla")
-	if !ok || rest == "" {
-		return false
-	}
-	for _, r := range rest {
-		if r < '0' || r > '9' {
-			return false
-		}
-	}
-	return true
+// isCore reports whether accel is a DLA core (DLACore).
+func isCore(accel string) bool {
+	_, ok := DLACore(accel)
+	return ok
 }
 
 // accelRank orders a derived layout: gpu, the DLA cores, cpu, the rest.
@@ -367,7 +363,7 @@ func accelRank(name string) int {
 	switch {
 	case name == "gpu":
 		return 0
-	case isDLA(name):
+	case isCore(name):
 		return 1
 	case name == "cpu":
 		return 2

@@ -1,11 +1,9 @@
 package doctor
 
 import (
-	"bytes"
 	"fmt"
 	"io/fs"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/vig-edge/vig/agent/config"
@@ -23,40 +21,22 @@ type Profile struct {
 	Why string `json:"why,omitempty"`
 }
 
-// jetsonProfiles maps device-tree compatible strings to boards, the most
-// specific first: the module (p3701 AGX Orin, p3767-000N Orin NX and Nano,
-// p2888 AGX Xavier, p3668 Xavier NX), then the SoC when the module is not
-// known (then the most DLA cores any board of that SoC has).
-var jetsonProfiles = []struct {
-	compatible string
-	p          Profile
-}{
-	{"nvidia,p3701", Profile{Name: "Jetson AGX Orin", DLACores: 2}},
-	{"nvidia,p3767-0000", Profile{Name: "Jetson Orin NX 16GB", DLACores: 2}},
-	{"nvidia,p3767-0001", Profile{Name: "Jetson Orin NX 8GB", DLACores: 1}},
-	{"nvidia,p3767-0003", Profile{Name: "Jetson Orin Nano 8GB", DLACores: 0}},
-	{"nvidia,p3767-0004", Profile{Name: "Jetson Orin Nano 4GB", DLACores: 0}},
-	{"nvidia,p3767-0005", Profile{Name: "Jetson Orin Nano 8GB", DLACores: 0}},
-	{"nvidia,p2888", Profile{Name: "Jetson AGX Xavier", DLACores: 2}},
-	{"nvidia,p3668", Profile{Name: "Jetson Xavier NX", DLACores: 2}},
-	{"nvidia,tegra234", Profile{Name: "Jetson Orin", DLACores: 2}},
-	{"nvidia,tegra194", Profile{Name: "Jetson Xavier", DLACores: 2}},
-	{"nvidia,tegra186", Profile{Name: "Jetson TX2", DLACores: 0}},
-	{"nvidia,tegra210", Profile{Name: "Jetson Nano", DLACores: 0}},
-}
-
 // phoneProfile is an Android phone: apps reach one NPU (NNAPI or the vendor's
 // delegate), and no DLA.
 var phoneProfile = Profile{Name: "Android phone", NPUs: 1}
 
-// Profiles are the devices `vig doctor --device NAME` knows, by name.
-var Profiles = map[string]Profile{
-	"orin":      {Name: "Jetson AGX Orin", DLACores: 2},
-	"orin-nx":   {Name: "Jetson Orin NX 16GB", DLACores: 2},
-	"orin-nano": {Name: "Jetson Orin Nano", DLACores: 0},
-	"xavier":    {Name: "Jetson AGX Xavier", DLACores: 2},
-	"xavier-nx": {Name: "Jetson Xavier NX", DLACores: 2},
-	"phone":     phoneProfile,
+// Profiles are the devices `vig doctor --device NAME` knows, by name: the
+// Jetson boards with a short name (jetson.Boards) and "phone".
+var Profiles = profiles()
+
+func profiles() map[string]Profile {
+	ps := map[string]Profile{"phone": phoneProfile}
+	for _, b := range jetson.Boards {
+		if b.Short != "" {
+			ps[b.Short] = Profile{Name: b.Name, DLACores: b.DLACores}
+		}
+	}
+	return ps
 }
 
 // ProfileNames lists the names of Profiles, sorted.
@@ -73,17 +53,8 @@ func ProfileNames() []string {
 // tree, a phone by Android's files. ok is false for anything else (a laptop,
 // a server): remedies then keep to the limits every device shares.
 func DetectProfile(root fs.FS, getenv func(string) string) (p Profile, ok bool) {
-	if b, err := fs.ReadFile(root, rel(jetson.DeviceTreeCompatible)); err == nil {
-		compat := bytes.Split(bytes.TrimRight(b, "\x00"), []byte{0})
-		for _, jp := range jetsonProfiles {
-			for _, c := range compat {
-				if string(c) == jp.compatible || strings.HasPrefix(string(c), jp.compatible+"-") {
-					p = jp.p
-					p.Why = "device tree: " + string(c)
-					return p, true
-				}
-			}
-		}
+	if b, entry, ok := jetson.BoardOf(root); ok {
+		return Profile{Name: b.Name, DLACores: b.DLACores, Why: "device tree: " + entry}, true
 	}
 	if getenv == nil {
 		getenv = func(string) string { return "" }
@@ -97,14 +68,14 @@ func DetectProfile(root fs.FS, getenv func(string) string) (p Profile, ok bool) 
 }
 
 // maxDLACores is the most DLA cores any Jetson has (AGX Orin, Xavier).
-const maxDLACores = 2
+var maxDLACores = jetson.MaxDLACores()
 
 // slotLimit is the most slots accelerator name can have on the device, and
 // why; why is empty when nothing is known about it. A DLA core (dla0, dla1)
 // runs one engine at a time; a pool of DLA cores (dla) has as many slots as
 // the board has cores; an NPU runs one job at a time.
 func slotLimit(name string, p *Profile) (int, string) {
-	if _, ok := dlaCore(name); ok {
+	if _, ok := config.DLACore(name); ok {
 		return 1, "a DLA core runs one engine at a time"
 	}
 	switch name {
@@ -127,16 +98,6 @@ func slotLimit(name string, p *Profile) (int, string) {
 	return 0, ""
 }
 
-// dlaCore parses dlaN.
-func dlaCore(name string) (int, bool) {
-	d, ok := strings.CutPrefix(name, "dla")
-	if !ok || d == "" {
-		return 0, false
-	}
-	n, err := strconv.Atoi(d)
-	return n, err == nil && n >= 0
-}
-
 // deviceLimits reports declared accelerators the device does not have, or
 // not with that many slots: the analysis would count on parallelism the
 // hardware cannot give.
@@ -147,7 +108,7 @@ func deviceLimits(l *layout) []Finding {
 			continue
 		}
 		lim, why := slotLimit(a.Name, l.profile)
-		core, isCore := dlaCore(a.Name)
+		core, isCore := config.DLACore(a.Name)
 		switch {
 		case l.profile != nil && (isCore || a.Name == "dla") && l.profile.DLACores == 0:
 			fs = append(fs, Finding{Code: CodeBeyondDevice, Severity: Error, Accelerator: a.Name,
@@ -155,9 +116,13 @@ func deviceLimits(l *layout) []Finding {
 				Numbers: map[string]float64{"dla_cores": 0, "slots": float64(a.Slots)},
 				Remedy:  []string{fmt.Sprintf("build the models of %s for the GPU and place them there", a.Name)}})
 		case l.profile != nil && isCore && core >= l.profile.DLACores:
+			cores := config.DLAName(0)
+			if n := l.profile.DLACores; n > 1 {
+				cores += "…" + config.DLAName(n-1)
+			}
 			fs = append(fs, Finding{Code: CodeBeyondDevice, Severity: Error, Accelerator: a.Name,
-				Message: fmt.Sprintf("%s: %s has %d DLA core%s (dla0…dla%d): %s does not exist",
-					a.Name, article(l.profile.Name), l.profile.DLACores, plural(l.profile.DLACores), l.profile.DLACores-1, a.Name),
+				Message: fmt.Sprintf("%s: %s has %d DLA core%s (%s): %s does not exist",
+					a.Name, article(l.profile.Name), l.profile.DLACores, plural(l.profile.DLACores), cores, a.Name),
 				Numbers: map[string]float64{"dla_cores": float64(l.profile.DLACores)},
 				Remedy:  []string{fmt.Sprintf("bind its models to a core that exists (secondary_devices device_id < %d) or to the GPU", l.profile.DLACores)}})
 		case why != "" && a.Slots > lim:

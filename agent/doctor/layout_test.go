@@ -103,7 +103,7 @@ streams:
 
 // Declared accelerators the device does not have are errors with the fix.
 func TestAcceleratorBeyondDevice(t *testing.T) {
-	orin, nano, phone := Profiles["orin"], Profiles["orin-nano"], Profiles["phone"]
+	orin, nx8, nano, phone := Profiles["orin"], Profiles["orin-nx-8gb"], Profiles["orin-nano"], Profiles["phone"]
 	for _, tt := range []struct {
 		accels, on string
 		p          *Profile
@@ -112,9 +112,12 @@ func TestAcceleratorBeyondDevice(t *testing.T) {
 		{"{gpu: 1, dla: 3}", "dla", &orin, "dla has 3 slots, but a Jetson AGX Orin has 2 DLA cores"},
 		{"{gpu: 1, dla: 3}", "dla", nil, "no Jetson has more than 2 DLA cores"},
 		{"{gpu: 1, dla: 2}", "dla", &orin, ""},
-		{"{gpu: 1, dla: 2}", "dla", &nano, "dla: a Jetson Orin Nano has no DLA core"},
+		{"{gpu: 1, dla: 2}", "dla", &nano, "dla: a Jetson Orin Nano 8GB has no DLA core"},
 		{"{gpu: 1, dla0: 2}", "dla0", nil, "dla0 has 2 slots, but a DLA core runs one engine at a time"},
 		{"{gpu: 1, dla0: 1, dla2: 1}", "dla2", &orin, "dla2: a Jetson AGX Orin has 2 DLA cores (dla0…dla1): dla2 does not exist"},
+		{"{gpu: 1, dla0: 1, dla1: 1}", "dla1", &nx8, "dla1: a Jetson Orin NX 8GB has 1 DLA core (dla0): dla1 does not exist"},
+		{"{gpu: 1, dla0: 1}", "dla0", &nx8, ""},
+		{"{gpu: 1, dla: 2}", "dla", &nx8, "dla has 2 slots, but a Jetson Orin NX 8GB has 1 DLA core"},
 		{"{gpu: 4}", "gpu", &orin, ""},
 		{"{gpu: 1, npu: 2}", "npu", &phone, "npu has 2 slots, but an Android phone runs one NPU job at a time"},
 		{"{gpu: 1, npu: 1}", "npu", &phone, ""},
