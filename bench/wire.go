@@ -19,6 +19,7 @@ import (
 	"github.com/vig-edge/vig/agent/gateway"
 	"github.com/vig-edge/vig/agent/gateway/restfront"
 	"github.com/vig-edge/vig/agent/sched"
+	"github.com/vig-edge/vig/agent/servermodel"
 	"github.com/vig-edge/vig/agent/trace"
 	"github.com/vig-edge/vig/mockbackend"
 	"github.com/vig-edge/vig/netopt"
@@ -817,17 +818,15 @@ func runWireOnce(ctx context.Context, sc Scenario, policy string, depth int, dur
 }
 
 // modelConfigs reads every model's ModelConfig from the backend, as vig
-// reads a server's.
+// reads a server's; every model must be described.
 func modelConfigs(ctx context.Context, mb *mockbackend.Running, models []mockbackend.Model) (map[string]*wire.ModelConfig, error) {
 	out := map[string]*wire.ModelConfig{}
 	for _, m := range models {
-		resp, err := mb.ModelConfig(ctx, &pb.ModelConfigRequest{Name: m.Name})
-		if err != nil {
-			return nil, fmt.Errorf("model config of %s: %w", m.Name, err)
+		r := servermodel.Read(ctx, servermodel.Func(mb.ModelConfig), m.Name)
+		if r.Outcome != servermodel.Described {
+			return nil, fmt.Errorf("model config of %s: %w", m.Name, r.Err)
 		}
-		if out[m.Name], err = wire.ParseModelConfig(resp.Config); err != nil {
-			return nil, fmt.Errorf("model config of %s: %w", m.Name, err)
-		}
+		out[m.Name] = r.Config
 	}
 	return out, nil
 }

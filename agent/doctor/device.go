@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/vig-edge/vig/agent/config"
+	"github.com/vig-edge/vig/agent/servermodel"
 	"github.com/vig-edge/vig/android"
 	"github.com/vig-edge/vig/jetson"
 	"github.com/vig-edge/vig/netopt"
@@ -16,7 +17,6 @@ import (
 	"github.com/vig-edge/vig/platform/proc"
 	"github.com/vig-edge/vig/platform/sysinfo"
 	"github.com/vig-edge/vig/proto/inference"
-	"github.com/vig-edge/vig/wire"
 )
 
 // Host is the device as the checks see it. doctor itself makes no system calls:
@@ -157,15 +157,12 @@ func backendChecks(ctx context.Context, cfg *config.Config, h *Host) []Check {
 // never a model with a sequence batcher.
 func batchCheck(ctx context.Context, cfg *config.Config, m string, client inference.GRPCInferenceServiceClient) Check {
 	c := Check{Name: "model " + m + " batching"}
-	resp, err := client.ModelConfig(ctx, &inference.ModelConfigRequest{Name: m})
-	var mc *wire.ModelConfig
-	if err == nil {
-		mc, err = wire.ParseModelConfig(resp.GetConfig())
-	}
-	if err != nil {
-		c.Status, c.Detail = Skipped, fmt.Sprintf("the server's ModelConfig is unavailable (%v): vig batches as its config says", err)
+	r := servermodel.Read(ctx, client, m)
+	if r.Outcome != servermodel.Described {
+		c.Status, c.Detail = Skipped, fmt.Sprintf("the server's ModelConfig is unavailable (%v): vig batches as its config says", r.Err)
 		return c
 	}
+	mc := r.Config
 	n, why := config.BatchFromServer(cfg.Models[m].MaxBatch, mc.MaxBatchSize, mc.SequenceBatching)
 	switch {
 	case why != "":

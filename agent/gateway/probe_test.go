@@ -44,12 +44,14 @@ type probe struct {
 	releaseOnce sync.Once
 	started     chan string // the x-probe-id (or method) of every call the handler entered
 
-	// onCall, when set, answers every call instead of the default behaviour. req
-	// is the first request message (nil when the client sent none).
+	mu sync.Mutex
+	// onCall, when set (setOnCall), answers every call instead of the default
+	// behaviour. req is the first request message (nil when the client sent
+	// none). Under mu: vig's own calls (ModelConfig on connecting) may be in
+	// the handler when a test sets it, and a socket is no happens-before edge
+	// for the race detector.
 	onCall func(ss grpc.ServerStream, method string, req []byte) error
-
-	mu    sync.Mutex
-	calls []probeCall
+	calls  []probeCall
 
 	messages atomic.Int64 // calls whose request message arrived whole
 	// inferMessages counts those of ModelInfer: vig's own calls (ModelStatistics,
@@ -61,6 +63,13 @@ type probe struct {
 	// backend stream is cancelled all the same.
 	cancelled atomic.Int64
 	ctxErrs   sync.Map // x-probe-id → context error of a cancelled call
+}
+
+// setOnCall makes f answer every call from now on.
+func (p *probe) setOnCall(f func(ss grpc.ServerStream, method string, req []byte) error) {
+	p.mu.Lock()
+	p.onCall = f
+	p.mu.Unlock()
 }
 
 type probeCall struct {
@@ -101,6 +110,7 @@ func (p *probe) handle(_ any, ss grpc.ServerStream) error {
 	c.deadline, _ = ctx.Deadline()
 	p.mu.Lock()
 	p.calls = append(p.calls, c)
+	onCall := p.onCall
 	p.mu.Unlock()
 	id := first(md, "x-probe-id")
 	if id == "" {
@@ -124,15 +134,15 @@ func (p *probe) handle(_ any, ss grpc.ServerStream) error {
 		if method == wire.MethodInfer {
 			p.inferMessages.Add(1)
 		}
-	} else if p.onCall == nil {
+	} else if onCall == nil {
 		if ctx.Err() != nil {
 			p.cancelled.Add(1)
 			p.ctxErrs.Store(id, ctx.Err())
 		}
 		return err
 	}
-	if p.onCall != nil {
-		return p.onCall(ss, method, req)
+	if onCall != nil {
+		return onCall(ss, method, req)
 	}
 	mode := first(md, probeMode)
 	if mode == "hold" {
@@ -304,7 +314,7 @@ func governedProbe(t *testing.T) (*env, *gateway.Governor, *probe) {
 	p := startProbe(t)
 	e, gov, _ := governedAt(t, governedYAML, p.addr)
 	// vig reads the model's configuration on connecting: done before a test
-	// sets the probe's behaviour (onCall), which those calls would race with.
+	// sets the probe's behaviour (setOnCall), which would answer those calls.
 	eventually(t, "the server's model configuration read", func() bool { return e.gw.ServerModelReads() > 0 })
 	return e, gov, p
 }

@@ -2,21 +2,18 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/vig-edge/vig/agent/config"
+	"github.com/vig-edge/vig/agent/servermodel"
 	pb "github.com/vig-edge/vig/proto/inference"
 	"github.com/vig-edge/vig/wire"
 )
@@ -26,14 +23,14 @@ const methodModelConfig = "/" + wire.Service + "/ModelConfig"
 
 // serverModels is vig's one record of how the backend configured the models vig
 // governs (Triton's ModelConfig: max_batch_size, the batchers, the instance
-// groups), read each time vig connects to the backend. Batching takes a model's
-// max batch from it when the config gives none; doctor compares it with the
-// config. A backend without ModelConfig (a ring runtime, a minimal server)
-// leaves the config as the only source.
+// groups), read through servermodel each time vig connects to the backend.
+// Batching takes a model's max batch from it when the config gives none; the
+// layout check compares it with the layout vig runs. A backend without
+// ModelConfig (a ring runtime, a minimal server) leaves the config as the only
+// source.
 type serverModels struct {
 	mu     sync.RWMutex
 	models map[string]*wire.ModelConfig
-	errs   map[string]error
 	reads  atomic.Uint64 // reads of every model's configuration finished
 }
 
@@ -51,27 +48,19 @@ func (g *Gateway) ServerModel(model string) (*wire.ModelConfig, bool) {
 	return mc, ok
 }
 
-// ReadModelConfig asks the backend for model's configuration.
-func (g *Gateway) ReadModelConfig(ctx context.Context, model string) (*wire.ModelConfig, error) {
-	req, _ := proto.Marshal(&pb.ModelConfigRequest{Name: model}) // cannot fail for this message
+// backendConfigs answers ModelConfig over the gateway's own connection to
+// the backend.
+func (g *Gateway) backendConfigs(ctx context.Context, in *pb.ModelConfigRequest) (*pb.ModelConfigResponse, error) {
+	req, _ := proto.Marshal(in) // cannot fail for this message
 	b, err := g.Invoke(ctx, methodModelConfig, req)
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := modelConfigBytes(b)
-	if err != nil {
-		return nil, err
-	}
-	return wire.ParseModelConfig(cfg)
-}
-
-// modelConfigBytes returns the config field of a ModelConfigResponse.
-func modelConfigBytes(b []byte) ([]byte, error) {
 	var r pb.ModelConfigResponse
 	if err := proto.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("ModelConfigResponse: %w", err)
+		return nil, fmt.Errorf("%w: ModelConfigResponse: %w", servermodel.ErrBadModelConfig, err)
 	}
-	return r.Config, nil
+	return &r, nil
 }
 
 // readServerModels reads the configuration of every model in vig's config from
@@ -85,31 +74,28 @@ func (g *Gateway) readServerModels() {
 	defer g.checkLayout()
 	for _, name := range g.opts.Config.ServedModelNames() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		mc, err := g.ReadModelConfig(ctx, name)
+		r := servermodel.Read(ctx, servermodel.Func(g.backendConfigs), name)
 		cancel()
 		g.server.mu.Lock()
 		if g.server.models == nil {
-			g.server.models, g.server.errs = map[string]*wire.ModelConfig{}, map[string]error{}
+			g.server.models = map[string]*wire.ModelConfig{}
 		}
-		if err != nil {
-			delete(g.server.models, name)
-			g.server.errs[name] = err
+		if r.Outcome == servermodel.Described {
+			g.server.models[name] = r.Config
 		} else {
-			g.server.models[name] = mc
-			delete(g.server.errs, name)
+			delete(g.server.models, name)
 		}
 		g.server.mu.Unlock()
-		if err != nil {
-			if status.Code(err) == codes.Unimplemented || status.Code(err) == codes.NotFound {
-				g.log.Info("server model configuration unavailable: vig's config is the only source for it",
-					"model", name, "err", err)
-			} else {
-				g.log.Warn("cannot read the model's configuration from the backend; vig's config is the only source for it",
-					"model", name, "err", err)
-			}
-			continue
+		switch {
+		case r.Outcome == servermodel.Described:
+			g.applyServerModel(name, r.Config)
+		case r.Outcome == servermodel.NoModelConfig || status.Code(r.Err) == codes.NotFound:
+			g.log.Info("server model configuration unavailable: vig's config is the only source for it",
+				"model", name, "err", r.Err)
+		default:
+			g.log.Warn("cannot read the model's configuration from the backend; vig's config is the only source for it",
+				"model", name, "err", r.Err)
 		}
-		g.applyServerModel(name, mc)
 	}
 }
 
@@ -142,49 +128,6 @@ func (g *Governor) setMaxBatch(model string, n int) bool {
 	}
 	return true
 }
-
-// FetchServerModels reads the configuration of each of models from the
-// backend at addr (host:port or unix:PATH) over a connection of its own: the
-// layout is read before the gateway and its scheduler exist. A model whose
-// configuration the server refuses (NOT_FOUND: not loaded) is left out of
-// the map; a server without ModelConfig (UNIMPLEMENTED) gives an empty map.
-// A backend that is not up (UNAVAILABLE, a deadline) is the error, for the
-// caller to retry; a configuration that does not decode is ErrBadModelConfig.
-func FetchServerModels(ctx context.Context, addr string, models []string) (map[string]*wire.ModelConfig, error) {
-	target := "passthrough:///" + addr
-	if strings.HasPrefix(addr, "unix:") {
-		target = addr
-	}
-	cc, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return nil, err
-	}
-	defer cc.Close()
-	out := map[string]*wire.ModelConfig{}
-	for _, name := range models {
-		var resp pb.ModelConfigResponse
-		err := cc.Invoke(ctx, methodModelConfig, &pb.ModelConfigRequest{Name: name}, &resp)
-		switch status.Code(err) {
-		case codes.OK:
-		case codes.Unimplemented:
-			return out, nil
-		case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
-			return nil, err // not up (yet)
-		default:
-			continue // the server refuses this model's configuration: it does not describe it
-		}
-		mc, err := wire.ParseModelConfig(resp.Config)
-		if err != nil {
-			return nil, fmt.Errorf("model %s: %w: %w", name, ErrBadModelConfig, err)
-		}
-		out[name] = mc
-	}
-	return out, nil
-}
-
-// ErrBadModelConfig marks a model configuration the backend sent that vig
-// cannot decode: asking again does not help.
-var ErrBadModelConfig = errors.New("the backend's model configuration does not decode as Triton's ModelConfig")
 
 // checkLayout compares the layout the server now describes with the one vig
 // runs, after a reconnect: the scheduler is not rebuilt live, so a change is

@@ -14,7 +14,6 @@ import (
 
 	"github.com/vig-edge/vig/agent/config"
 	"github.com/vig-edge/vig/agent/doctor"
-	"github.com/vig-edge/vig/agent/gateway"
 )
 
 const doctorUsage = `Usage: vig doctor -c FILE [--json] [--no-device-checks] [--no-server] [--device NAME]
@@ -136,7 +135,7 @@ func doctorLayout(ctx context.Context, cfg *config.Config, read bool, stderr io.
 		return nil, nil
 	}
 	rctx, cancel := context.WithTimeout(ctx, doctorServerTimeout)
-	srv, err := gateway.FetchServerModels(rctx, cfg.Backend.Address, cfg.ServedModelNames())
+	srv, err := serverModels(rctx, cfg.Backend.Address, cfg.ServedModelNames())
 	cancel()
 	if err != nil {
 		st := doctor.Skipped

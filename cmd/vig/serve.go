@@ -24,14 +24,16 @@ import (
 	"github.com/vig-edge/vig/agent/gateway/ringback"
 	"github.com/vig-edge/vig/agent/gateway/ringfront"
 	"github.com/vig-edge/vig/agent/metrics"
+	"github.com/vig-edge/vig/agent/servermodel"
 	"github.com/vig-edge/vig/agent/trace"
 	"github.com/vig-edge/vig/build/version"
 	"github.com/vig-edge/vig/mockbackend"
 	"github.com/vig-edge/vig/netopt"
 	"github.com/vig-edge/vig/platform/clock"
-
+	"github.com/vig-edge/vig/platform/deviceprobe"
 	"github.com/vig-edge/vig/platform/profile"
 	"github.com/vig-edge/vig/shmring"
+	"github.com/vig-edge/vig/wire"
 )
 
 const serveUsage = `Usage: vig serve -c FILE [flags]
@@ -447,6 +449,19 @@ func serveWith(ctx context.Context, cfg *config.Config, log *slog.Logger, ready 
 // the layout before it schedules (--layout-wait).
 var layoutWait = 45 * time.Second
 
+// serverModels reads the configuration of each of models from the backend
+// at addr (host:port or unix:PATH) over a connection of its own, dialled as
+// doctor dials it: the layout is read before the gateway exists.
+// servermodel.ReadAll says what its answers mean.
+func serverModels(ctx context.Context, addr string, models []string) (map[string]*wire.ModelConfig, error) {
+	c, closeFn, err := deviceprobe.DialBackend(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	defer closeFn()
+	return servermodel.ReadAll(ctx, c, models)
+}
+
 // resolveLayout reads the server's model configuration before the scheduler
 // is built, when the config leaves the layout to the server: retried with
 // backoff while the backend is not up, for at most wait. Then, with
@@ -463,7 +478,7 @@ func resolveLayout(ctx context.Context, cfg *config.Config, log *slog.Logger, wa
 	backoff, said := 100*time.Millisecond, time.Time{}
 	for {
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		srv, err := gateway.FetchServerModels(rctx, cfg.Backend.Address, models)
+		srv, err := serverModels(rctx, cfg.Backend.Address, models)
 		cancel()
 		if err == nil {
 			notes, err := cfg.Resolve(srv)
@@ -479,7 +494,7 @@ func resolveLayout(ctx context.Context, cfg *config.Config, log *slog.Logger, wa
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if errors.Is(err, gateway.ErrBadModelConfig) {
+		if errors.Is(err, servermodel.ErrBadModelConfig) {
 			return fmt.Errorf("the backend at %s answered, but %w: check that it is Triton (or speaks its ModelConfig) and the model's config.pbtxt, "+
 				"or declare the accelerators and each model's on: in vig's config", cfg.Backend.Address, err)
 		}

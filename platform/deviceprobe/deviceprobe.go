@@ -91,7 +91,7 @@ func NoDelay(ctx context.Context) error {
 }
 
 // DialBackend opens a gRPC client to a Triton-protocol backend at address
-// ("host:port") over netopt's dialer (so the backend leg gets TCP_NODELAY like
+// ("host:port" or "unix:PATH") over netopt's dialer (so the backend leg gets TCP_NODELAY like
 // every other socket of vig); the returned function releases it. The connection
 // is made by the first call.
 func DialBackend(ctx context.Context, address string) (inference.GRPCInferenceServiceClient, func(), error) {
