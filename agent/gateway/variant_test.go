@@ -4,9 +4,15 @@ import (
 	"fmt"
 	"testing"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
 	"github.com/vig-edge/vig/agent/config"
 	"github.com/vig-edge/vig/agent/gateway"
 	"github.com/vig-edge/vig/platform/clock"
+	"github.com/vig-edge/vig/wire"
+
 	pb "github.com/vig-edge/vig/proto/inference"
 )
 
@@ -61,5 +67,75 @@ models:
 		if m[key] != float64(n) {
 			t.Errorf("%s = %v, want %d", key, m[key], n)
 		}
+	}
+}
+
+// The control RPCs that name a model answer for a logical one (the mock
+// serves only its variants): ModelReady from the variants, ModelMetadata and
+// ModelConfig the first variant's named detector, ModelStatistics each
+// variant's entry. A name that is neither served nor logical is the
+// backend's answer, as for any relayed RPC.
+func TestLogicalModelControlRPCs(t *testing.T) {
+	e, _, _ := startGovernedMock(t, variantConfig, `
+models:
+  detector_gpu: {exec_ms: 2}
+  detector_dla0: {exec_ms: 2}
+`)
+	c := pb.NewGRPCInferenceServiceClient(e.dial(t, e.tcp))
+	ctx := ctxT(t)
+	ready, err := c.ModelReady(ctx, &pb.ModelReadyRequest{Name: "detector"})
+	if err != nil || !ready.Ready {
+		t.Errorf("ModelReady(detector) = %v, %v; want ready", ready, err)
+	}
+	meta, err := c.ModelMetadata(ctx, &pb.ModelMetadataRequest{Name: "detector"})
+	if err != nil {
+		t.Fatalf("ModelMetadata(detector): %v", err)
+	}
+	direct, err := pb.NewGRPCInferenceServiceClient(e.dial(t, e.cfg.Backend.Address)).ModelMetadata(ctx, &pb.ModelMetadataRequest{Name: "detector_gpu"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct.Name = "detector"
+	if !proto.Equal(meta, direct) {
+		t.Errorf("ModelMetadata(detector) = %v, want detector_gpu's renamed: %v", meta, direct)
+	}
+	cfgResp, err := c.ModelConfig(ctx, &pb.ModelConfigRequest{Name: "detector"})
+	if err != nil {
+		t.Fatalf("ModelConfig(detector): %v", err)
+	}
+	mc, err := wire.ParseModelConfig(cfgResp.Config)
+	if err != nil || mc.Name != "detector" || mc.Platform == "" {
+		t.Errorf("ModelConfig(detector) = %+v, %v; want detector_gpu's named detector", mc, err)
+	}
+	st, err := c.ModelStatistics(ctx, &pb.ModelStatisticsRequest{Name: "detector"})
+	if err != nil || len(st.ModelStats) != 2 || st.ModelStats[0].Name != "detector_gpu" || st.ModelStats[1].Name != "detector_dla0" {
+		t.Errorf("ModelStatistics(detector) = %v, %v; want the entries of detector_gpu and detector_dla0", st, err)
+	}
+	if _, err := c.ModelMetadata(ctx, &pb.ModelMetadataRequest{Name: "nothing"}); status.Code(err) != codes.NotFound {
+		t.Errorf("ModelMetadata(nothing): %v, want NOT_FOUND", err)
+	}
+	if r, err := c.ModelReady(ctx, &pb.ModelReadyRequest{Name: "nothing"}); err != nil || r.Ready {
+		t.Errorf("ModelReady(nothing) = %v, %v; want not ready", r, err)
+	}
+}
+
+// A logical model is ready when one of its variants is, whichever; not
+// ready when none is.
+func TestLogicalModelReadyFromAnyVariant(t *testing.T) {
+	for _, c := range []struct {
+		served string
+		ready  bool
+	}{
+		{"detector_dla0", true},
+		{"other", false},
+	} {
+		t.Run(c.served, func(t *testing.T) {
+			e, _, _ := startGovernedMock(t, variantConfig, "models: {"+c.served+": {exec_ms: 2}}")
+			cl := pb.NewGRPCInferenceServiceClient(e.dial(t, e.tcp))
+			r, err := cl.ModelReady(ctxT(t), &pb.ModelReadyRequest{Name: "detector"})
+			if err != nil || r.Ready != c.ready {
+				t.Errorf("ModelReady(detector) with %s served = %v, %v; want ready %v", c.served, r, err, c.ready)
+			}
+		})
 	}
 }
