@@ -1,15 +1,21 @@
 package gateway_test
 
 import (
+	"context"
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/vig-edge/vig/agent/config"
 	"github.com/vig-edge/vig/agent/gateway"
+	"github.com/vig-edge/vig/netopt"
 	"github.com/vig-edge/vig/platform/clock"
 	"github.com/vig-edge/vig/wire"
 
@@ -137,5 +143,55 @@ func TestLogicalModelReadyFromAnyVariant(t *testing.T) {
 				t.Errorf("ModelReady(detector) with %s served = %v, %v; want ready %v", c.served, r, err, c.ready)
 			}
 		})
+	}
+}
+
+// stallReady is a backend whose ModelReady answers only when its caller
+// gives up, and which records the metadata each call carried.
+type stallReady struct {
+	pb.UnimplementedGRPCInferenceServiceServer
+	gone chan string // the token of each ModelReady call, once its context ends
+}
+
+func (s *stallReady) ModelReady(ctx context.Context, _ *pb.ModelReadyRequest) (*pb.ModelReadyResponse, error) {
+	<-ctx.Done()
+	md, _ := metadata.FromIncomingContext(ctx)
+	s.gone <- strings.Join(md.Get("x-token"), ",")
+	return nil, ctx.Err()
+}
+
+// A logical model's ModelReady carries the client's deadline and metadata
+// to the backend's calls for its variants: past the deadline the client is
+// answered DEADLINE_EXCEEDED and the backend's call is cancelled; vig has
+// answered everything it accepted.
+func TestLogicalModelReadyDeadline(t *testing.T) {
+	backend := &stallReady{gone: make(chan string, 2)}
+	srv := grpc.NewServer()
+	pb.RegisterGRPCInferenceServiceServer(srv, backend)
+	ln, err := netopt.Listen("tcp", "127.0.0.1:0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(srv.Stop)
+	e, _, _ := governedAt(t, variantConfig, ln.Addr().String())
+	c := pb.NewGRPCInferenceServiceClient(e.dial(t, e.tcp))
+	ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "x-token", "t1"), 300*time.Millisecond)
+	defer cancel()
+	if _, err := c.ModelReady(ctx, &pb.ModelReadyRequest{Name: "detector"}); status.Code(err) != codes.DeadlineExceeded {
+		t.Errorf("ModelReady(detector) past its deadline: %v, want DEADLINE_EXCEEDED", err)
+	}
+	select {
+	case tok := <-backend.gone:
+		if tok != "t1" {
+			t.Errorf("the backend's call carried x-token %q, want the client's t1", tok)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the backend's ModelReady call was never cancelled")
+	}
+	for until := time.Now().Add(30 * time.Second); e.gw.Accepted() != e.gw.Answered(); time.Sleep(time.Millisecond) {
+		if time.Now().After(until) {
+			t.Fatalf("%d accepted, %d answered", e.gw.Accepted(), e.gw.Answered())
+		}
 	}
 }
