@@ -358,11 +358,9 @@ func (c *sconn) message(s *sstream, msg mem.BufferSlice, compressed bool) {
 			s.onOK = hook
 			s.mu.Unlock()
 		}
-		if !s.gotMsg && !compressed && logicalMethod(s.method) {
-			// A compressed request is relayed as it is: the backend answers
-			// for the names it serves.
-			req := msg.Materialize()
-			if variants, name := c.g.logicalVariants(s.method, req); variants != nil {
+		if !s.gotMsg && logicalMethod(s.method) {
+			req, ok := c.logicalRequest(s, msg, compressed)
+			if variants, name := c.g.logicalVariants(s.method, req); ok && variants != nil {
 				s.gotMsg = true
 				msg.Free()
 				c.relayLogical(s, req, name, variants)

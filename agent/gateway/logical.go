@@ -184,6 +184,25 @@ func (c *sconn) relayLogical(s *sstream, req []byte, name string, variants []str
 	}()
 }
 
+// logicalRequest returns the bytes of a control request message (msg, still
+// the caller's), decompressed if it came gzip-compressed; false for an
+// encoding vig does not read, which is relayed as it is.
+func (c *sconn) logicalRequest(s *sstream, msg mem.BufferSlice, compressed bool) ([]byte, bool) {
+	if !compressed {
+		return msg.Materialize(), true
+	}
+	if s.enc[0] != "gzip" {
+		return nil, false
+	}
+	msg.Ref() // gunzipMessage frees one reference; the caller keeps its own
+	plain, err := gunzipMessage(msg, c.g.maxMsg)
+	if err != nil {
+		return nil, false // relayed: the backend says what is wrong with it
+	}
+	defer plain.Free()
+	return plain.Materialize(), true
+}
+
 // stringField returns the last value of the string field num of msg.
 func stringField(msg []byte, num protowire.Number) (string, error) {
 	b, err := bytesField(msg, num)

@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding/gzip"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -96,6 +97,10 @@ models:
 	meta, err := c.ModelMetadata(ctx, &pb.ModelMetadataRequest{Name: "detector"})
 	if err != nil {
 		t.Fatalf("ModelMetadata(detector): %v", err)
+	}
+	zmeta, err := c.ModelMetadata(ctx, &pb.ModelMetadataRequest{Name: "detector"}, grpc.UseCompressor(gzip.Name))
+	if err != nil || !proto.Equal(zmeta, meta) {
+		t.Errorf("ModelMetadata(detector) gzip-compressed = %v, %v; want %v", zmeta, err, meta)
 	}
 	direct, err := pb.NewGRPCInferenceServiceClient(e.dial(t, e.cfg.Backend.Address)).ModelMetadata(ctx, &pb.ModelMetadataRequest{Name: "detector_gpu"})
 	if err != nil {
