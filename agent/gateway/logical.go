@@ -26,7 +26,7 @@ import (
 //   - ModelStatistics: one entry per variant, each the backend's for it
 //     (the protocol has no entry that sums models).
 
-var (
+const (
 	methodModelReady      = "/" + wire.Service + "/ModelReady"
 	methodModelMetadata   = "/" + wire.Service + "/ModelMetadata"
 	methodModelStatistics = "/" + wire.Service + "/ModelStatistics"
