@@ -451,7 +451,7 @@ func TestConfMetadataRoundTrip(t *testing.T) {
 	binReq := string([]byte{0, 1, 0xfe, 0xff, '\n', 0x80})
 	binHdr := string([]byte{0xff, 0, 0x7f})
 	binTrl := string([]byte{0xde, 0xad, 0xbe, 0xef, 0})
-	p.onCall = func(ss grpc.ServerStream, method string, req []byte) error {
+	p.setOnCall(func(ss grpc.ServerStream, method string, req []byte) error {
 		md, _ := metadata.FromIncomingContext(ss.Context())
 		ss.SetHeader(metadata.MD{"x-hdr": {"h1", "h2"}, "x-hdr-bin": {binHdr}, "x-seen-multi": {fmt.Sprint(len(md.Get("x-multi")))}})
 		ss.SetTrailer(metadata.MD{"x-trl": {"t1"}, "x-trl-bin": {binTrl}})
@@ -459,7 +459,7 @@ func TestConfMetadataRoundTrip(t *testing.T) {
 			return ss.SendMsg(rawBytes{}) // an empty ModelInferResponse
 		}
 		return ss.SendMsg(rawBytes(req))
-	}
+	})
 	cc := plainClient(t, e.tcp)
 	c := pb.NewGRPCInferenceServiceClient(cc)
 	calls := []struct {
@@ -547,7 +547,7 @@ func TestConfStatusPropagation(t *testing.T) {
 		"",
 		strings.Repeat("é%", 600),
 	}
-	p.onCall = func(ss grpc.ServerStream, _ string, req []byte) error {
+	p.setOnCall(func(ss grpc.ServerStream, _ string, req []byte) error {
 		var code, msg int
 		fmt.Sscanf(first(metadataOf(ss), "x-status"), "%d/%d", &code, &msg)
 		st, err := status.New(codes.Code(code), messages[msg]).WithDetails(protoadapt.MessageV1Of(&pb.ModelReadyResponse{Ready: true}))
@@ -555,7 +555,7 @@ func TestConfStatusPropagation(t *testing.T) {
 			return err
 		}
 		return st.Err()
-	}
+	})
 	via := pb.NewGRPCInferenceServiceClient(plainClient(t, e.tcp))
 	direct := pb.NewGRPCInferenceServiceClient(plainClient(t, p.addr))
 	type pair struct {
@@ -606,11 +606,11 @@ func metadataOf(ss grpc.ServerStream) metadata.MD {
 // each exactly once.
 func TestConfTrailersOnlyError(t *testing.T) {
 	e, p := withProbe(t, "")
-	p.onCall = func(ss grpc.ServerStream, _ string, _ []byte) error {
+	p.setOnCall(func(ss grpc.ServerStream, _ string, _ []byte) error {
 		ss.SetHeader(metadata.Pairs("x-h", "1", "x-h-bin", "\x00\x01"))
 		ss.SetTrailer(metadata.Pairs("x-t", "2"))
 		return status.Error(codes.PermissionDenied, "trailers only ✗")
-	}
+	})
 	c := pb.NewGRPCInferenceServiceClient(plainClient(t, e.tcp))
 	direct := pb.NewGRPCInferenceServiceClient(plainClient(t, p.addr))
 	for _, name := range []string{"ModelInfer", "ModelConfig"} {

@@ -28,7 +28,7 @@ func hangingProbe(t *testing.T, p *probe) *atomic.Int64 {
 	stuck := make(chan struct{})
 	t.Cleanup(func() { close(stuck) }) // runs before the probe stops (cleanups are LIFO)
 	var cancelled atomic.Int64
-	p.onCall = func(ss grpc.ServerStream, method string, req []byte) error {
+	p.setOnCall(func(ss grpc.ServerStream, method string, req []byte) error {
 		md, _ := metadata.FromIncomingContext(ss.Context())
 		if first(md, "x-probe-id") == "hang" {
 			select {
@@ -45,7 +45,7 @@ func hangingProbe(t *testing.T, p *probe) *atomic.Int64 {
 		}
 		b, _ := proto.Marshal(&pb.ModelInferResponse{ModelName: in.ModelName, Id: in.Id})
 		return ss.SendMsg(rawBytes(b))
-	}
+	})
 	return &cancelled
 }
 

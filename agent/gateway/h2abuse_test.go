@@ -369,9 +369,9 @@ func TestH2RawUnary(t *testing.T) {
 		t.Fatalf("ServerLive: headers %v data %x trailers %v", r.headers, r.data, r.trailers)
 	}
 	const msg = "refusé: 100% ✗"
-	p.onCall = func(ss grpc.ServerStream, _ string, _ []byte) error {
+	p.setOnCall(func(ss grpc.ServerStream, _ string, _ []byte) error {
 		return status.Error(codes.PermissionDenied, msg)
-	}
+	})
 	r, err = h.call(3, "/"+gateway.Service+"/ModelConfig", nil)
 	if err != nil {
 		t.Fatal(err)

@@ -44,12 +44,11 @@ type probe struct {
 	releaseOnce sync.Once
 	started     chan string // the x-probe-id (or method) of every call the handler entered
 
-	// onCall, when set, answers every call instead of the default behaviour. req
-	// is the first request message (nil when the client sent none).
-	onCall func(ss grpc.ServerStream, method string, req []byte) error
-
 	mu    sync.Mutex
 	calls []probeCall
+	// onCall, when set (setOnCall), answers every call instead of the default
+	// behaviour. req is the first request message (nil when the client sent none).
+	onCall func(ss grpc.ServerStream, method string, req []byte) error
 
 	messages atomic.Int64 // calls whose request message arrived whole
 	// inferMessages counts those of ModelInfer: vig's own calls (ModelStatistics,
@@ -93,6 +92,15 @@ func startProbeOn(t *testing.T, ln net.Listener, opts ...grpc.ServerOption) *pro
 // unhold releases every held call.
 func (p *probe) unhold() { p.releaseOnce.Do(func() { close(p.release) }) }
 
+// setOnCall sets how the probe answers the calls that start from now on.
+// Calls vig makes of its own (the model configuration read on connecting) may
+// be running on other goroutines: onCall is read under p.mu.
+func (p *probe) setOnCall(f func(ss grpc.ServerStream, method string, req []byte) error) {
+	p.mu.Lock()
+	p.onCall = f
+	p.mu.Unlock()
+}
+
 func (p *probe) handle(_ any, ss grpc.ServerStream) error {
 	method, _ := grpc.MethodFromServerStream(ss)
 	ctx := ss.Context()
@@ -101,6 +109,7 @@ func (p *probe) handle(_ any, ss grpc.ServerStream) error {
 	c.deadline, _ = ctx.Deadline()
 	p.mu.Lock()
 	p.calls = append(p.calls, c)
+	onCall := p.onCall
 	p.mu.Unlock()
 	id := first(md, "x-probe-id")
 	if id == "" {
@@ -124,15 +133,15 @@ func (p *probe) handle(_ any, ss grpc.ServerStream) error {
 		if method == wire.MethodInfer {
 			p.inferMessages.Add(1)
 		}
-	} else if p.onCall == nil {
+	} else if onCall == nil {
 		if ctx.Err() != nil {
 			p.cancelled.Add(1)
 			p.ctxErrs.Store(id, ctx.Err())
 		}
 		return err
 	}
-	if p.onCall != nil {
-		return p.onCall(ss, method, req)
+	if onCall != nil {
+		return onCall(ss, method, req)
 	}
 	mode := first(md, probeMode)
 	if mode == "hold" {
