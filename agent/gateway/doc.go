@@ -180,7 +180,9 @@
 // into ModelStreamInferResponse messages, so that each can be scheduled on its own.
 // System shared-memory registration is mirrored (shm.go) so that tensor references
 // are checked before a request waits in vig's queues. Health (grpc.health.v1) is
-// answered by vig from the backend's state. Everything else — ModelConfig,
+// answered by vig from the backend's state. ModelReady, ModelMetadata,
+// ModelConfig and ModelStatistics naming a logical model are answered from
+// its variants' answers (logical.go). Everything else — ModelConfig of a served model,
 // Repository*, Cuda*, TraceSetting, LogSettings, methods added to the protocol
 // later — is relayed message by message, byte for byte.
 package gateway

@@ -222,8 +222,9 @@ func (g *Gateway) untrack(c *sconn) {
 	g.mu.Unlock()
 }
 
-// Accepted and Answered count RPCs; after GracefulStop they are equal: nothing
-// accepted was lost.
+// Accepted and Answered count RPCs, and the REST frontend's requests
+// (RequestAccepted); after GracefulStop, and the REST frontend's Shutdown,
+// they are equal: nothing accepted was lost.
 func (g *Gateway) Accepted() uint64 { return g.accepted.Load() }
 func (g *Gateway) Answered() uint64 { return g.answered.Load() }
 

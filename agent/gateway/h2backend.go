@@ -586,6 +586,11 @@ func (c *bconn) wentAway(last uint32, code http2.ErrCode, debug []byte) {
 // Invoke makes one unary call of vig's own (statistics, shared-memory
 // registration) and returns the answer's bytes.
 func (b *h2Backend) Invoke(ctx context.Context, method string, req []byte) ([]byte, error) {
+	return b.invoke(ctx, method, nil, req)
+}
+
+// invoke is Invoke with the request metadata meta (name, value pairs).
+func (b *h2Backend) invoke(ctx context.Context, method string, meta []string, req []byte) ([]byte, error) {
 	c := b.cur.Load()
 	if c == nil {
 		return nil, errBackendDown
@@ -596,7 +601,7 @@ func (b *h2Backend) Invoke(ctx context.Context, method string, req []byte) ([]by
 	}
 	ch := make(chan unaryResult, 1)
 	bs := &bstream{c: c, unary: ch}
-	if err := c.open(bs, method, nil, deadline, nil); err != nil {
+	if err := c.open(bs, method, meta, deadline, nil); err != nil {
 		return nil, err
 	}
 	c.cc.Send(&bs.ClientStream, false, mem.BufferSlice{mem.SliceBuffer(req)}, true)

@@ -358,6 +358,15 @@ func (c *sconn) message(s *sstream, msg mem.BufferSlice, compressed bool) {
 			s.onOK = hook
 			s.mu.Unlock()
 		}
+		if !s.gotMsg && logicalMethod(s.method) {
+			req, ok := c.logicalRequest(s, msg, compressed)
+			if variants, name := c.g.logicalVariants(s.method, req); ok && variants != nil {
+				s.gotMsg = true
+				msg.Free()
+				c.relayLogical(s, req, name, variants)
+				return
+			}
+		}
 		if !s.gotMsg {
 			s.gotMsg = true
 			if err := c.openRelay(s); err != nil {

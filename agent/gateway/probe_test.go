@@ -102,6 +102,15 @@ func startProbeOn(t *testing.T, ln net.Listener, opts ...grpc.ServerOption) *pro
 // unhold releases every held call.
 func (p *probe) unhold() { p.releaseOnce.Do(func() { close(p.release) }) }
 
+// setOnCall sets how the probe answers the calls that start from now on.
+// Calls vig makes of its own (the model configuration read on connecting) may
+// be running on other goroutines: onCall is read under p.mu.
+func (p *probe) setOnCall(f func(ss grpc.ServerStream, method string, req []byte) error) {
+	p.mu.Lock()
+	p.onCall = f
+	p.mu.Unlock()
+}
+
 func (p *probe) handle(_ any, ss grpc.ServerStream) error {
 	method, _ := grpc.MethodFromServerStream(ss)
 	ctx := ss.Context()

@@ -48,6 +48,12 @@ func (g *Gateway) ShmControl(ctx context.Context, method string, req []byte, uid
 	return resp, err
 }
 
+// RequestAccepted and RequestAnswered count a request of the REST frontend
+// beside the gRPC frontend's RPCs (Accepted, Answered): each accepted
+// request is counted answered once its answer is written.
+func (g *Gateway) RequestAccepted() { g.accepted.Add(1) }
+func (g *Gateway) RequestAnswered() { g.answered.Add(1) }
+
 // KnownModel reports whether the configuration names model (a ring backend has
 // no repository to ask: vig answers ModelReady from its configuration).
 func (g *Gateway) KnownModel(model string) bool {

@@ -1,12 +1,25 @@
 package gateway_test
 
 import (
+	"context"
 	"fmt"
+	"strings"
 	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding/gzip"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/vig-edge/vig/agent/config"
 	"github.com/vig-edge/vig/agent/gateway"
+	"github.com/vig-edge/vig/netopt"
 	"github.com/vig-edge/vig/platform/clock"
+	"github.com/vig-edge/vig/wire"
+
 	pb "github.com/vig-edge/vig/proto/inference"
 )
 
@@ -60,6 +73,130 @@ models:
 		key := fmt.Sprintf(`vig_variant_dispatches_total{model="detector",variant=%q}`, v)
 		if m[key] != float64(n) {
 			t.Errorf("%s = %v, want %d", key, m[key], n)
+		}
+	}
+}
+
+// The control RPCs that name a model answer for a logical one (the mock
+// serves only its variants): ModelReady from the variants, ModelMetadata and
+// ModelConfig the first variant's named detector, ModelStatistics each
+// variant's entry. A name that is neither served nor logical is the
+// backend's answer, as for any relayed RPC.
+func TestLogicalModelControlRPCs(t *testing.T) {
+	e, _, _ := startGovernedMock(t, variantConfig, `
+models:
+  detector_gpu: {exec_ms: 2}
+  detector_dla0: {exec_ms: 2}
+`)
+	c := pb.NewGRPCInferenceServiceClient(e.dial(t, e.tcp))
+	ctx := ctxT(t)
+	ready, err := c.ModelReady(ctx, &pb.ModelReadyRequest{Name: "detector"})
+	if err != nil || !ready.Ready {
+		t.Errorf("ModelReady(detector) = %v, %v; want ready", ready, err)
+	}
+	meta, err := c.ModelMetadata(ctx, &pb.ModelMetadataRequest{Name: "detector"})
+	if err != nil {
+		t.Fatalf("ModelMetadata(detector): %v", err)
+	}
+	zmeta, err := c.ModelMetadata(ctx, &pb.ModelMetadataRequest{Name: "detector"}, grpc.UseCompressor(gzip.Name))
+	if err != nil || !proto.Equal(zmeta, meta) {
+		t.Errorf("ModelMetadata(detector) gzip-compressed = %v, %v; want %v", zmeta, err, meta)
+	}
+	direct, err := pb.NewGRPCInferenceServiceClient(e.dial(t, e.cfg.Backend.Address)).ModelMetadata(ctx, &pb.ModelMetadataRequest{Name: "detector_gpu"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct.Name = "detector"
+	if !proto.Equal(meta, direct) {
+		t.Errorf("ModelMetadata(detector) = %v, want detector_gpu's renamed: %v", meta, direct)
+	}
+	cfgResp, err := c.ModelConfig(ctx, &pb.ModelConfigRequest{Name: "detector"})
+	if err != nil {
+		t.Fatalf("ModelConfig(detector): %v", err)
+	}
+	mc, err := wire.ParseModelConfig(cfgResp.Config)
+	if err != nil || mc.Name != "detector" || mc.Platform == "" {
+		t.Errorf("ModelConfig(detector) = %+v, %v; want detector_gpu's named detector", mc, err)
+	}
+	st, err := c.ModelStatistics(ctx, &pb.ModelStatisticsRequest{Name: "detector"})
+	if err != nil || len(st.ModelStats) != 2 || st.ModelStats[0].Name != "detector_gpu" || st.ModelStats[1].Name != "detector_dla0" {
+		t.Errorf("ModelStatistics(detector) = %v, %v; want the entries of detector_gpu and detector_dla0", st, err)
+	}
+	if _, err := c.ModelMetadata(ctx, &pb.ModelMetadataRequest{Name: "nothing"}); status.Code(err) != codes.NotFound {
+		t.Errorf("ModelMetadata(nothing): %v, want NOT_FOUND", err)
+	}
+	if r, err := c.ModelReady(ctx, &pb.ModelReadyRequest{Name: "nothing"}); err != nil || r.Ready {
+		t.Errorf("ModelReady(nothing) = %v, %v; want not ready", r, err)
+	}
+}
+
+// A logical model is ready when one of its variants is, whichever; not
+// ready when none is.
+func TestLogicalModelReadyFromAnyVariant(t *testing.T) {
+	for _, c := range []struct {
+		served string
+		ready  bool
+	}{
+		{"detector_dla0", true},
+		{"other", false},
+	} {
+		t.Run(c.served, func(t *testing.T) {
+			e, _, _ := startGovernedMock(t, variantConfig, "models: {"+c.served+": {exec_ms: 2}}")
+			cl := pb.NewGRPCInferenceServiceClient(e.dial(t, e.tcp))
+			r, err := cl.ModelReady(ctxT(t), &pb.ModelReadyRequest{Name: "detector"})
+			if err != nil || r.Ready != c.ready {
+				t.Errorf("ModelReady(detector) with %s served = %v, %v; want ready %v", c.served, r, err, c.ready)
+			}
+		})
+	}
+}
+
+// stallReady is a backend whose ModelReady answers only when its caller
+// gives up, and which records the metadata each call carried.
+type stallReady struct {
+	pb.UnimplementedGRPCInferenceServiceServer
+	gone chan string // the token of each ModelReady call, once its context ends
+}
+
+func (s *stallReady) ModelReady(ctx context.Context, _ *pb.ModelReadyRequest) (*pb.ModelReadyResponse, error) {
+	<-ctx.Done()
+	md, _ := metadata.FromIncomingContext(ctx)
+	s.gone <- strings.Join(md.Get("x-token"), ",")
+	return nil, ctx.Err()
+}
+
+// A logical model's ModelReady carries the client's deadline and metadata
+// to the backend's calls for its variants: past the deadline the client is
+// answered DEADLINE_EXCEEDED and the backend's call is cancelled; vig has
+// answered everything it accepted.
+func TestLogicalModelReadyDeadline(t *testing.T) {
+	backend := &stallReady{gone: make(chan string, 2)}
+	srv := grpc.NewServer()
+	pb.RegisterGRPCInferenceServiceServer(srv, backend)
+	ln, err := netopt.Listen("tcp", "127.0.0.1:0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(srv.Stop)
+	e, _, _ := governedAt(t, variantConfig, ln.Addr().String())
+	c := pb.NewGRPCInferenceServiceClient(e.dial(t, e.tcp))
+	ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "x-token", "t1"), 300*time.Millisecond)
+	defer cancel()
+	if _, err := c.ModelReady(ctx, &pb.ModelReadyRequest{Name: "detector"}); status.Code(err) != codes.DeadlineExceeded {
+		t.Errorf("ModelReady(detector) past its deadline: %v, want DEADLINE_EXCEEDED", err)
+	}
+	select {
+	case tok := <-backend.gone:
+		if tok != "t1" {
+			t.Errorf("the backend's call carried x-token %q, want the client's t1", tok)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the backend's ModelReady call was never cancelled")
+	}
+	for until := time.Now().Add(30 * time.Second); e.gw.Accepted() != e.gw.Answered(); time.Sleep(time.Millisecond) {
+		if time.Now().After(until) {
+			t.Fatalf("%d accepted, %d answered", e.gw.Accepted(), e.gw.Answered())
 		}
 	}
 }

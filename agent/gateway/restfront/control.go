@@ -17,8 +17,9 @@ import (
 )
 
 // The endpoints other than infer: each is the Triton gRPC RPC of the same
-// meaning, made on the backend (Gateway.Invoke), its answer written as Triton's
-// HTTP server writes it. A ring backend has no control plane: vig answers
+// meaning, made on the backend (Gateway.InvokeModel: a logical model's are
+// answered from its variants'), its answer written as Triton's HTTP server
+// writes it. A ring backend has no control plane: vig answers
 // liveness and readiness itself, and 501 for the rest, as for a gRPC client.
 
 const invokeTimeout = 10 * time.Second
@@ -33,7 +34,7 @@ func (f *Frontend) call(r *http.Request, name string, req, resp proto.Message) e
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), invokeTimeout)
 	defer cancel()
-	out, err := f.gw.Invoke(ctx, rpc(name), b)
+	out, err := f.gw.InvokeModel(ctx, rpc(name), b)
 	if err != nil {
 		return err
 	}
@@ -340,7 +341,7 @@ func (f *Frontend) stats(w http.ResponseWriter, r *http.Request, model, version 
 	req, _ := proto.Marshal(&pb.ModelStatisticsRequest{Name: model, Version: version})
 	ctx, cancel := context.WithTimeout(r.Context(), invokeTimeout)
 	defer cancel()
-	resp, err := f.gw.Invoke(ctx, rpc("ModelStatistics"), req)
+	resp, err := f.gw.InvokeModel(ctx, rpc("ModelStatistics"), req)
 	if err != nil {
 		fail(w, err)
 		return

@@ -163,6 +163,9 @@ func New(gw *gateway.Gateway, opts Options) *Frontend {
 		if c, ok := r.Context().Value(connKey{}).(*guardConn); ok {
 			c.handled.Store(true) // its answer is a handler's, never rewritten
 		}
+		// Counted with the gRPC RPCs: vig's drain reports them all.
+		gw.RequestAccepted()
+		defer gw.RequestAnswered()
 		inner.ServeHTTP(w, r)
 	})
 	f.srv = &http.Server{Handler: h, ReadHeaderTimeout: opts.HeaderTimeout, ReadTimeout: opts.ReadTimeout,

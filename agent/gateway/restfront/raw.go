@@ -16,7 +16,8 @@ import (
 // model batches, then the configured dims, a variable one (-1) deduced from
 // the body's size; a BYTES input must be of one element, its body the one
 // string (length-prefixed here, as Triton does). vig asks the backend for the
-// configuration (one ModelConfig call per such request) and sends the
+// configuration (one ModelConfig call per such request; a logical model's is
+// its first variant's, whose inputs every variant has) and sends the
 // ModelInferRequest a gRPC client would have; every output is answered, as
 // JSON.
 
