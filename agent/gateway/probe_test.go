@@ -65,13 +65,6 @@ type probe struct {
 	ctxErrs   sync.Map // x-probe-id → context error of a cancelled call
 }
 
-// setOnCall makes f answer every call from now on.
-func (p *probe) setOnCall(f func(ss grpc.ServerStream, method string, req []byte) error) {
-	p.mu.Lock()
-	p.onCall = f
-	p.mu.Unlock()
-}
-
 type probeCall struct {
 	method   string
 	md       metadata.MD
