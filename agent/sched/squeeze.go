@@ -6,6 +6,7 @@ import "time"
 type sqJob struct {
 	a, target Time
 	c         time.Duration
+	class     Class
 	own       bool
 	done      [2]Time // predicted completion without and with the own frame
 }
@@ -16,7 +17,8 @@ type sqJob struct {
 // the window.
 const squeezeMargin = 2 * time.Millisecond
 
-// maxSqueeze bounds the jobs squeeze schedules (its masks are 32 bits).
+// maxSqueeze bounds the jobs squeeze schedules (its masks are 32 bits): on an
+// engine with more streams, the first 15 in stream order are priced.
 const maxSqueeze = 16
 
 // squeeze counts the frames of other contract streams that a frame of stream
@@ -26,8 +28,9 @@ const maxSqueeze = 16
 // other protected or high stream's waiting head and, for a stream
 // with none, its next predicted frame, each at the engine's price; a slot that
 // frees takes the arrived job with the earliest target (the laxity order, for
-// jobs of one period) — a protected own frame first, as admission holds the
-// others back for it — else the next to arrive. A frame's target is its
+// jobs of one period) — a protected own frame before a laxer class's, as
+// admission holds those back for it — else the next to arrive; each job is
+// priced as alone on its slot (occupancy 0). A frame's target is its
 // deadline and the end of the window its stream next needs — the one after
 // its newest claimed window, or its capture's if later: a stream whose results
 // land a window late keeps that pace (Landing in a window, doc.go) and loses
@@ -51,7 +54,7 @@ func (s *Scheduler) squeeze(now, t Time, own *stream, target Time, buf *[]sqJob,
 			if k.extra {
 				continue // its window is covered: an extra loses nothing
 			}
-			jobs = append(jobs, sqJob{a: now, c: c, target: now.Add(c) + Time(k.lax)})
+			jobs = append(jobs, sqJob{a: now, c: c, target: now.Add(c) + Time(k.lax), class: p.class})
 			continue
 		}
 		a, capture, ok := s.next(now, p, own, own.class)
@@ -59,9 +62,9 @@ func (s *Scheduler) squeeze(now, t Time, own *stream, target Time, buf *[]sqJob,
 			continue
 		}
 		w := max(p.win(capture), s.claimed(p)+1)
-		jobs = append(jobs, sqJob{a: a, c: s.costAt(p.model, 0, a), target: min(capture.Add(p.maxAge), p.windowEnd(w))})
+		jobs = append(jobs, sqJob{a: a, c: s.costAt(p.model, 0, a), target: min(capture.Add(p.maxAge), p.windowEnd(w)), class: p.class})
 	}
-	jobs = append(jobs, sqJob{a: t, c: s.costAt(own.model, 0, t), target: target, own: true})
+	jobs = append(jobs, sqJob{a: t, c: s.costAt(own.model, 0, t), target: target, class: own.class, own: true})
 	*buf = jobs
 	for with := range 2 {
 		f := (*free)[:0]
@@ -87,11 +90,7 @@ func (s *Scheduler) squeeze(now, t Time, own *stream, target Time, buf *[]sqJob,
 					pick = j
 					continue
 				}
-				pj := &jobs[pick]
-				in, pin := jb.a <= f[k], pj.a <= f[k]
-				first := jb.own && own.class == Protected
-				pfirst := pj.own && own.class == Protected
-				if in && !pin || in && pin && (first || !pfirst && jb.target < pj.target) || !in && !pin && jb.a < pj.a {
+				if sqBefore(jb, &jobs[pick], f[k]) {
 					pick = j
 				}
 			}
@@ -111,4 +110,22 @@ func (s *Scheduler) squeeze(now, t Time, own *stream, target Time, buf *[]sqJob,
 		}
 	}
 	return n
+}
+
+// sqBefore reports whether job x goes before y on a slot free at free: the
+// one that can start first; of two that can start together, a protected own
+// frame before a laxer class's (admission holds those back for it), else the
+// earlier target.
+func sqBefore(x, y *sqJob, free Time) bool {
+	sx, sy := max(x.a, free), max(y.a, free)
+	if sx != sy {
+		return sx < sy
+	}
+	if x.own && x.class == Protected && y.class > Protected {
+		return true
+	}
+	if y.own && y.class == Protected && x.class > Protected {
+		return false
+	}
+	return x.target < y.target
 }

@@ -465,7 +465,7 @@ func (v *variants) choose(s *Scheduler, copies []streamRef, now, t Time, class C
 	best := 0
 	for i, c := range copies {
 		e := s.accels[c.part].e
-		lands[i] = e.landing(now, t, &e.streams[c.local], class, deadline, &v.free)
+		lands[i] = e.landing(now, t, &e.streams[c.local], class, &v.free)
 		if lands[i] < lands[best] {
 			best = i
 		}
@@ -493,7 +493,7 @@ func (v *variants) choose(s *Scheduler, copies []streamRef, now, t Time, class C
 		}
 		e := s.accels[c.part].e
 		cost := e.squeeze(now, t, &e.streams[c.local], target, &v.sq, &v.free)
-		if lands[i].Add(e.spread()) > target {
+		if lands[i].Add(e.spread(now)) > target {
 			cost++ // the frame itself is at risk: its queue may end that much later
 		}
 		if v.share(s, c.part, now) > busyHigh {
@@ -557,13 +557,11 @@ const maxAhead = 64
 // landing predicts when a frame of stream own arriving at t (≥ now) would
 // complete on this engine: after the jobs at the backend (each slot free at
 // the predicted end of its last job) and the waiting requests that would go
-// before it — those of streams of its class or a stricter one, and under
-// OrderLaxity, for a frame that is not protected, those of a laxer contract
-// class due before its deadline, but not the frame its arrival supersedes
-// (own's Latest queue) — placed on the slot that frees first, each at the
-// engine's own price (estimate × margin at the occupancy it would start
-// under).
-func (s *Scheduler) landing(now, t Time, own *stream, class Class, deadline Time, buf *[]Time) Time {
+// before it — those of streams of its class or a stricter one, but not the
+// frame its arrival supersedes (own's Latest queue) — placed on the slot that
+// frees first, each at the engine's own price (estimate × margin at the
+// occupancy it would start under).
+func (s *Scheduler) landing(now, t Time, own *stream, class Class, buf *[]Time) Time {
 	f := (*buf)[:0]
 	for i := range s.slotRun {
 		f = append(f, s.slotFree(i, now))
@@ -613,16 +611,8 @@ func (s *Scheduler) landing(now, t Time, own *stream, class Class, deadline Time
 	}
 	for i := range s.streams {
 		p := &s.streams[i]
-		if len(p.q) == 0 || (p == own && p.spec.Queue == Latest) {
+		if len(p.q) == 0 || p.class > class || (p == own && p.spec.Queue == Latest) {
 			continue
-		}
-		if p.class > class {
-			// Under OrderLaxity a contract frame of a laxer class due
-			// earlier ranks first, unless the frame is protected:
-			// admission holds the laxer one back for it.
-			if s.cfg.Order != OrderLaxity || class == Protected || p.class == BestEffort || s.reqs[p.q[0]].deadline >= deadline {
-				continue
-			}
 		}
 		for range min(len(p.q), maxAhead) {
 			place(p.model, now)
@@ -735,25 +725,29 @@ func (c *Counters) addAll(o Counters) {
 	c.Running += o.Running
 }
 
-// spread is how much later than predicted the jobs at the backend may end:
-// per slot, the running job's predicted end less its earliest plausible one
-// (its p10, from which commitAt was set), plus for a job committed behind it
-// its predicted run less its p10; the largest over the slots.
-func (s *Scheduler) spread() time.Duration {
-	var d time.Duration
+// spread is how uncertain the end of the jobs ahead of a frame is: on the
+// slot that frees first (where landing places it), the running job's
+// predicted end less its earliest plausible one (p90 − p10: its commitAt was
+// set from the p10), plus for a job committed behind it its predicted run less
+// its p10. The width of the estimate stands for how late the jobs may end: a
+// VLM's 200–340 ms leaves a frame behind it no promise.
+func (s *Scheduler) spread(now Time) time.Duration {
+	k := 0
 	for i := range s.slotRun {
-		var di time.Duration
-		if x := s.slotRun[i]; x >= 0 {
-			r := &s.reqs[x]
-			di += r.predEnd.Sub(r.commitAt.Add(s.cfg.CommitLead))
+		if s.slotFree(i, now) < s.slotFree(k, now) {
+			k = i
 		}
-		if x := s.slotNext[i]; x >= 0 {
-			r := &s.reqs[x]
-			m := &s.models[s.streams[r.stream].model]
-			p10 := s.coScale(m.win(int(r.occ), max(int(r.bsize), 1)).p10, r.start)
-			di += max(r.predEnd.Sub(r.start)-p10, 0)
-		}
-		d = max(d, di)
+	}
+	var d time.Duration
+	if x := s.slotRun[k]; x >= 0 {
+		r := &s.reqs[x]
+		d += r.predEnd.Sub(r.commitAt.Add(s.cfg.CommitLead))
+	}
+	if x := s.slotNext[k]; x >= 0 {
+		r := &s.reqs[x]
+		m := &s.models[s.streams[r.stream].model]
+		p10 := s.coScale(m.win(int(r.occ), max(int(r.bsize), 1)).p10, r.start)
+		d += max(r.predEnd.Sub(r.start)-p10, 0)
 	}
 	return d
 }

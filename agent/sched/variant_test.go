@@ -120,6 +120,33 @@ func TestVariantSparesAnotherStreamsWindow(t *testing.T) {
 	mustRunAs(t, h.s, acts, tok, "detector_dla0", "dla0")
 }
 
+// A frame does not queue behind a job whose end is uncertain: the GPU runs a
+// VLM that has taken 150 to 300 ms; predicted at its p90, the detector's frame
+// would land there first (8 ms after the VLM), but were the VLM as late as its
+// spread allows the frame would be stale; an idle DLA core lands it 1 ms later
+// for sure.
+func TestVariantAvoidsAnUncertainQueue(t *testing.T) {
+	cfg := variantConfig()
+	cfg.Models[1].Exec = 8 * ms // detector_gpu
+	h := newHarness(t, cfg)
+	for k := range 20 {
+		start := at(float64(1000 * k))
+		h.set(start)
+		v, acts := h.arrive("vlm", start)
+		mustDispatch(t, acts, v)
+		h.set(start.Add(time.Duration(150+150*(k%2)) * ms))
+		h.complete(v, true)
+	}
+	frame := at(33 * 1000)         // a window's start
+	start := frame.Add(-295 * ms) // the VLM, predicted to end 5 ms after the frame
+	h.set(start)
+	v, acts := h.arrive("vlm", start)
+	mustDispatch(t, acts, v)
+	h.set(frame)
+	tok, acts := h.arrive("detector", frame)
+	mustRunAs(t, h.s, acts, tok, "detector_dla0", "dla0")
+}
+
 // A frame leaves the accelerator where it would land first when that one
 // was busy above busyHigh of late with its own streams' work, for a less
 // busy one where it is still on time; the same frame after the GPU was idle
@@ -608,8 +635,8 @@ func TestWireSimulationScenarioD2Seeds(t *testing.T) {
 			t.Errorf("%s: %.1f %% with variants, per core %.1f %%, direct %.1f %%", st.name, v[i], f[i], d[i])
 		}
 	}
-	if v[1] < f[1]+15 {
-		t.Errorf("lane %.1f %% with variants, %.1f %% per core", v[1], f[1])
+	if v[1] < max(d[1], f[1])+15 {
+		t.Errorf("lane %.1f %% with variants, %.1f %% per core, %.1f %% direct", v[1], f[1], d[1])
 	}
 }
 
