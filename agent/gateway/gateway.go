@@ -75,7 +75,8 @@ type Gateway struct {
 
 	window, connWindow uint32
 	maxMsg, readBuf    int
-	earlyMin           int // requests forwarded as they arrive (cutthrough.go); 0: none
+	logical            bool // the config has a logical model (logical.go)
+	earlyMin           int  // requests forwarded as they arrive (cutthrough.go); 0: none
 	handshakeTimeout   time.Duration
 
 	accepted, answered atomic.Uint64 // RPCs; equal once drained
@@ -109,6 +110,9 @@ func New(opts Options) (*Gateway, error) {
 		handshakeTimeout: 10 * time.Second,
 		lns:              map[net.Listener]struct{}{}, live: map[*sconn]struct{}{}, watchers: map[*sstream]string{}}
 	g.connWindow = g.window
+	for _, m := range opts.Config.Models {
+		g.logical = g.logical || m.Logical()
+	}
 	g.exp = newExpiry(nowNs, opts.Config.Backend.CallTimeout(), func(c *Call) { g.backend.Abort(c) })
 	if gov, ok := opts.Admit.(*Governor); ok {
 		g.gov = gov

@@ -358,7 +358,7 @@ func (c *sconn) message(s *sstream, msg mem.BufferSlice, compressed bool) {
 			s.onOK = hook
 			s.mu.Unlock()
 		}
-		if !s.gotMsg && logicalMethod(s.method) {
+		if !s.gotMsg && c.g.logical && logicalMethod(s.method) && msg.Len() <= maxLogicalRequest {
 			req, ok := c.logicalRequest(s, msg, compressed)
 			if variants, name := c.g.logicalVariants(s.method, req); ok && variants != nil {
 				s.gotMsg = true

@@ -116,7 +116,11 @@ func (g *Gateway) answerLogical(ctx context.Context, method string, meta []strin
 		if err != nil {
 			return nil, err
 		}
-		return setName(b, name)
+		out, err := setName(b, name)
+		if err != nil {
+			return nil, status.Errorf(codes.Internal, "backend ModelMetadata for %q: %v", variants[0], err)
+		}
+		return out, nil
 	case methodModelConfig:
 		b, err := ask(variants[0])
 		if err != nil {
@@ -160,9 +164,12 @@ func (r logicalRelay) cancel()                              { r.stop() }
 // variant it needs.
 func (c *sconn) relayLogical(s *sstream, req []byte, name string, variants []string) {
 	g := c.g
-	ctx, stop := context.WithCancel(context.Background())
+	var ctx context.Context
+	var stop context.CancelFunc
 	if s.deadline != 0 {
 		ctx, stop = context.WithTimeout(context.Background(), time.Duration(s.deadline-int64(g.clock())))
+	} else {
+		ctx, stop = context.WithCancel(context.Background())
 	}
 	s.mu.Lock()
 	s.relay = logicalRelay{stop}
@@ -184,6 +191,12 @@ func (c *sconn) relayLogical(s *sstream, req []byte, name string, variants []str
 	}()
 }
 
+// maxLogicalRequest bounds the control requests vig reads for a logical
+// model, compressed and not: they carry a name and a version. A larger one is
+// relayed as it is, so a padded or compressed request cannot make vig hold
+// or inflate more than this per stream.
+const maxLogicalRequest = 64 << 10
+
 // logicalRequest returns the bytes of a control request message (msg, still
 // the caller's), decompressed if it came gzip-compressed; false for an
 // encoding vig does not read, which is relayed as it is.
@@ -195,7 +208,7 @@ func (c *sconn) logicalRequest(s *sstream, msg mem.BufferSlice, compressed bool)
 		return nil, false
 	}
 	msg.Ref() // gunzipMessage frees one reference; the caller keeps its own
-	plain, err := gunzipMessage(msg, c.g.maxMsg)
+	plain, err := gunzipMessage(msg, maxLogicalRequest)
 	if err != nil {
 		return nil, false // relayed: the backend says what is wrong with it
 	}

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/encoding/gzip"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/vig-edge/vig/agent/config"
@@ -117,6 +118,18 @@ models:
 	mc, err := wire.ParseModelConfig(cfgResp.Config)
 	if err != nil || mc.Name != "detector" || mc.Platform == "" {
 		t.Errorf("ModelConfig(detector) = %+v, %v; want detector_gpu's named detector", mc, err)
+	}
+	// A control request vig would have to hold or inflate beyond
+	// maxLogicalRequest is relayed as it is: the backend does not know the
+	// logical name.
+	pad := protowire.AppendBytes(protowire.AppendTag(nil, 15, protowire.BytesType), []byte(strings.Repeat("1", 1<<20)))
+	for _, opts := range [][]grpc.CallOption{nil, {grpc.UseCompressor(gzip.Name)}} {
+		req := &pb.ModelReadyRequest{Name: "detector"}
+		req.ProtoReflect().SetUnknown(pad) // the backend ignores an unknown field
+		r, err := c.ModelReady(ctx, req, opts...)
+		if err == nil && r.Ready {
+			t.Errorf("ModelReady(detector) padded to 1 MiB (compressed %v) answered by vig: %v", opts != nil, r)
+		}
 	}
 	st, err := c.ModelStatistics(ctx, &pb.ModelStatisticsRequest{Name: "detector"})
 	if err != nil || len(st.ModelStats) != 2 || st.ModelStats[0].Name != "detector_gpu" || st.ModelStats[1].Name != "detector_dla0" {
