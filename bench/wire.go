@@ -823,7 +823,11 @@ func modelConfigs(ctx context.Context, mb *mockbackend.Running, models []mockbac
 	out := map[string]*wire.ModelConfig{}
 	for _, m := range models {
 		r := servermodel.Read(ctx, servermodel.Func(mb.ModelConfig), m.Name)
-		if r.Outcome != servermodel.Described {
+		switch r.Outcome {
+		case servermodel.Described:
+		case servermodel.Undecodable:
+			return nil, r.Err // it names the model
+		default:
 			return nil, fmt.Errorf("model config of %s: %w", m.Name, r.Err)
 		}
 		out[m.Name] = r.Config

@@ -25,6 +25,9 @@ func Write(path string, write func(w io.Writer) error) error {
 	if err == nil {
 		err = tmp.Chmod(0o644)
 	}
+	if err == nil {
+		err = tmp.Sync() // whole after a power cut too, before the rename makes it the file
+	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
