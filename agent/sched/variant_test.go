@@ -137,7 +137,7 @@ func TestVariantAvoidsAnUncertainQueue(t *testing.T) {
 		h.set(start.Add(time.Duration(150+150*(k%2)) * ms))
 		h.complete(v, true)
 	}
-	frame := at(33 * 1000)         // a window's start
+	frame := at(33 * 1000)        // a window's start
 	start := frame.Add(-295 * ms) // the VLM, predicted to end 5 ms after the frame
 	h.set(start)
 	v, acts := h.arrive("vlm", start)
