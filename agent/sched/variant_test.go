@@ -120,6 +120,30 @@ func TestVariantSparesAnotherStreamsWindow(t *testing.T) {
 	mustRunAs(t, h.s, acts, tok, "detector_dla0", "dla0")
 }
 
+// A protected frame placed on an accelerator goes before that accelerator's
+// waiting high frames (admission holds them back for it), so the windows
+// those frames then miss are its cost: DLA0 would land the detector's frame
+// first (28 ms against DLA1's 30), but push lane's waiting frame past its
+// window (28 → 42 ms, window end 33); DLA1 costs nothing.
+func TestVariantProtectedFramePricesTheGuard(t *testing.T) {
+	cfg := variantConfig()
+	cfg.Models[5].Exec = 16 * ms // segment
+	cfg.Models = append(cfg.Models, ModelSpec{Name: "map", Exec: 14 * ms, Accelerator: "dla0"})
+	cfg.Streams = append(cfg.Streams, StreamSpec{Name: "map", Model: "map", Class: BestEffort, Period: time.Second, MaxAge: 2 * time.Second, Queue: Latest})
+	h := newHarness(t, cfg)
+	h.arrive("vlm", 0) // the GPU until 200 ms
+	mapA, _ := h.arrive("map", 0)
+	h.arrive("segment", 0) // DLA1 until 16
+	h.set(at(5))
+	h.arrive("lane", at(5)) // waits behind map (DLA0 until 14)
+	h.set(at(6))
+	tok, acts := h.arrive("detector", at(6))
+	mustNothing(t, acts, tok)
+	h.set(at(14))
+	acts = h.complete(mapA, true)                         // DLA0 frees for lane
+	mustRunAs(t, h.s, acts, tok, "detector_dla1", "dla1") // committed behind segment
+}
+
 // A frame does not queue behind a job whose end is uncertain: the GPU runs a
 // VLM that has taken 150 to 300 ms; predicted at its p90, the detector's frame
 // would land there first (8 ms after the VLM), but were the VLM as late as its
