@@ -977,20 +977,16 @@ func (s *Scheduler) pass(now Time, acts []Action) []Action {
 				cost = misses
 			}
 		}
-		if !budget && !probe && !wait && sk.extra && rows == 1 && s.cfg.Order == OrderLaxity && r.deadline != Never {
-			if until, ok := s.keepsLate(st, r, s.earliest(now, slot, start, queued), start, c, s.quantile(m, jobOcc, start, (*window).fastest)); ok {
-				if !r.held {
-					r.held = true
-					st.held++
-				}
-				r.deferPass = s.passID
-				r.recheck = until
-				st.pass = s.passID
-				continue
+		if !budget && !probe && !wait && rows == 1 && s.cfg.Order == OrderLaxity && r.deadline != Never {
+			// Landing in a window (doc.go): an extra that would double its
+			// window keeps the stream's late pace; a contract frame that
+			// could land early waits for its own window.
+			early, fastest := s.earliest(now, slot, start, queued), s.quantile(m, jobOcc, start, (*window).fastest)
+			hold := s.landsEarly
+			if sk.extra {
+				hold = s.keepsLate
 			}
-		}
-		if !budget && !probe && !wait && !sk.extra && rows == 1 && s.cfg.Order == OrderLaxity && sk.lax != math.MaxInt64 {
-			if until, ok := s.landsEarly(st, r, s.earliest(now, slot, start, queued), start, c, s.quantile(m, jobOcc, start, (*window).fastest)); ok {
+			if until, ok := hold(st, r, early, start, c, fastest); ok {
 				if !r.held {
 					r.held = true
 					st.held++
